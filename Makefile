@@ -1,0 +1,47 @@
+# placegym: `make demo` and `make test` are all a new user needs.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# torch is pinned in the same pip command as everything else, so pip takes the local CPU
+# wheel instead of resolving a multi-GB CUDA build; pyproject.toml itself asks for torch>=2.4.
+TORCH  ?= torch==2.13.0
+
+export WANDB_MODE ?= offline
+export MPLBACKEND ?= Agg
+
+.PHONY: install demo test test-all bench lint format clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]' '$(TORCH)'
+	@# compile the simulator's numba kernels once into their on-disk cache
+	$(PY) -c 'from placegym.envs.simulator import warmup; warmup()'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/placegym demo --out demo-out
+
+test: $(STAMP)
+	WANDB_MODE=disabled $(PY) -m pytest -q
+
+test-all: $(STAMP)
+	WANDB_MODE=disabled $(PY) -m pytest -q -m "not gpu"
+
+bench: $(STAMP)
+	WANDB_MODE=disabled $(PY) -m pytest -q -s -m benchmark tests/benchmarks
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf $(VENV) demo-out .pytest_cache .hypothesis .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,1 @@
+"""placegym.agents: learned placement policies (DOPPLER dual policy, SB3 policies)."""

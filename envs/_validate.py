@@ -1,0 +1,133 @@
+"""Field access and value checks shared by the JSON loaders.
+
+Every check raises :class:`ValueError` whose message starts with the field's path
+(``nodes[3].flops``) and ends with the offending value, so a bad file is fixed in one go.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+Source = str | os.PathLike[str] | Mapping[str, Any]
+
+
+def fail(where: str, problem: str, value: Any = None, *, show_value: bool = True) -> ValueError:
+    """Build the ValueError for field ``where``; the value is appended when given."""
+    msg = f"{where}: {problem}"
+    if show_value:
+        msg += f", got {value!r}"
+    return ValueError(msg)
+
+
+def read_json(source: Source, what: str) -> dict[str, Any]:
+    """Return a dict from a mapping or a JSON file path; errors name the file."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    if not isinstance(source, str | os.PathLike):
+        raise TypeError(f"{what}: expected a path or a dict, got {type(source).__name__}")
+    path = Path(source)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path}: is a directory, not a {what} JSON file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def load_document(source: Source, what: str, parse: Callable[[Mapping[str, Any]], T]) -> T:
+    """Parse a dict or JSON file with ``parse``; errors from a file are prefixed by its path."""
+    data = read_json(source, what)
+    if isinstance(source, Mapping):
+        return parse(data)
+    try:
+        return parse(data)
+    except ValueError as e:
+        raise ValueError(f"{os.fspath(source)}: {e}") from None
+
+
+def check_format(data: Mapping[str, Any], tag: str) -> None:
+    """Check the ``format`` tag of a document."""
+    if "format" not in data:
+        raise ValueError(f"format: missing field (expected {tag!r})")
+    if data["format"] != tag:
+        raise fail("format", f"unknown format tag, expected {tag!r}", data["format"])
+
+
+def get(obj: Mapping[str, Any], key: str, where: str, default: Any = ...) -> Any:
+    """``obj[key]``; a missing key without default raises naming ``where.key``."""
+    if key in obj:
+        return obj[key]
+    if default is ...:
+        path = f"{where}.{key}" if where else key
+        raise ValueError(f"{path}: missing field")
+    return default
+
+
+def as_list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list | tuple):
+        raise fail(where, "expected a list", value)
+    return list(value)
+
+
+def as_mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise fail(where, "expected an object", value)
+    return value
+
+
+def number(value: Any, where: str, *, positive: bool = False) -> float:
+    """A finite number >= 0 (> 0 with ``positive``)."""
+    ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+    if not ok:
+        raise fail(where, "expected a number", value)
+    x = float(value)
+    if not math.isfinite(x):
+        raise fail(where, "must be finite", value)
+    if positive and x <= 0:
+        raise fail(where, "must be > 0", value)
+    if x < 0:
+        raise fail(where, "must be >= 0", value)
+    return x
+
+
+def integer(value: Any, where: str, *, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer in ``[lo, hi)`` (either bound optional)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise fail(where, "expected an integer", value)
+    v = int(value)
+    if lo is not None and v < lo:
+        raise fail(where, f"must be >= {lo}", v)
+    if hi is not None and v >= hi:
+        raise fail(where, f"out of range (must be < {hi})", v)
+    return v
+
+
+def check_array(arr: np.ndarray, where: str, *, positive: bool = False) -> None:
+    """Vectorised :func:`number` over an array; names the first bad index."""
+    bad = ~np.isfinite(arr) | (arr <= 0 if positive else arr < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        number(arr[i].item(), where.format(i=i), positive=positive)
+
+
+def compact(x: float) -> int | float:
+    """Integral floats as ints, so saved files read naturally."""
+    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)

@@ -1,0 +1,135 @@
+"""Gantt charts of schedules (matplotlib, headless).
+
+One lane per device for compute, then one lane per channel that carried a transfer
+(``gpu0→gpu1``). Compute bars are coloured by layer or by op kind.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from placegym.envs.simulator import Schedule
+
+ColorBy = Literal["auto", "layer", "op", "device"]
+
+__all__ = ["gantt_figure", "gantt_rgb", "save_gantt"]
+
+
+def _categories(schedule: Schedule, color_by: ColorBy) -> tuple[list[str], np.ndarray]:
+    g = schedule.graph
+    if color_by == "auto":
+        color_by = "layer" if (g.layer >= 0).any() else "op"
+    if color_by == "layer":
+        labels = [f"layer {x}" if x >= 0 else "no layer" for x in g.layer.tolist()]
+    elif color_by == "op":
+        labels = list(g.op)
+    elif color_by == "device":
+        labels = [schedule.cluster.devices[d].name for d in schedule.device.tolist()]
+    else:
+        raise ValueError(f"color_by: expected 'auto', 'layer', 'op' or 'device', got {color_by!r}")
+    names, codes = np.unique(np.array(labels, dtype=object), return_inverse=True)
+    return [str(x) for x in names], codes
+
+
+def gantt_figure(
+    schedule: Schedule,
+    *,
+    color_by: ColorBy = "auto",
+    title: str | None = None,
+    width: float = 12.0,
+) -> Figure:
+    """Draw ``schedule`` and return the matplotlib ``Figure`` (no pyplot state is used)."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    c = schedule.cluster
+    names, codes = _categories(schedule, color_by)
+    cmap = _palette(len(names))
+    tr = schedule.transfers
+    channels = sorted(set(zip(tr.src.tolist(), tr.dst.tolist())))
+    lanes = [d.name for d in c.devices] + [
+        f"{c.devices[a].name}→{c.devices[b].name}" for a, b in channels
+    ]
+    fig = Figure(figsize=(width, 1.2 + 0.32 * len(lanes)), layout="constrained")
+    ax = fig.add_subplot()
+    scale, unit = _time_unit(schedule.makespan)
+    start, finish = schedule.start * scale, schedule.finish * scale
+    for d in range(c.num_devices):
+        on = np.flatnonzero(schedule.device == d)
+        ax.broken_barh(
+            list(zip(start[on], finish[on] - start[on])),
+            (d - 0.4, 0.8),
+            facecolors=[cmap[k] for k in codes[on]],
+            edgecolor="black",
+            linewidth=0.3,
+        )
+    for i, (a, b) in enumerate(channels):
+        k = np.flatnonzero((tr.src == a) & (tr.dst == b))
+        ax.broken_barh(
+            list(zip(tr.start[k] * scale, (tr.arrival[k] - tr.start[k]) * scale)),
+            (c.num_devices + i - 0.3, 0.6),
+            facecolors="0.65",
+            edgecolor="0.3",
+            linewidth=0.3,
+        )
+    ax.set_yticks(range(len(lanes)), lanes, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(schedule.makespan * scale, 1e-12) * 1.01)
+    ax.set_xlabel(f"time ({unit})")
+    ax.grid(axis="x", alpha=0.3)
+    if channels:
+        ax.axhline(c.num_devices - 0.5, color="0.4", linewidth=0.8)
+    g = schedule.graph
+    ax.set_title(
+        title
+        or f"{g.name} on {c.name}: makespan {schedule.makespan:.6g} s"
+        f"{'  (OOM)' if schedule.oom else ''}",
+        fontsize=10,
+    )
+    if len(names) <= 24:
+        ax.legend(
+            handles=[Patch(color=cmap[k], label=nm) for k, nm in enumerate(names)],
+            loc="upper left",
+            bbox_to_anchor=(1.0, 1.0),
+            fontsize=7,
+            frameon=False,
+        )
+    return fig
+
+
+def save_gantt(
+    schedule: Schedule, path: str | os.PathLike[str], *, color_by: ColorBy = "auto", dpi: int = 120
+) -> None:
+    """Write the Gantt chart of ``schedule`` to ``path`` (format from the suffix)."""
+    gantt_figure(schedule, color_by=color_by).savefig(path, dpi=dpi)
+
+
+def gantt_rgb(schedule: Schedule, *, color_by: ColorBy = "auto", dpi: int = 80) -> np.ndarray:
+    """The chart as an ``(H, W, 3)`` uint8 array (for ``render_mode="rgb_array"``)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = gantt_figure(schedule, color_by=color_by)
+    canvas = FigureCanvasAgg(fig)
+    fig.set_dpi(dpi)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+
+
+def _time_unit(makespan: float) -> tuple[float, str]:
+    for scale, unit in ((1.0, "s"), (1e3, "ms"), (1e6, "µs")):
+        if makespan * scale >= 1:
+            return scale, unit
+    return 1e9, "ns"
+
+
+def _palette(k: int) -> list[tuple[float, float, float, float]]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab20" if k > 10 else "tab10"]
+    return [cmap(i % cmap.N) for i in range(max(k, 1))]

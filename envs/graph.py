@@ -1,0 +1,378 @@
+"""Dataflow graphs: the ``placegym.graph/v1`` format, validation and conversions.
+
+A graph is a DAG of block kernels. Node ``v`` does ``flops[v]`` FLOP, writes one output
+tensor of ``out_bytes[v]`` bytes and keeps ``param_bytes[v]`` bytes of parameters resident
+on its device. Edge ``(u, v)`` means the output of ``u`` is an input of ``v``.
+
+File format (DESIGN §2)::
+
+    {"format": "placegym.graph/v1", "name": "ffnn",
+     "nodes": [{"id": 0, "op": "einsum", "flops": 2.1e9, "out_bytes": 4194304,
+                "param_bytes": 0, "layer": 0, "spec": {}}],
+     "edges": [[0, 3]]}
+
+Required per node: ``flops`` and ``out_bytes``. Optional: ``id`` (if given it must equal
+the node's list position), ``op`` (default ``"op"``), ``param_bytes`` (default 0),
+``layer`` (a non-negative int; absent is stored as -1), ``spec`` (an object, default {}).
+Unknown keys are ignored. Sizes may be fractional (they are stored as float64).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from placegym.envs import _validate as V
+
+if TYPE_CHECKING:
+    import networkx as nx
+    from torch_geometric.data import Data
+
+GRAPH_FORMAT = "placegym.graph/v1"
+
+__all__ = ["GRAPH_FORMAT", "Graph", "load_graph"]
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """An immutable, validated dataflow graph.
+
+    Args:
+        flops: ``(n,)`` FLOP per node, finite and >= 0.
+        out_bytes: ``(n,)`` bytes of each node's output tensor, finite and >= 0.
+        edges: ``(E, 2)`` int pairs ``(u, v)``; no self-loops, no duplicates, acyclic.
+        param_bytes: ``(n,)`` resident parameter bytes (default zeros).
+        layer: ``(n,)`` layer id per node, ``-1`` for none (default all -1).
+        op: op kind per node (default ``"op"``).
+        spec: executable kernel description per node (default empty dicts).
+        name: a label.
+
+    Raises:
+        ValueError: naming the field (``nodes[i].flops``, ``edges[k]``) and the bad value;
+            a cycle is reported with a node on it.
+    """
+
+    flops: np.ndarray
+    out_bytes: np.ndarray
+    edges: np.ndarray
+    param_bytes: np.ndarray | None = None
+    layer: np.ndarray | None = None
+    op: tuple[str, ...] | None = None
+    spec: tuple[Mapping[str, Any], ...] | None = None
+    name: str = "graph"
+    _topo: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        flops = np.array(self.flops, dtype=np.float64).reshape(-1)
+        n = flops.shape[0]
+        s(self, "flops", _readonly(flops))
+        s(self, "out_bytes", _readonly(self._node_array(self.out_bytes, "out_bytes", n, 0.0)))
+        s(
+            self,
+            "param_bytes",
+            _readonly(self._node_array(self.param_bytes, "param_bytes", n, 0.0)),
+        )
+        for key in ("flops", "out_bytes", "param_bytes"):
+            V.check_array(getattr(self, key), "nodes[{i}]." + key)
+        layer = self._node_array(self.layer, "layer", n, -1, dtype=np.int64)
+        if (layer < -1).any():
+            i = int(np.flatnonzero(layer < -1)[0])
+            raise V.fail(f"nodes[{i}].layer", "must be a non-negative integer", int(layer[i]))
+        s(self, "layer", _readonly(layer))
+        op = ("op",) * n if self.op is None else tuple(str(o) for o in self.op)
+        spec = ({},) * n if self.spec is None else tuple(self.spec)
+        if len(op) != n:
+            raise V.fail("op", f"expected {n} entries", len(op))
+        if len(spec) != n:
+            raise V.fail("spec", f"expected {n} entries", len(spec))
+        s(self, "op", op)
+        s(self, "spec", spec)
+        s(self, "edges", _readonly(self._check_edges(self.edges, n)))
+        s(self, "_topo", _readonly(self._toposort()))
+
+    @staticmethod
+    def _node_array(value: Any, key: str, n: int, default: float, dtype: Any = np.float64):
+        if value is None:
+            return np.full(n, default, dtype=dtype)
+        arr = np.array(value, dtype=dtype).reshape(-1)
+        if arr.shape[0] != n:
+            raise V.fail(key, f"expected {n} entries (one per node)", arr.shape[0])
+        return arr
+
+    @staticmethod
+    def _check_edges(edges: Any, n: int) -> np.ndarray:
+        e = np.array(edges, dtype=np.int64)
+        if e.size == 0:
+            return np.zeros((0, 2), dtype=np.int64)
+        if e.ndim != 2 or e.shape[1] != 2:
+            raise V.fail("edges", "expected a list of [u, v] pairs", np.asarray(edges).tolist())
+        bad = (e < 0) | (e >= n)
+        if bad.any():
+            k = int(np.argwhere(bad)[0][0])
+            raise V.fail(f"edges[{k}]", f"node id out of range 0..{n - 1}", e[k].tolist())
+        loops = np.flatnonzero(e[:, 0] == e[:, 1])
+        if loops.size:
+            k = int(loops[0])
+            raise V.fail(f"edges[{k}]", "self-loop", e[k].tolist())
+        key = e[:, 0] * n + e[:, 1]
+        uniq, counts = np.unique(key, return_counts=True)
+        if (counts > 1).any():
+            dup_key = uniq[np.flatnonzero(counts > 1)[0]]
+            k = int(np.flatnonzero(key == dup_key)[1])
+            raise V.fail(f"edges[{k}]", "duplicate edge", e[k].tolist())
+        return e
+
+    def _toposort(self) -> np.ndarray:
+        """Kahn's algorithm, smallest id first among ready nodes (deterministic)."""
+        import heapq
+
+        n = self.num_nodes
+        indeg = np.bincount(self.edges[:, 1], minlength=n).tolist()
+        ptr, idx = self.consumer_csr
+        heap = [v for v in range(n) if indeg[v] == 0]
+        order: list[int] = []
+        while heap:
+            v = heapq.heappop(heap)
+            order.append(v)
+            for c in idx[ptr[v] : ptr[v + 1]].tolist():
+                indeg[c] -= 1
+                if indeg[c] == 0:
+                    heapq.heappush(heap, c)
+        if len(order) < n:
+            raise ValueError(f"edges: the graph has a cycle: {self._find_cycle(indeg)}")
+        return np.array(order, dtype=np.int64)
+
+    def _find_cycle(self, indeg: list[int]) -> str:
+        ptr, idx = self.producer_csr
+        v = next(i for i, d in enumerate(indeg) if d > 0)
+        seen: dict[int, int] = {}
+        path: list[int] = []
+        while v not in seen:  # walk back along unresolved producers until one repeats
+            seen[v] = len(path)
+            path.append(v)
+            v = next(u for u in idx[ptr[v] : ptr[v + 1]].tolist() if indeg[u] > 0)
+        cyc = path[seen[v] :][::-1]
+        return f"node {v} is on it ({' -> '.join(map(str, [*cyc, cyc[0]]))})"
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def num_nodes(self) -> int:
+        return int(self.flops.shape[0])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edges.shape[0])
+
+    def __len__(self) -> int:
+        return self.num_nodes
+
+    def __repr__(self) -> str:
+        return f"Graph(name={self.name!r}, nodes={self.num_nodes}, edges={self.num_edges})"
+
+    @cached_property
+    def consumer_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(ptr, idx)``: consumers of ``v`` are ``idx[ptr[v]:ptr[v+1]]`` (ascending)."""
+        return _csr(self.edges[:, 0], self.edges[:, 1], self.num_nodes)
+
+    @cached_property
+    def producer_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(ptr, idx)``: producers of ``v`` are ``idx[ptr[v]:ptr[v+1]]`` (ascending)."""
+        return _csr(self.edges[:, 1], self.edges[:, 0], self.num_nodes)
+
+    @cached_property
+    def in_degree(self) -> np.ndarray:
+        """``(n,)`` number of producers of each node."""
+        return _readonly(np.diff(self.producer_csr[0]))
+
+    @property
+    def topological_order(self) -> np.ndarray:
+        """Node ids in a topological order (Kahn, smallest ready id first)."""
+        return self._topo
+
+    @cached_property
+    def in_bytes(self) -> np.ndarray:
+        """``(n,)`` bytes read from producers: sum of ``out_bytes[u]`` over producers u."""
+        return _readonly(
+            np.bincount(
+                self.edges[:, 1],
+                weights=self.out_bytes[self.edges[:, 0]],
+                minlength=self.num_nodes,
+            ).astype(np.float64)
+        )
+
+    @cached_property
+    def io_bytes(self) -> np.ndarray:
+        """``(n,)`` memory traffic of each node: output + params + inputs (DESIGN §3.1)."""
+        return _readonly(self.out_bytes + self.param_bytes + self.in_bytes)
+
+    def predecessors(self, v: int) -> np.ndarray:
+        ptr, idx = self.producer_csr
+        return idx[ptr[v] : ptr[v + 1]]
+
+    def successors(self, v: int) -> np.ndarray:
+        ptr, idx = self.consumer_csr
+        return idx[ptr[v] : ptr[v + 1]]
+
+    # ------------------------------------------------------------------ I/O
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Graph:
+        """Parse and validate a ``placegym.graph/v1`` document."""
+        data = V.as_mapping(data, "graph")
+        V.check_format(data, GRAPH_FORMAT)
+        nodes = V.as_list(V.get(data, "nodes", ""), "nodes")
+        edges = V.as_list(V.get(data, "edges", ""), "edges")
+        name = str(data.get("name", "graph"))
+        n = len(nodes)
+        flops = np.empty(n)
+        out_b = np.empty(n)
+        par_b = np.empty(n)
+        layer = np.full(n, -1, dtype=np.int64)
+        ops: list[str] = []
+        specs: list[Mapping[str, Any]] = []
+        for i, raw in enumerate(nodes):
+            w = f"nodes[{i}]"
+            nd = V.as_mapping(raw, w)
+            if "id" in nd and V.integer(nd["id"], f"{w}.id") != i:
+                raise V.fail(
+                    f"{w}.id", f"node ids must be 0..n-1 in list order, expected {i}", nd["id"]
+                )
+            flops[i] = V.number(V.get(nd, "flops", w), f"{w}.flops")
+            out_b[i] = V.number(V.get(nd, "out_bytes", w), f"{w}.out_bytes")
+            par_b[i] = V.number(nd.get("param_bytes", 0), f"{w}.param_bytes")
+            if nd.get("layer") is not None:
+                layer[i] = V.integer(nd["layer"], f"{w}.layer", lo=0)
+            op = nd.get("op", "op")
+            if not isinstance(op, str):
+                raise V.fail(f"{w}.op", "expected a string", op)
+            ops.append(op)
+            specs.append(V.as_mapping(nd.get("spec", {}), f"{w}.spec"))
+        pairs = np.zeros((len(edges), 2), dtype=np.int64)
+        for k, e in enumerate(edges):
+            if not isinstance(e, list | tuple) or len(e) != 2:
+                raise V.fail(f"edges[{k}]", "expected a pair [u, v]", e)
+            pairs[k] = [V.integer(x, f"edges[{k}]") for x in e]
+        return cls(
+            flops=flops,
+            out_bytes=out_b,
+            param_bytes=par_b,
+            layer=layer,
+            op=tuple(ops),
+            spec=tuple(specs),
+            edges=pairs,
+            name=name,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        nodes = []
+        for i in range(self.num_nodes):
+            nd: dict[str, Any] = {
+                "id": i,
+                "op": self.op[i],
+                "flops": V.compact(self.flops[i]),
+                "out_bytes": V.compact(self.out_bytes[i]),
+                "param_bytes": V.compact(self.param_bytes[i]),
+            }
+            if self.layer[i] >= 0:
+                nd["layer"] = int(self.layer[i])
+            if self.spec[i]:
+                nd["spec"] = dict(self.spec[i])
+            nodes.append(nd)
+        return {
+            "format": GRAPH_FORMAT,
+            "name": self.name,
+            "nodes": nodes,
+            "edges": self.edges.tolist(),
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+    # ------------------------------------------------------------------ conversions
+    def to_networkx(self) -> nx.DiGraph:
+        """A ``networkx.DiGraph`` with node attributes (op, flops, out_bytes, param_bytes,
+        layer, spec) and edge attribute ``bytes`` (the producer's ``out_bytes``)."""
+        import networkx as nx
+
+        g = nx.DiGraph(name=self.name)
+        for i in range(self.num_nodes):
+            g.add_node(
+                i,
+                op=self.op[i],
+                flops=float(self.flops[i]),
+                out_bytes=float(self.out_bytes[i]),
+                param_bytes=float(self.param_bytes[i]),
+                layer=int(self.layer[i]),
+                spec=dict(self.spec[i]),
+            )
+        g.add_edges_from(
+            (int(u), int(v), {"bytes": float(self.out_bytes[u])}) for u, v in self.edges
+        )
+        return g
+
+    @classmethod
+    def from_networkx(cls, g: nx.DiGraph, name: str | None = None) -> Graph:
+        """Build from a DiGraph whose nodes carry ``flops`` and ``out_bytes`` (and optionally
+        ``param_bytes``, ``layer``, ``op``, ``spec``). Nodes are numbered in ``g.nodes`` order."""
+        index = {v: i for i, v in enumerate(g.nodes)}
+        nodes = []
+        for _, attrs in g.nodes(data=True):
+            nd = {
+                k: attrs[k]
+                for k in ("flops", "out_bytes", "param_bytes", "op", "spec")
+                if k in attrs
+            }
+            if attrs.get("layer", -1) not in (None, -1):
+                nd["layer"] = attrs["layer"]
+            nodes.append(nd)
+        data = {
+            "format": GRAPH_FORMAT,
+            "name": name or g.graph.get("name") or "graph",
+            "nodes": nodes,
+            "edges": [[index[u], index[v]] for u, v in g.edges],
+        }
+        return cls.from_dict(data)
+
+    def to_pyg(self) -> Data:
+        """A ``torch_geometric.data.Data``: ``edge_index`` (2, E) long, ``x`` (n, 3) float32
+        = [flops, out_bytes, param_bytes], ``edge_attr`` (E, 1) float32 = bytes on the edge,
+        plus ``layer`` (n,) long and ``num_nodes``."""
+        import torch
+        from torch_geometric.data import Data
+
+        x = np.stack([self.flops, self.out_bytes, self.param_bytes], axis=1)
+        return Data(
+            x=torch.as_tensor(x, dtype=torch.float32),
+            edge_index=torch.as_tensor(self.edges.T.copy(), dtype=torch.long),
+            edge_attr=torch.as_tensor(
+                self.out_bytes[self.edges[:, 0]], dtype=torch.float32
+            ).reshape(-1, 1),
+            layer=torch.tensor(self.layer, dtype=torch.long),
+            num_nodes=self.num_nodes,
+        )
+
+
+def _csr(keys: np.ndarray, vals: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.lexsort((vals, keys))
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return _readonly(ptr), _readonly(vals[order].astype(np.int64))
+
+
+def load_graph(source: Graph | V.Source) -> Graph:
+    """Load a graph from a :class:`Graph`, a dict, or a JSON file path."""
+    if isinstance(source, Graph):
+        return source
+    return V.load_document(source, "graph", Graph.from_dict)

@@ -1,0 +1,160 @@
+"""Placements: a device per node plus a priority order, ``placegym.placement/v1``.
+
+File format (DESIGN §2)::
+
+    {"format": "placegym.placement/v1", "device": [d_0, ..., d_{n-1}],
+     "order": [a permutation of 0..n-1]}
+
+``order[r]`` is the node of rank ``r`` (rank 0 first); the MDP produces it as the SEL
+order. ``rank`` is its inverse. Whether the device indices fit a cluster and the lengths
+fit a graph is checked by :meth:`Placement.check` (``simulate`` calls it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from placegym.envs import _validate as V
+
+if TYPE_CHECKING:
+    from placegym.envs.cluster import Cluster
+    from placegym.envs.graph import Graph
+
+PLACEMENT_FORMAT = "placegym.placement/v1"
+
+__all__ = ["PLACEMENT_FORMAT", "Placement", "load_placement"]
+
+
+@dataclass(frozen=True, eq=False)
+class Placement:
+    """A validated placement.
+
+    Args:
+        device: ``(n,)`` device index per node (>= 0).
+        order: ``(n,)`` a permutation of ``0..n-1``, highest priority first.
+
+    Raises:
+        ValueError: ``order`` not a permutation (naming a missing or repeated node),
+            negative device indices, length mismatch.
+    """
+
+    device: np.ndarray
+    order: np.ndarray
+
+    def __post_init__(self) -> None:
+        dev = _int_array(self.device, "device")
+        order = _int_array(self.order, "order")
+        if len(order) != len(dev):
+            raise V.fail(
+                "order", f"expected {len(dev)} entries (one per node, like device)", len(order)
+            )
+        if (dev < 0).any():
+            i = int(np.flatnonzero(dev < 0)[0])
+            raise V.fail(f"device[{i}]", "must be >= 0", int(dev[i]))
+        n = len(order)
+        if ((order < 0) | (order >= n)).any():
+            i = int(np.flatnonzero((order < 0) | (order >= n))[0])
+            raise V.fail(
+                f"order[{i}]", f"not a permutation of 0..{n - 1}: out of range", int(order[i])
+            )
+        counts = np.bincount(order, minlength=n)
+        if (counts != 1).any():
+            missing = int(np.flatnonzero(counts == 0)[0])
+            repeated = int(np.flatnonzero(counts > 1)[0])
+            raise V.fail(
+                "order",
+                f"not a permutation of 0..{n - 1}: node {repeated} is "
+                f"repeated and node {missing} is missing",
+                order.tolist() if n <= 20 else f"[{n} ints]",
+            )
+        dev.setflags(write=False)
+        order.setflags(write=False)
+        object.__setattr__(self, "device", dev)
+        object.__setattr__(self, "order", order)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.device.shape[0])
+
+    def __len__(self) -> int:
+        return self.num_nodes
+
+    def __repr__(self) -> str:
+        return f"Placement(nodes={self.num_nodes}, devices_used={len(np.unique(self.device))})"
+
+    @cached_property
+    def rank(self) -> np.ndarray:
+        """``(n,)`` priority rank of each node (inverse of ``order``)."""
+        r = np.empty_like(self.order)
+        r[self.order] = np.arange(len(r), dtype=r.dtype)
+        r.setflags(write=False)
+        return r
+
+    def check(self, graph: Graph, cluster: Cluster | None = None) -> None:
+        """Raise ``ValueError`` unless this placement fits ``graph`` (and ``cluster``)."""
+        if self.num_nodes != graph.num_nodes:
+            raise V.fail(
+                "device",
+                f"placement has one entry per node; the graph has "
+                f"{graph.num_nodes} nodes, the placement",
+                self.num_nodes,
+            )
+        if cluster is not None and self.num_nodes and self.device.max() >= cluster.num_devices:
+            i = int(np.argmax(self.device >= cluster.num_devices))
+            raise V.fail(
+                f"device[{i}]",
+                f"device index out of range for cluster "
+                f"{cluster.name!r} with {cluster.num_devices} devices",
+                int(self.device[i]),
+            )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Placement:
+        data = V.as_mapping(data, "placement")
+        V.check_format(data, PLACEMENT_FORMAT)
+        dev = V.as_list(V.get(data, "device", ""), "device")
+        order = V.as_list(V.get(data, "order", ""), "order")
+        dev = [V.integer(x, f"device[{i}]", lo=0) for i, x in enumerate(dev)]
+        order = [V.integer(x, f"order[{i}]") for i, x in enumerate(order)]
+        return cls(device=np.array(dev, dtype=np.int64), order=np.array(order, dtype=np.int64))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": PLACEMENT_FORMAT,
+            "device": self.device.tolist(),
+            "order": self.order.tolist(),
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        Path(path).write_text(json.dumps(self.to_dict()) + "\n")
+
+    @classmethod
+    def from_devices(cls, device: Any, graph: Graph) -> Placement:
+        """Devices with the graph's topological order as priority."""
+        return cls(device=np.asarray(device), order=graph.topological_order.copy())
+
+
+def _int_array(x: Any, where: str) -> np.ndarray:
+    arr = np.array(x)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.mod(arr, 1) == 0):
+            return arr.astype(np.int64).reshape(-1)
+        raise V.fail(where, "expected a 1-D list of integers", np.asarray(x).tolist())
+    return arr.astype(np.int64, copy=True)
+
+
+def load_placement(source: Placement | V.Source) -> Placement:
+    """Load a placement from a :class:`Placement`, a dict, or a JSON file path."""
+    if isinstance(source, Placement):
+        return source
+    return V.load_document(source, "placement", Placement.from_dict)

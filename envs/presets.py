@@ -1,0 +1,135 @@
+"""Cluster presets. Each number carries its source.
+
+Compute rates are the peak of the precision the preset models: FP32 for the DOPPLER-era
+PCIe/NVLink machines (``p100x4``, ``v100x8``; DOPPLER's kernels are float32), dense
+BF16 tensor-core peak for the LLM-scale presets (``h100*``, ``tpuv4*``, as in NEST).
+Bandwidths are effective per direction of one channel; every preset has paths
+``[rack, node]`` and three levels (intra-node, intra-rack, inter-rack), so hierarchical
+teachers see one shape everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+
+from placegym.envs.cluster import Cluster, Device, Level
+
+GB = 1e9
+
+# P100 PCIe 16 GB (NVIDIA Tesla P100 datasheet): 9.3 TFLOP/s FP32, 732 GB/s HBM2, 16 GB.
+# Kernel launch ~5 us (CUDA launch latency). PCIe 3.0 x16: 15.75 GB/s raw, ~12 GB/s
+# achieved by cudaMemcpyPeer; the outer levels (100 GbE / EDR IB, oversubscribed uplink)
+# only matter for multi-node variants. These are the numbers of DESIGN §2's example.
+_P100 = Device("gpu", flops=9.3e12, memory=16 * GB, mem_bandwidth=732 * GB, launch_overhead=5e-6)
+_PCIE_LEVELS = (
+    Level("intra-node", bandwidth=12 * GB, latency=5e-6),
+    Level("intra-rack", bandwidth=12.5 * GB, latency=1e-5),
+    Level("inter-rack", bandwidth=6.25 * GB, latency=2e-5),
+)
+
+# V100 SXM2 16 GB (NVIDIA Tesla V100 datasheet): 15.7 TFLOP/s FP32, 900 GB/s HBM2.
+# DGX-1V hybrid cube-mesh (`nvidia-smi topo -m` on a DGX-1V; DGX-1 system architecture
+# white paper): NVLink 2.0 is 25 GB/s per direction per link; pairs joined by two links
+# (NV2) get 50 GB/s, by one link (NV1) 25 GB/s, the rest go over PCIe and the QPI
+# socket link (SYS), ~10 GB/s effective peer-to-peer.
+_V100 = Device("gpu", flops=15.7e12, memory=16 * GB, mem_bandwidth=900 * GB, launch_overhead=5e-6)
+_DGX1_LEVELS = (
+    Level("nvlink-x2", bandwidth=50 * GB, latency=3e-6),
+    Level("nvlink-x1", bandwidth=25 * GB, latency=3e-6),
+    Level("pcie-qpi", bandwidth=10 * GB, latency=1e-5),
+)
+# Row a, column b: 0 = NV2, 1 = NV1, 2 = SYS (from `nvidia-smi topo -m`, DGX-1V).
+_DGX1_TOPO = (
+    "X 1 1 0 0 2 2 2",
+    "1 X 0 1 2 0 2 2",
+    "1 0 X 0 2 2 1 2",
+    "0 1 0 X 2 2 2 1",
+    "0 2 2 2 X 1 1 0",
+    "2 0 2 2 1 X 0 1",
+    "2 2 1 2 1 0 X 0",
+    "2 2 2 1 0 1 0 X",
+)
+DGX1_LEVEL_MATRIX = tuple(
+    tuple(0 if x == "X" else int(x) for x in row.split()) for row in _DGX1_TOPO
+)
+
+# H100 SXM5 80 GB (NVIDIA H100 datasheet): 989 TFLOP/s dense BF16, 3.35 TB/s HBM3.
+# NVLink 4 through NVSwitch: 900 GB/s bidirectional per GPU = 450 GB/s per direction.
+# Between nodes: one ConnectX-7 NDR InfiniBand port per GPU, 400 Gb/s = 50 GB/s.
+_H100 = Device("gpu", flops=989e12, memory=80 * GB, mem_bandwidth=3350 * GB, launch_overhead=4e-6)
+_DGX_H100_LEVELS = (
+    Level("nvswitch", bandwidth=450 * GB, latency=3e-6),
+    Level("infiniband", bandwidth=50 * GB, latency=1e-5),
+    Level("infiniband-spine", bandwidth=50 * GB, latency=1.5e-5),
+)
+
+# NEST (MLSys 2026) evaluation settings: 8 devices per node, 4 nodes per rack, N/32 racks;
+# per-level latency 1e-4 / 2e-4 / 3e-4 s (intra-node / intra-rack / inter-rack).
+# TPU v4 fat-tree: 900 / 100 / 400 GB/s per level, 64 GB HBM per device (NEST's setting);
+# 275 TFLOP/s BF16 and 1.2 TB/s HBM from the TPU v4 paper (Jouppi et al., ISCA 2023).
+# H100 spine-leaf: 900 / 12.5 / 50 GB/s per level, 90 GB HBM per device (NEST's setting);
+# compute and HBM bandwidth as the H100 SXM5 above.
+_NEST_LATENCY = (1e-4, 2e-4, 3e-4)
+_TPUV4 = Device("tpu", flops=275e12, memory=64 * GB, mem_bandwidth=1200 * GB, launch_overhead=5e-6)
+_H100_NEST = Device(
+    "gpu", flops=989e12, memory=90 * GB, mem_bandwidth=3350 * GB, launch_overhead=4e-6
+)
+
+
+def _nest_levels(bandwidths_gb: tuple[float, float, float]) -> tuple[Level, ...]:
+    names = ("intra-node", "intra-rack", "inter-rack")
+    return tuple(
+        Level(nm, bw * GB, lat)
+        for nm, bw, lat in zip(names, bandwidths_gb, _NEST_LATENCY, strict=True)
+    )
+
+
+def _nest(device: Device, bandwidths_gb: tuple[float, float, float], n: int, name: str):
+    return lambda: Cluster.homogeneous(
+        device, n, _nest_levels(bandwidths_gb), per_node=8, nodes_per_rack=4, name=name
+    )
+
+
+PRESETS: dict[str, tuple[str, Callable[[], Cluster]]] = {
+    "p100x4": (
+        "4x P100 16 GB over PCIe 3.0 (DOPPLER's setting)",
+        lambda: Cluster.homogeneous(_P100, 4, _PCIE_LEVELS, name="p100x4"),
+    ),
+    "v100x8": (
+        "DGX-1V: 8x V100 16 GB, NVLink hybrid cube-mesh (level_matrix)",
+        lambda: Cluster.homogeneous(
+            _V100, 8, _DGX1_LEVELS, name="v100x8", level_matrix=DGX1_LEVEL_MATRIX
+        ),
+    ),
+    "h100x8": (
+        "DGX H100: 8x H100 80 GB on NVSwitch",
+        lambda: Cluster.homogeneous(_H100, 8, _DGX_H100_LEVELS, per_node=8, name="h100x8"),
+    ),
+    "h100-2x8": (
+        "2 DGX H100 nodes (16x H100) over NDR InfiniBand",
+        lambda: Cluster.homogeneous(_H100, 16, _DGX_H100_LEVELS, per_node=8, name="h100-2x8"),
+    ),
+}
+for _n in (64, 1024):
+    PRESETS[f"tpuv4-fattree-{_n}"] = (
+        f"NEST: {_n}x TPU v4, fat-tree, {_n // 32} racks",
+        _nest(_TPUV4, (900, 100, 400), _n, f"tpuv4-fattree-{_n}"),
+    )
+    PRESETS[f"h100-spineleaf-{_n}"] = (
+        f"NEST: {_n}x H100, spine-leaf, {_n // 32} racks",
+        _nest(_H100_NEST, (900, 12.5, 50), _n, f"h100-spineleaf-{_n}"),
+    )
+
+
+@cache
+def get_preset(name: str) -> Cluster:
+    """The preset cluster ``name`` (built once, immutable)."""
+    if name not in PRESETS:
+        raise ValueError(f"cluster: unknown preset {name!r} (presets: {', '.join(PRESETS)})")
+    return PRESETS[name][1]()
+
+
+def list_presets() -> list[tuple[str, str]]:
+    """``(name, description)`` for every preset."""
+    return [(k, desc) for k, (desc, _) in PRESETS.items()]

@@ -1,0 +1,1 @@
+"""placegym.teachers: heuristic and exact placers (critical path, HEFT, NEST DP, ...)."""

@@ -1,0 +1,1 @@
+"""placegym.train: the command line, the demo, training pipelines and benchmarks."""

@@ -1,0 +1,211 @@
+"""The ``placegym`` command line.
+
+Subcommands: ``simulate``, ``show``, ``validate``, ``clusters``, ``demo``. Bad input files
+give a one-line error naming the problem and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+class CliError(Exception):
+    """An error reported as one line with exit code 2."""
+
+
+def _add_problem_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--graph", required=True, help="graph JSON file")
+    p.add_argument("--cluster", required=True, help="cluster preset name or JSON file")
+    p.add_argument("--placement", required=True, help="placement JSON file")
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=0.0,
+        help="sigma of the mean-preserving log-normal noise on compute (default 0)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the noise draws (default 0)")
+    p.add_argument(
+        "--dispatch",
+        choices=["priority", "fifo"],
+        default="priority",
+        help="ready-node choice of an idle device (default priority)",
+    )
+
+
+def _schedule(args: argparse.Namespace):
+    from placegym.envs import load_cluster, load_graph, load_placement, simulate
+
+    graph = load_graph(args.graph)
+    cluster = load_cluster(args.cluster)
+    placement = load_placement(args.placement)
+    return simulate(
+        graph,
+        cluster,
+        placement,
+        noise=args.noise,
+        rng=args.seed if args.noise > 0 else None,
+        dispatch=args.dispatch,
+    )
+
+
+def _fmt_bytes(x: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(x) < 1000 or unit == "TB":
+            return f"{x:.4g} {unit}" if unit != "B" else f"{x:.0f} B"
+        x /= 1000
+    raise AssertionError  # unreachable
+
+
+def print_summary(summary: dict, out=None) -> None:
+    out = out or sys.stdout
+    print(
+        f"makespan: {summary['makespan']:.6g} s   oom: {'yes' if summary['oom'] else 'no'}   "
+        f"transfers: {summary['num_transfers']} "
+        f"({_fmt_bytes(summary['bytes_transferred'])})",
+        file=out,
+    )
+    print(f"{'device':<12}{'nodes':>7}{'util':>8}{'peak memory':>14}{'capacity':>12}", file=out)
+    for d in summary["devices"]:
+        flag = "  OOM" if d["peak_memory"] > d["memory"] else ""
+        print(
+            f"{d['name']:<12}{d['nodes']:>7}{d['utilization']:>8.1%}"
+            f"{_fmt_bytes(d['peak_memory']):>14}{_fmt_bytes(d['memory']):>12}{flag}",
+            file=out,
+        )
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    s = _schedule(args)
+    if args.json:
+        print(json.dumps(s.summary()))
+    else:
+        print_summary(s.summary())
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from placegym.envs.gantt import save_gantt
+
+    s = _schedule(args)
+    save_gantt(s, args.out, color_by=args.color_by)
+    print(f"makespan {s.makespan:.6g} s; Gantt chart written to {args.out}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from placegym.envs import (
+        CLUSTER_FORMAT,
+        GRAPH_FORMAT,
+        PLACEMENT_FORMAT,
+        load_cluster,
+        load_graph,
+        load_placement,
+    )
+    from placegym.envs._validate import read_json
+
+    loaders = {
+        GRAPH_FORMAT: load_graph,
+        CLUSTER_FORMAT: load_cluster,
+        PLACEMENT_FORMAT: load_placement,
+    }
+    for path in args.files:
+        tag = read_json(path, "placegym").get("format")
+        if tag not in loaders:
+            raise CliError(
+                f"{path}: format: unknown format tag, expected one of "
+                f"{', '.join(map(repr, loaders))}, got {tag!r}"
+            )
+        obj = loaders[tag](path)
+        print(f"{path}: ok ({tag}, {_describe(obj)})")
+    return 0
+
+
+def _describe(obj) -> str:
+    from placegym.envs import Cluster, Graph
+
+    if isinstance(obj, Graph):
+        return f"{obj.num_nodes} nodes, {obj.num_edges} edges"
+    if isinstance(obj, Cluster):
+        return f"{obj.num_devices} devices, {len(obj.levels)} levels"
+    return f"{obj.num_nodes} nodes on {len(set(obj.device.tolist()))} devices"
+
+
+def cmd_clusters(args: argparse.Namespace) -> int:
+    from placegym.envs import get_preset, list_presets
+
+    if args.name:
+        from placegym.envs import load_cluster
+
+        print(json.dumps(load_cluster(args.name).to_dict(), indent=1))
+        return 0
+    print(f"{'name':<22}{'devices':>8}  {'level bandwidths (GB/s)':<26}description")
+    for name, desc in list_presets():
+        c = get_preset(name)
+        bws = "/".join(f"{lv.bandwidth / 1e9:g}" for lv in c.levels)
+        print(f"{name:<22}{c.num_devices:>8}  {bws:<26}{desc}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from placegym.train.demo import run_demo
+
+    run_demo(Path(args.out))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="placegym",
+        description="Device placement of dataflow graphs on work-conserving multi-GPU systems.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("simulate", help="simulate a placement and print its makespan")
+    _add_problem_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("show", help="draw the Gantt chart of a placement")
+    _add_problem_args(p)
+    p.add_argument("--out", default="gantt.png", help="image file (default gantt.png)")
+    p.add_argument(
+        "--color-by",
+        choices=["auto", "layer", "op", "device"],
+        default="auto",
+        help="colour compute bars by layer or op kind (auto: layer if known)",
+    )
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("validate", help="check graph, cluster or placement JSON files")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("clusters", help="list cluster presets, or print one as JSON")
+    p.add_argument("name", nargs="?", help="a preset to print as cluster JSON")
+    p.set_defaults(func=cmd_clusters)
+
+    p = sub.add_parser("demo", help="the five-minute tour, end to end")
+    p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (CliError, ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        msg = " ".join(str(e).split())
+        print(f"placegym {args.command}: error: {msg}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())
