@@ -72,6 +72,20 @@ def test_validate_each_format(files, capsys):
     assert out[2].endswith("ok (placegym.placement/v1, 3 nodes on 2 devices)")
 
 
+def test_validate_checks_a_placement_against_graph_and_cluster(files, capsys):
+    args = ["validate", str(files["placement"]), "--graph", str(files["graph"])]
+    assert main([*args, "--cluster", str(files["cluster"])]) == 0
+    one_device = {
+        "format": "placegym.cluster/v1",
+        "devices": [{"flops": 1, "memory": 1}],
+        "levels": [{"bandwidth": 1}],
+    }
+    files["cluster"].write_text(json.dumps(one_device))
+    assert main([*args, "--cluster", str(files["cluster"])]) == 2
+    err = capsys.readouterr().err
+    assert "placement.json: device[1]: device index out of range" in err
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

@@ -114,6 +114,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         CLUSTER_FORMAT: load_cluster,
         PLACEMENT_FORMAT: load_placement,
     }
+    graph = load_graph(args.graph) if args.graph else None
+    cluster = load_cluster(args.cluster) if args.cluster else None
     for path in args.files:
         tag = read_json(path, "placegym").get("format")
         if tag not in loaders:
@@ -122,6 +124,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 f"{', '.join(map(repr, loaders))}, got {tag!r}"
             )
         obj = loaders[tag](path)
+        if tag == PLACEMENT_FORMAT and graph is not None:
+            try:
+                obj.check(graph, cluster)
+            except ValueError as e:
+                raise CliError(f"{path}: {e}") from None
         print(f"{path}: ok ({tag}, {_describe(obj)})")
     return 0
 
@@ -184,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check graph, cluster or placement JSON files")
     p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--graph", help="also check that placements fit this graph")
+    p.add_argument("--cluster", help="... and this cluster (preset or JSON)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("clusters", help="list cluster presets, or print one as JSON")
