@@ -1,0 +1,91 @@
+"""Static analysis of a graph on a cluster: mean costs, b-level, t-level.
+
+Costs follow HEFT's convention: a node's compute cost is the mean over devices of its
+rule-1 duration (DESIGN §3.1, no noise), an edge's communication cost is the mean over
+ordered device pairs ``a != b`` of ``latency + out_bytes / bandwidth`` (0 with one device).
+
+- ``b_level[v]`` = cost of the longest compute + communication path from ``v`` to a sink,
+  ``v``'s own compute included (HEFT's upward rank).
+- ``t_level[v]`` = cost of the longest such path from a source to ``v``, ``v`` excluded.
+- ``t_level + b_level`` is maximal (= the critical path length) on critical nodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+
+__all__ = [
+    "b_level",
+    "critical_path_length",
+    "durations_on",
+    "mean_comm",
+    "mean_durations",
+    "t_level",
+]
+
+
+def durations_on(graph: Graph, cluster: Cluster, nodes: np.ndarray | int | None = None):
+    """Rule-1 durations (no noise): ``(n, D)`` for all nodes, or ``(D,)`` for one node."""
+    idx = slice(None) if nodes is None else nodes
+    flops = np.asarray(graph.flops[idx], dtype=np.float64)[..., None]
+    io = np.asarray(graph.io_bytes[idx], dtype=np.float64)[..., None]
+    return np.maximum(flops / cluster.flops, io / cluster.mem_bandwidth) + cluster.launch_overhead
+
+
+def mean_durations(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """``(n,)`` mean over devices of each node's duration."""
+    return durations_on(graph, cluster).mean(axis=1)
+
+
+def mean_comm(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """``(n,)`` mean time to send each node's output between two distinct devices."""
+    d = cluster.num_devices
+    if d == 1:
+        return np.zeros(graph.num_nodes)
+    off = ~np.eye(d, dtype=bool)
+    lat = cluster.pair_latency[off].mean()
+    inv_bw = (1.0 / cluster.pair_bandwidth[off]).mean()
+    return lat + graph.out_bytes * inv_bw
+
+
+def b_level(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """``(n,)`` longest mean-cost path from each node to a sink, its own compute included."""
+    w = mean_durations(graph, cluster).tolist()
+    comm = mean_comm(graph, cluster).tolist()
+    ptr, idx = graph.consumer_csr
+    ptr, idx = ptr.tolist(), idx.tolist()
+    bl = [0.0] * graph.num_nodes
+    for v in reversed(graph.topological_order.tolist()):
+        best = 0.0
+        for c in idx[ptr[v] : ptr[v + 1]]:
+            if bl[c] > best:
+                best = bl[c]
+        bl[v] = w[v] + (comm[v] + best if ptr[v + 1] > ptr[v] else 0.0)
+    return np.array(bl)
+
+
+def t_level(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """``(n,)`` longest mean-cost path from a source to each node, its own compute excluded."""
+    w = mean_durations(graph, cluster).tolist()
+    comm = mean_comm(graph, cluster).tolist()
+    ptr, idx = graph.producer_csr
+    ptr, idx = ptr.tolist(), idx.tolist()
+    tl = [0.0] * graph.num_nodes
+    for v in graph.topological_order.tolist():
+        best = 0.0
+        for u in idx[ptr[v] : ptr[v + 1]]:
+            x = tl[u] + w[u] + comm[u]
+            if x > best:
+                best = x
+        tl[v] = best
+    return np.array(tl)
+
+
+def critical_path_length(graph: Graph, cluster: Cluster) -> float:
+    """Length of the longest mean-cost path (0 for an empty graph)."""
+    if graph.num_nodes == 0:
+        return 0.0
+    return float(b_level(graph, cluster).max())

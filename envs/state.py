@@ -1,0 +1,204 @@
+"""The SEL/PLC placement process of one graph on one cluster (DESIGN §4), without Gymnasium.
+
+One episode assigns every node once; steps alternate SEL (pick a node of the *frontier*:
+unassigned nodes all of whose producers are assigned; the pick order becomes the priority
+order) and PLC (pick a device for the node just selected). :class:`PlacementState` holds
+that process and the quantities that teachers and observations need:
+
+- legality: :meth:`select_mask` (the frontier) and :meth:`place_mask` (devices whose
+  resident params plus the node's own fit in memory; if none fits, every device is legal
+  and the OOM shows in the simulated outcome);
+- a *contention-free list-schedule estimate* of the partial assignment: placed nodes, in
+  selection order, start at ``max(device free, inputs arrived)`` where an input from
+  another device arrives ``latency + bytes / bandwidth`` after its producer's estimated
+  finish. :meth:`earliest_start` gives that start for a node on every device. It guides
+  teachers and features; the makespan itself always comes from the simulator.
+
+The Gymnasium environment wraps this class; teachers answer questions about it (see
+:mod:`placegym.teachers`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from placegym.envs.analysis import durations_on
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
+
+Phase = Literal["select", "place"]
+
+__all__ = ["PlacementState"]
+
+
+class PlacementState:
+    """Partial assignment of ``graph`` on ``cluster``.
+
+    Attributes:
+        device: ``(n,)`` device of each placed node, -1 otherwise.
+        rank: ``(n,)`` selection rank of each selected node, -1 otherwise.
+        order: nodes in selection order.
+        selected: the node awaiting PLC, or -1 in the SEL phase.
+        est_start, est_finish: ``(n,)`` list-schedule estimates of placed nodes (nan otherwise).
+        device_free: ``(D,)`` estimated time each device finishes its placed work.
+        load: ``(D,)`` total duration of the nodes placed on each device.
+        param_used: ``(D,)`` resident parameter bytes placed on each device.
+    """
+
+    def __init__(self, graph: Graph, cluster: Cluster, *, memory_mask: bool = True) -> None:
+        self.graph = graph
+        self.cluster = cluster
+        self.memory_mask = memory_mask
+        n, d = graph.num_nodes, cluster.num_devices
+        self.device = np.full(n, -1, dtype=np.int64)
+        self.rank = np.full(n, -1, dtype=np.int64)
+        self.order: list[int] = []
+        self.selected = -1
+        self.est_start = np.full(n, np.nan)
+        self.est_finish = np.full(n, np.nan)
+        self.device_free = np.zeros(d)
+        self.load = np.zeros(d)
+        self.param_used = np.zeros(d)
+        self._unplaced_producers = graph.in_degree.copy()
+        self._frontier = self._unplaced_producers == 0
+
+    # ------------------------------------------------------------------ phase and masks
+    @property
+    def phase(self) -> Phase:
+        return "select" if self.selected < 0 else "place"
+
+    @property
+    def num_placed(self) -> int:
+        return len(self.order) - (1 if self.selected >= 0 else 0)
+
+    @property
+    def done(self) -> bool:
+        return self.num_placed == self.graph.num_nodes
+
+    def select_mask(self) -> np.ndarray:
+        """``(n,)`` bool: the frontier (legal SEL actions); all False in the PLC phase."""
+        if self.selected >= 0:
+            return np.zeros(self.graph.num_nodes, dtype=bool)
+        return self._frontier.copy()
+
+    def place_mask(self, node: int | None = None) -> np.ndarray:
+        """``(D,)`` bool: legal devices for ``node`` (default: the selected node)."""
+        v = self.selected if node is None else node
+        d = self.cluster.num_devices
+        if v < 0:
+            return np.zeros(d, dtype=bool)
+        if not self.memory_mask:
+            return np.ones(d, dtype=bool)
+        fits = self.param_used + self.graph.param_bytes[v] <= self.cluster.memory
+        return fits if fits.any() else np.ones(d, dtype=bool)
+
+    def frontier(self) -> np.ndarray:
+        """Node ids of the frontier, ascending."""
+        return np.flatnonzero(self.select_mask())
+
+    # ------------------------------------------------------------------ transitions
+    def select(self, node: int) -> None:
+        """SEL: ``node`` must be in the frontier. Raises ``ValueError`` otherwise."""
+        if self.selected >= 0:
+            raise ValueError(f"select: phase is 'place' (node {self.selected} awaits a device)")
+        if not (0 <= node < self.graph.num_nodes) or not self._frontier[node]:
+            raise ValueError(
+                f"select: node {node} is not in the frontier "
+                f"({int(self._frontier.sum())} legal nodes)"
+            )
+        self._frontier[node] = False
+        self.rank[node] = len(self.order)
+        self.order.append(int(node))
+        self.selected = int(node)
+
+    def place(self, device: int) -> None:
+        """PLC: put the selected node on ``device`` (must be legal). Raises ``ValueError``."""
+        v = self.selected
+        if v < 0:
+            raise ValueError("place: phase is 'select' (no node awaits a device)")
+        mask = self.place_mask()
+        if not (0 <= device < self.cluster.num_devices) or not mask[device]:
+            raise ValueError(
+                f"place: device {device} is not legal for node {v} "
+                f"({int(mask.sum())} legal devices)"
+            )
+        start = self.earliest_start(v)[device]
+        dur = float(durations_on(self.graph, self.cluster, v)[device])
+        self.device[v] = device
+        self.est_start[v] = start
+        self.est_finish[v] = start + dur
+        self.device_free[device] = start + dur
+        self.load[device] += dur
+        self.param_used[device] += self.graph.param_bytes[v]
+        self.selected = -1
+        for c in self.graph.successors(v).tolist():
+            self._unplaced_producers[c] -= 1
+            if self._unplaced_producers[c] == 0:
+                self._frontier[c] = True
+
+    # ------------------------------------------------------------------ estimates
+    def input_arrival(self, node: int) -> np.ndarray:
+        """``(D,)`` estimated time all of ``node``'s (placed) inputs are on each device."""
+        c = self.cluster
+        ready = np.zeros(c.num_devices)
+        for u in self.graph.predecessors(node).tolist():
+            a = self.device[u]
+            if a < 0:
+                continue
+            arr = (
+                self.est_finish[u]
+                + c.pair_latency[a]
+                + self.graph.out_bytes[u] / c.pair_bandwidth[a]
+            )
+            arr[a] = self.est_finish[u]
+            np.maximum(ready, arr, out=ready)
+        return ready
+
+    def earliest_start(self, node: int | None = None) -> np.ndarray:
+        """``(D,)`` estimated start of ``node`` (default: selected) on each device."""
+        v = self.selected if node is None else node
+        return np.maximum(self.device_free, self.input_arrival(v))
+
+    def earliest_finish(self, node: int | None = None) -> np.ndarray:
+        v = self.selected if node is None else node
+        return self.earliest_start(v) + durations_on(self.graph, self.cluster, v)
+
+    def inputs_present(self, node: int | None = None) -> np.ndarray:
+        """``(D,)`` fraction of ``node``'s input bytes produced on each device."""
+        v = self.selected if node is None else node
+        prods = self.graph.predecessors(v)
+        total = self.graph.out_bytes[prods].sum()
+        out = np.zeros(self.cluster.num_devices)
+        if len(prods) == 0 or total <= 0:
+            return out
+        placed = self.device[prods] >= 0
+        np.add.at(out, self.device[prods][placed], self.graph.out_bytes[prods][placed])
+        return out / total
+
+    # ------------------------------------------------------------------ results
+    def to_placement(self) -> Placement:
+        """The finished placement (device and selection order). Raises if not done."""
+        if not self.done:
+            raise ValueError(
+                f"to_placement: {self.num_placed} of {self.graph.num_nodes} nodes placed"
+            )
+        return Placement(device=self.device.copy(), order=np.array(self.order, dtype=np.int64))
+
+    def copy(self) -> PlacementState:
+        new = object.__new__(PlacementState)
+        new.__dict__.update(
+            {
+                k: (v.copy() if isinstance(v, np.ndarray | list) else v)
+                for k, v in self.__dict__.items()
+            }
+        )
+        return new
+
+    def __repr__(self) -> str:
+        return (
+            f"PlacementState(graph={self.graph.name!r}, cluster={self.cluster.name!r}, "
+            f"placed={self.num_placed}/{self.graph.num_nodes}, phase={self.phase!r})"
+        )

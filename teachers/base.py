@@ -1,0 +1,119 @@
+"""The teacher interface.
+
+A teacher places a whole graph (:meth:`Teacher.place`) and answers, for any
+:class:`~placegym.envs.state.PlacementState`, which actions it considers best in the
+current phase, *ties included* (imitation learning uses the whole tie set):
+
+- :meth:`Teacher.select_actions` -> node ids, a non-empty subset of the frontier;
+- :meth:`Teacher.place_actions` -> device ids, a non-empty subset of the legal devices.
+
+Two ways to be a teacher:
+
+- :class:`StepTeacher`: defined by per-state rules; ``place`` rolls the rules out from
+  the empty state, taking the smallest id of each tie set.
+- :class:`PlanTeacher`: plans a whole placement; per-state answers follow the plan
+  (SEL: the frontier node of lowest planned rank; PLC: the planned device when legal,
+  otherwise the legal devices where the node can start earliest).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from typing import ClassVar
+
+import numpy as np
+
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
+from placegym.envs.state import PlacementState
+
+__all__ = ["PlanTeacher", "StepTeacher", "Teacher", "ties"]
+
+#: Relative tolerance under which two scores count as tied.
+TIE_RTOL = 1e-9
+
+
+def ties(scores: np.ndarray, candidates: np.ndarray, *, best: str = "max") -> np.ndarray:
+    """The candidates whose score is within :data:`TIE_RTOL` of the best one (ascending)."""
+    s = scores[candidates]
+    target = s.max() if best == "max" else s.min()
+    tol = TIE_RTOL * max(abs(float(target)), 1e-300)
+    keep = np.abs(s - target) <= tol
+    return np.sort(candidates[keep])
+
+
+class Teacher(ABC):
+    """Base class of every teacher. Subclasses set :attr:`name`."""
+
+    name: ClassVar[str] = "teacher"
+
+    @abstractmethod
+    def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        """A complete placement (device and priority order) of ``graph`` on ``cluster``."""
+
+    @abstractmethod
+    def select_actions(self, state: PlacementState) -> np.ndarray:
+        """Best SEL actions in ``state`` (ascending node ids, non-empty)."""
+
+    @abstractmethod
+    def place_actions(self, state: PlacementState) -> np.ndarray:
+        """Best PLC actions for ``state.selected`` (ascending device ids, non-empty)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class StepTeacher(Teacher):
+    """A teacher given by per-state rules; :meth:`place` rolls them out."""
+
+    def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        state = PlacementState(graph, cluster)
+        while not state.done:
+            state.select(int(self.select_actions(state)[0]))
+            state.place(int(self.place_actions(state)[0]))
+        return state.to_placement()
+
+
+class PlanTeacher(Teacher):
+    """A teacher that plans a whole placement; states are answered from the plan.
+
+    Subclasses implement :meth:`plan`. Plans are cached per (graph, cluster) object pair
+    (a few of them), so per-state answers cost a lookup.
+    """
+
+    cache_size: ClassVar[int] = 8
+
+    def __init__(self) -> None:
+        self._plans: OrderedDict[tuple[int, int], tuple[Graph, Cluster, Placement]] = OrderedDict()
+
+    @abstractmethod
+    def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """Compute a placement (not cached)."""
+
+    def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        key = (id(graph), id(cluster))
+        hit = self._plans.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is cluster:
+            self._plans.move_to_end(key)
+            return hit[2]
+        placement = self.plan(graph, cluster)
+        placement.check(graph, cluster)
+        self._plans[key] = (graph, cluster, placement)
+        while len(self._plans) > self.cache_size:
+            self._plans.popitem(last=False)
+        return placement
+
+    def select_actions(self, state: PlacementState) -> np.ndarray:
+        plan = self.place(state.graph, state.cluster)
+        frontier = state.frontier()
+        return np.array([frontier[np.argmin(plan.rank[frontier])]])
+
+    def place_actions(self, state: PlacementState) -> np.ndarray:
+        plan = self.place(state.graph, state.cluster)
+        legal = state.place_mask()
+        d = int(plan.device[state.selected])
+        if legal[d]:
+            return np.array([d])
+        return ties(state.earliest_start(), np.flatnonzero(legal), best="min")
