@@ -12,13 +12,18 @@ ordered device pairs ``a != b`` of ``latency + out_bytes / bandwidth`` (0 with o
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from dataclasses import dataclass
+
 import numpy as np
 
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 
 __all__ = [
+    "CostTable",
     "b_level",
+    "cost_table",
     "critical_path_length",
     "durations_on",
     "mean_comm",
@@ -89,3 +94,48 @@ def critical_path_length(graph: Graph, cluster: Cluster) -> float:
     if graph.num_nodes == 0:
         return 0.0
     return float(b_level(graph, cluster).max())
+
+
+@dataclass(frozen=True, eq=False)
+class CostTable:
+    """Per (graph, cluster) data for step-by-step placement, built once.
+
+    Attributes:
+        duration: ``(n, D)`` rule-1 duration of each node on each device.
+        inv_bandwidth: ``(D, D)`` seconds per byte of each channel (0 on the diagonal).
+        latency: ``(D, D)`` channel latency (0 on the diagonal).
+        successors, predecessors: per node, Python lists of ids (fast to iterate).
+    """
+
+    duration: np.ndarray
+    inv_bandwidth: np.ndarray
+    latency: np.ndarray
+    successors: list[list[int]]
+    predecessors: list[list[int]]
+
+
+_TABLES: OrderedDict[tuple[int, int], tuple[Graph, Cluster, CostTable]] = OrderedDict()
+
+
+def cost_table(graph: Graph, cluster: Cluster) -> CostTable:
+    """The :class:`CostTable` of ``graph`` on ``cluster`` (the last 16 are cached)."""
+    key = (id(graph), id(cluster))
+    hit = _TABLES.get(key)
+    if hit is not None and hit[0] is graph and hit[1] is cluster:
+        _TABLES.move_to_end(key)
+        return hit[2]
+    off = ~np.eye(cluster.num_devices, dtype=bool)
+    cptr, cidx = graph.consumer_csr
+    pptr, pidx = graph.producer_csr
+    cl, pl = cidx.tolist(), pidx.tolist()
+    table = CostTable(
+        duration=durations_on(graph, cluster),
+        inv_bandwidth=np.where(off, 1.0 / cluster.pair_bandwidth, 0.0),
+        latency=np.where(off, cluster.pair_latency, 0.0),
+        successors=[cl[cptr[v] : cptr[v + 1]] for v in range(graph.num_nodes)],
+        predecessors=[pl[pptr[v] : pptr[v + 1]] for v in range(graph.num_nodes)],
+    )
+    _TABLES[key] = (graph, cluster, table)
+    while len(_TABLES) > 16:
+        _TABLES.popitem(last=False)
+    return table

@@ -130,7 +130,7 @@ class Cluster:
         return out
 
     # ------------------------------------------------------------------ arrays
-    @property
+    @cached_property
     def num_devices(self) -> int:
         return len(self.devices)
 

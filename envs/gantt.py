@@ -60,8 +60,9 @@ def gantt_figure(
     ax = fig.add_subplot()
     scale, unit = _time_unit(schedule.makespan)
     start, finish = schedule.start * scale, schedule.finish * scale
+    placed = np.isfinite(start)  # partial schedules leave unplaced nodes at nan
     for d in range(c.num_devices):
-        on = np.flatnonzero(schedule.device == d)
+        on = np.flatnonzero((schedule.device == d) & placed)
         ax.broken_barh(
             list(zip(start[on], finish[on] - start[on])),
             (d - 0.4, 0.8),

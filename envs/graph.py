@@ -168,11 +168,11 @@ class Graph:
         return f"node {v} is on it ({' -> '.join(map(str, [*cyc, cyc[0]]))})"
 
     # ------------------------------------------------------------------ structure
-    @property
+    @cached_property
     def num_nodes(self) -> int:
         return int(self.flops.shape[0])
 
-    @property
+    @cached_property
     def num_edges(self) -> int:
         return int(self.edges.shape[0])
 

@@ -11,7 +11,7 @@ teachers see one shape everywhere.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 
 from placegym.envs.cluster import Cluster, Device, Level
 
@@ -76,6 +76,15 @@ _H100_NEST = Device(
     "gpu", flops=989e12, memory=90 * GB, mem_bandwidth=3350 * GB, launch_overhead=4e-6
 )
 
+# DOPPLER's public graph files give per-vertex costs in abstract units (comp_cost,
+# comm_cost; see placegym.envs.importers.doppler). Devices of 1e10 FLOP/s and links of
+# 1e10 B/s at every level, no latency, launch overhead or roofline term, and memory that
+# never binds make a simulated second equal 1e10 of those units, DOPPLER's cost model.
+_DOPPLER_UNIT = Device("gpu", flops=1e10, memory=1e18, launch_overhead=0.0)
+_DOPPLER_LEVELS = tuple(
+    Level(nm, bandwidth=1e10) for nm in ("intra-node", "intra-rack", "inter-rack")
+)
+
 
 def _nest_levels(bandwidths_gb: tuple[float, float, float]) -> tuple[Level, ...]:
     names = ("intra-node", "intra-rack", "inter-rack")
@@ -111,6 +120,13 @@ PRESETS: dict[str, tuple[str, Callable[[], Cluster]]] = {
         lambda: Cluster.homogeneous(_H100, 16, _DGX_H100_LEVELS, per_node=8, name="h100-2x8"),
     ),
 }
+for _n in (4, 8):
+    PRESETS[f"doppler-unit-{_n}"] = (
+        f"{_n} devices in DOPPLER's cost units (1e10 FLOP/s, 1e10 B/s, no latency)",
+        partial(
+            Cluster.homogeneous, _DOPPLER_UNIT, _n, _DOPPLER_LEVELS, name=f"doppler-unit-{_n}"
+        ),
+    )
 for _n in (64, 1024):
     PRESETS[f"tpuv4-fattree-{_n}"] = (
         f"NEST: {_n}x TPU v4, fat-tree, {_n // 32} racks",

@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from placegym.envs.analysis import durations_on
+from placegym.envs.analysis import cost_table
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
@@ -46,12 +46,14 @@ class PlacementState:
         device_free: ``(D,)`` estimated time each device finishes its placed work.
         load: ``(D,)`` total duration of the nodes placed on each device.
         param_used: ``(D,)`` resident parameter bytes placed on each device.
+        costs: the :class:`~placegym.envs.analysis.CostTable` (durations per device).
     """
 
     def __init__(self, graph: Graph, cluster: Cluster, *, memory_mask: bool = True) -> None:
         self.graph = graph
         self.cluster = cluster
         self.memory_mask = memory_mask
+        self.costs = cost_table(graph, cluster)
         n, d = graph.num_nodes, cluster.num_devices
         self.device = np.full(n, -1, dtype=np.int64)
         self.rank = np.full(n, -1, dtype=np.int64)
@@ -62,8 +64,10 @@ class PlacementState:
         self.device_free = np.zeros(d)
         self.load = np.zeros(d)
         self.param_used = np.zeros(d)
-        self._unplaced_producers = graph.in_degree.copy()
-        self._frontier = self._unplaced_producers == 0
+        self._unplaced_producers = graph.in_degree.tolist()
+        self._frontier = graph.in_degree == 0
+        self._num_placed = 0
+        self._est_cache: tuple[int, int, np.ndarray] | None = None  # (node, #placed, row)
 
     # ------------------------------------------------------------------ phase and masks
     @property
@@ -72,11 +76,11 @@ class PlacementState:
 
     @property
     def num_placed(self) -> int:
-        return len(self.order) - (1 if self.selected >= 0 else 0)
+        return self._num_placed
 
     @property
     def done(self) -> bool:
-        return self.num_placed == self.graph.num_nodes
+        return self._num_placed == self.graph.num_nodes
 
     def select_mask(self) -> np.ndarray:
         """``(n,)`` bool: the frontier (legal SEL actions); all False in the PLC phase."""
@@ -99,34 +103,48 @@ class PlacementState:
         """Node ids of the frontier, ascending."""
         return np.flatnonzero(self.select_mask())
 
+    def is_legal(self, action: int) -> bool:
+        """Whether ``action`` (a node in SEL, a device in PLC) is legal now."""
+        if self.selected < 0:
+            return 0 <= action < self.graph.num_nodes and bool(self._frontier[action])
+        if not 0 <= action < self.cluster.num_devices:
+            return False
+        if not self.memory_mask:
+            return True
+        need = self.graph.param_bytes[self.selected]
+        if self.param_used[action] + need <= self.cluster.memory[action]:
+            return True
+        return not bool((self.param_used + need <= self.cluster.memory).any())
+
     # ------------------------------------------------------------------ transitions
     def select(self, node: int) -> None:
         """SEL: ``node`` must be in the frontier. Raises ``ValueError`` otherwise."""
         if self.selected >= 0:
             raise ValueError(f"select: phase is 'place' (node {self.selected} awaits a device)")
-        if not (0 <= node < self.graph.num_nodes) or not self._frontier[node]:
+        if not self.is_legal(node):
             raise ValueError(
                 f"select: node {node} is not in the frontier "
                 f"({int(self._frontier.sum())} legal nodes)"
             )
+        node = int(node)
         self._frontier[node] = False
         self.rank[node] = len(self.order)
-        self.order.append(int(node))
-        self.selected = int(node)
+        self.order.append(node)
+        self.selected = node
 
     def place(self, device: int) -> None:
         """PLC: put the selected node on ``device`` (must be legal). Raises ``ValueError``."""
         v = self.selected
         if v < 0:
             raise ValueError("place: phase is 'select' (no node awaits a device)")
-        mask = self.place_mask()
-        if not (0 <= device < self.cluster.num_devices) or not mask[device]:
+        if not self.is_legal(device):
             raise ValueError(
                 f"place: device {device} is not legal for node {v} "
-                f"({int(mask.sum())} legal devices)"
+                f"({int(self.place_mask().sum())} legal devices)"
             )
-        start = self.earliest_start(v)[device]
-        dur = float(durations_on(self.graph, self.cluster, v)[device])
+        device = int(device)
+        start = float(self.earliest_start(v)[device])
+        dur = float(self.costs.duration[v, device])
         self.device[v] = device
         self.est_start[v] = start
         self.est_finish[v] = start + dur
@@ -134,49 +152,59 @@ class PlacementState:
         self.load[device] += dur
         self.param_used[device] += self.graph.param_bytes[v]
         self.selected = -1
-        for c in self.graph.successors(v).tolist():
-            self._unplaced_producers[c] -= 1
-            if self._unplaced_producers[c] == 0:
+        self._num_placed += 1
+        left = self._unplaced_producers
+        for c in self.costs.successors[v]:
+            left[c] -= 1
+            if left[c] == 0:
                 self._frontier[c] = True
 
     # ------------------------------------------------------------------ estimates
-    def input_arrival(self, node: int) -> np.ndarray:
-        """``(D,)`` estimated time all of ``node``'s (placed) inputs are on each device."""
-        c = self.cluster
-        ready = np.zeros(c.num_devices)
-        for u in self.graph.predecessors(node).tolist():
-            a = self.device[u]
-            if a < 0:
-                continue
-            arr = (
-                self.est_finish[u]
-                + c.pair_latency[a]
-                + self.graph.out_bytes[u] / c.pair_bandwidth[a]
-            )
-            arr[a] = self.est_finish[u]
-            np.maximum(ready, arr, out=ready)
-        return ready
+    def input_arrival(self, node: int | None = None) -> np.ndarray:
+        """``(D,)`` estimated time all of ``node``'s (placed) inputs are on each device
+        (default: the selected node)."""
+        v = self.selected if node is None else node
+        preds = [u for u in self.costs.predecessors[v] if self.device[u] >= 0]
+        if not preds:
+            return np.zeros(self.cluster.num_devices)
+        dev = self.device[preds]
+        fin = self.est_finish[preds]
+        arr = (
+            fin[:, None]
+            + self.costs.latency[dev]
+            + self.graph.out_bytes[preds][:, None] * self.costs.inv_bandwidth[dev]
+        )
+        return arr.max(axis=0)
 
     def earliest_start(self, node: int | None = None) -> np.ndarray:
         """``(D,)`` estimated start of ``node`` (default: selected) on each device."""
         v = self.selected if node is None else node
-        return np.maximum(self.device_free, self.input_arrival(v))
+        cache = self._est_cache
+        if cache is not None and cache[0] == v and cache[1] == self._num_placed:
+            return cache[2]
+        row = np.maximum(self.device_free, self.input_arrival(v))
+        row.setflags(write=False)
+        self._est_cache = (v, self._num_placed, row)
+        return row
 
     def earliest_finish(self, node: int | None = None) -> np.ndarray:
         v = self.selected if node is None else node
-        return self.earliest_start(v) + durations_on(self.graph, self.cluster, v)
+        return self.earliest_start(v) + self.costs.duration[v]
 
     def inputs_present(self, node: int | None = None) -> np.ndarray:
         """``(D,)`` fraction of ``node``'s input bytes produced on each device."""
         v = self.selected if node is None else node
-        prods = self.graph.predecessors(v)
-        total = self.graph.out_bytes[prods].sum()
-        out = np.zeros(self.cluster.num_devices)
-        if len(prods) == 0 or total <= 0:
-            return out
-        placed = self.device[prods] >= 0
-        np.add.at(out, self.device[prods][placed], self.graph.out_bytes[prods][placed])
-        return out / total
+        preds = self.costs.predecessors[v]
+        if not preds:
+            return np.zeros(self.cluster.num_devices)
+        sizes = self.graph.out_bytes[preds]
+        total = sizes.sum()
+        if total <= 0:
+            return np.zeros(self.cluster.num_devices)
+        dev = self.device[preds]
+        placed = dev >= 0
+        d = self.cluster.num_devices
+        return np.bincount(dev[placed], weights=sizes[placed], minlength=d) / total
 
     # ------------------------------------------------------------------ results
     def to_placement(self) -> Placement:

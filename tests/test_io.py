@@ -379,6 +379,8 @@ def test_every_preset_loads_and_simulates():
         "v100x8",
         "h100x8",
         "h100-2x8",
+        "doppler-unit-4",
+        "doppler-unit-8",
         "tpuv4-fattree-64",
         "h100-spineleaf-64",
         "tpuv4-fattree-1024",

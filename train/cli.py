@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from placegym.train.cli_graphs import add_graphs_parser
+
 EXIT_BAD_INPUT = 2
 
 
@@ -202,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the five-minute tour, end to end")
     p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
     p.set_defaults(func=cmd_demo)
+    add_graphs_parser(sub)
     return parser
 
 

@@ -1,0 +1,28 @@
+"""Importers: build a :class:`~placegym.envs.Graph` from other descriptions of a model step.
+
+- :func:`~placegym.envs.importers.fx.from_fx`: any ``torch.nn.Module``, traced with
+  torch.fx (FLOP and bytes from shape propagation, optional block splitting of large
+  matmuls).
+- :func:`~placegym.envs.importers.doppler.from_doppler`: DOPPLER's published graph text
+  files (use with the ``doppler-unit-4`` / ``doppler-unit-8`` cluster presets).
+
+``from_fx`` is loaded on first access (PEP 562), so importing this package, and
+``from_doppler``, does not import torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placegym.envs.importers.doppler import from_doppler, parse_doppler
+
+
+def __getattr__(name: str) -> Any:
+    if name == "from_fx":
+        from placegym.envs.importers.fx import from_fx
+
+        return from_fx
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["from_doppler", "from_fx", "parse_doppler"]

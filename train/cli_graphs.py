@@ -1,0 +1,80 @@
+"""``placegym graphs``: list workload generators, export a workload, import DOPPLER files.
+
+::
+
+    placegym graphs list
+    placegym graphs export llama_layer --param layers=2 --param seq=1024 --out g.json
+    placegym graphs import-doppler chainmm.txt --out g.json
+
+Errors (unknown workload or parameter, bad value, bad file) are one line with exit
+code 2, through :func:`placegym.train.cli.main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _summary(graph: Any) -> str:
+    return (
+        f"{graph.num_nodes} nodes, {graph.num_edges} edges, "
+        f"{graph.flops.sum() / 1e9:.4g} GFLOP, {graph.param_bytes.sum() / 1e9:.4g} GB params"
+    )
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """Print every workload with its default node and edge counts."""
+    from placegym.envs.workloads import list_workloads, make_graph
+
+    print(f"{'name':<14}{'nodes':>7}{'edges':>7}  description")
+    for name, desc in list_workloads():
+        g = make_graph(name)
+        print(f"{name:<14}{g.num_nodes:>7}{g.num_edges:>7}  {desc}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Build a workload from ``--param k=v`` settings and save it as graph JSON."""
+    from placegym.envs.workloads import make_graph, parse_assignments
+
+    graph = make_graph(args.name, **parse_assignments(args.param))
+    graph.save(args.out)
+    print(f"{args.out}: {graph.name}, {_summary(graph)}")
+    return 0
+
+
+def cmd_import_doppler(args: argparse.Namespace) -> int:
+    """Convert a DOPPLER graph text file to graph JSON."""
+    from placegym.envs.importers import from_doppler
+
+    graph = from_doppler(args.file)
+    graph.save(args.out)
+    print(f"{args.out}: {graph.name}, {_summary(graph)} (simulate on doppler-unit-4 or -8)")
+    return 0
+
+
+def add_graphs_parser(subparsers: Any) -> None:
+    """Register ``graphs {list, export, import-doppler}`` on the CLI's subparsers."""
+    p = subparsers.add_parser("graphs", help="workload generators and graph importers")
+    sub = p.add_subparsers(dest="graphs_command", required=True, metavar="ACTION")
+
+    q = sub.add_parser("list", help="list the workload generators")
+    q.set_defaults(func=cmd_list)
+
+    q = sub.add_parser("export", help="build a workload and write its graph JSON")
+    q.add_argument("name", metavar="NAME", help="a workload (see `placegym graphs list`)")
+    q.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a generator parameter, repeatable (e.g. --param blocks=4 --param dims=1024,2048)",
+    )
+    q.add_argument("--out", required=True, help="graph JSON file to write")
+    q.set_defaults(func=cmd_export)
+
+    q = sub.add_parser("import-doppler", help="convert a DOPPLER graph text file")
+    q.add_argument("file", metavar="FILE", help="DOPPLER graph file")
+    q.add_argument("--out", required=True, help="graph JSON file to write")
+    q.set_defaults(func=cmd_import_doppler)
