@@ -27,7 +27,15 @@ _REGISTRY: dict[str, str] = {
     "optimal": "placegym.teachers.optimal:OptimalTeacher",
 }
 
-__all__ = ["PlanTeacher", "StepTeacher", "Teacher", "get_teacher", "list_teachers", "ties"]
+__all__ = [
+    "PlanTeacher",
+    "StepTeacher",
+    "Teacher",
+    "get_teacher",
+    "list_teachers",
+    "teacher_class",
+    "ties",
+]
 
 
 def list_teachers() -> list[str]:
@@ -35,9 +43,14 @@ def list_teachers() -> list[str]:
     return list(_REGISTRY)
 
 
-def get_teacher(name: str, **kwargs: Any) -> Teacher:
-    """Instantiate the teacher ``name`` with keyword arguments ``kwargs``."""
+def teacher_class(name: str) -> type[Teacher]:
+    """The class registered as ``name`` (its module is imported on first use)."""
     if name not in _REGISTRY:
         raise ValueError(f"teacher: unknown name {name!r} (teachers: {', '.join(_REGISTRY)})")
     module, cls = _REGISTRY[name].split(":")
-    return getattr(import_module(module), cls)(**kwargs)
+    return getattr(import_module(module), cls)
+
+
+def get_teacher(name: str, **kwargs: Any) -> Teacher:
+    """Instantiate the teacher ``name`` with keyword arguments ``kwargs``."""
+    return teacher_class(name)(**kwargs)

@@ -1,0 +1,85 @@
+"""Helpers shared by the heuristic teachers: identity caches, priority orders, memory rule."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+
+__all__ = ["IdentityCache", "fits", "priority_order", "repair_memory"]
+
+T = TypeVar("T")
+
+
+class IdentityCache(Generic[T]):
+    """A small LRU cache of values computed from a (graph, cluster) pair of *objects*.
+
+    Keys are object identities (graphs and clusters are immutable); the stored objects are
+    compared with ``is`` on a hit, so a recycled ``id`` never returns a stale value.
+    """
+
+    def __init__(self, compute: Callable[[Graph, Cluster], T], size: int = 8) -> None:
+        self._compute = compute
+        self._size = size
+        self._items: OrderedDict[tuple[int, int], tuple[Graph, Cluster, T]] = OrderedDict()
+
+    def __call__(self, graph: Graph, cluster: Cluster) -> T:
+        key = (id(graph), id(cluster))
+        hit = self._items.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is cluster:
+            self._items.move_to_end(key)
+            return hit[2]
+        value = self._compute(graph, cluster)
+        self._items[key] = (graph, cluster, value)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
+        return value
+
+
+def priority_order(graph: Graph, score: np.ndarray) -> np.ndarray:
+    """Nodes by descending ``score``, ties broken by position in the topological order.
+
+    For a score that never increases along an edge (b-level, upward rank) the result is a
+    topological order.
+    """
+    pos = np.empty(graph.num_nodes, dtype=np.int64)
+    pos[graph.topological_order] = np.arange(graph.num_nodes)
+    return np.lexsort((pos, -np.asarray(score, dtype=np.float64))).astype(np.int64)
+
+
+def fits(param_used: np.ndarray, param_bytes: float, memory: np.ndarray) -> np.ndarray:
+    """``(D,)`` legal devices under PlacementState's memory rule.
+
+    A device is legal when its resident params plus ``param_bytes`` fit in its memory; if
+    none fits, every device is legal (the OOM then shows in the simulated outcome).
+    """
+    ok = param_used + param_bytes <= memory
+    return ok if ok.any() else np.ones_like(ok)
+
+
+def repair_memory(
+    graph: Graph, cluster: Cluster, device: np.ndarray, order: np.ndarray
+) -> np.ndarray:
+    """Move nodes whose planned device breaks the memory rule, walking in ``order``.
+
+    A node whose device is illegal when its turn comes goes to the legal device with the
+    least resident params (lowest index on ties), as a rollout of the plan through
+    :class:`~placegym.envs.state.PlacementState` would have to.
+    """
+    device = np.array(device, dtype=np.int64)
+    used = np.zeros(cluster.num_devices)
+    pb = graph.param_bytes
+    if not (pb > 0).any():
+        return device
+    for v in order.tolist():
+        legal = fits(used, pb[v], cluster.memory)
+        if not legal[device[v]]:
+            cand = np.flatnonzero(legal)
+            device[v] = int(cand[np.argmin(used[cand])])
+        used[device[v]] += pb[v]
+    return device

@@ -1,0 +1,339 @@
+"""Simulated annealing over placements and priorities, scored by the simulator itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
+from placegym.envs.simulator import Schedule, simulate, simulate_batch
+from placegym.teachers.base import PlanTeacher, Teacher
+
+__all__ = ["AnnealResult", "AnnealTeacher", "anneal"]
+
+#: Move kinds, in the order of ``AnnealTeacher.move_weights``.
+MOVES = ("move", "swap", "neighbourhood", "layer", "priority")
+
+
+class AnnealResult(NamedTuple):
+    """Outcome of :func:`anneal`.
+
+    Attributes:
+        placement: the best placement found (never worse than the start).
+        makespan: its simulated makespan.
+        start_makespan: the makespan of the starting placement.
+        simulations: placements simulated, the starting ones included.
+        accepted: moves accepted by the Metropolis rule.
+    """
+
+    placement: Placement
+    makespan: float
+    start_makespan: float
+    simulations: int
+    accepted: int
+
+
+@dataclass
+class _Problem:
+    """Per-graph data the proposals need (plain lists: faster to index one by one)."""
+
+    graph: Graph
+    cluster: Cluster
+    neighbours: list[np.ndarray]  # producers and consumers of each node
+    layers: list[np.ndarray]  # nodes of the layer of each node (empty: no layer)
+    penalty: float  # added to the makespan of an OOM placement (10x the worst start)
+    check_memory: bool  # whether any placement could exceed some device's memory
+
+
+def _problem(graph: Graph, cluster: Cluster) -> _Problem:
+    n = graph.num_nodes
+    neighbours = [np.concatenate([graph.predecessors(v), graph.successors(v)]) for v in range(n)]
+    groups: dict[int, np.ndarray] = {
+        int(lay): np.flatnonzero(graph.layer == lay) for lay in np.unique(graph.layer)
+    }
+    empty = np.zeros(0, dtype=np.int64)
+    layers = [groups[int(lay)] if lay >= 0 else empty for lay in graph.layer.tolist()]
+    # A device never holds more than every param plus one copy of every output.
+    worst = float(graph.param_bytes.sum() + graph.out_bytes.sum())
+    return _Problem(
+        graph=graph,
+        cluster=cluster,
+        neighbours=neighbours,
+        layers=layers,
+        penalty=0.0,  # set once the start is scored
+        check_memory=worst > float(cluster.memory.min()),
+    )
+
+
+def _evaluate(p: _Problem, devices: np.ndarray, orders: np.ndarray):
+    """``(makespan, score)``, each ``(B,)``: score = makespan + penalty if OOM."""
+    res = simulate_batch(p.graph, p.cluster, devices, orders, memory=p.check_memory)
+    if p.penalty <= 0:  # scoring the starts: the penalty scales with their makespans
+        p.penalty = 10.0 * max(float(res.makespan.max()), 1e-30)
+    return res.makespan, res.makespan + p.penalty * res.oom
+
+
+def _critical_chain(schedule: Schedule) -> np.ndarray:
+    """Nodes on the chain of delays that ends at the last finish, latest first.
+
+    Walking back from the last node to finish, each node's start is explained either by
+    an input's arrival (go to that producer) or by its device freeing up (go to the node
+    that ran before it there); moves on these nodes are the ones that can shorten the run.
+    """
+    g, dev = schedule.graph, schedule.device
+    start, finish = schedule.start, schedule.finish
+    tr = schedule.transfers
+    arrival = {(int(u), int(d)): float(a) for u, d, a in zip(tr.node, tr.dst, tr.arrival)}
+    by_device = np.lexsort((start, dev))
+    prev = np.full(g.num_nodes, -1, dtype=np.int64)
+    same = dev[by_device[1:]] == dev[by_device[:-1]]
+    prev[by_device[1:][same]] = by_device[:-1][same]
+    tol = 1e-12 * max(schedule.makespan, 1e-300)
+    v, chain = int(np.argmax(finish)), []
+    while v >= 0 and len(chain) < g.num_nodes:
+        chain.append(v)
+        s, nxt = float(start[v]), -1
+        for u in g.predecessors(v).tolist():
+            t = float(finish[u]) if dev[u] == dev[v] else arrival[(u, int(dev[v]))]
+            if abs(t - s) <= tol:
+                nxt = u
+                break
+        if nxt < 0 and prev[v] >= 0 and abs(float(finish[prev[v]]) - s) <= tol:
+            nxt = int(prev[v])
+        v = nxt
+    return np.array(chain, dtype=np.int64)
+
+
+def _other_device(rng: np.random.Generator, nd: int, d: int) -> int:
+    x = int(rng.integers(nd - 1))
+    return x + (x >= d)
+
+
+def _propose(
+    rng: np.random.Generator,
+    p: _Problem,
+    kind: int,
+    v: int,
+    dev: np.ndarray,
+    order: np.ndarray,
+    rank: np.ndarray,
+) -> None:
+    """Apply one random move of ``MOVES[kind]`` around node ``v`` in place to ``dev`` and
+    ``order`` (one candidate row). ``rank`` is the inverse of ``order`` (read only)."""
+    n, nd = len(dev), p.cluster.num_devices
+    if kind == 0:  # one node to another device
+        dev[v] = _other_device(rng, nd, int(dev[v]))
+    elif kind == 1:  # swap two nodes' devices (half the time a graph neighbour)
+        nb = p.neighbours[v]
+        use_nb = len(nb) > 0 and rng.random() < 0.5
+        u = int(nb[rng.integers(len(nb))]) if use_nb else int(rng.integers(n))
+        dev[v], dev[u] = dev[u], dev[v]
+    elif kind == 2:  # a node and its producers and consumers onto one device
+        d = int(dev[v]) if rng.random() < 0.5 else int(rng.integers(nd))
+        dev[p.neighbours[v]] = d
+        dev[v] = d
+    elif kind == 3:  # exchange two devices within the node's layer
+        group = p.layers[v] if len(p.layers[v]) else p.neighbours[v]
+        a, b = int(dev[v]), _other_device(rng, nd, int(dev[v]))
+        sub = dev[group]
+        dev[group] = np.where(sub == a, b, np.where(sub == b, a, sub))
+    else:  # swap priorities with the next (or previous) node on the same device
+        same = np.flatnonzero(dev[order] == dev[v])
+        i = int(np.searchsorted(same, rank[v]))
+        j = i + 1 if rng.random() < 0.5 else i - 1
+        if 0 <= j < len(same):
+            a, b = int(same[i]), int(same[j])
+            order[a], order[b] = order[b], order[a]
+
+
+class _Search:
+    """State of one annealing run: the current and best placements and the budget."""
+
+    def __init__(self, p: _Problem, starts: list[Placement], budget: int, seed: int) -> None:
+        self.p, self.budget = p, budget
+        self.rng = np.random.default_rng(seed)
+        devs0 = np.stack([s.device for s in starts]).astype(np.int64)
+        ords0 = np.stack([s.order for s in starts]).astype(np.int64)
+        ms0, scores0 = _evaluate(p, devs0, ords0)
+        i0 = int(np.argmin(scores0))
+        self.start_makespan = float(ms0[i0])
+        self.used, self.accepted = len(starts), 0
+        self.dev, self.order, self.score = devs0[i0].copy(), ords0[i0].copy(), float(scores0[i0])
+        self.best = (self.dev.copy(), self.order.copy(), self.score, self.start_makespan)
+        self.chain: np.ndarray | None = None
+
+    def _focus(self, guide: float, k: int) -> list[int]:
+        """``k`` nodes to move: from the current critical chain with probability ``guide``
+        (one simulation to find the chain after each accepted move), else uniform."""
+        n = len(self.dev)
+        if guide > 0 and self.chain is None and self.used < self.budget - 1:
+            placement = Placement(device=self.dev, order=self.order)
+            self.chain = _critical_chain(simulate(self.p.graph, self.p.cluster, placement))
+            self.used += 1
+        chain = self.chain if self.chain is not None and len(self.chain) else None
+        pick = self.rng.random(k) < guide
+        nodes = self.rng.integers(n, size=k)
+        if chain is not None:
+            from_chain = chain[self.rng.integers(len(chain), size=k)]
+            nodes = np.where(pick, from_chain, nodes)
+        return nodes.tolist()
+
+    def step(self, k: int, temp: float, weights: np.ndarray, guide: float) -> None:
+        """Simulate ``k`` moves from the current placement; Metropolis on the best one."""
+        n = len(self.dev)
+        nodes = self._focus(guide, k)
+        k = min(k, self.budget - self.used)
+        if k <= 0:
+            return
+        rank = np.empty(n, dtype=np.int64)
+        rank[self.order] = np.arange(n)
+        devs, ords = np.tile(self.dev, (k, 1)), np.tile(self.order, (k, 1))
+        kinds = self.rng.choice(len(MOVES), size=k, p=weights)
+        for r in range(k):
+            _propose(self.rng, self.p, int(kinds[r]), nodes[r], devs[r], ords[r], rank)
+        makespans, scores = _evaluate(self.p, devs, ords)
+        self.used += k
+        j = int(np.argmin(scores))
+        delta = (float(scores[j]) - self.score) / max(self.score, 1e-30)
+        if delta < 0 or self.rng.random() < np.exp(-delta / temp):
+            self.dev, self.order, self.score = devs[j].copy(), ords[j].copy(), float(scores[j])
+            self.accepted += 1
+            self.chain = None
+            if self.score < self.best[2]:
+                self.best = (self.dev.copy(), self.order.copy(), self.score, float(makespans[j]))
+
+
+def _weights(move_weights: tuple[float, ...], n: int, nd: int) -> np.ndarray:
+    w = np.asarray(move_weights, dtype=np.float64)
+    if w.shape != (len(MOVES),) or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+        raise ValueError(f"move_weights: need {len(MOVES)} weights >= 0, got {move_weights}")
+    if nd < 2:
+        w[:4] = 0.0  # one device: only priorities can change
+    return w if n >= 2 and w.sum() > 0 else np.zeros_like(w)
+
+
+def anneal(
+    graph: Graph,
+    cluster: Cluster,
+    start: Placement | list[Placement],
+    *,
+    budget: int = 3000,
+    seed: int = 0,
+    batch: int = 16,
+    t_start: float = 0.02,
+    t_end: float = 1e-4,
+    guide: float = 0.5,
+    move_weights: tuple[float, ...] = (0.4, 0.25, 0.15, 0.1, 0.1),
+) -> AnnealResult:
+    """Simulated annealing from the best of ``start`` (see :class:`AnnealTeacher`)."""
+    starts = [start] if isinstance(start, Placement) else list(start)
+    if not starts:
+        raise ValueError("start: need at least one placement, got none")
+    if budget < len(starts):
+        raise ValueError(f"budget: must be >= the {len(starts)} starting placements, got {budget}")
+    if batch < 1:
+        raise ValueError(f"batch: must be >= 1, got {batch}")
+    if not 0 < t_end <= t_start:
+        raise ValueError(f"t_end: must satisfy 0 < t_end <= t_start={t_start}, got {t_end}")
+    if not 0 <= guide <= 1:
+        raise ValueError(f"guide: must be in [0, 1], got {guide}")
+    w = _weights(move_weights, graph.num_nodes, cluster.num_devices)
+    search = _Search(_problem(graph, cluster), starts, budget, seed)
+    first, span = search.used, max(budget - search.used, 1)
+    while search.used < budget and w.sum() > 0:
+        temp = t_start * (t_end / t_start) ** ((search.used - first) / span)
+        search.step(batch, temp, w / w.sum(), guide)
+    dev, order, _, best = search.best
+    placement = Placement(device=dev, order=order)
+    return AnnealResult(placement, best, search.start_makespan, search.used, search.accepted)
+
+
+class AnnealTeacher(PlanTeacher):
+    """Simulated annealing over devices and priorities, every candidate simulated.
+
+    Rule:
+        - **Start**: the best (simulated) of the ``starts`` teachers' placements; by
+          default critical path, HEFT, METIS and round robin (a superset of "the better of
+          critical path and HEFT": the extra two cost milliseconds and are sometimes far
+          better starts, e.g. METIS on the two-node ``h100-2x8``).
+        - **Moves** (drawn with ``move_weights``), each around a node taken from the
+          current placement's critical chain with probability ``guide`` (the chain of
+          input arrivals and device waits ending at the last finish, recomputed with one
+          simulation after each accepted step), otherwise uniformly:
+          ``move`` the node to another device; ``swap`` its device with another node's
+          (half the time a graph neighbour); ``neighbourhood``: the node with its producers
+          and consumers onto one device (its own or a random one); ``layer``: exchange two
+          devices within the node's layer (its neighbourhood when it has no layer);
+          ``priority``: swap its priority with the next or previous node of its device
+          (adjacent priorities that actually compete for a device).
+        - **Search**: each step simulates ``batch`` moves of the current placement in one
+          :func:`~placegym.envs.simulator.simulate_batch` call and takes the best one; it
+          is accepted if better, else with probability ``exp(-Δ/T)``, Δ the relative
+          makespan increase, T falling geometrically from ``t_start`` to ``t_end`` as the
+          budget is spent. An OOM placement scores its makespan plus 10× the start's
+          (memory is only simulated when some placement could overflow a device).
+        - **Result**: the best placement seen by score, so never worse than the best
+          start: no larger makespan, and no OOM when some start has none (an OOM start may
+          be traded for a slower placement that fits). ``budget`` counts every simulated
+          placement (starts and chain look-ups included). All draws come from
+          ``numpy.random.default_rng(seed)``: same inputs and seed, same result.
+
+    Per-state answers follow the plan (:class:`~placegym.teachers.base.PlanTeacher`).
+    :attr:`last_result` holds the :class:`AnnealResult` of the last plan computed.
+
+    Args:
+        budget: placements simulated per plan (at least one per start).
+        seed: seed of the search's generator.
+        starts: registered names of the teachers whose placements seed the search.
+        batch: candidate moves simulated per step.
+        t_start, t_end: initial and final temperature (relative makespan change).
+        guide: probability that a move is centred on a critical-chain node.
+        move_weights: relative frequency of each move in :data:`MOVES`.
+    """
+
+    name: ClassVar[str] = "anneal"
+
+    def __init__(
+        self,
+        budget: int = 3000,
+        seed: int = 0,
+        *,
+        starts: tuple[str, ...] = ("critical_path", "heft", "metis", "round_robin"),
+        batch: int = 16,
+        t_start: float = 0.02,
+        t_end: float = 1e-4,
+        guide: float = 0.5,
+        move_weights: tuple[float, ...] = (0.4, 0.25, 0.15, 0.1, 0.1),
+    ) -> None:
+        super().__init__()
+        from placegym.teachers import get_teacher  # the registry imports this module
+
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ValueError(f"seed: must be an integer >= 0, got {seed!r}")
+        if not starts or "anneal" in starts:
+            raise ValueError(f"starts: need teacher names other than 'anneal', got {starts!r}")
+        if budget < len(starts):
+            raise ValueError(f"budget: must be >= {len(starts)} (one per start), got {budget}")
+        self.budget, self.seed = int(budget), int(seed)
+        self._starts: list[Teacher] = [get_teacher(s) for s in starts]
+        self.options = {
+            "batch": batch,
+            "t_start": t_start,
+            "t_end": t_end,
+            "guide": guide,
+            "move_weights": tuple(move_weights),
+        }
+        self.last_result: AnnealResult | None = None
+
+    def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        starts = [t.place(graph, cluster) for t in self._starts]
+        result = anneal(graph, cluster, starts, budget=self.budget, seed=self.seed, **self.options)
+        self.last_result = result
+        return result.placement
+
+    def __repr__(self) -> str:
+        return f"AnnealTeacher(budget={self.budget}, seed={self.seed})"

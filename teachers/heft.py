@@ -1,0 +1,119 @@
+"""HEFT: Heterogeneous Earliest Finish Time (Topcuoglu, Hariri and Wu, 2002)."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import ClassVar
+
+import numpy as np
+
+from placegym.envs.analysis import b_level, durations_on
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
+from placegym.teachers._common import fits, priority_order
+from placegym.teachers.base import PlanTeacher
+
+__all__ = ["HeftTeacher", "heft_schedule"]
+
+
+class _Timeline:
+    """Busy intervals of one device, sorted and disjoint (finishes sorted too)."""
+
+    __slots__ = ("finish", "start")
+
+    def __init__(self) -> None:
+        self.start: list[float] = []
+        self.finish: list[float] = []
+
+    def earliest_fit(self, ready: float, dur: float) -> float:
+        """The earliest start >= ``ready`` of an idle gap at least ``dur`` long."""
+        i = bisect_right(self.finish, ready)
+        prev_end = ready
+        for j in range(i, len(self.start)):
+            if prev_end + dur <= self.start[j]:
+                return prev_end
+            prev_end = max(prev_end, self.finish[j])
+        return prev_end
+
+    def insert(self, start: float, finish: float) -> None:
+        i = bisect_right(self.start, start)
+        self.start.insert(i, start)
+        self.finish.insert(i, finish)
+
+
+def _arrival(graph: Graph, cluster: Cluster, v: int, dev: np.ndarray, aft: np.ndarray):
+    """``(D,)`` time all of ``v``'s inputs are on each device in the partial schedule."""
+    ready = np.zeros(cluster.num_devices)
+    for u in graph.predecessors(v).tolist():
+        a = dev[u]
+        arr = aft[u] + cluster.pair_latency[a] + graph.out_bytes[u] / cluster.pair_bandwidth[a]
+        arr[a] = aft[u]
+        np.maximum(ready, arr, out=ready)
+    return ready
+
+
+def heft_schedule(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HEFT's static schedule: ``(device, start, finish)`` per node, each ``(n,)``.
+
+    Nodes are taken by descending upward rank (= :func:`~placegym.envs.analysis.b_level`,
+    which uses HEFT's mean costs), ties in topological position; each goes to the legal
+    device (memory rule of :class:`~placegym.envs.state.PlacementState`) with the earliest
+    finish, inserting into an idle gap when one fits (lowest device index on ties).
+    """
+    n, nd = graph.num_nodes, cluster.num_devices
+    dur = durations_on(graph, cluster)
+    dev = np.full(n, -1, dtype=np.int64)
+    ast, aft = np.zeros(n), np.zeros(n)
+    used = np.zeros(nd)
+    lines = [_Timeline() for _ in range(nd)]
+    for v in priority_order(graph, b_level(graph, cluster)).tolist():
+        ready = _arrival(graph, cluster, v, dev, aft)
+        legal = fits(used, graph.param_bytes[v], cluster.memory)
+        bound = ready + dur[v]  # a device's EFT is never below its bound
+        best = (np.inf, nd, 0.0)
+        for d in np.lexsort((np.arange(nd), bound)).tolist():
+            if bound[d] > best[0]:
+                break
+            if not legal[d]:
+                continue
+            s = lines[d].earliest_fit(float(ready[d]), float(dur[v, d]))
+            best = min(best, (s + float(dur[v, d]), d, s))
+        eft, d, s = best
+        dev[v], ast[v], aft[v] = d, s, eft
+        used[d] += graph.param_bytes[v]
+        lines[d].insert(s, eft)
+    return dev, ast, aft
+
+
+class HeftTeacher(PlanTeacher):
+    """HEFT with insertion, as a plan.
+
+    Rule:
+        - **Ranking**: upward rank = :func:`~placegym.envs.analysis.b_level` (mean compute
+          time over devices, mean ``latency + bytes / bandwidth`` over ordered device
+          pairs); nodes are scheduled by descending rank, ties by topological position.
+        - **Device**: among the legal devices (resident params must fit, otherwise every
+          device, as in :class:`~placegym.envs.state.PlacementState`), the one with the
+          earliest finish time. A node's inputs arrive at ``finish(u)`` on the producer's
+          device and ``finish(u) + latency + bytes / bandwidth`` (the pair's level)
+          elsewhere; it starts in the earliest idle gap of the device that fits its
+          duration after that (insertion-based). Links are contention-free in the plan.
+        - **Priority order**: by planned start time, ties by rank order. The simulator
+          dispatches the lowest-rank *ready* node on an idle device, so ordering by planned
+          start reproduces the plan's per-device sequence, including nodes HEFT inserted
+          into earlier gaps; ordering by upward rank would let a high-rank node that only
+          becomes ready late hold no slot but take precedence over earlier planned work.
+          Planned starts never decrease along an edge, so the order is topological.
+
+    Per-state answers follow the plan (:class:`~placegym.teachers.base.PlanTeacher`).
+    """
+
+    name: ClassVar[str] = "heft"
+
+    def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        dev, start, _ = heft_schedule(graph, cluster)
+        rank_pos = np.empty(graph.num_nodes, dtype=np.int64)
+        rank_pos[priority_order(graph, b_level(graph, cluster))] = np.arange(graph.num_nodes)
+        order = np.lexsort((rank_pos, start)).astype(np.int64)
+        return Placement(device=dev, order=order)
