@@ -1,0 +1,574 @@
+"""The cost model of the NEST teacher: stages, device blocks, spreads and cost tables.
+
+:class:`~placegym.teachers.nest.NestTeacher` runs a dynamic program over the tables built
+here; its class docstring is the specification of the search space and the recurrence.
+This module holds the pieces that define the model:
+
+- :func:`stage_index`: the chain of stages (layers) of a graph;
+- :class:`Hierarchy`: the cluster seen as aligned blocks of a level-wise tree, in a
+  canonical device order ("addresses");
+- :class:`NestTables`: per stage and block size, the spread of the stage's nodes over
+  the block, its compute / communication / memory figures, and the link costs between
+  consecutive stages (:func:`placegym.teachers.nest.evaluate_plan` prices one plan
+  from them directly, the oracle that the DP is tested against).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+
+__all__ = [
+    "RECOMPUTE",
+    "RELIEF_NAMES",
+    "ZERO",
+    "Hierarchy",
+    "NestTables",
+    "Run",
+    "durations_fn",
+    "stage_index",
+]
+
+#: Relief bit: ZeRO-style sharding of the run's parameters over its block.
+ZERO = 1
+#: Relief bit: recomputation (activations dropped, compute paid again).
+RECOMPUTE = 2
+#: Names of the relief options 0..3 (bit combinations of ZERO and RECOMPUTE).
+RELIEF_NAMES = ("none", "zero", "recompute", "zero+recompute")
+
+#: ``dur(nodes, devices)``: rule-1 durations of each node on the paired device.
+DurationFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def stage_index(graph: Graph) -> np.ndarray:
+    """``(n,)`` stage of each node, ``0..m-1``.
+
+    The graph's ``layer`` field (renumbered densely) when every node has one and no edge
+    goes to a lower layer; otherwise the topological depth (longest path, in edges, from
+    a source), under which every edge goes to a later stage.
+    """
+    n = graph.num_nodes
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    u, v = graph.edges[:, 0], graph.edges[:, 1]
+    if (graph.layer >= 0).all():
+        stage = np.unique(graph.layer, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        if (stage[u] <= stage[v]).all():
+            return stage
+    depth = np.zeros(n, dtype=np.int64)
+    ptr, idx = graph.producer_csr
+    for w in graph.topological_order.tolist():
+        if ptr[w + 1] > ptr[w]:
+            depth[w] = depth[idx[ptr[w] : ptr[w + 1]]].max() + 1
+    return depth
+
+
+@dataclass(frozen=True)
+class Run:
+    """Consecutive stages ``start..stop-1`` on one block.
+
+    Attributes:
+        start, stop: the stages of the run.
+        size: devices in the block.
+        address: the block's first address (see :class:`Hierarchy`).
+        relief: 0..3, bits :data:`ZERO` and :data:`RECOMPUTE` (see :data:`RELIEF_NAMES`).
+        link_level: network level between the previous run's block and this one
+            (-1 for the first run).
+    """
+
+    start: int
+    stop: int
+    size: int
+    address: int
+    relief: int = 0
+    link_level: int = -1
+
+
+@dataclass(frozen=True, eq=False)
+class Hierarchy:
+    """The cluster as a level-wise tree of contiguous address ranges.
+
+    Devices are sorted by ``path`` (then index): address ``x`` is device ``order[x]``.
+    Row ``r`` of ``start``/``end`` gives, for every address, the address range of its
+    unit at level ``r - 1``: row 0 is the device itself, row 1 its node (level 0), ...,
+    the last row the whole cluster. A tree is *regular* when all units of one level have
+    the same size; otherwise the DP sees one flat unit (the link costs still use the real
+    device pairs). Block sizes: inside a unit, runs of ``2^j`` child units aligned to
+    ``2^j`` within it, and the whole unit; ``valid[b, x]`` says a block of ``sizes[b]``
+    devices may start at address ``x``.
+    """
+
+    order: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    sizes: tuple[int, ...]
+    valid: np.ndarray
+    regular: bool
+
+    @property
+    def num_devices(self) -> int:
+        return int(self.order.shape[0])
+
+    @property
+    def num_levels(self) -> int:
+        """Link levels ``0..num_levels-1`` (the last one spans the whole cluster)."""
+        return int(self.start.shape[0]) - 1
+
+    def level(self, x: int, y: int) -> int:
+        """Level of the smallest unit holding addresses ``x`` and ``y`` (-1 if equal)."""
+        same = self.start[:, x] == self.start[:, y]
+        return int(np.argmax(same)) - 1
+
+    @classmethod
+    def build(cls, cluster: Cluster) -> Hierarchy:
+        d = cluster.num_devices
+        paths = cluster.paths
+        depth = paths.shape[1]
+        order = np.lexsort((np.arange(d), *[paths[:, c] for c in range(depth - 1, -1, -1)]))
+        sp = paths[order]
+        starts, ends = [np.arange(d)], [np.arange(d) + 1]
+        for lv in range(depth + 1):
+            change = np.ones(d, dtype=bool)
+            if depth - lv > 0:
+                change[1:] = (sp[1:, : depth - lv] != sp[:-1, : depth - lv]).any(axis=1)
+            else:
+                change[1:] = False
+            first = np.flatnonzero(change)
+            last = np.append(first[1:], d)
+            uid = np.cumsum(change) - 1
+            starts.append(first[uid])
+            ends.append(last[uid])
+        start, end = np.array(starts), np.array(ends)
+        regular = all(np.unique(end[r] - start[r]).size == 1 for r in range(len(start)))
+        if not regular:
+            start = np.array([np.arange(d), np.zeros(d, dtype=np.int64)])
+            end = np.array([np.arange(d) + 1, np.full(d, d)])
+        sizes, valid = _blocks(start, end)
+        return cls(order, start, end, sizes, valid, regular)
+
+
+def _blocks(start: np.ndarray, end: np.ndarray) -> tuple[tuple[int, ...], np.ndarray]:
+    d = start.shape[1]
+    unit = [int(end[r, 0] - start[r, 0]) for r in range(start.shape[0])]
+    sizes: list[int] = []
+    for r in range(1, len(unit)):
+        k = unit[r - 1]
+        while k < unit[r]:
+            sizes.append(k)
+            k *= 2
+        sizes.append(unit[r])
+    sizes = sorted(set(sizes))
+    addr = np.arange(d)
+    valid = np.zeros((len(sizes), d), dtype=bool)
+    for b, k in enumerate(sizes):
+        r = next(r for r in range(1, len(unit)) if unit[r] >= k)
+        valid[b] = ((addr - start[r]) % k == 0) & (addr + k <= end[r])
+    return tuple(sizes), valid
+
+
+# ---------------------------------------------------------------------- spreads
+
+
+def _components(edges: np.ndarray, n: int) -> np.ndarray:
+    """``(n,)`` smallest node of each node's connected component under ``edges``."""
+    parent = np.arange(n)
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges.tolist():
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return np.array([find(x) for x in range(n)], dtype=np.int64)
+
+
+def _stage_layouts(graph: Graph, stage: np.ndarray, m: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per stage: ``(nodes, unit)``, nodes in spread order and their unit (0, 1, ...).
+
+    Units are the connected pieces of the stage's internal edges, kept together where
+    the block has fewer devices than units. They are ordered by the mean position of
+    their producers in earlier stages (barycentre; ties by topological rank), so units
+    that read the same tensors sit next to each other and land on the same device.
+    """
+    n = graph.num_nodes
+    topo = np.empty(n, dtype=np.int64)
+    topo[graph.topological_order] = np.arange(n)
+    u, v = graph.edges[:, 0], graph.edges[:, 1]
+    internal = stage[u] == stage[v]
+    root = _components(graph.edges[internal], n)
+    pos = np.zeros(n)
+    out = []
+    ext = ~internal
+    for s in range(m):
+        nodes = np.flatnonzero(stage == s)
+        roots, comp = np.unique(root[nodes], return_inverse=True)
+        comp = comp.reshape(-1)
+        c = len(roots)
+        into = ext & (stage[v] == s)
+        cv = comp[np.searchsorted(nodes, v[into])]
+        cnt = np.bincount(cv, minlength=c)
+        bary = np.bincount(cv, weights=pos[u[into]], minlength=c) / np.maximum(cnt, 1)
+        bary[cnt == 0] = np.inf
+        first = np.full(c, n)
+        np.minimum.at(first, comp, topo[nodes])
+        rank = np.empty(c, dtype=np.int64)
+        rank[np.lexsort((first, bary))] = np.arange(c)
+        pos[nodes] = (rank[comp] + 0.5) / c
+        sort = np.lexsort((topo[nodes], rank[comp]))
+        out.append((nodes[sort], rank[comp][sort]))
+    return out
+
+
+def _chunks(weight: np.ndarray, k: int) -> np.ndarray:
+    """Contiguous split of items with ``weight`` into ``k`` parts: each item goes to the
+    part its weight midpoint falls into (balanced within one item's weight)."""
+    w = weight if weight.sum() > 0 else np.ones_like(weight)
+    mid = np.cumsum(w) - w / 2
+    return np.minimum((mid / w.sum() * k).astype(np.int64), k - 1)
+
+
+def _lpt(weight: np.ndarray, k: int) -> np.ndarray:
+    """Longest processing time first: heaviest item to the least loaded part (ties: the
+    lower item, the lower part)."""
+    part = np.zeros(weight.size, dtype=np.int64)
+    heap = [(0.0, j) for j in range(k)]
+    for i in np.argsort(-weight, kind="stable").tolist():
+        total, j = heapq.heappop(heap)
+        part[i] = j
+        heapq.heappush(heap, (total + float(weight[i]), j))
+    return part
+
+
+def _spreads(unit: np.ndarray, load: np.ndarray, k: int) -> list[np.ndarray]:
+    """Candidate local devices ``0..k-1`` for a stage's nodes (in layout order): whole
+    units in contiguous parts, whole units by LPT (when there are at least ``k`` units),
+    and single nodes in contiguous parts."""
+    units = int(unit[-1]) + 1 if unit.size else 0
+    out = []
+    if units >= k:
+        weight = np.bincount(unit, weights=load, minlength=units)
+        out += [_chunks(weight, k)[unit], _lpt(weight, k)[unit]]
+    return [*out, _chunks(load, k)]
+
+
+@dataclass(frozen=True, eq=False)
+class _Stage:
+    """One stage: its nodes in layout order, their units, and its internal edges
+    (``eu -> ev``, as positions in ``nodes``) grouped by the depth of their consumer."""
+
+    nodes: np.ndarray
+    unit: np.ndarray
+    eu: np.ndarray
+    ev: np.ndarray
+    steps: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    @classmethod
+    def build(cls, graph: Graph, nodes: np.ndarray, unit: np.ndarray) -> _Stage:
+        pos = np.full(graph.num_nodes, -1)
+        pos[nodes] = np.arange(nodes.size)
+        eu, ev = pos[graph.edges[:, 0]], pos[graph.edges[:, 1]]
+        keep = (eu >= 0) & (ev >= 0)
+        eu, ev = eu[keep], ev[keep]
+        depth = np.zeros(nodes.size, dtype=np.int64)
+        while eu.size:  # longest path in edges; at most (internal depth + 1) rounds
+            new = depth.copy()
+            np.maximum.at(new, ev, depth[eu] + 1)
+            if (new == depth).all():
+                break
+            depth = new
+        steps = tuple(
+            (np.flatnonzero(depth[ev] == x), np.flatnonzero(depth == x))
+            for x in range(1, int(depth.max(initial=0)) + 1)
+        )
+        return cls(nodes, unit, eu, ev, steps)
+
+    def figures(
+        self, local: np.ndarray, devs: np.ndarray, dur: DurationFn, g: Graph, c: Cluster
+    ) -> tuple[np.ndarray, float, float]:
+        """For nodes on local devices ``local`` of the block ``devs``: per-device compute,
+        the longest internal path (durations plus the transfer time of every edge that
+        crosses devices) and the busiest internal channel."""
+        d = dur(self.nodes, devs[local])
+        busy = np.bincount(local, weights=d, minlength=devs.size)
+        u = self.nodes[self.eu]
+        src, dst = devs[local[self.eu]], devs[local[self.ev]]
+        intra = _channel_max(u, src, dst, g.out_bytes, c)
+        xfer = c.pair_latency[src, dst] + g.out_bytes[u] / c.pair_bandwidth[src, dst]
+        xfer[src == dst] = 0.0
+        start, finish = np.zeros(d.size), d.copy()
+        for edges, heads in self.steps:
+            np.maximum.at(start, self.ev[edges], finish[self.eu[edges]] + xfer[edges])
+            finish[heads] = start[heads] + d[heads]
+        return busy, float(finish.max(initial=0.0)), intra
+
+    def pick_spread(self, devs: np.ndarray, dur: DurationFn, g: Graph, c: Cluster):
+        """The candidate spread over the block ``devs`` with the shortest relief-free
+        stage time (``max(busiest device, longest path) + busiest channel``); the first
+        one on ties."""
+        load = dur(self.nodes, np.full(self.nodes.size, devs[0]))
+        best, best_time = None, np.inf
+        for cand in _spreads(self.unit, load, devs.size):
+            busy, path, intra = self.figures(cand, devs, dur, g, c)
+            time = max(busy.max(), path) + intra
+            if time < best_time:
+                best, best_time = cand, time
+        return best
+
+
+def _channel_max(
+    u: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, cluster: Cluster
+) -> float:
+    """Largest total transfer time over channels; one transfer per (producer, device)."""
+    cross = src != dst
+    if not cross.any():
+        return 0.0
+    u, src, dst = u[cross], src[cross], dst[cross]
+    d = cluster.num_devices
+    first = np.unique(u * d + dst, return_index=True)[1]
+    u, src, dst = u[first], src[first], dst[first]
+    t = cluster.pair_latency[src, dst] + nbytes[u] / cluster.pair_bandwidth[src, dst]
+    channel = np.unique(src * d + dst, return_inverse=True)[1].reshape(-1)
+    return float(np.bincount(channel, weights=t).max())
+
+
+# ---------------------------------------------------------------------- tables
+
+
+@dataclass(eq=False)
+class NestTables:
+    """Everything the DP needs, per stage ``s`` (m), block size ``b`` (K), relief ``o`` (4)
+    and link level ``l`` (NL). Figures are computed on the representative block of each
+    size (the one at address 0), and for links on the first block of the consumer's
+    size at that level after it; exact for regular homogeneous trees.
+
+    Attributes:
+        stage: ``(n,)`` stage of each node; ``m`` stages.
+        loc: ``(K, n)`` local device of each node when its stage is spread over a block
+            of ``sizes[b]`` devices.
+        stage_cost: ``(m, K, 4)`` stage time: the larger of the busiest local device's
+            compute (times ``1 + recompute_factor`` under recomputation, plus its
+            all-gather time under ZeRO) and the longest path through the stage's internal
+            edges (durations plus the transfer of every edge crossing devices), plus the
+            busiest channel inside the block (stage-internal edges).
+        same_link: ``(m, K)`` busiest channel of the edges into stage s when its producer
+            stage sits on the same block (0 for s = 0).
+        move_link: ``(m, K, K, NL)`` the same when the producer's block (size b) and the
+            consumer's block (size b2) are disjoint and meet at level l (inf: no such
+            pair of blocks exists).
+        params, acts, acts_rc, gather_buf: per stage and size, ``(k,)`` per local device:
+            resident parameter bytes; live activations (outputs made there plus every
+            distinct input read there); the same under recomputation (the largest single
+            node's output plus inputs); the largest parameter block (ZeRO gather buffer).
+        param_total: ``(m,)`` parameter bytes of each stage.
+        memory: per size, ``(k,)`` capacity of the representative block's devices.
+    """
+
+    graph: Graph
+    cluster: Cluster
+    hier: Hierarchy
+    stage: np.ndarray
+    m: int
+    loc: np.ndarray
+    stage_cost: np.ndarray
+    same_link: np.ndarray
+    move_link: np.ndarray
+    params: list[list[np.ndarray]]
+    acts: list[list[np.ndarray]]
+    acts_rc: list[list[np.ndarray]]
+    gather_buf: list[list[np.ndarray]]
+    param_total: np.ndarray
+    memory: list[np.ndarray]
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return self.hier.sizes
+
+    def devices(self, b: int, address: int) -> np.ndarray:
+        """Devices of the block of ``sizes[b]`` devices at ``address``, by local index."""
+        return self.hier.order[address : address + self.sizes[b]]
+
+    @classmethod
+    def build(
+        cls,
+        graph: Graph,
+        cluster: Cluster,
+        recompute_factor: float = 1.0,
+        max_stages: int | None = None,
+    ) -> NestTables:
+        """The tables of ``graph`` on ``cluster``; more than ``max_stages`` stages are
+        merged, consecutive ones evenly, into ``max_stages``."""
+        hier = Hierarchy.build(cluster)
+        stage = stage_index(graph)
+        m = int(stage.max()) + 1 if stage.size else 0
+        if max_stages is not None and m > max_stages:
+            stage, m = stage * max_stages // m, max_stages
+        layouts = _stage_layouts(graph, stage, m)
+        n, nk = graph.num_nodes, len(hier.sizes)
+        dur = durations_fn(graph, cluster)
+        stages = [_Stage.build(graph, nodes, unit) for nodes, unit in layouts]
+        loc = np.zeros((nk, n), dtype=np.int64)
+        for st in stages:
+            for b, k in enumerate(hier.sizes):
+                loc[b, st.nodes] = st.pick_spread(hier.order[:k], dur, graph, cluster)
+        t = cls(graph, cluster, hier, stage, m, loc, *_empty_tables(m, nk, hier.num_levels))
+        t.param_total = np.bincount(stage, weights=graph.param_bytes, minlength=m)
+        t.memory = [cluster.memory[t.devices(b, 0)] for b in range(nk)]
+        for s, st in enumerate(stages):
+            t._fill_stage(s, st, dur, recompute_factor)
+        t._fill_links()
+        return t
+
+    def _fill_stage(self, s: int, st: _Stage, dur: DurationFn, rho: float) -> None:
+        g, c, nodes = self.graph, self.cluster, st.nodes
+        into = self.stage[g.edges[:, 1]] == s
+        for b, k in enumerate(self.sizes):
+            devs = self.devices(b, 0)
+            lv = self.loc[b, nodes]
+            comp, path, intra = st.figures(lv, devs, dur, g, c)
+            self.params[s].append(np.bincount(lv, weights=g.param_bytes[nodes], minlength=k))
+            self.acts[s].append(_activations(g, self.loc[b], nodes, into, k))
+            work = g.out_bytes[nodes] + g.in_bytes[nodes]
+            self.acts_rc[s].append(_max_by(lv, work, k))
+            self.gather_buf[s].append(_max_by(lv, g.param_bytes[nodes], k))
+            gather = _gather_times(g.param_bytes[nodes], lv, devs, c)
+            for o in range(4):
+                busy = comp * (1.0 + rho) if o & RECOMPUTE else comp
+                if o & ZERO:
+                    busy = busy + gather if k > 1 else np.full(k, np.inf)
+                self.stage_cost[s, b, o] = max(busy.max(), path) + intra
+
+    def _fill_links(self) -> None:
+        g = self.graph
+        u, v = g.edges[:, 0], g.edges[:, 1]
+        consumer = self.link_blocks()
+        for s in range(1, self.m):
+            into = (self.stage[v] == s) & (self.stage[u] < s)
+            eu, ev = u[into], v[into]
+            for b in range(len(self.sizes)):
+                src = self.devices(b, 0)[self.loc[b, eu]]
+                same = self.devices(b, 0)[self.loc[b, ev]]
+                self.same_link[s, b] = _channel_max(eu, src, same, g.out_bytes, self.cluster)
+                for (b2, lv), x in consumer[b].items():
+                    dst = self.devices(b2, x)[self.loc[b2, ev]]
+                    cost = _channel_max(eu, src, dst, g.out_bytes, self.cluster)
+                    self.move_link[s, b, b2, lv] = cost
+
+    def link_blocks(self) -> list[dict[tuple[int, int], int]]:
+        """Per producer size ``b`` (block at address 0): ``{(b2, level): address}`` of the
+        first block of size ``b2`` after it that meets it at ``level``."""
+        h = self.hier
+        addr = np.arange(h.num_devices)
+        level0 = np.array([h.level(0, x) for x in addr])
+        out = []
+        for k in self.sizes:
+            found = {}
+            for b2 in range(len(self.sizes)):
+                for lv in range(h.num_levels):
+                    ok = h.valid[b2] & (addr >= k) & (level0 == lv)
+                    if ok.any():
+                        found[b2, lv] = int(np.argmax(ok))
+            out.append(found)
+        return out
+
+    def run_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(cost, overflow)``, each ``(m, m + 1, K, 4)``: entry ``[i, j, b, o]`` is the run
+        of stages ``i..j-1`` on a block of ``sizes[b]`` devices with relief ``o`` (only
+        ``j > i`` is meaningful): Σ stage_cost + Σ same_link after the first stage, and
+        :func:`~placegym.teachers.nest.run_overflow`, summed in the same order."""
+        m, nk = self.m, len(self.sizes)
+        cost = np.zeros((m, m + 1, nk, 4))
+        over = np.zeros((m, m + 1, nk, 4))
+        for i in range(m):
+            acc = self.stage_cost[i].copy()
+            cost[i, i + 1] = acc
+            for j in range(i + 2, m + 1):
+                acc = acc + self.stage_cost[j - 1]
+                acc = acc + self.same_link[j - 1][:, None]
+                cost[i, j] = acc
+        for b, k in enumerate(self.sizes):
+            par = np.array([self.params[s][b] for s in range(m)])
+            buf = np.array([self.gather_buf[s][b] for s in range(m)])
+            for o in range(4):
+                act = np.array(
+                    [(self.acts_rc if o & RECOMPUTE else self.acts)[s][b] for s in range(m)]
+                )
+                for i in range(m):
+                    if o & ZERO:
+                        resident = (np.cumsum(self.param_total[i:]) / k)[:, None]
+                        live = np.maximum.accumulate(act[i:] + buf[i:], axis=0)
+                    else:
+                        resident = np.cumsum(par[i:], axis=0)
+                        live = np.maximum.accumulate(act[i:], axis=0)
+                    excess = np.maximum(resident + live - self.memory[b], 0.0)
+                    over[i, i + 1 :, b, o] = excess.sum(axis=1)
+        return cost, over
+
+
+def _empty_tables(m: int, nk: int, nl: int) -> tuple:
+    return (
+        np.zeros((m, nk, 4)),
+        np.zeros((m, nk)),
+        np.full((m, nk, nk, nl), np.inf),
+        [[] for _ in range(m)],
+        [[] for _ in range(m)],
+        [[] for _ in range(m)],
+        [[] for _ in range(m)],
+        np.zeros(m),
+        [],
+    )
+
+
+def durations_fn(graph: Graph, cluster: Cluster) -> DurationFn:
+    """The :data:`DurationFn` of ``graph`` on ``cluster`` (DESIGN §3.1, no noise)."""
+
+    def dur(nodes: np.ndarray, devs: np.ndarray) -> np.ndarray:
+        compute = graph.flops[nodes] / cluster.flops[devs]
+        memory = graph.io_bytes[nodes] / cluster.mem_bandwidth[devs]
+        return np.maximum(compute, memory) + cluster.launch_overhead[devs]
+
+    return dur
+
+
+def _max_by(idx: np.ndarray, x: np.ndarray, k: int) -> np.ndarray:
+    out = np.zeros(k)
+    np.maximum.at(out, idx, x)
+    return out
+
+
+def _activations(
+    g: Graph, loc: np.ndarray, nodes: np.ndarray, into: np.ndarray, k: int
+) -> np.ndarray:
+    """Outputs made on each local device plus every distinct input read there (any
+    producer whose output is live on the device while the stage runs)."""
+    made = np.bincount(loc[nodes], weights=g.out_bytes[nodes], minlength=k)
+    u, v = g.edges[into, 0], g.edges[into, 1]
+    dst = loc[v]
+    keep = np.unique(u * k + dst, return_index=True)[1]
+    # local producers of the same stage are already counted in `made`
+    same_stage = np.isin(u[keep], nodes) & (loc[u[keep]] == dst[keep])
+    keep = keep[~same_stage]
+    read = np.bincount(dst[keep], weights=g.out_bytes[u[keep]], minlength=k)
+    return made + read
+
+
+def _gather_times(params: np.ndarray, lv: np.ndarray, devs: np.ndarray, c: Cluster) -> np.ndarray:
+    """Per local device: ring all-gather time of its nodes' parameters over the block."""
+    k = devs.size
+    if k < 2:
+        return np.zeros(k)
+    sub = np.ix_(devs, devs)
+    off = ~np.eye(k, dtype=bool)
+    lat = c.pair_latency[sub][off].max()
+    bw = c.pair_bandwidth[sub][off].min()
+    per = np.where(params > 0, (k - 1) * lat + params * (k - 1) / k / bw, 0.0)
+    return np.bincount(lv, weights=per, minlength=k)
