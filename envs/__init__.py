@@ -1,4 +1,4 @@
-"""placegym.envs: the data model, the work-conserving simulator and (soon) the environments.
+"""placegym.envs: the data model, the work-conserving simulator and the environments.
 
 Public API::
 
@@ -9,9 +9,11 @@ Public API::
 """
 
 from placegym.envs.cluster import CLUSTER_FORMAT, Cluster, Device, Level, load_cluster
+from placegym.envs.env import PlacementEnv
 from placegym.envs.graph import GRAPH_FORMAT, Graph, load_graph
 from placegym.envs.placement import PLACEMENT_FORMAT, Placement, load_placement
 from placegym.envs.presets import get_preset, list_presets
+from placegym.envs.registration import ENV_IDS, register_envs
 from placegym.envs.simulator import (
     BatchResult,
     Schedule,
@@ -19,9 +21,13 @@ from placegym.envs.simulator import (
     simulate,
     simulate_batch,
 )
+from placegym.envs.sources import WorkloadSampler
+
+register_envs()
 
 __all__ = [
     "CLUSTER_FORMAT",
+    "ENV_IDS",
     "GRAPH_FORMAT",
     "PLACEMENT_FORMAT",
     "BatchResult",
@@ -30,13 +36,16 @@ __all__ = [
     "Graph",
     "Level",
     "Placement",
+    "PlacementEnv",
     "Schedule",
     "TransferTrace",
+    "WorkloadSampler",
     "get_preset",
     "list_presets",
     "load_cluster",
     "load_graph",
     "load_placement",
+    "register_envs",
     "simulate",
     "simulate_batch",
 ]

@@ -1,0 +1,284 @@
+"""The Gymnasium placement environment (DESIGN §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.error import InvalidAction
+
+from placegym.envs.cluster import Cluster, load_cluster
+from placegym.envs.graph import Graph
+from placegym.envs.observation import ObservationBuilder, observation_space
+from placegym.envs.reward import REWARDS, NestPotential, reference_makespan, terminal_reward
+from placegym.envs.simulator import simulate
+from placegym.envs.sources import GraphSource, GraphSpec
+from placegym.envs.state import PlacementState
+
+__all__ = ["PlacementEnv"]
+
+
+class PlacementEnv(gym.Env[dict, int]):
+    """Place every node of a dataflow graph on a device of a cluster.
+
+    ## Description
+    One episode assigns every node of one graph once, in 2n steps that alternate two
+    phases: **SEL** picks the next node among the *frontier* (unassigned nodes all of
+    whose producers are assigned; the pick order becomes the node priorities) and **PLC**
+    picks the device of the node just selected. When every node is placed, the placement
+    is simulated on the work-conserving simulator (:func:`placegym.envs.simulate`) and the
+    makespan determines the reward. This is DOPPLER's dual SEL/PLC MDP.
+
+    ## Action Space
+    ``Discrete(max(max_nodes, D))``, read by phase: a node id in SEL, a device index in
+    PLC. Legal actions: ``env.action_masks()`` (sb3-contrib), ``obs["action_mask"]`` and
+    ``info["action_mask"]``, all from one function. SEL: the frontier. PLC with
+    ``memory_mask=True``: devices whose resident params plus the node's own fit in memory;
+    if that masks every device, none is masked (the OOM shows in the outcome).
+
+    ## Observation Space
+    A flat ``Dict`` of fixed-shape ``Box`` es padded to ``max_nodes`` / ``max_edges``; see
+    :mod:`placegym.envs.observation` for the table of keys, shapes and features.
+    ``edge_index`` is int64 (SB3 casts observations to float; cast back with ``.long()``;
+    :func:`placegym.envs.observation.obs_to_pyg` / ``batch_to_pyg`` do it).
+
+    ## Rewards
+    With makespan ``T`` and ``T_ref`` the ``critical_path`` teacher's makespan on the same
+    graph and cluster (noiseless, computed once per graph):
+
+    - ``"relative"`` (default): 0 until the end, then ``(T_ref - T) / T_ref`` (> 0 beats
+      the teacher);
+    - ``"makespan"``: 0 until the end, then ``-T / T_ref``;
+    - ``"nest"``: the relative terminal reward plus ``γΦ(s') - Φ(s)`` at every step, with
+      ``Φ(s) = -nest_cost(partial assignment) / T_ref``, ``Φ(initial) = Φ(terminal) = 0``;
+      with ``shaping_gamma=1`` the shaping terms of an episode sum to exactly 0, so the
+      return equals the ``relative`` one and the optimal policy is unchanged.
+
+    An illegal action with ``illegal_action="penalize"`` (default) leaves the state
+    unchanged and gives reward -1 and ``info["illegal_action"] = True``;
+    ``"raise"`` raises ``gymnasium.error.InvalidAction``.
+
+    ## Starting State
+    Nothing assigned, phase SEL; the graph is fixed, or drawn from the list or sampler
+    with ``self.np_random`` at every reset.
+
+    ## Episode End
+    ``terminated`` when every node is placed; ``info`` then has ``makespan``,
+    ``reference_makespan``, ``placement`` (device per node), ``order``, ``peak_memory``
+    and ``oom``. No truncation (wrap in ``TimeLimit`` when using unmasked agents). No
+    wall-clock value appears in ``info``: two runs with the same seed give equal infos.
+
+    ## Arguments
+    - ``graph``: a ``Graph``, a graph JSON path, a workload name (with ``graph_params``),
+      a list of those, or a sampler ``rng -> Graph`` (``WorkloadSampler``).
+    - ``cluster``: a ``Cluster``, a preset name or a cluster JSON path.
+    - ``max_nodes`` / ``max_edges``: padding sizes; default the largest graph's; required
+      for samplers. A drawn graph that exceeds them raises ``ValueError``.
+    - ``reward``: ``"relative"``, ``"makespan"`` or ``"nest"``; ``shaping_gamma``: γ of
+      the NEST shaping (1 keeps returns unchanged).
+    - ``memory_mask``, ``illegal_action``, ``dispatch`` (``"priority"``/``"fifo"``),
+      ``noise`` (σ of the simulator's compute noise, drawn from ``self.np_random``),
+      ``render_mode`` (``"ansi"`` or ``"rgb_array"``).
+
+    ## Version History
+    - v0: initial release.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        graph: GraphSpec = "ffnn",
+        cluster: Cluster | str = "p100x4",
+        *,
+        graph_params: Mapping[str, Any] | None = None,
+        max_nodes: int | None = None,
+        max_edges: int | None = None,
+        reward: Literal["relative", "makespan", "nest"] = "relative",
+        shaping_gamma: float = 1.0,
+        memory_mask: bool = True,
+        illegal_action: Literal["penalize", "raise"] = "penalize",
+        dispatch: Literal["priority", "fifo"] = "priority",
+        noise: float = 0.0,
+        render_mode: str | None = None,
+    ) -> None:
+        if reward not in REWARDS:
+            raise ValueError(f"reward: expected one of {', '.join(REWARDS)}, got {reward!r}")
+        if illegal_action not in ("penalize", "raise"):
+            raise ValueError(
+                f"illegal_action: expected 'penalize' or 'raise', got {illegal_action!r}"
+            )
+        if dispatch not in ("priority", "fifo"):
+            raise ValueError(f"dispatch: expected 'priority' or 'fifo', got {dispatch!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode: expected one of {self.metadata['render_modes']}, "
+                f"got {render_mode!r}"
+            )
+        if not np.isfinite(noise) or noise < 0:
+            raise ValueError(f"noise: must be a finite number >= 0, got {noise!r}")
+        self.source = GraphSource(graph, graph_params)
+        self.cluster = load_cluster(cluster)
+        sizes = self.source.fixed_sizes
+        if sizes is None and (max_nodes is None or max_edges is None):
+            raise ValueError(
+                "max_nodes, max_edges: required when graph is a sampler, got "
+                f"{max_nodes!r}, {max_edges!r}"
+            )
+        self.max_nodes = int(max_nodes if max_nodes is not None else sizes[0])
+        self.max_edges = int(max_edges if max_edges is not None else sizes[1])
+        if self.max_nodes < 1:
+            raise ValueError(f"max_nodes: must be >= 1, got {self.max_nodes}")
+        self.reward_kind, self.shaping_gamma = reward, float(shaping_gamma)
+        self.memory_mask, self.illegal_action = memory_mask, illegal_action
+        self.dispatch, self.noise, self.render_mode = dispatch, float(noise), render_mode
+        d = self.cluster.num_devices
+        self.action_space = spaces.Discrete(max(self.max_nodes, d))
+        self.observation_space = observation_space(self.max_nodes, self.max_edges, d)
+        self._cache: dict[int, tuple[Graph, ObservationBuilder, float]] = {}
+        self.state: PlacementState | None = None
+        self._schedule = None
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        graph = self.source.draw(self.np_random)
+        self._check_size(graph)
+        self.graph = graph
+        self._builder, self.reference_makespan = self._prepare(graph)
+        self.state = PlacementState(graph, self.cluster, memory_mask=self.memory_mask)
+        self._potential = (
+            NestPotential(self.state, self.reference_makespan)
+            if self.reward_kind == "nest"
+            else None
+        )
+        self._schedule = None
+        mask = self.action_masks()
+        return self._builder.observe(mask, 0), self._info(mask)
+
+    def step(self, action: int):
+        if self.state is None:
+            raise gym.error.ResetNeeded("step: call reset() first")
+        if self.state.done:
+            raise gym.error.ResetNeeded("step: the episode has terminated; call reset()")
+        a = int(action)
+        state = self.state
+        if not state.is_legal(a):
+            mask = self.action_masks()
+            if self.illegal_action == "raise":
+                raise InvalidAction(
+                    f"phase {state.phase!r}: action {a} is illegal "
+                    f"({int(mask.sum())} legal actions)"
+                )
+            info = self._info(mask)
+            info["illegal_action"] = True
+            return self._builder.observe(mask, int(state.selected >= 0)), -1.0, False, False, info
+        reward = 0.0
+        if state.selected < 0:
+            state.select(a)
+            self._builder.on_select(state, a)
+        else:
+            v = state.selected
+            state.place(a)
+            self._builder.on_place(state, v, a)
+            if self._potential is not None:
+                reward += self._potential.on_place(v, a, self.shaping_gamma, state.done)
+        if self._potential is not None and state.selected >= 0:
+            reward += self._potential.idle_step(self.shaping_gamma)
+        mask = self.action_masks()
+        info = self._info(mask)
+        if state.done:
+            s = simulate(
+                self.graph,
+                self.cluster,
+                state.to_placement(),
+                noise=self.noise,
+                rng=self.np_random if self.noise > 0 else None,
+                dispatch=self.dispatch,
+            )
+            self._schedule = s
+            reward += terminal_reward(self.reward_kind, s.makespan, self.reference_makespan)
+            info.update(
+                makespan=s.makespan,
+                reference_makespan=self.reference_makespan,
+                placement=state.device.copy(),
+                order=np.array(state.order),
+                peak_memory=s.peak_memory,
+                oom=s.oom,
+            )
+        return (
+            self._builder.observe(mask, int(state.selected >= 0)),
+            float(reward),
+            state.done,
+            False,
+            info,
+        )
+
+    def action_masks(self) -> np.ndarray:
+        """Bool mask over ``Discrete(max(max_nodes, D))`` of the legal actions now (the one
+        source of ``obs["action_mask"]`` and ``info["action_mask"]``)."""
+        out = np.zeros(self.action_space.n, dtype=bool)
+        state = self.state
+        if state is None or state.done:
+            return out
+        if state.selected < 0:
+            out[: state.graph.num_nodes] = state._frontier
+        else:
+            out[: self.cluster.num_devices] = state.place_mask()
+        return out
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return self._render_text()
+        if self.render_mode == "rgb_array":
+            from placegym.envs.render import schedule_rgb
+
+            return schedule_rgb(self)
+        return None
+
+    # ------------------------------------------------------------------ helpers
+    def _check_size(self, graph: Graph) -> None:
+        if graph.num_nodes > self.max_nodes or graph.num_edges > self.max_edges:
+            raise ValueError(
+                f"graph {graph.name!r} has {graph.num_nodes} nodes and {graph.num_edges} "
+                f"edges, more than max_nodes={self.max_nodes} / max_edges={self.max_edges}"
+            )
+
+    def _prepare(self, graph: Graph) -> tuple[ObservationBuilder, float]:
+        hit = self._cache.get(id(graph))
+        if hit is None or hit[0] is not graph:
+            builder = ObservationBuilder(graph, self.cluster, self.max_nodes, self.max_edges)
+            hit = (graph, builder, reference_makespan(graph, self.cluster, self.dispatch))
+            if self.source.sampler is not None:
+                self._cache.clear()  # a new graph every episode: keep only the current one
+            self._cache[id(graph)] = hit
+        builder = hit[1]
+        builder.reset_dynamic()
+        return builder, hit[2]
+
+    def _info(self, mask: np.ndarray) -> dict[str, Any]:
+        return {"action_mask": mask, "phase": self.state.phase, "illegal_action": False}
+
+    def _render_text(self) -> str:
+        s = self.state
+        if s is None:
+            return "PlacementEnv (call reset())"
+        lines = [
+            f"{self.graph.name} on {self.cluster.name}: {s.num_placed}/"
+            f"{self.graph.num_nodes} placed, phase {s.phase.upper()}"
+            + (f" (node {s.selected} selected)" if s.selected >= 0 else "")
+        ]
+        for d, dev in enumerate(self.cluster.devices):
+            nodes = [v for v in s.order if s.device[v] == d]
+            shown = " ".join(map(str, nodes[:16])) + (" ..." if len(nodes) > 16 else "")
+            lines.append(f"  {dev.name:<8} load {s.load[d]:.3g}s  [{shown}]")
+        lines.append(f"  frontier: {s.frontier()[:32].tolist()}")
+        if self._schedule is not None:
+            lines.append(
+                f"  makespan {self._schedule.makespan:.6g}s "
+                f"(reference {self.reference_makespan:.6g}s)"
+            )
+        return "\n".join(lines)

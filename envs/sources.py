@@ -1,0 +1,87 @@
+"""Where an environment's graphs come from: one graph, a list, or a sampler.
+
+- a :class:`~placegym.envs.graph.Graph`, a graph JSON path, or a workload name (with
+  ``graph_params``): the same graph every episode;
+- a list/tuple of those: one drawn uniformly at every reset;
+- a :class:`WorkloadSampler` (or any picklable callable ``rng -> Graph``): a new graph at
+  every reset, drawn with the environment's ``np_random``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placegym.envs.graph import Graph, load_graph
+
+GraphSpec = (
+    Graph | str | Path | Sequence[Graph | str | Path] | Callable[[np.random.Generator], Graph]
+)
+
+__all__ = ["GraphSource", "WorkloadSampler"]
+
+
+@dataclass(frozen=True)
+class WorkloadSampler:
+    """Samples ``make_graph(name, seed=<drawn>, **params, **<drawn ranges>)`` at every call.
+
+    ``ranges`` maps an integer parameter to an inclusive ``(low, high)`` range drawn
+    uniformly at every call (e.g. ``{"nodes": (64, 160)}``). Draw order: ranges in key
+    order, then the seed. Picklable, so vector environments can ship it to workers.
+    """
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    def __call__(self, rng: np.random.Generator) -> Graph:
+        from placegym.envs.workloads import make_graph
+
+        drawn = {k: int(rng.integers(lo, hi + 1)) for k, (lo, hi) in sorted(self.ranges.items())}
+        return make_graph(self.name, seed=int(rng.integers(2**31 - 1)), **self.params, **drawn)
+
+
+def _one(spec: Graph | str | Path, params: Mapping[str, Any]) -> Graph:
+    if isinstance(spec, Graph):
+        return spec
+    text = str(spec)
+    if text.endswith(".json") or Path(text).is_file():
+        return load_graph(text)
+    from placegym.envs.workloads import make_graph
+
+    return make_graph(text, **params)
+
+
+class GraphSource:
+    """Resolves a graph specification once and draws a graph per episode."""
+
+    def __init__(self, spec: GraphSpec, params: Mapping[str, Any] | None = None) -> None:
+        params = dict(params or {})
+        self.sampler: Callable[[np.random.Generator], Graph] | None = None
+        self.graphs: list[Graph] = []
+        if callable(spec) and not isinstance(spec, Graph):
+            self.sampler = spec
+        elif isinstance(spec, list | tuple):
+            if not spec:
+                raise ValueError("graph: expected at least one graph, got []")
+            self.graphs = [_one(s, params) for s in spec]
+        else:
+            self.graphs = [_one(spec, params)]
+
+    @property
+    def fixed_sizes(self) -> tuple[int, int] | None:
+        """Largest node and edge counts, or None for a sampler (sizes unknown)."""
+        if self.sampler is not None:
+            return None
+        return (max(g.num_nodes for g in self.graphs), max(g.num_edges for g in self.graphs))
+
+    def draw(self, rng: np.random.Generator) -> Graph:
+        if self.sampler is not None:
+            return self.sampler(rng)
+        if len(self.graphs) == 1:
+            return self.graphs[0]
+        return self.graphs[int(rng.integers(len(self.graphs)))]
