@@ -1,7 +1,8 @@
 """The ``placegym`` command line.
 
-Subcommands: ``simulate``, ``show``, ``validate``, ``clusters``, ``demo``. Bad input files
-give a one-line error naming the problem and exit code 2, never a traceback.
+Subcommands: ``simulate``, ``show``, ``validate``, ``clusters``, ``graphs``, ``bench``,
+``demo``. Bad input files give a one-line error naming the problem and exit code 2,
+never a traceback.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from placegym.train.cli_bench import add_bench_parser
 from placegym.train.cli_graphs import add_graphs_parser
 
 EXIT_BAD_INPUT = 2
@@ -205,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
     p.set_defaults(func=cmd_demo)
     add_graphs_parser(sub)
+    add_bench_parser(sub)
     return parser
 
 

@@ -1,0 +1,257 @@
+"""The placement benchmark behind ``placegym bench``.
+
+Runs placers (teachers by name; trained agents are added through :data:`PLACERS`
+extensions) over workloads (generator names or graph JSON files) × clusters (preset names
+or cluster JSON files) × seeds, simulates every placement, and reports:
+
+- a markdown table: per workload and cluster, each placer's makespan, its ratio to
+  ``critical_path`` (always computed, as the reference) and its gap to the proven optimum
+  where one is known (graphs of at most :data:`OPTIMAL_MAX_NODES` nodes on at most
+  :data:`OPTIMAL_MAX_DEVICES` devices, when ``with_optimal`` is set);
+- ``results.csv`` and ``results.json``: one record per (workload, cluster, seed, placer)
+  with makespan, ratio, gap, OOM flag and seconds taken;
+- ``ratios.png``: a bar chart of the geometric-mean ratio to critical_path per placer and
+  workload.
+
+Seeds feed generators that take a ``seed`` and placers that take one (``random``,
+``anneal``), so a run is reproducible from its command line. Makespans are simulated
+without noise unless ``noise`` > 0 (then with ``rng=seed``).
+"""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placegym.envs import Cluster, Graph, Placement, load_cluster, load_graph, simulate
+
+REFERENCE = "critical_path"
+OPTIMAL_MAX_NODES = 12
+OPTIMAL_MAX_DEVICES = 4
+DEFAULT_TEACHERS = ("critical_path", "heft", "nest", "anneal", "metis", "random")
+
+#: A placer: (graph, cluster, seed) -> placement.
+Placer = Callable[[Graph, Cluster, int], Placement]
+
+
+@dataclass
+class BenchConfig:
+    """What to run. Names are resolved by :func:`resolve_workload` / :func:`load_cluster`."""
+
+    teachers: Sequence[str] = DEFAULT_TEACHERS
+    workloads: Sequence[str] = ("ffnn",)
+    clusters: Sequence[str] = ("p100x4",)
+    seeds: Sequence[int] = (0,)
+    with_optimal: bool = False
+    noise: float = 0.0
+    out: Path | None = None
+    extra_placers: dict[str, Placer] = field(default_factory=dict)
+
+
+@dataclass
+class Record:
+    workload: str
+    cluster: str
+    seed: int
+    placer: str
+    makespan: float
+    ratio_to_critical_path: float
+    gap_to_optimal: float | None
+    oom: bool
+    seconds: float
+
+
+def resolve_workload(spec: str, seed: int) -> Graph:
+    """A graph from a JSON path or a generator name (``seed`` is passed when accepted)."""
+    if spec.endswith(".json") or Path(spec).is_file():
+        return load_graph(spec)
+    from placegym.envs.workloads import WORKLOADS, make_graph
+
+    if spec not in WORKLOADS:
+        raise ValueError(
+            f"workloads: unknown workload or file {spec!r} (workloads: {', '.join(WORKLOADS)})"
+        )
+    params = {"seed": seed} if "seed" in inspect.signature(WORKLOADS[spec]).parameters else {}
+    return make_graph(spec, **params)
+
+
+def teacher_placer(name: str) -> Placer:
+    """Wrap the teacher ``name``; a ``seed`` argument is passed when its class takes one."""
+    from placegym.teachers import teacher_class
+
+    cls = teacher_class(name)  # fails early on unknown names
+    takes_seed = "seed" in inspect.signature(cls).parameters
+
+    def place(graph: Graph, cluster: Cluster, seed: int) -> Placement:
+        teacher = cls(seed=seed) if takes_seed else cls()
+        return teacher.place(graph, cluster)
+
+    return place
+
+
+def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
+    """Run every combination and return the records (also written to ``cfg.out``)."""
+    from tqdm.auto import tqdm
+
+    placers = {name: teacher_placer(name) for name in cfg.teachers}
+    placers.update(cfg.extra_placers)
+    ref = placers.get(REFERENCE) or teacher_placer(REFERENCE)
+    clusters = [load_cluster(c) for c in cfg.clusters]
+    jobs = [(w, c, s) for w in cfg.workloads for c in clusters for s in cfg.seeds]
+    records: list[Record] = []
+    bar = tqdm(
+        total=len(jobs) * len(placers), disable=not progress, desc="bench", unit="run", leave=False
+    )
+    for wname, cluster, seed in jobs:
+        graph = resolve_workload(wname, seed)
+        label = Path(wname).stem if wname.endswith(".json") else wname
+
+        ref_makespan = _run_placer(ref, graph, cluster, seed, cfg.noise)[0]
+        optimum = _optimum(graph, cluster) if cfg.with_optimal else None
+        for pname, placer in placers.items():
+            bar.set_postfix_str(f"{label}/{cluster.name}/{pname}")
+            makespan, oom, secs = _run_placer(placer, graph, cluster, seed, cfg.noise)
+            records.append(
+                Record(
+                    workload=label,
+                    cluster=cluster.name,
+                    seed=seed,
+                    placer=pname,
+                    makespan=makespan,
+                    ratio_to_critical_path=_ratio(makespan, ref_makespan),
+                    gap_to_optimal=None if optimum is None else _ratio(makespan, optimum) - 1.0,
+                    oom=oom,
+                    seconds=secs,
+                )
+            )
+            bar.update()
+    bar.close()
+    if cfg.out is not None:
+        write_outputs(records, cfg)
+    return records
+
+
+def _run_placer(
+    placer: Placer, graph: Graph, cluster: Cluster, seed: int, noise: float
+) -> tuple[float, bool, float]:
+    """(makespan, oom, seconds taken by the placer)."""
+    t0 = time.perf_counter()
+    placement = placer(graph, cluster, seed)
+    secs = time.perf_counter() - t0
+    s = simulate(graph, cluster, placement, noise=noise, rng=seed if noise > 0 else None)
+    return s.makespan, s.oom, secs
+
+
+def _ratio(x: float, ref: float) -> float:
+    return x / ref if ref > 0 else (1.0 if x == ref else math.inf)
+
+
+def _optimum(graph: Graph, cluster: Cluster) -> float | None:
+    if graph.num_nodes > OPTIMAL_MAX_NODES or cluster.num_devices > OPTIMAL_MAX_DEVICES:
+        return None
+    from placegym.teachers import get_teacher
+
+    placement = get_teacher("optimal").place(graph, cluster)
+    return simulate(graph, cluster, placement).makespan
+
+
+# ---------------------------------------------------------------------- reporting
+def summarize(records: Sequence[Record]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Aggregate over seeds: mean makespan, geometric-mean ratio, mean gap, total seconds."""
+    groups: dict[tuple[str, str, str], list[Record]] = {}
+    for r in records:
+        groups.setdefault((r.workload, r.cluster, r.placer), []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        gaps = [r.gap_to_optimal for r in rs if r.gap_to_optimal is not None]
+        out[key] = {
+            "makespan": float(np.mean([r.makespan for r in rs])),
+            "ratio": float(np.exp(np.mean(np.log([r.ratio_to_critical_path for r in rs])))),
+            "gap": float(np.mean(gaps)) if gaps else None,
+            "oom": any(r.oom for r in rs),
+            "seconds": float(sum(r.seconds for r in rs)),
+        }
+    return out
+
+
+def markdown_table(records: Sequence[Record]) -> str:
+    """One row per (workload, cluster), one column per placer: makespan in ms, ratio to
+    critical_path, gap to optimal when known, OOM mark; then the time each placer took."""
+    summ = summarize(records)
+    placers = list(dict.fromkeys(r.placer for r in records))
+    rows = list(dict.fromkeys((r.workload, r.cluster) for r in records))
+    lines = [
+        "| workload | cluster | " + " | ".join(placers) + " |",
+        "|---|---|" + "---|" * len(placers),
+    ]
+    for w, c in rows:
+        cells = []
+        for p in placers:
+            s = summ[(w, c, p)]
+            cell = f"{s['makespan'] * 1e3:.3f} ms ({s['ratio']:.2f}x)"
+            if s["gap"] is not None:
+                cell += f" gap {s['gap']:+.1%}"
+            cells.append(cell + (" OOM" if s["oom"] else ""))
+        lines.append(f"| {w} | {c} | " + " | ".join(cells) + " |")
+    secs = {p: sum(summ[(w, c, p)]["seconds"] for w, c in rows) for p in placers}
+    lines.append("| time taken | | " + " | ".join(f"{secs[p]:.3f} s" for p in placers) + " |")
+    return "\n".join(lines)
+
+
+def write_outputs(records: Sequence[Record], cfg: BenchConfig) -> None:
+    """``results.csv``, ``results.json``, ``table.md`` and ``ratios.png`` in ``cfg.out``."""
+    out = Path(cfg.out)  # type: ignore[arg-type]
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [asdict(r) for r in records]
+    with open(out / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["placer"])
+        writer.writeheader()
+        writer.writerows(rows)
+    meta = {
+        "teachers": list(cfg.teachers),
+        "workloads": list(cfg.workloads),
+        "clusters": list(cfg.clusters),
+        "seeds": list(cfg.seeds),
+        "with_optimal": cfg.with_optimal,
+        "noise": cfg.noise,
+        "reference": REFERENCE,
+    }
+    (out / "results.json").write_text(json.dumps({"config": meta, "records": rows}, indent=1))
+    (out / "table.md").write_text(markdown_table(records) + "\n")
+    bar_chart(records, out / "ratios.png")
+
+
+def bar_chart(records: Sequence[Record], path: Path) -> None:
+    """Grouped bars: geometric-mean ratio to critical_path, per workload and placer."""
+    from matplotlib.figure import Figure
+
+    summ = summarize(records)
+    placers = list(dict.fromkeys(r.placer for r in records))
+    groups = list(dict.fromkeys((r.workload, r.cluster) for r in records))
+    fig = Figure(
+        figsize=(max(6.0, 1.2 * len(groups) * max(1, len(placers)) / 3), 4), layout="constrained"
+    )
+    ax = fig.add_subplot()
+    width = 0.8 / max(1, len(placers))
+    x = np.arange(len(groups))
+    for i, p in enumerate(placers):
+        ax.bar(
+            x + i * width - 0.4 + width / 2,
+            [summ[(w, c, p)]["ratio"] for w, c in groups],
+            width,
+            label=p,
+        )
+    ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle="--")
+    ax.set_xticks(x, [f"{w}\n{c}" for w, c in groups], fontsize=8)
+    ax.set_ylabel("makespan / critical_path (lower is better)")
+    ax.legend(fontsize=7, ncols=min(len(placers), 4))
+    fig.savefig(path, dpi=110)

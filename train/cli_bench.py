@@ -1,0 +1,68 @@
+"""``placegym bench``: placers × workloads × clusters × seeds, as a table and files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _csv(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(x) for x in _csv(text)]
+    except ValueError:
+        raise ValueError(f"--seeds: expected comma-separated integers, got {text!r}") from None
+
+
+def add_bench_parser(sub: argparse._SubParsersAction) -> None:
+    from placegym.train.bench import DEFAULT_TEACHERS
+
+    p = sub.add_parser("bench", help="benchmark teachers over workloads and clusters")
+    p.add_argument(
+        "--teachers",
+        default=",".join(DEFAULT_TEACHERS),
+        help=f"comma-separated teacher names (default {','.join(DEFAULT_TEACHERS)})",
+    )
+    p.add_argument(
+        "--workloads",
+        default="chainmm,ffnn,llama_block,llama_layer",
+        help="comma-separated generator names or graph JSON files",
+    )
+    p.add_argument(
+        "--cluster",
+        "--clusters",
+        dest="clusters",
+        default="p100x4",
+        help="comma-separated preset names or cluster JSON files",
+    )
+    p.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    p.add_argument(
+        "--optimal",
+        action="store_true",
+        help="also report the gap to the proven optimum on small graphs",
+    )
+    p.add_argument("--noise", type=float, default=0.0, help="simulate with this noise sigma")
+    p.add_argument("--out", default="bench-out", help="output folder (default bench-out)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from placegym.train.bench import BenchConfig, markdown_table, run_benchmark
+
+    cfg = BenchConfig(
+        teachers=_csv(args.teachers),
+        workloads=_csv(args.workloads),
+        clusters=_csv(args.clusters),
+        seeds=_seeds(args.seeds),
+        with_optimal=args.optimal,
+        noise=args.noise,
+        out=Path(args.out),
+    )
+    records = run_benchmark(cfg, progress=not args.no_progress)
+    print(markdown_table(records))
+    print(f"\nwritten: {cfg.out}/results.csv, results.json, table.md, ratios.png")
+    return 0
