@@ -257,9 +257,9 @@ class AnnealTeacher(PlanTeacher):
 
     Rule:
         - **Start**: the best (simulated) of the ``starts`` teachers' placements; by
-          default critical path, HEFT, METIS and round robin (a superset of "the better of
-          critical path and HEFT": the extra two cost milliseconds and are sometimes far
-          better starts, e.g. METIS on the two-node ``h100-2x8``).
+          default critical path, HEFT, NEST, METIS and round robin (a superset of "the
+          better of critical path and HEFT": the others cost milliseconds and are often
+          far better starts, e.g. NEST on chainmm and METIS on the two-node ``h100-2x8``).
         - **Moves** (drawn with ``move_weights``), each around a node taken from the
           current placement's critical chain with probability ``guide`` (the chain of
           input arrivals and device waits ending at the last finish, recomputed with one
@@ -302,7 +302,7 @@ class AnnealTeacher(PlanTeacher):
         budget: int = 3000,
         seed: int = 0,
         *,
-        starts: tuple[str, ...] = ("critical_path", "heft", "metis", "round_robin"),
+        starts: tuple[str, ...] = ("critical_path", "heft", "nest", "metis", "round_robin"),
         batch: int = 16,
         t_start: float = 0.02,
         t_end: float = 1e-4,

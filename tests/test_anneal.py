@@ -6,7 +6,7 @@ from simcases import graph, placement, unit_cluster
 
 import placegym.teachers.anneal as anneal_mod
 from placegym.envs import get_preset, simulate
-from placegym.envs.workloads import ffnn
+from placegym.envs.workloads import ffnn, llama_block
 from placegym.teachers import get_teacher
 from placegym.teachers.anneal import AnnealTeacher, _critical_chain, anneal
 
@@ -47,17 +47,17 @@ def test_budget_counts_every_simulation(monkeypatch):
     monkeypatch.setattr(anneal_mod, "simulate_batch", counting_batch)
     monkeypatch.setattr(anneal_mod, "simulate", counting_single)
     g, c = ffnn(), get_preset("p100x4")
-    for budget in (4, 5, 37, 500):
+    for budget in (5, 6, 37, 500):
         calls.update(batch_rows=0, single=0)
         t = AnnealTeacher(budget=budget)
         t.place(g, c)
         used = calls["batch_rows"] + calls["single"]
         assert used == t.last_result.simulations == budget
-        assert calls["single"] > 0 or budget < 6  # the critical chain was looked up
+        assert calls["single"] > 0 or budget < 7  # the critical chain was looked up
 
 
 def test_same_seed_same_result_other_seed_explores():
-    g, c = ffnn(), get_preset("v100x8")
+    g, c = llama_block(), get_preset("v100x8")
     a = AnnealTeacher(budget=600, seed=7).place(g, c)
     b = AnnealTeacher(budget=600, seed=7).place(g, c)
     d = AnnealTeacher(budget=600, seed=8).place(g, c)
@@ -104,8 +104,8 @@ def test_critical_chain_follows_waits():
 
 
 def test_argument_errors():
-    with pytest.raises(ValueError, match="budget: must be >= 4"):
-        AnnealTeacher(budget=3)
+    with pytest.raises(ValueError, match="budget: must be >= 5"):
+        AnnealTeacher(budget=4)
     with pytest.raises(ValueError, match="seed: must be an integer >= 0, got -2"):
         AnnealTeacher(seed=-2)
     with pytest.raises(ValueError, match="starts: need teacher names"):
