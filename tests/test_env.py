@@ -342,3 +342,69 @@ def test_nest_shaping_with_discount():
     assert r[2] == pytest.approx(0.5 * phi1 - phi1)  # SEL: γΦ(s) − Φ(s)
     makespan = 1 + 2 + 1  # node 1 on device 1 waits for the 2-byte transfer
     assert r[3] == pytest.approx(0.0 - phi1 + (t_ref - makespan) / t_ref)
+
+
+TEACHERS = [
+    "critical_path",
+    "heft",
+    "nest",
+    "anneal",
+    "random",
+    "round_robin",
+    "single_device",
+    "metis",
+]
+
+
+def teacher_for(name):
+    from placegym.teachers import get_teacher
+
+    return get_teacher(name, budget=300) if name == "anneal" else get_teacher(name)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("name", TEACHERS)
+def test_every_teacher_drives_every_id_with_legal_actions(env_id, name):
+    env = gym.make(env_id, illegal_action="raise")
+    teacher = teacher_for(name)
+    obs, info = env.reset(seed=1)
+    base = env.unwrapped
+    while True:
+        state = base.state
+        acts = (
+            teacher.select_actions(state)
+            if state.phase == "select"
+            else teacher.place_actions(state)
+        )
+        assert len(acts) >= 1 and info["action_mask"][acts].all()
+        obs, _, term, _, info = env.step(int(acts[0]))
+        if term:
+            break
+    placement = Placement(device=info["placement"], order=info["order"])
+    assert info["makespan"] == simulate(base.graph, base.cluster, placement).makespan
+    if name in ("critical_path",):
+        assert info["makespan"] == pytest.approx(info["reference_makespan"])
+
+
+def test_optimal_teacher_drives_a_small_graph():
+    pytest.importorskip("placegym.teachers.optimal")
+    from placegym.teachers import get_teacher
+
+    g = graph([1, 2, 3, 1, 2], [[0, 1], [0, 2], [1, 3], [2, 3], [3, 4]], out_bytes=[1] * 5)
+    env = gym.make(
+        "placegym/Placement-v0", graph=g, cluster=unit_cluster(2), illegal_action="raise"
+    )
+    teacher = get_teacher("optimal")
+    obs, info = env.reset(seed=0)
+    while True:
+        state = env.unwrapped.state
+        acts = (
+            teacher.select_actions(state)
+            if state.phase == "select"
+            else teacher.place_actions(state)
+        )
+        obs, _, term, _, info = env.step(int(acts[0]))
+        if term:
+            break
+    best = simulate(g, unit_cluster(2), teacher.place(g, unit_cluster(2))).makespan
+    assert info["makespan"] == pytest.approx(best)
