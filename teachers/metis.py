@@ -20,6 +20,9 @@ __all__ = ["MetisTeacher", "metis_parts"]
 _WEIGHT_TOTAL = 1e8
 #: Largest device count for which the topology-aware part-to-device swap pass runs.
 _SWAP_MAX_DEVICES = 64
+#: Fewest nodes per part: METIS fails (and prints to stdout) when asked for parts of
+#: fewer nodes, and such parts would only multiply transfers.
+_MIN_NODES_PER_PART = 4
 
 
 def _int_weights(w: np.ndarray) -> np.ndarray:
@@ -94,7 +97,8 @@ class MetisTeacher(PlanTeacher):
     """METIS balanced min-cut partition, one part per device.
 
     Rule:
-        - **Partition**: ``min(D, n)`` parts of the undirected graph with METIS
+        - **Partition**: ``min(D, n // 4)`` parts (at least one; parts of fewer than four
+          nodes only multiply transfers) of the undirected graph with METIS
           (``pymetis.part_graph``, fixed seed): vertex weight = mean compute time, edge
           weight = bytes of the producer's output, both scaled to integers. On clusters of
           unequal device speed each part's target weight is proportional to a device's
@@ -128,7 +132,8 @@ class MetisTeacher(PlanTeacher):
         n, nd = graph.num_nodes, cluster.num_devices
         order = priority_order(graph, b_level(graph, cluster))
         # Fastest devices first; parts sized in proportion to their speed.
-        by_speed = np.lexsort((np.arange(nd), -cluster.flops))[: min(nd, max(n, 1))]
+        parts = min(nd, max(1, n // _MIN_NODES_PER_PART))
+        by_speed = np.lexsort((np.arange(nd), -cluster.flops))[:parts]
         speeds = cluster.flops[by_speed]
         share = None if np.all(speeds == speeds[0]) else speeds
         part = metis_parts(graph, cluster, len(by_speed), self.seed, share)

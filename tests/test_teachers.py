@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from simcases import graph, unit_cluster
 
-from placegym.envs import Cluster, Device, Level, get_preset, simulate
+from placegym.envs import Cluster, Device, Level, get_preset, list_presets, simulate
 from placegym.envs.state import PlacementState
 from placegym.envs.workloads import ffnn
 from placegym.teachers import get_teacher, list_teachers
@@ -352,3 +352,26 @@ def test_single_device_picks_the_fastest():
     p = get_teacher("single_device").place(g, c)
     assert set(p.device.tolist()) == {0}
     assert simulate(g, c, p).makespan == pytest.approx(simulate(g, c, p).busy_time[0])
+
+
+@pytest.mark.parametrize("preset", [name for name, _ in list_presets()])
+def test_every_teacher_on_every_workload_and_preset(preset):
+    from placegym.envs.workloads import WORKLOADS, make_graph
+
+    cluster = get_preset(preset)
+    for workload in WORKLOADS:
+        g = make_graph(workload)
+        for name in (
+            "critical_path",
+            "heft",
+            "nest",
+            "anneal",
+            "random",
+            "round_robin",
+            "single_device",
+            "metis",
+        ):
+            teacher = get_teacher(name, budget=300) if name == "anneal" else get_teacher(name)
+            p = teacher.place(g, cluster)
+            p.check(g, cluster)
+            assert simulate(g, cluster, p).makespan > 0, (workload, name)
