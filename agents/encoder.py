@@ -1,0 +1,82 @@
+"""``GraphEncoder``: node embeddings of a placement graph, computed once per episode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from placegym.agents.nn import CriticalPathPool, DAGConv, critical_path_pointers
+from placegym.envs.observation import EDGE_FEATURES, NODE_STATIC
+
+# node_static columns (see placegym.envs.observation)
+_W, _COMM_OUT, _B_LEVEL, _T_LEVEL = 0, 1, 3, 4
+
+
+@dataclass(frozen=True)
+class GraphInputs:
+    """The static description of one graph as the encoder reads it.
+
+    Attributes:
+        x: ``(n, 7)`` node_static features; edge_index ``(2, E)`` long; edge_attr ``(E, 2)``.
+        down, up: ``(n,)`` long pointers to the next node on the critical path to a sink /
+            from a source (-1 at its end).
+    """
+
+    x: Tensor
+    edge_index: Tensor
+    edge_attr: Tensor
+    down: Tensor
+    up: Tensor
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.x.shape[0])
+
+    @classmethod
+    def from_obs(cls, obs: dict) -> GraphInputs:
+        """From one (unbatched, numpy) observation of :class:`PlacementEnv`."""
+        n = int(np.asarray(obs["node_mask"]).sum())
+        e = int(np.asarray(obs["edge_mask"]).sum())
+        x = np.asarray(obs["node_static"], dtype=np.float32)[:n]
+        edges = np.asarray(obs["edge_index"], dtype=np.int64)[:, :e]
+        down_key = x[:, _B_LEVEL]
+        up_key = x[:, _T_LEVEL] + x[:, _W] + x[:, _COMM_OUT]
+        nxt, prv = critical_path_pointers(edges.T, down_key, up_key, n)
+        return cls(
+            x=torch.from_numpy(x.copy()),
+            edge_index=torch.from_numpy(edges.copy()),
+            edge_attr=torch.from_numpy(np.asarray(obs["edge_attr"], np.float32)[:e].copy()),
+            down=torch.from_numpy(nxt),
+            up=torch.from_numpy(prv),
+        )
+
+
+class GraphEncoder(nn.Module):
+    """Input MLP, ``layers`` rounds of :class:`DAGConv`, and critical-path pooling.
+
+    Returns the node embeddings ``h (n, H)`` and the critical-path embeddings
+    ``cp (n, 2H)``: the mean embedding along each node's longest path to a sink and from a
+    source. Independent of graph size and device count.
+    """
+
+    def __init__(
+        self,
+        hidden: int = 64,
+        layers: int = 3,
+        node_dim: int = NODE_STATIC,
+        edge_dim: int = EDGE_FEATURES,
+    ) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.inp = nn.Sequential(nn.Linear(node_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden))
+        self.convs = nn.ModuleList([DAGConv(hidden, edge_dim) for _ in range(layers)])
+        self.pool = CriticalPathPool()
+
+    def forward(self, g: GraphInputs) -> tuple[Tensor, Tensor]:
+        h = self.inp(g.x)
+        for conv in self.convs:
+            h = conv(h, g.edge_index, g.edge_attr)
+        return h, torch.cat([self.pool(h, g.down), self.pool(h, g.up)], dim=-1)
