@@ -12,11 +12,11 @@ ordered device pairs ``a != b`` of ``latency + out_bytes / bandwidth`` (0 with o
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
+from placegym.envs._cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 
@@ -114,28 +114,19 @@ class CostTable:
     predecessors: list[list[int]]
 
 
-_TABLES: OrderedDict[tuple[int, int], tuple[Graph, Cluster, CostTable]] = OrderedDict()
-
-
-def cost_table(graph: Graph, cluster: Cluster) -> CostTable:
-    """The :class:`CostTable` of ``graph`` on ``cluster`` (the last 16 are cached)."""
-    key = (id(graph), id(cluster))
-    hit = _TABLES.get(key)
-    if hit is not None and hit[0] is graph and hit[1] is cluster:
-        _TABLES.move_to_end(key)
-        return hit[2]
+def _build_cost_table(graph: Graph, cluster: Cluster) -> CostTable:
     off = ~np.eye(cluster.num_devices, dtype=bool)
     cptr, cidx = graph.consumer_csr
     pptr, pidx = graph.producer_csr
     cl, pl = cidx.tolist(), pidx.tolist()
-    table = CostTable(
+    return CostTable(
         duration=durations_on(graph, cluster),
         inv_bandwidth=np.where(off, 1.0 / cluster.pair_bandwidth, 0.0),
         latency=np.where(off, cluster.pair_latency, 0.0),
         successors=[cl[cptr[v] : cptr[v + 1]] for v in range(graph.num_nodes)],
         predecessors=[pl[pptr[v] : pptr[v + 1]] for v in range(graph.num_nodes)],
     )
-    _TABLES[key] = (graph, cluster, table)
-    while len(_TABLES) > 16:
-        _TABLES.popitem(last=False)
-    return table
+
+
+#: The :class:`CostTable` of a (graph, cluster) pair; the last 16 pairs are cached.
+cost_table = IdentityCache(_build_cost_table, size=16)

@@ -19,11 +19,11 @@ Two ways to be a teacher:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from typing import ClassVar
 
 import numpy as np
 
+from placegym.envs._cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
@@ -86,24 +86,19 @@ class PlanTeacher(Teacher):
     cache_size: ClassVar[int] = 8
 
     def __init__(self) -> None:
-        self._plans: OrderedDict[tuple[int, int], tuple[Graph, Cluster, Placement]] = OrderedDict()
+        self._plans = IdentityCache(self._checked_plan, size=self.cache_size)
 
     @abstractmethod
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
         """Compute a placement (not cached)."""
 
-    def place(self, graph: Graph, cluster: Cluster) -> Placement:
-        key = (id(graph), id(cluster))
-        hit = self._plans.get(key)
-        if hit is not None and hit[0] is graph and hit[1] is cluster:
-            self._plans.move_to_end(key)
-            return hit[2]
+    def _checked_plan(self, graph: Graph, cluster: Cluster) -> Placement:
         placement = self.plan(graph, cluster)
         placement.check(graph, cluster)
-        self._plans[key] = (graph, cluster, placement)
-        while len(self._plans) > self.cache_size:
-            self._plans.popitem(last=False)
         return placement
+
+    def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        return self._plans(graph, cluster)
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
         plan = self.place(state.graph, state.cluster)
