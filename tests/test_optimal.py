@@ -342,3 +342,27 @@ def test_node_twins_and_speed_weights():
     fast = make_instance(g, Cluster(devices=devs, levels=(Level("net", 1.0),)))
     assert fast.weight == [0.25, 1.0]
     assert fast.weighted_min == [0.25, 0.5, 0.5, 0.75, 0.25]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_no_teacher_beats_the_optimum_on_small_random_graphs(seed):
+    from placegym.envs.workloads import make_graph
+    from placegym.teachers import get_teacher
+
+    g = make_graph("random_dag", nodes=9, width=3, seed=seed)
+    c = load_cluster("p100x4" if seed % 2 else "doppler-unit-4")
+    best = get_teacher("optimal").solve(g, c)
+    assert best.proven
+    assert simulate(g, c, best.placement).makespan == best.makespan
+    for name in (
+        "critical_path",
+        "heft",
+        "nest",
+        "anneal",
+        "metis",
+        "random",
+        "round_robin",
+        "single_device",
+    ):
+        other = simulate(g, c, get_teacher(name).place(g, c)).makespan
+        assert best.makespan <= other * (1 + 1e-12), name
