@@ -13,7 +13,7 @@ from placegym.envs.env import PlacementEnv
 from placegym.envs.graph import GRAPH_FORMAT, Graph, load_graph
 from placegym.envs.placement import PLACEMENT_FORMAT, Placement, load_placement
 from placegym.envs.presets import get_preset, list_presets
-from placegym.envs.registration import ENV_IDS, register_envs
+from placegym.envs.registration import ENV_IDS, REAL_ENV_IDS, register_envs
 from placegym.envs.simulator import (
     BatchResult,
     Schedule,
@@ -30,6 +30,7 @@ __all__ = [
     "ENV_IDS",
     "GRAPH_FORMAT",
     "PLACEMENT_FORMAT",
+    "REAL_ENV_IDS",
     "BatchResult",
     "Cluster",
     "Device",

@@ -68,8 +68,9 @@ class PlacementEnv(gym.Env[dict, int]):
     ## Episode End
     ``terminated`` when every node is placed; ``info`` then has ``makespan``,
     ``reference_makespan``, ``placement`` (device per node), ``order``, ``peak_memory``
-    and ``oom``. No truncation (wrap in ``TimeLimit`` when using unmasked agents). No
-    wall-clock value appears in ``info``: two runs with the same seed give equal infos.
+    and ``oom``. No truncation (wrap in ``TimeLimit`` when using unmasked agents). With the
+    simulator, no wall-clock value appears in ``info``: two runs with the same seed give
+    equal infos.
 
     ## Arguments
     - ``graph``: a ``Graph``, a graph JSON path, a workload name (with ``graph_params``),
@@ -82,6 +83,14 @@ class PlacementEnv(gym.Env[dict, int]):
     - ``memory_mask``, ``illegal_action``, ``dispatch`` (``"priority"``/``"fifo"``),
       ``noise`` (σ of the simulator's compute noise, drawn from ``self.np_random``),
       ``render_mode`` (``"ansi"`` or ``"rgb_array"``).
+    - ``backend``: ``"sim"`` (default) or ``"torch"``: the final placement is executed
+      for real (:mod:`placegym.envs.backend`) on ``devices`` (``"cpu#k"``,
+      ``"cuda:i"``, ``"cuda:i#k"``), graphs shrunk by ``scale``, the median of
+      ``repeats`` timed runs; the reward uses the measured makespans (the reference is
+      critical_path's placement, measured once per graph), ``info`` carries
+      ``makespan`` (measured), ``measured_makespans`` and ``simulated_makespan``, and
+      ``cluster="calibrate"`` fits the cluster to the devices first. Such runs are not
+      reproducible (ids registered with ``nondeterministic=True``).
 
     ## Version History
     - v0: initial release.
@@ -104,6 +113,10 @@ class PlacementEnv(gym.Env[dict, int]):
         dispatch: Literal["priority", "fifo"] = "priority",
         noise: float = 0.0,
         render_mode: str | None = None,
+        backend: Literal["sim", "torch"] = "sim",
+        devices: str = "cpu#2",
+        scale: int = 1,
+        repeats: int = 3,
     ) -> None:
         if reward not in REWARDS:
             raise ValueError(f"reward: expected one of {', '.join(REWARDS)}, got {reward!r}")
@@ -120,8 +133,23 @@ class PlacementEnv(gym.Env[dict, int]):
             )
         if not np.isfinite(noise) or noise < 0:
             raise ValueError(f"noise: must be a finite number >= 0, got {noise!r}")
+        if backend not in ("sim", "torch"):
+            raise ValueError(f"backend: expected 'sim' or 'torch', got {backend!r}")
         self.source = GraphSource(graph, graph_params)
+        self.real = None
+        if backend == "torch":
+            from placegym.envs.backend.measure import RealBackend
+
+            self.real = RealBackend(devices, scale=scale, repeats=repeats)
+            self.source = self.real.wrap_source(self.source)
+            cluster = self.real.cluster if cluster == "calibrate" else cluster
         self.cluster = load_cluster(cluster)
+        if self.real is not None and self.real.num_devices != self.cluster.num_devices:
+            raise ValueError(
+                f"devices: {devices!r} has {self.real.num_devices} devices but cluster "
+                f"{self.cluster.name!r} has {self.cluster.num_devices}; they must match "
+                f"(cluster='calibrate' fits one to the devices)"
+            )
         sizes = self.source.fixed_sizes
         if sizes is None and (max_nodes is None or max_edges is None):
             raise ValueError(
@@ -200,9 +228,14 @@ class PlacementEnv(gym.Env[dict, int]):
                 dispatch=self.dispatch,
             )
             self._schedule = s
-            reward += terminal_reward(self.reward_kind, s.makespan, self.reference_makespan)
+            makespan = s.makespan
+            if self.real is not None:
+                m = self.real.measure(self.graph, state.to_placement())
+                makespan = m.makespan
+                info.update(simulated_makespan=s.makespan, measured_makespans=m.makespans)
+            reward += terminal_reward(self.reward_kind, makespan, self.reference_makespan)
             info.update(
-                makespan=s.makespan,
+                makespan=makespan,
                 reference_makespan=self.reference_makespan,
                 placement=state.device.copy(),
                 order=np.array(state.order),
@@ -251,7 +284,11 @@ class PlacementEnv(gym.Env[dict, int]):
         hit = self._cache.get(id(graph))
         if hit is None or hit[0] is not graph:
             builder = ObservationBuilder(graph, self.cluster, self.max_nodes, self.max_edges)
-            hit = (graph, builder, reference_makespan(graph, self.cluster, self.dispatch))
+            if self.real is not None:
+                ref = self.real.reference(graph, self.cluster)
+            else:
+                ref = reference_makespan(graph, self.cluster, self.dispatch)
+            hit = (graph, builder, ref)
             if self.source.sampler is not None:
                 self._cache.clear()  # a new graph every episode: keep only the current one
             self._cache[id(graph)] = hit

@@ -13,6 +13,9 @@ placegym/MoE-v0                moe                 p100x4
 placegym/RandomDAG-v0          random_dag sampler  p100x4       a new 64-160 node graph
                                                                 every reset
 placegym/Placement-v0          any (keywords)      any          defaults: ffnn on p100x4
+placegym/FFNN-CPU-v0           ffnn (scale 8)      calibrated   real backend, cpu#2 workers,
+                                                                nondeterministic
+placegym/Real-v0               any (keywords)      any          real backend, by keyword
 =============================  ==================  ===========  =============================
 """
 
@@ -44,9 +47,27 @@ ENV_IDS: dict[str, dict] = {
     "placegym/Placement-v0": {},
 }
 
+#: Ids whose reward comes from real execution (registered ``nondeterministic=True``).
+REAL_ENV_IDS: dict[str, dict] = {
+    "placegym/FFNN-CPU-v0": {
+        "graph": "ffnn",
+        "cluster": "calibrate",
+        "backend": "torch",
+        "devices": "cpu#2",
+        "scale": 8,
+        "repeats": 3,
+    },
+    "placegym/Real-v0": {"backend": "torch"},
+}
+
 
 def register_envs() -> None:
-    """Register every id of :data:`ENV_IDS` (idempotent)."""
+    """Register every id of :data:`ENV_IDS` and :data:`REAL_ENV_IDS` (idempotent)."""
     for env_id, kwargs in ENV_IDS.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs))
+    for env_id, kwargs in REAL_ENV_IDS.items():
+        if env_id not in gym.registry:
+            gym.register(
+                id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs), nondeterministic=True
+            )

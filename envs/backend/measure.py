@@ -1,0 +1,84 @@
+"""The real backend as the environment sees it: scaled graphs, executors, references."""
+
+from __future__ import annotations
+
+from placegym.envs._cache import IdentityCache
+from placegym.envs.backend.executor import Measurement, TorchExecutor
+from placegym.envs.backend.kernels import scale_graph
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
+from placegym.envs.sources import GraphSource
+
+__all__ = ["RealBackend"]
+
+
+class RealBackend:
+    """Executors per graph (built once), the scale knob and measured references.
+
+    Args:
+        devices: backend device spec (``"cpu#2"``, ``"cuda:0#4"``, ...).
+        scale: tensor dimensions are divided by it (:func:`scale_graph`).
+        repeats: timed runs per measurement (the median is reported).
+    """
+
+    def __init__(self, devices: str, *, scale: int = 1, repeats: int = 3) -> None:
+        self.devices, self.scale, self.repeats = devices, int(scale), int(repeats)
+        self._executors: dict[int, tuple[Graph, TorchExecutor]] = {}
+        self._references = IdentityCache(self._measure_reference, size=16)
+        self._cluster: Cluster | None = None
+
+    @property
+    def num_devices(self) -> int:
+        from placegym.envs.backend.devices import parse_devices
+
+        return len(parse_devices(self.devices))
+
+    @property
+    def cluster(self) -> Cluster:
+        """A cluster calibrated on the devices (measured on first use)."""
+        if self._cluster is None:
+            from placegym.envs.backend.calibrate import calibrate
+
+            self._cluster = calibrate(self.devices)
+        return self._cluster
+
+    def wrap_source(self, source: GraphSource) -> GraphSource:
+        """The same source with every graph scaled (each fixed graph scaled once)."""
+        if self.scale == 1:
+            return source
+        scaled = GraphSource.__new__(GraphSource)
+        scaled.graphs = [scale_graph(g, self.scale) for g in source.graphs]
+        sampler = source.sampler
+        scaled.sampler = None if sampler is None else _ScaledSampler(sampler, self.scale)
+        return scaled
+
+    def executor(self, graph: Graph) -> TorchExecutor:
+        hit = self._executors.get(id(graph))
+        if hit is None or hit[0] is not graph:
+            if len(self._executors) > 8:
+                self._executors.clear()
+            hit = (graph, TorchExecutor(graph, self.devices, repeats=self.repeats))
+            self._executors[id(graph)] = hit
+        return hit[1]
+
+    def measure(self, graph: Graph, placement: Placement) -> Measurement:
+        return self.executor(graph).run(placement)
+
+    def reference(self, graph: Graph, cluster: Cluster) -> float:
+        """The measured makespan of the critical_path teacher's placement."""
+        return self._references(graph, cluster)
+
+    def _measure_reference(self, graph: Graph, cluster: Cluster) -> float:
+        from placegym.teachers import get_teacher
+
+        t = self.measure(graph, get_teacher("critical_path").place(graph, cluster)).makespan
+        return t if t > 0 else 1.0
+
+
+class _ScaledSampler:
+    def __init__(self, sampler, scale: int) -> None:
+        self.sampler, self.scale = sampler, scale
+
+    def __call__(self, rng):
+        return scale_graph(self.sampler(rng), self.scale)
