@@ -1,8 +1,12 @@
 """The DOPPLER dual policy: separate SEL and PLC networks over a cached graph encoding.
 
 - **SEL** scores every node from its SEL-encoder embedding ``h``, its critical-path
-  embeddings (mean embedding along its longest path to a sink and from a source) and its
-  dynamic features (assigned, device, in frontier, selected, rank, estimated finish); the
+  embeddings (mean embedding along its longest path to a sink and from a source), its
+  dynamic features (assigned, device, in frontier, selected, rank, estimated finish) and
+  its *readiness* in the current state (:func:`sel_context`: when its inputs are
+  estimated to be ready, locally and across the network, relative to the current
+  estimated makespan and to the earliest-ready frontier node), so that structurally
+  identical nodes are told apart by where and when their producers ran; the
   environment's mask keeps the frontier.
 - **PLC** scores every device from the selected node's PLC-encoder embedding, the mean
   PLC embedding of the nodes already placed on that device (and how many), and the
@@ -25,7 +29,12 @@ from torch import Tensor, nn
 from placegym.agents.encoder import GraphEncoder, GraphInputs
 from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC
 
-__all__ = ["DopplerPolicy", "Encoding", "PolicyConfig"]
+__all__ = ["SEL_CONTEXT", "DopplerPolicy", "Encoding", "PolicyConfig", "sel_context"]
+
+#: Number of :func:`sel_context` features.
+SEL_CONTEXT = 3
+_EST_FINISH = 5  # node_dynamic column: estimated finish / CP (0 if unassigned)
+_EDGE_COMM = 0  # edge_attr column: transfer time of the edge / CP
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,38 @@ class Encoding:
     plc_h: Tensor
 
 
+def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
+    """Readiness of scored (state, node) pairs, from the states' node_dynamic.
+
+    For node v in state s (all of v's producers are placed when v is in the frontier),
+    with ``f_u`` the estimated finish of producer u, ``c_uv`` the edge's transfer time
+    and ``now_s`` the largest estimated finish so far (all divided by the graph's CP):
+
+    - ``max_u f_u - now_s``: inputs ready on the producers' devices;
+    - ``max_u (f_u + c_uv) - now_s``: inputs ready anywhere else;
+    - ``max_u f_u - min_{w in pairs of s} max_u f_u``: lead over the earliest-ready
+      scored node of the same state.
+
+    Shapes:
+        - input: ``dyn (S, n, 6)``, ``step (K,)`` and ``node (K,)`` long
+        - output: ``(K, 3)``
+    """
+    est = dyn[..., _EST_FINISH]
+    src, dst = g.edge_index
+    index = dst.unsqueeze(0).expand(est.shape[0], -1)
+    sent = est[:, src]
+    zero = torch.zeros_like(est)
+    local = zero.scatter_reduce(1, index, sent, reduce="amax", include_self=True)
+    remote = zero.scatter_reduce(
+        1, index, sent + g.edge_attr[:, _EDGE_COMM], reduce="amax", include_self=True
+    )
+    now = est.max(dim=1).values[step] if est.shape[1] else torch.zeros(len(step))
+    ready = local[step, node]
+    first = torch.full((est.shape[0],), torch.inf, dtype=est.dtype)
+    first = first.scatter_reduce(0, step, ready, reduce="amin", include_self=True)
+    return torch.stack([ready - now, remote[step, node] - now, ready - first[step]], dim=-1)
+
+
 def _mlp_tail(hidden: int) -> nn.Sequential:
     return nn.Sequential(nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
@@ -60,7 +101,8 @@ class DopplerPolicy(nn.Module):
     """Dual SEL/PLC policy (see the module docstring).
 
     Shapes (``K`` scored (node, state) pairs, ``S`` PLC states, ``n`` nodes, ``D`` devices):
-        - :meth:`sel_scores`: ``nodes (K,)``, ``dyn (K, 6)`` -> ``(K,)``
+        - :meth:`sel_inputs`: ``dyn (S, n, 6)``, ``step (K,)``, ``node (K,)`` -> ``(K, 9)``
+        - :meth:`sel_scores`: ``nodes (K,)``, ``x (K, 9)`` (from :meth:`sel_inputs`) -> ``(K,)``
         - :meth:`plc_logits`: ``node (S,)``, ``placed (S, n)`` (device of each node, -1
           if unplaced), ``dev (S, D, 7)`` -> ``(S, D)``
     """
@@ -74,7 +116,7 @@ class DopplerPolicy(nn.Module):
         # SEL head: Linear([h, cp, dyn]) split into a per-graph static part and a per-step
         # dynamic part, so only (node, step) pairs in the frontier are ever scored.
         self.sel_static = nn.Linear(3 * h, h)
-        self.sel_dynamic = nn.Linear(NODE_DYNAMIC, h, bias=False)
+        self.sel_dynamic = nn.Linear(NODE_DYNAMIC + SEL_CONTEXT, h, bias=False)
         self.sel_tail = _mlp_tail(h)
         self.plc_head = nn.Sequential(
             nn.Linear(2 * h + 1 + 2 * DEVICE_FEATURES + 1, h), _mlp_tail(h)
@@ -85,8 +127,13 @@ class DopplerPolicy(nn.Module):
         plc_h, _ = self.plc_encoder(g)
         return Encoding(sel_h, sel_cp, self.sel_static(torch.cat([sel_h, sel_cp], -1)), plc_h)
 
-    def sel_scores(self, enc: Encoding, nodes: Tensor, dyn: Tensor) -> Tensor:
-        return self.sel_tail(enc.sel_static[nodes] + self.sel_dynamic(dyn)).squeeze(-1)
+    @staticmethod
+    def sel_inputs(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
+        """Per-pair SEL inputs: the node's dynamic features and its :func:`sel_context`."""
+        return torch.cat([dyn[step, node], sel_context(g, dyn, step, node)], dim=-1)
+
+    def sel_scores(self, enc: Encoding, nodes: Tensor, x: Tensor) -> Tensor:
+        return self.sel_tail(enc.sel_static[nodes] + self.sel_dynamic(x)).squeeze(-1)
 
     def plc_logits(self, enc: Encoding, node: Tensor, placed: Tensor, dev: Tensor) -> Tensor:
         s, d, _ = dev.shape

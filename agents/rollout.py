@@ -8,8 +8,12 @@ calls per graph (encoders once, frontier nodes only), which serves REINFORCE, PP
 imitation alike.
 
 Action choice per step: the teacher's (a uniform pick from its tie set) with probability
-``teacher_prob`` (DAgger roll-in), else the policy's: argmax (``greedy``) or a sample.
-All draws come from the ``rng`` passed in.
+``teacher_prob`` (DAgger roll-in), else the policy's: argmax (``greedy``; exact ties,
+e.g. between structurally identical nodes, broken uniformly) or a sample.
+All draws come from the ``rng`` passed in. A policy with ``learns_selection = False``
+(the baselines of :mod:`placegym.agents.baselines`) does not choose SEL actions: every
+SEL step takes the frontier node earliest in the graph's topological order (teacher
+steps included) and scores log-probability 0, entropy 0 and teacher log-probability 0.
 """
 
 from __future__ import annotations
@@ -101,9 +105,16 @@ class _Live:
     )
 
 
+#: Logits within this of the largest count as tied for the greedy choice.
+GREEDY_TIE_TOL = 1e-6
+
+
 def _choose(logits: np.ndarray, greedy: bool, rng: np.random.Generator) -> int:
     if greedy:
-        return int(np.argmax(logits))
+        # exact ties (structurally identical nodes score identically) are broken
+        # uniformly: the first index would impose an arbitrary, systematically bad order
+        best = np.flatnonzero(logits >= logits.max() - GREEDY_TIE_TOL)
+        return int(best[0] if len(best) == 1 else best[rng.integers(len(best))])
     p = np.exp(logits - logits.max())
     c = np.cumsum(p)
     return int(min(np.searchsorted(c, rng.random() * c[-1], side="right"), len(c) - 1))
@@ -122,7 +133,13 @@ def rollout(
     record_teacher: bool = False,
     graph_cache: dict[int, tuple[Any, GraphInputs]] | None = None,
 ) -> list[EpisodeRecord]:
-    """One episode per env (``env.reset(seed=seeds[i])``); see the module docstring."""
+    """One episode per env (``env.reset(seed=seeds[i])``); see the module docstring.
+
+    Envs that share a graph object share one encoding, and at every step their policy
+    forwards run as one batched call (one per graph and phase), so many episodes of one
+    graph cost little more than one. ``graph_cache`` (``id(graph) -> (graph, inputs)``)
+    keeps the :class:`GraphInputs` across calls.
+    """
     cache = {} if graph_cache is None else graph_cache
     live: list[_Live] = []
     encodings: dict[int, Encoding] = {}
@@ -139,70 +156,120 @@ def rollout(
             _Live(env, obs, info, hit[1], encodings[id(g)], g.num_nodes, env.cluster.num_devices)
         )
     done: dict[int, EpisodeRecord] = {}
-    active = list(range(len(live)))
+    active = [i for i in range(len(live)) if not live[i].env.state.done]
+    for i in range(len(live)):
+        if i not in active:
+            done[i] = _finish(live[i], record_teacher)
     while active:
-        for i in active:
-            _step(policy, live[i], rng, greedy, teacher, teacher_prob, record_teacher)
+        lives = [live[i] for i in active]
+        use = [
+            teacher is not None and teacher_prob > 0 and rng.random() < teacher_prob for _ in lives
+        ]
+        actions = _decide(policy, lives, use, rng, greedy, teacher, record_teacher)
+        for lv, action, t in zip(lives, actions, use):
+            lv.buf["from_teacher"].append(t)
+            lv.obs, reward, _, _, lv.info = lv.env.step(action)
+            lv.buf["rewards"].append(reward)
         for i in [i for i in active if live[i].env.state.done]:
             done[i] = _finish(live[i], record_teacher)
         active = [i for i in active if i not in done]
     return [done[i] for i in range(len(live))]
 
 
-def _step(
+def _decide(
     policy: DopplerPolicy,
-    lv: _Live,
+    lives: list[_Live],
+    use_teacher: list[bool],
     rng: np.random.Generator,
     greedy: bool,
     teacher: Teacher | None,
-    teacher_prob: float,
     record_teacher: bool,
-) -> None:
-    state, b = lv.env.state, lv.buf
-    use_teacher = teacher is not None and teacher_prob > 0 and rng.random() < teacher_prob
-    if state.phase == "select":
-        mask = lv.info["action_mask"][: lv.n].copy()
-        dyn = lv.obs["node_dynamic"][: lv.n]
-        ties = teacher.select_actions(state) if (use_teacher or record_teacher) else None
-        if use_teacher:
-            action = int(ties[rng.integers(len(ties))])
+) -> list[int]:
+    """One action per live env: record each env's step inputs, ask the teacher where it
+    acts (or its tie set is recorded), and batch the policy's forwards per graph."""
+    actions: list[int | None] = [None] * len(lives)
+    groups: dict[tuple[bool, int], list[int]] = {}
+    fixed_sel = not getattr(policy, "learns_selection", True)
+    for j, (lv, use) in enumerate(zip(lives, use_teacher)):
+        select = lv.env.state.selected < 0
+        ties = None
+        if use or record_teacher:
+            state = lv.env.state
+            ties = teacher.select_actions(state) if select else teacher.place_actions(state)
+        _record_inputs(lv, select, ties, record_teacher)
+        if select and fixed_sel:
+            actions[j] = _topological_first(lv)
+        elif use:
+            actions[j] = int(ties[rng.integers(len(ties))])
         else:
-            nodes = np.flatnonzero(mask)
-            scores = policy.sel_scores(
-                lv.enc, torch.from_numpy(nodes), torch.from_numpy(dyn[nodes])
-            ).numpy()
-            action = int(nodes[_choose(scores, greedy, rng)])
-        b["sel_dyn"].append(dyn.copy())
-        b["sel_mask"].append(mask)
-        b["sel_action"].append(action)
-        if record_teacher:
+            groups.setdefault((select, id(lv.enc)), []).append(j)
+    for (select, _), members in groups.items():
+        chosen = (_select_batch if select else _place_batch)(
+            policy, [lives[j] for j in members], greedy, rng
+        )
+        for j, a in zip(members, chosen):
+            actions[j] = a
+    for lv, a in zip(lives, actions):
+        lv.buf["sel_action" if lv.env.state.selected < 0 else "plc_action"].append(a)
+    return actions  # type: ignore[return-value]
+
+
+def _record_inputs(lv: _Live, select: bool, ties: np.ndarray | None, record: bool) -> None:
+    b, state = lv.buf, lv.env.state
+    if select:
+        b["sel_dyn"].append(lv.obs["node_dynamic"][: lv.n].copy())
+        b["sel_mask"].append(lv.info["action_mask"][: lv.n].copy())
+        if record:
             b["sel_teacher"].append(_as_mask(ties, lv.n))
     else:
-        mask = lv.info["action_mask"][: lv.d].copy()
-        node, placed = state.selected, state.device.copy()
-        dev = lv.obs["device"]
-        ties = teacher.place_actions(state) if (use_teacher or record_teacher) else None
-        if use_teacher:
-            action = int(ties[rng.integers(len(ties))])
-        else:
-            logits = policy.plc_logits(
-                lv.enc,
-                torch.tensor([node]),
-                torch.from_numpy(placed[None]),
-                torch.from_numpy(dev[None]),
-            )[0].numpy()
-            legal = np.flatnonzero(mask)
-            action = int(legal[_choose(logits[legal], greedy, rng)])
-        b["plc_node"].append(node)
-        b["plc_placed"].append(placed)
-        b["plc_dev"].append(dev.copy())
-        b["plc_mask"].append(mask)
-        b["plc_action"].append(action)
-        if record_teacher:
+        b["plc_node"].append(state.selected)
+        b["plc_placed"].append(state.device.copy())
+        b["plc_dev"].append(lv.obs["device"].copy())
+        b["plc_mask"].append(lv.info["action_mask"][: lv.d].copy())
+        if record:
             b["plc_teacher"].append(_as_mask(ties, lv.d))
-    b["from_teacher"].append(use_teacher)
-    lv.obs, reward, _, _, lv.info = lv.env.step(action)
-    b["rewards"].append(reward)
+
+
+def _topological_first(lv: _Live) -> int:
+    """The frontier node earliest in the graph's topological order (fixed-order SEL)."""
+    topo = lv.env.graph.topological_order
+    return int(topo[np.argmax(lv.buf["sel_mask"][-1][topo])])
+
+
+def _select_batch(
+    policy: DopplerPolicy, lives: list[_Live], greedy: bool, rng: np.random.Generator
+) -> list[int]:
+    """SEL actions of envs sharing one encoding: one scoring call over all frontiers."""
+    nodes = [np.flatnonzero(lv.buf["sel_mask"][-1]) for lv in lives]
+    dyn = torch.from_numpy(np.stack([lv.buf["sel_dyn"][-1] for lv in lives]))
+    step = torch.from_numpy(np.repeat(np.arange(len(lives)), [len(v) for v in nodes]))
+    flat = torch.from_numpy(np.concatenate(nodes))
+    x = policy.sel_inputs(lives[0].graph, dyn, step, flat)
+    scores = policy.sel_scores(lives[0].enc, flat, x)
+    parts = np.split(scores.numpy(), np.cumsum([len(v) for v in nodes])[:-1])
+    return [int(v[_choose(s, greedy, rng)]) for v, s in zip(nodes, parts)]
+
+
+def _place_batch(
+    policy: DopplerPolicy, lives: list[_Live], greedy: bool, rng: np.random.Generator
+) -> list[int]:
+    """PLC actions of envs sharing one encoding (and so one graph): one batched call."""
+    by_d: dict[int, list[int]] = {}
+    for j, lv in enumerate(lives):
+        by_d.setdefault(lv.d, []).append(j)
+    out = [0] * len(lives)
+    for members in by_d.values():
+        ls = [lives[j] for j in members]
+        logits = policy.plc_logits(
+            ls[0].enc,
+            torch.tensor([lv.buf["plc_node"][-1] for lv in ls]),
+            torch.from_numpy(np.stack([lv.buf["plc_placed"][-1] for lv in ls])),
+            torch.from_numpy(np.stack([lv.buf["plc_dev"][-1] for lv in ls])),
+        ).numpy()
+        for j, lv, row in zip(members, ls, logits):
+            legal = np.flatnonzero(lv.buf["plc_mask"][-1])
+            out[j] = int(legal[_choose(row[legal], greedy, rng)])
+    return out
 
 
 def _as_mask(ids: np.ndarray, size: int) -> np.ndarray:
@@ -252,47 +319,68 @@ class Scores:
 
 
 def score(policy: DopplerPolicy, records: list[EpisodeRecord]) -> list[Scores]:
-    """Recompute log-probs (with gradients) for ``records``; encoders run once per graph."""
-    encodings: dict[int, Encoding] = {}
-    out = []
-    for r in records:
-        key = id(r.graph)
-        if key not in encodings:
-            encodings[key] = policy.encode(r.graph)
-        out.append(_score_one(policy, encodings[key], r))
-    return out
+    """Recompute log-probs (with gradients) for ``records``; encoders run once per graph
+    and the heads once per graph over all its records' steps (concatenated)."""
+    groups: dict[int, list[int]] = {}
+    for i, r in enumerate(records):
+        groups.setdefault(id(r.graph), []).append(i)
+    out: list[Scores | None] = [None] * len(records)
+    for members in groups.values():
+        rs = [records[i] for i in members]
+        enc = policy.encode(rs[0].graph)
+        for i, sc in zip(members, _score_graph(policy, enc, rs)):
+            out[i] = sc
+    return out  # type: ignore[return-value]
 
 
-def _score_one(policy: DopplerPolicy, enc: Encoding, r: EpisodeRecord) -> Scores:
-    s = len(r.sel_action)
-    step, node = (torch.from_numpy(x) for x in np.nonzero(r.sel_mask))
-    dyn = torch.from_numpy(r.sel_dyn)[step, node]
-    logp_all = segment_log_softmax(policy.sel_scores(enc, node, dyn), step, s)
-    chosen = node == torch.from_numpy(r.sel_action)[step]
-    sel_logp = torch.zeros(s, dtype=logp_all.dtype).index_add(0, step[chosen], logp_all[chosen])
-    sel_ent = -torch.zeros(s, dtype=logp_all.dtype).index_add(0, step, logp_all.exp() * logp_all)
-    plc = policy.plc_logits(
-        enc,
-        torch.from_numpy(r.plc_node),
-        torch.from_numpy(r.plc_placed),
-        torch.from_numpy(r.plc_dev),
+def _cat(records: list[EpisodeRecord], key: str) -> Tensor:
+    return torch.from_numpy(np.concatenate([getattr(r, key) for r in records]))
+
+
+def _score_graph(policy: DopplerPolicy, enc: Encoding, rs: list[EpisodeRecord]) -> list[Scores]:
+    """Scores of records of one graph; their steps are stacked (``s`` steps each)."""
+    s, m = len(rs[0].sel_action), len(rs)
+    total = s * m  # stacked SEL steps (= PLC steps)
+    step, node = (
+        torch.from_numpy(x) for x in np.nonzero(np.concatenate([r.sel_mask for r in rs]))
     )
-    plc = plc.masked_fill(~torch.from_numpy(r.plc_mask), -torch.inf)
+    learns_sel = getattr(policy, "learns_selection", True)
+    if learns_sel:
+        x = policy.sel_inputs(rs[0].graph, _cat(rs, "sel_dyn"), step, node)
+        sel = policy.sel_scores(enc, node, x)
+    else:
+        sel = torch.zeros(len(node))
+    logp_all = segment_log_softmax(sel, step, total)
+    chosen = node == _cat(rs, "sel_action")[step]
+    sel_logp = torch.zeros(total, dtype=logp_all.dtype).index_add(
+        0, step[chosen], logp_all[chosen]
+    )
+    sel_ent = -torch.zeros(total, dtype=logp_all.dtype).index_add(
+        0, step, logp_all.exp() * logp_all
+    )
+    plc = policy.plc_logits(enc, _cat(rs, "plc_node"), _cat(rs, "plc_placed"), _cat(rs, "plc_dev"))
+    plc = plc.masked_fill(~_cat(rs, "plc_mask"), -torch.inf)
     plc_logp_all = torch.log_softmax(plc, dim=-1)
-    plc_logp = plc_logp_all.gather(1, torch.from_numpy(r.plc_action)[:, None]).squeeze(1)
-    p = plc_logp_all.exp()
-    plc_ent = -(p * plc_logp_all.nan_to_num(neginf=0.0)).sum(dim=1)
-    logp = torch.stack([sel_logp, plc_logp], dim=1).reshape(-1)
-    entropy = torch.stack([sel_ent, plc_ent], dim=1).reshape(-1)
+    plc_logp = plc_logp_all.gather(1, _cat(rs, "plc_action")[:, None]).squeeze(1)
+    plc_ent = -(plc_logp_all.exp() * plc_logp_all.nan_to_num(neginf=0.0)).sum(dim=1)
+    if not learns_sel:  # SEL by a fixed rule: probability 1
+        sel_logp = sel_ent = torch.zeros_like(plc_logp)
+    logp = torch.stack([sel_logp, plc_logp], dim=1).reshape(m, 2 * s)
+    entropy = torch.stack([sel_ent, plc_ent], dim=1).reshape(m, 2 * s)
     teacher_logp = None
-    if r.sel_teacher is not None and r.plc_teacher is not None:
-        in_ties = torch.from_numpy(r.sel_teacher)[step, node]
-        t_sel = segment_logsumexp(logp_all.masked_fill(~in_ties, -torch.inf), step, s)
+    if all(r.sel_teacher is not None and r.plc_teacher is not None for r in rs):
+        in_ties = _cat(rs, "sel_teacher")[step, node]
+        t_sel = segment_logsumexp(logp_all.masked_fill(~in_ties, -torch.inf), step, total)
         t_plc = torch.logsumexp(
-            plc_logp_all.masked_fill(~torch.from_numpy(r.plc_teacher), -torch.inf), dim=1
+            plc_logp_all.masked_fill(~_cat(rs, "plc_teacher"), -torch.inf), dim=1
         )
-        teacher_logp = torch.stack([t_sel, t_plc], dim=1).reshape(-1)
-    return Scores(logp, entropy, teacher_logp)
+        if not learns_sel:
+            t_sel = torch.zeros_like(t_plc)
+        teacher_logp = torch.stack([t_sel, t_plc], dim=1).reshape(m, 2 * s)
+    return [
+        Scores(logp[k], entropy[k], None if teacher_logp is None else teacher_logp[k])
+        for k in range(m)
+    ]
 
 
 def segment_logsumexp(x: Tensor, segment: Tensor, num_segments: int) -> Tensor:
