@@ -24,6 +24,11 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/placegym demo --out demo-out
+	@# train the quickstart agent (resumes, or only re-evaluates, when run again)
+	$(VENV)/bin/placegym train configs/quickstart.yaml out=demo-out/quickstart
+	@# the agent (greedy and best of 16 samples) next to the teachers
+	$(VENV)/bin/placegym bench --teachers critical_path,heft,nest,anneal --workloads ffnn \
+		--agents demo-out/quickstart/checkpoints/final.pt --agent-k 16 --out demo-out/bench
 
 test: $(STAMP)
 	WANDB_MODE=disabled $(PY) -m pytest -q

@@ -9,9 +9,13 @@ from placegym.train.cli import main
 
 
 def test_records_ratios_and_reproducibility(tmp_path):
-    cfg = BenchConfig(teachers=["critical_path", "random", "anneal"],
-                      workloads=["ffnn", "random_dag"], clusters=["p100x4", "v100x8"],
-                      seeds=[0, 1], out=tmp_path)
+    cfg = BenchConfig(
+        teachers=["critical_path", "random", "anneal"],
+        workloads=["ffnn", "random_dag"],
+        clusters=["p100x4", "v100x8"],
+        seeds=[0, 1],
+        out=tmp_path,
+    )
     records = run_benchmark(cfg, progress=False)
     assert len(records) == 3 * 2 * 2 * 2
     for r in records:
@@ -21,8 +25,11 @@ def test_records_ratios_and_reproducibility(tmp_path):
     # random and anneal take the seed: seeds differ, reruns agree
     again = run_benchmark(BenchConfig(**{**cfg.__dict__, "out": None}), progress=False)
     assert [r.makespan for r in again] == [r.makespan for r in records]
-    rnd = [r.makespan for r in records if r.placer == "random" and r.workload == "ffnn"
-           and r.cluster == "p100x4"]
+    rnd = [
+        r.makespan
+        for r in records
+        if r.placer == "random" and r.workload == "ffnn" and r.cluster == "p100x4"
+    ]
     assert rnd[0] != rnd[1]
     for name in ("results.csv", "results.json", "table.md", "ratios.png"):
         assert (tmp_path / name).stat().st_size > 0
@@ -36,10 +43,28 @@ def test_records_ratios_and_reproducibility(tmp_path):
 def test_gap_to_optimal_on_small_graphs(tmp_path):
     pytest.importorskip("placegym.teachers.optimal")
     g = tmp_path / "small.json"
-    assert main(["graphs", "export", "random_dag", "--param", "nodes=8", "--param", "seed=3",
-                 "--out", str(g)]) == 0
-    cfg = BenchConfig(teachers=["critical_path", "optimal"], workloads=[str(g)],
-                      clusters=["p100x4"], with_optimal=True)
+    assert (
+        main(
+            [
+                "graphs",
+                "export",
+                "random_dag",
+                "--param",
+                "nodes=8",
+                "--param",
+                "seed=3",
+                "--out",
+                str(g),
+            ]
+        )
+        == 0
+    )
+    cfg = BenchConfig(
+        teachers=["critical_path", "optimal"],
+        workloads=[str(g)],
+        clusters=["p100x4"],
+        with_optimal=True,
+    )
     records = run_benchmark(cfg, progress=False)
     gaps = {r.placer: r.gap_to_optimal for r in records}
     assert gaps["optimal"] == pytest.approx(0.0, abs=1e-12)
@@ -47,12 +72,40 @@ def test_gap_to_optimal_on_small_graphs(tmp_path):
 
 
 def test_cli_prints_the_table(tmp_path, capsys):
-    assert main(["bench", "--teachers", "critical_path,heft", "--workloads", "chainmm",
-                 "--cluster", "p100x4", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--teachers",
+                "critical_path,heft",
+                "--workloads",
+                "chainmm",
+                "--cluster",
+                "p100x4",
+                "--out",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "| chainmm | p100x4 |" in out and "results.csv" in out
     assert main(["bench", "--teachers", "nope", "--out", str(tmp_path)]) == 2
     assert "teacher: unknown name 'nope'" in capsys.readouterr().err
-    assert main(["bench", "--workloads", "nope", "--teachers", "random",
-                 "--out", str(tmp_path), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "bench",
+                "--workloads",
+                "nope",
+                "--teachers",
+                "random",
+                "--out",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "unknown workload or file 'nope'" in capsys.readouterr().err

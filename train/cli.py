@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from placegym.train.cli_bench import add_bench_parser
+from placegym.train.cli_calibrate import add_calibrate_parser
 from placegym.train.cli_graphs import add_graphs_parser
+from placegym.train.cli_train import add_train_parser
 
 EXIT_BAD_INPUT = 2
 
@@ -208,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
     add_graphs_parser(sub)
     add_bench_parser(sub)
+    add_calibrate_parser(sub)
+    add_train_parser(sub)
     return parser
 
 

@@ -44,10 +44,39 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also report the gap to the proven optimum on small graphs",
     )
+    p.add_argument(
+        "--agents",
+        default="",
+        help="comma-separated checkpoints of trained agents (placegym train); each adds a "
+        "greedy column and a best-of-K column",
+    )
+    p.add_argument(
+        "--agent-k", type=int, default=16, help="samples of the agents' best-of-K (default 16)"
+    )
     p.add_argument("--noise", type=float, default=0.0, help="simulate with this noise sigma")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
+
+
+def agent_placers(paths: list[str], k: int) -> dict:
+    """Placers of trained agents: ``<run>`` (greedy) and ``<run>-best<k>`` per checkpoint
+    (``#2``, ``#3``, ... appended when two checkpoints share a run name)."""
+    from placegym.train.evaluate import load_agent
+
+    if k < 1:
+        raise ValueError(f"--agent-k: must be >= 1, got {k}")
+    out: dict = {}
+    for path in paths:
+        for mode in ("greedy", "best_of_k"):
+            agent = load_agent(path, mode=mode, k=k)
+            name, i = agent.name, 1
+            while name in out:
+                i += 1
+                name = f"{agent.name}#{i}"
+            agent.name = name
+            out[name] = agent
+    return out
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -61,6 +90,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with_optimal=args.optimal,
         noise=args.noise,
         out=Path(args.out),
+        extra_placers=agent_placers(_csv(args.agents), args.agent_k),
     )
     records = run_benchmark(cfg, progress=not args.no_progress)
     print(markdown_table(records))

@@ -35,8 +35,9 @@ def steps_per_second(env_id: str, steps: int, masked: bool) -> float:
 def test_env_steps_per_second_vs_cartpole():
     best = {"CartPole-v1": 0.0, "placegym/LlamaLayer-v0": 0.0, "placegym/FFNN-v0": 0.0}
     for _ in range(3):  # best of three, interleaved
-        best["CartPole-v1"] = max(best["CartPole-v1"],
-                                  steps_per_second("CartPole-v1", 60_000, masked=False))
+        best["CartPole-v1"] = max(
+            best["CartPole-v1"], steps_per_second("CartPole-v1", 60_000, masked=False)
+        )
         for env_id in ("placegym/LlamaLayer-v0", "placegym/FFNN-v0"):
             best[env_id] = max(best[env_id], steps_per_second(env_id, 30_000, masked=True))
     cart = best["CartPole-v1"]

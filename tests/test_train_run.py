@@ -1,0 +1,214 @@
+"""`placegym train` runs: checkpoints, resume, W&B offline logging, bench --agents."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from simcases import graph, unit_cluster
+
+from placegym.envs import load_cluster, simulate
+from placegym.envs.workloads import chainmm
+from placegym.train.checkpoint import CHECKPOINT_FORMAT, load_checkpoint
+from placegym.train.cli import main
+from placegym.train.config import apply_overrides, config_from_dict
+from placegym.train.evaluate import evaluate_policy, load_agent
+from placegym.train.tracking import resolve_wandb_mode
+from placegym.train.trainer import Trainer
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
+
+
+def tiny_config(tmp_path: Path, algo: str = "reinforce", **extra):
+    """Phase I (4 updates) and phase II (5) on a 6-node graph over a 2-device unit cluster."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    g = graph(
+        [1.0, 2.0, 2.0, 2.0, 2.0, 1.0],
+        [(0, 1), (0, 2), (0, 3), (0, 4), (1, 5), (2, 5), (3, 5), (4, 5)],
+        out_bytes=[0.5] * 6,
+    )
+    g.save(tmp_path / "fork.json")
+    unit_cluster(2).save(tmp_path / "unit.json")
+    raw = {
+        "name": "tiny",
+        "out": str(tmp_path / "run"),
+        "progress": False,
+        "checkpoint_every": 2,
+        "policy": {"hidden": 8, "layers": 1},
+        "data": {
+            "cluster": str(tmp_path / "unit.json"),
+            "graphs": [str(tmp_path / "fork.json")],
+        },
+        "phase1": {"updates": 4, "episodes_per_graph": 3, "lr": 0.01},
+        "phase2": {
+            "updates": 5,
+            "algo": algo,
+            "episodes_per_graph": 4,
+            "lr": 0.01,
+            "lr_schedule": "linear",
+        },
+        "eval": {"every": 3, "k": 2, "teachers": ["critical_path", "heft"], "gantt": False},
+        "wandb": {"mode": "disabled"},
+    }
+    for key, value in extra.items():
+        raw[key] = value
+    return config_from_dict(raw)
+
+
+def _weights(path: Path) -> dict:
+    return load_checkpoint(path)["policy"]
+
+
+@pytest.mark.parametrize("algo, stop", [("reinforce", 3), ("reinforce", 7), ("ppo", 6)])
+def test_resume_after_a_kill_matches_an_uninterrupted_run(tmp_path, algo, stop):
+    full = Trainer(tiny_config(tmp_path / "a", algo))
+    full.run()
+    ref = _weights(full.ckpt_dir / "final.pt")
+
+    cfg = tiny_config(tmp_path / "b", algo)
+    killed = Trainer(cfg)
+    assert killed.run(stop_after=stop) == []  # "killed" after `stop` updates, nothing saved
+    latest = load_checkpoint(killed.ckpt_dir / "latest.pt")
+    # at most one checkpoint interval (2 updates) is lost
+    assert stop - 2 < latest["progress"]["global_update"] <= stop
+    assert not (killed.ckpt_dir / "final.pt").exists()
+    resumed = Trainer(cfg)
+    resumed.run()
+    assert resumed.progress.global_update == 9 and resumed.progress.complete
+    out = _weights(resumed.ckpt_dir / "final.pt")
+    assert out.keys() == ref.keys()
+    for k in ref:
+        torch.testing.assert_close(out[k], ref[k], rtol=0, atol=0)
+    # the metrics of the repeated updates are logged again; the last ones agree
+    rows = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    ref_rows = [
+        json.loads(x) for x in (full.cfg.run_dir / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert rows[-1] == ref_rows[-1]
+
+
+def test_checkpoint_contents_are_weights_only_and_schedule_is_applied(tmp_path):
+    cfg = tiny_config(tmp_path)
+    Trainer(cfg).run()
+    ckpt = torch.load(cfg.run_dir / "checkpoints" / "final.pt", weights_only=True)
+    assert ckpt["format"] == CHECKPOINT_FORMAT and ckpt["progress"]["complete"]
+    assert ckpt["config"]["phase2"]["algo"] == "reinforce"
+    rows = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    lr2 = [r["charts/learning_rate"] for r in rows if r.get("charts/phase") == 2.0]
+    # linear decay from 0.01 to 0.001 over 5 updates, read from the optimiser itself
+    np.testing.assert_allclose(lr2, [0.01 * (1 - 0.9 * i / 5) for i in range(5)], rtol=1e-6)
+    eps = [r["charts/epsilon"] for r in rows if "charts/epsilon" in r]
+    assert eps[0] == 1.0 and eps[-1] == 0.0
+    assert any("eval/train/fork/greedy_ratio" in r for r in rows)
+    results = json.loads((cfg.run_dir / "results.json").read_text())
+    assert {"greedy", "best_of_2", "critical_path", "heft"} <= set(results["rows"][0])
+    assert (cfg.run_dir / "results.md").read_text().startswith("| split | graph |")
+
+
+def test_init_from_checkpoint_and_policy_size_mismatch(tmp_path):
+    src = tiny_config(tmp_path / "src", phases=["phase1"])
+    Trainer(src).run()
+    final = src.run_dir / "checkpoints" / "final.pt"
+    cfg = apply_overrides(tiny_config(tmp_path / "dst"), [f"init={final}", "phases=[phase2]"])
+    t = Trainer(cfg)
+    t._restore()
+    for k, v in _weights(final).items():
+        torch.testing.assert_close(t.policy.state_dict()[k], v)
+    bad = apply_overrides(cfg, ["policy.hidden=4"])
+    with pytest.raises(ValueError, match=r"init: the checkpoint's policy sizes .* differ"):
+        Trainer(bad)._restore()
+
+
+def test_wandb_mode_resolution(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("NETRC", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    assert resolve_wandb_mode("auto") == "offline"  # no key: never the network
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    assert resolve_wandb_mode("auto") == "online"
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert resolve_wandb_mode("auto") == "disabled"
+    assert resolve_wandb_mode("offline") == "offline"
+
+
+def test_train_cli_end_to_end_offline_wandb_then_bench_agents(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    out = tmp_path / "qs"
+    rc = main(
+        [
+            "train",
+            str(QUICKSTART),
+            f"out={out}",
+            "progress=false",
+            "phase1.updates=2",
+            "phase1.episodes_per_graph=2",
+            "phase2.updates=2",
+            "phase2.episodes_per_graph=2",
+            "eval.k=2",
+            "eval.teachers=[critical_path]",
+        ]
+    )
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "| train | ffnn |" in printed and "best_of_2" in printed
+    final = out / "checkpoints" / "final.pt"
+    ckpt = torch.load(final, weights_only=True)
+    assert ckpt["name"] == "quickstart" and ckpt["progress"]["global_update"] == 4
+    [run] = list((tmp_path / "wandb").glob("offline-run-*"))
+    [log] = list(run.glob("run-*.wandb"))
+    data = log.read_bytes()
+    for key in (b"losses/imitation", b"losses/policy", b"charts/episodes_per_second"):
+        assert key in data
+    assert list((run / "files" / "media").rglob("*.png"))  # the Gantt chart
+    assert (out / "metrics.jsonl").is_file() and (out / "config.yaml").is_file()
+
+    rc = main(
+        [
+            "bench",
+            "--teachers",
+            "critical_path,heft",
+            "--workloads",
+            "chainmm",
+            "--agents",
+            str(final),
+            "--agent-k",
+            "2",
+            "--out",
+            str(tmp_path / "bench"),
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    table = capsys.readouterr().out
+    assert "quickstart" in table and "quickstart-best2" in table
+
+
+def test_load_agent_places_any_graph_on_any_cluster(tmp_path):
+    cfg = tiny_config(tmp_path, phases=["phase1"])
+    Trainer(cfg).run()
+    for mode in ("greedy", "sample", "best_of_k"):
+        agent = load_agent(cfg.run_dir / "checkpoints" / "final.pt", mode=mode, k=3)
+        g = chainmm()
+        for cluster in ("p100x4", "v100x8"):
+            placement = agent.place(g, cluster)
+            c = load_cluster(cluster)
+            placement.check(g, c)
+            assert simulate(g, c, placement).makespan > 0
+    assert repr(agent) == "AgentPlacer('tiny-best3', mode='best_of_k', k=3)"
+    # the benchmark placer and the training evaluation agree
+    c = load_cluster("p100x4")
+    res = evaluate_policy(agent.policy, g, c, k=3, seed=5)
+    assert simulate(g, c, agent.place(g, c, seed=5)).makespan == res.best
+    greedy = load_agent(cfg.run_dir / "checkpoints" / "final.pt")
+    assert simulate(g, c, greedy.place(g, c, seed=5)).makespan == res.greedy
+    assert res.best <= res.sampled
+    with pytest.raises(ValueError, match="mode: expected one of"):
+        load_agent(cfg.run_dir / "checkpoints" / "final.pt", mode="beam")
+    bad = tmp_path / "bad.pt"
+    torch.save({"format": "other"}, bad)
+    with pytest.raises(ValueError, match="checkpoint: format: expected"):
+        load_agent(bad)

@@ -1,0 +1,98 @@
+"""Checkpoints: atomic, resumable, and loadable with ``torch.load(weights_only=True)``.
+
+A checkpoint is a dict of tensors and primitive containers only:
+
+==================  ==========================================================
+key                 content
+==================  ==========================================================
+``format``          :data:`CHECKPOINT_FORMAT`
+``name``            the run name
+``config``          the run's :class:`~placegym.train.config.TrainConfig` as a dict
+``policy_config``   ``{"hidden": H, "layers": L}``
+``policy``          the policy's ``state_dict``
+``optimizer``       the current phase's Adam ``state_dict`` (None when finished)
+``scheduler``       its ``LambdaLR`` ``state_dict`` (None when finished)
+``progress``        ``phase_index``, ``update`` (done in that phase),
+                    ``global_update``, ``episodes``, ``complete``
+``rng``             ``numpy`` (the bit generator state), ``torch`` (CPU RNG state)
+==================  ==========================================================
+
+:func:`save_checkpoint` writes to a temporary file in the same folder, flushes it to disk
+and renames it over the target, so a run killed at any moment leaves either the old or
+the new checkpoint, never a torn one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+
+CHECKPOINT_FORMAT = "placegym.checkpoint/v1"
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "load_checkpoint",
+    "policy_from_checkpoint",
+    "rng_state",
+    "save_checkpoint",
+    "set_rng_state",
+]
+
+
+def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
+    """Write ``payload`` to ``path`` atomically (temp file, fsync, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        torch.save(payload, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a checkpoint with ``weights_only=True`` and check its format tag.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a placegym checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint: no such file {str(path)!r}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises several types for foreign files
+        raise ValueError(f"checkpoint: cannot read {str(path)!r}: {e}") from None
+    tag = ckpt.get("format") if isinstance(ckpt, dict) else None
+    if tag != CHECKPOINT_FORMAT:
+        raise ValueError(
+            f"checkpoint: format: expected {CHECKPOINT_FORMAT!r} in {str(path)!r}, got {tag!r}"
+        )
+    return ckpt
+
+
+def policy_from_checkpoint(ckpt: dict[str, Any]) -> DopplerPolicy:
+    """A :class:`DopplerPolicy` of the checkpoint's sizes with its weights, in eval mode."""
+    policy = DopplerPolicy(PolicyConfig(**ckpt["policy_config"]))
+    policy.load_state_dict(ckpt["policy"])
+    return policy.eval()
+
+
+def rng_state(rng: np.random.Generator) -> dict[str, Any]:
+    """The random states to store: numpy's bit generator and torch's CPU generator."""
+    return {"numpy": rng.bit_generator.state, "torch": torch.get_rng_state()}
+
+
+def set_rng_state(rng: np.random.Generator, state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` stored (``rng`` in place)."""
+    rng.bit_generator.state = state["numpy"]
+    torch.set_rng_state(state["torch"])

@@ -1,0 +1,49 @@
+"""``placegym train CONFIG.yaml [key=value ...]``: phase I/II training from a YAML preset."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_train_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a placement agent (imitation, then RL) from a YAML config",
+        description=(
+            "Run the phases named by CONFIG (see configs/ and placegym.train.config). "
+            "Overrides use dotted keys with YAML values, e.g. phase2.updates=50 "
+            "phase2.lr=3e-4 data.graphs=[ffnn,chainmm] wandb.mode=disabled. A run resumes "
+            "from its folder's latest checkpoint (resume=false starts over)."
+        ),
+    )
+    p.add_argument("config", help="YAML config file")
+    # REMAINDER so that options may also follow the overrides (argparse would stop there)
+    p.add_argument(
+        "overrides", nargs=argparse.REMAINDER, metavar="KEY=VALUE", help="config overrides"
+    )
+    p.add_argument(
+        "--print-config", action="store_true", help="print the resolved config and exit"
+    )
+    p.set_defaults(func=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from placegym.train.config import load_config
+
+    overrides = []
+    for item in args.overrides:
+        if item == "--print-config":
+            args.print_config = True
+        elif item.startswith("-"):
+            raise ValueError(f"train: unknown option {item!r} (options: --print-config)")
+        else:
+            overrides.append(item)
+    cfg = load_config(args.config, overrides)
+    if args.print_config:
+        print(cfg.to_yaml(), end="")
+        return 0
+    from placegym.train.trainer import Trainer
+
+    Trainer(cfg, base_dir=Path(args.config).resolve().parent).run()
+    return 0

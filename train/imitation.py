@@ -1,0 +1,103 @@
+"""Phase I: DAgger-style imitation of a teacher's tie sets.
+
+Each update plays a batch of episodes in which every step follows the teacher with
+probability ε (a uniform pick from its tie set) and the learner's own sampled action
+otherwise; the teacher labels *every* visited state with its tie set of best actions
+(:func:`placegym.agents.rollout.rollout` with ``record_teacher=True``). ε decays linearly
+from ``eps_start`` (1: pure teacher roll-in, behaviour cloning) to ``eps_end`` (0: the
+learner's own state distribution, DAgger) over the first ``eps_decay`` of the updates.
+
+The loss is the negative mean over steps of ``log π(tie set)``, the log of the total
+probability the policy gives to the teacher's equally good actions, so ties cost nothing
+and the policy may spread its mass over them (DOPPLER imitates the critical-path
+teacher this way).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from placegym.agents.doppler import DopplerPolicy
+from placegym.agents.rollout import EpisodeRecord, Scores, score
+from placegym.teachers.base import Teacher
+from placegym.train.optim import clipped_step
+from placegym.train.rl import entropy_by_phase
+
+__all__ = [
+    "epsilon",
+    "imitation_loss",
+    "imitation_update",
+    "make_teacher",
+    "teacher_agreement",
+]
+
+
+def make_teacher(name: str, seed: int = 0) -> Teacher:
+    """The teacher ``name``, given ``seed`` when its class takes one."""
+    from placegym.teachers import teacher_class
+
+    cls = teacher_class(name)
+    return cls(seed=seed) if "seed" in inspect.signature(cls).parameters else cls()
+
+
+def epsilon(update: int, total: int, start: float, end: float, decay: float) -> float:
+    """Teacher roll-in probability at ``update`` (0-based) of ``total``: linear from
+    ``start`` to ``end`` over the first ``decay * total`` updates, then ``end``."""
+    span = decay * total
+    if span <= 0:
+        return end
+    return start + (end - start) * min(update / span, 1.0)
+
+
+def imitation_loss(scores: list[Scores]) -> Tensor:
+    """``-mean`` over all steps of all episodes of ``log π(teacher tie set)``.
+
+    Raises:
+        ValueError: an episode was recorded without the teacher's tie sets.
+    """
+    if any(s.teacher_logp is None for s in scores):
+        raise ValueError("imitation_loss: episodes must be recorded with record_teacher=True")
+    return -torch.cat([s.teacher_logp for s in scores]).mean()  # type: ignore[misc]
+
+
+def teacher_agreement(records: list[EpisodeRecord]) -> float:
+    """Fraction of the learner's own actions (not the teacher's roll-in) that lie in the
+    teacher's tie set; nan when every action came from the teacher."""
+    hits = total = 0
+    for r in records:
+        own = ~r.from_teacher.reshape(-1, 2)  # (S, 2): SEL, PLC
+        s = np.arange(len(r.sel_action))
+        sel_ok = r.sel_teacher[s, r.sel_action]  # type: ignore[index]
+        plc_ok = r.plc_teacher[s, r.plc_action]  # type: ignore[index]
+        hits += int((sel_ok & own[:, 0]).sum() + (plc_ok & own[:, 1]).sum())
+        total += int(own.sum())
+    return hits / total if total else float("nan")
+
+
+def imitation_update(
+    policy: DopplerPolicy,
+    optimizer: torch.optim.Optimizer,
+    records: list[EpisodeRecord],
+    max_grad_norm: float,
+) -> dict[str, float]:
+    """One gradient step on :func:`imitation_loss` of ``records``; returns metrics."""
+    scores = score(policy, records)
+    loss = imitation_loss(scores)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = clipped_step(optimizer, list(policy.parameters()), max_grad_norm)
+    with torch.no_grad():
+        entropy = float(torch.cat([s.entropy for s in scores]).mean())
+        in_ties = float(torch.cat([s.teacher_logp for s in scores]).exp().mean())
+    return {
+        "losses/imitation": loss.item(),
+        "losses/grad_norm": grad_norm,
+        "charts/entropy": entropy,
+        "charts/teacher_prob_mass": in_ties,
+        "charts/teacher_agreement": teacher_agreement(records),
+        **entropy_by_phase(scores),
+    }

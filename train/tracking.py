@@ -1,0 +1,131 @@
+"""Metric logging: a local ``metrics.jsonl`` always, and Weights & Biases when enabled.
+
+W&B mode (``wandb.mode`` in the config):
+
+- ``auto``: ``$WANDB_MODE`` when set; otherwise ``online`` when an API key is configured
+  (``$WANDB_API_KEY`` or a ``.netrc`` entry for the W&B host) and ``offline`` when not,
+  so a machine without credentials never tries the network;
+- ``online`` / ``offline`` / ``disabled``: as given (``disabled`` does not import wandb).
+
+Metric namespaces follow CleanRL: ``losses/...``, ``charts/...``, ``eval/...``. Runs
+live under ``$WANDB_DIR`` when set, else the run folder; the W&B run id is derived from
+the run folder, so a resumed run continues the same W&B run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import netrc
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+__all__ = ["Tracker", "api_key_configured", "resolve_wandb_mode"]
+
+
+def api_key_configured() -> bool:
+    """Whether W&B credentials exist locally (no network access)."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
+    try:
+        return bool(host) and netrc.netrc(path).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def resolve_wandb_mode(mode: str) -> str:
+    """``online``, ``offline`` or ``disabled`` for a config value (see module docstring)."""
+    if mode != "auto":
+        return mode
+    env = os.environ.get("WANDB_MODE", "").strip().lower()
+    if env:
+        return {"dryrun": "offline", "run": "online"}.get(env, env)
+    return "online" if api_key_configured() else "offline"
+
+
+class Tracker:
+    """Logs scalars, images and the final model artifact of one run.
+
+    Args:
+        run_dir: the run folder (``metrics.jsonl`` is appended to there).
+        name: the run name.
+        config: the run's config as a dict (logged to W&B).
+        wandb_cfg: the ``wandb`` section of the config.
+        fresh: start ``metrics.jsonl`` over (a new run) instead of appending (a resumed one).
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        name: str,
+        config: dict[str, Any],
+        wandb_cfg: Any,
+        *,
+        fresh: bool = False,
+    ) -> None:
+        self.run_dir, self.name = Path(run_dir), name
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.mode = resolve_wandb_mode(wandb_cfg.mode)
+        self._metrics = open(self.run_dir / "metrics.jsonl", "w" if fresh else "a")  # noqa: SIM115
+        self.run = None
+        if self.mode != "disabled":
+            import wandb
+
+            digest = hashlib.sha1(str(self.run_dir.resolve()).encode()).hexdigest()[:8]
+            self.run = wandb.init(
+                project=wandb_cfg.project,
+                entity=wandb_cfg.entity,
+                group=wandb_cfg.group,
+                tags=list(wandb_cfg.tags) or None,
+                name=name,
+                id=f"{name}-{digest}",
+                dir=os.environ.get("WANDB_DIR") or str(self.run_dir),
+                mode=self.mode,
+                config=config,
+                resume="allow",
+                settings=wandb.Settings(quiet=True),  # no run-history dump over our table
+            )
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        """Scalars at global update ``step`` (non-finite values are kept as null locally)."""
+        row = {"step": step}
+        row.update(
+            {k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()}
+        )
+        self._metrics.write(json.dumps(row) + "\n")
+        self._metrics.flush()
+        if self.run is not None:
+            self.run.log(dict(metrics), step=step)
+
+    def image(self, key: str, rgb: np.ndarray, step: int, caption: str = "") -> None:
+        """An RGB image (``(H, W, 3)`` uint8), e.g. a Gantt chart."""
+        if self.run is not None:
+            import wandb
+
+            self.run.log({key: wandb.Image(rgb, caption=caption)}, step=step)
+
+    def artifact(self, path: Path, kind: str = "model") -> None:
+        """Upload (or, offline, stage) ``path`` as an artifact named after the run."""
+        if self.run is not None:
+            import wandb
+
+            art = wandb.Artifact(f"{self.name}-{kind}", type=kind)
+            art.add_file(str(path))
+            self.run.log_artifact(art)
+
+    def summary(self, values: dict[str, Any]) -> None:
+        if self.run is not None:
+            self.run.summary.update(values)
+
+    def finish(self) -> None:
+        self._metrics.close()
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
