@@ -24,7 +24,7 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
         "makespans over random placements",
     )
     p.add_argument("--graph", default="ffnn", help="workload or graph JSON for --check")
-    p.add_argument("--scale", type=int, default=8, help="shrink the --check graph by this")
+    p.add_argument("--scale", type=int, default=2, help="shrink the --check graph by this")
     p.add_argument("--placements", type=int, default=20, help="random placements for --check")
     p.add_argument("--seed", type=int, default=0, help="seed of the --check placements")
     p.set_defaults(func=cmd_calibrate)

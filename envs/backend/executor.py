@@ -42,12 +42,14 @@ __all__ = ["Measurement", "TorchExecutor"]
 @dataclass(frozen=True)
 class Measurement:
     """A timed execution: the median ``makespan`` (s) over ``makespans`` (every repeat),
-    and ``start`` / ``finish`` ``(n,)`` of the median run (s from its start)."""
+    and of the median run (s from its start): ``start`` / ``finish`` ``(n,)`` per node and
+    ``transfers`` ``(k, 5)`` rows ``(node, src, dst, start, arrival)`` per copy."""
 
     makespan: float
     makespans: np.ndarray
     start: np.ndarray
     finish: np.ndarray
+    transfers: np.ndarray
 
 
 class BackendError(RuntimeError):
@@ -149,12 +151,16 @@ class TorchExecutor:
     def run(self, placement: Placement) -> Measurement:
         """Execute ``placement`` ``warmup + repeats`` times; see :class:`Measurement`."""
         self._prepare(placement)
-        runs = [_Run(self, placement).execute() for _ in range(self.warmup + self.repeats)]
-        timed = runs[self.warmup :]
-        spans = np.array([r[0] for r in timed])
+        runs = [_Run(self, placement) for _ in range(self.warmup + self.repeats)]
+        spans = np.array([r.execute() for r in runs][self.warmup :])
         mid = int(np.argsort(spans)[len(spans) // 2])
+        best = runs[self.warmup + mid]
         return Measurement(
-            makespan=float(spans[mid]), makespans=spans, start=timed[mid][1], finish=timed[mid][2]
+            makespan=float(spans[mid]),
+            makespans=spans,
+            start=best.start,
+            finish=best.finish,
+            transfers=np.array(best.transfers, dtype=np.float64).reshape(-1, 5),
         )
 
     def _prepare(self, placement: Placement) -> None:
@@ -184,6 +190,8 @@ class _Run:
         self.start = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
         self.done = 0
+        self.transfers: list[tuple[int, int, int, float, float]] = []
+        self.started = threading.Event()
         self.error: BaseException | None = None
         self.cv = threading.Condition()
         cons = self.g.consumer_csr
@@ -195,7 +203,8 @@ class _Run:
             if self.missing[v] == 0:
                 heapq.heappush(self.ready[self.dev[v]], (self.rank[v], v))
 
-    def execute(self) -> tuple[float, np.ndarray, np.ndarray]:
+    def execute(self) -> float:
+        """Run once; returns the makespan (times are kept on the instance)."""
         threads = [
             threading.Thread(target=self._guard, args=(self._worker, d), daemon=True)
             for d in range(len(self.ex.devices))
@@ -204,9 +213,12 @@ class _Run:
             threading.Thread(target=self._guard, args=(self._channel, ab), daemon=True)
             for ab in self.channels
         ]
-        self.t0 = time.perf_counter()
+        self.go = threading.Barrier(len(threads) + 1)
         for t in threads:
             t.start()
+        self.go.wait()  # every thread is up: the clock starts now
+        self.t0 = time.perf_counter()
+        self.started.set()
         deadline = self.t0 + self.ex.timeout
         with self.cv:
             while self.done < self.g.num_nodes and self.error is None:
@@ -217,7 +229,7 @@ class _Run:
             t.join(timeout=1.0)
         if self.error is not None:
             raise self.error
-        return float(np.nanmax(self.finish)) if self.g.num_nodes else 0.0, self.start, self.finish
+        return float(np.nanmax(self.finish)) if self.g.num_nodes else 0.0
 
     def _guard(self, fn, arg) -> None:
         import torch
@@ -225,6 +237,8 @@ class _Run:
         # OpenMP's thread count is per thread: set it in every worker, or a new thread
         # falls back to one OpenMP thread per core and oversubscribes the machine.
         torch.set_num_threads(self.ex.threads)
+        self.go.wait()
+        self.started.wait()
         try:
             fn(arg)
         except BaseException as e:
@@ -302,8 +316,11 @@ class _Run:
                     return
                 v = queue.popleft()
                 x = self.out[(v, a)]
+            t = time.perf_counter()
             y = self._copy(x, v, src_dev, dst_dev, stream)
+            arrival = time.perf_counter()
             with self.cv:
+                self.transfers.append((v, a, b, t - self.t0, arrival - self.t0))
                 self.out[(v, b)] = y
                 self._arrive(v, b)
                 self.cv.notify_all()
