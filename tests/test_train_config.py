@@ -97,17 +97,29 @@ def test_bad_overrides_name_the_key_and_value(override, message):
         apply_overrides(TrainConfig(), [override])
 
 
-@pytest.mark.parametrize("override", ["phases=[phase1, phase3]", "phase3.updates=10"])
-def test_phase3_is_rejected_with_a_clear_message(override):
-    with pytest.raises(ValueError, match="phase3: RL on the real execution backend"):
-        apply_overrides(TrainConfig(), [override])
-
-
-def test_phase3_section_in_yaml_is_rejected(tmp_path):
+def test_phase3_settings_and_their_errors(tmp_path):
+    cfg = apply_overrides(
+        TrainConfig(), ["phases=[phase2, phase3]", "phase3.devices=cuda:0#4", "phase3.scale=2"]
+    )
+    assert cfg.phases == ["phase2", "phase3"]
+    assert (cfg.phase3.devices, cfg.phase3.scale, cfg.phase3.cluster) == (
+        "cuda:0#4",
+        2,
+        "calibrate",
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"phase3\.devices: expected 'cpu#k', 'cuda:i' or "
+        r"'cuda:i#k', got 'gpu'",
+    ):
+        apply_overrides(TrainConfig(), ["phase3.devices=gpu"])
+    with pytest.raises(ValueError, match=r"phase3\.scale: must be >= 1, got 0"):
+        apply_overrides(TrainConfig(), ["phase3.scale=0"])
+    with pytest.raises(ValueError, match=r"phase3\.reward: expected 'relative'"):
+        apply_overrides(TrainConfig(), ["phase3.reward=nest"])
     p = tmp_path / "c.yaml"
     p.write_text("phase3:\n  updates: 10\n")
-    with pytest.raises(ValueError, match="phase3"):
-        load_config(p)
+    assert load_config(p).phase3.updates == 10
 
 
 def test_bad_yaml_and_unknown_section_key(tmp_path):

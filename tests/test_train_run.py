@@ -212,3 +212,34 @@ def test_load_agent_places_any_graph_on_any_cluster(tmp_path):
     torch.save({"format": "other"}, bad)
     with pytest.raises(ValueError, match="checkpoint: format: expected"):
         load_agent(bad)
+
+
+def test_phase3_fine_tunes_on_the_real_backend(tmp_path):
+    """Phase II on the simulator, then phase III on two CPU workers with measured rewards."""
+    cfg = tiny_config(
+        tmp_path, phases=["phase2", "phase3"], data={"cluster": "p100x4", "graphs": ["ffnn"]}
+    )
+    cfg = apply_overrides(
+        cfg,
+        [
+            "phase2.updates=2",
+            "phase3.updates=2",
+            "phase3.episodes_per_graph=2",
+            "phase3.scale=8",
+            "phase3.devices=cpu#2",
+            "eval.every=0",
+            "eval.teachers=[]",
+        ],
+    )
+    metrics = []
+    trainer = Trainer(cfg)
+    trainer.run()
+    for line in (Path(cfg.out) / "metrics.jsonl").read_text().splitlines():
+        metrics.append(json.loads(line))
+    real = [m for m in metrics if "charts/sim_real_gap" in m]
+    assert len(real) == 2
+    for m in real:
+        assert m["charts/measured_makespan_ms"] > 0 and np.isfinite(m["charts/sim_real_gap"])
+    pool, cluster = trainer._real
+    assert cluster.num_devices == 2 and cluster.name == "calibrated-cpu#2"
+    assert (Path(cfg.out) / "checkpoints" / "final.pt").is_file()

@@ -1,15 +1,15 @@
 """The typed configuration of ``placegym train``, loaded from YAML with ``key=value`` overrides.
 
 CleanRL style: every knob is a dataclass field with a docstring, grouped by role
-(``policy``, ``data``, ``phase1``, ``phase2``, ``eval``, ``wandb``). A YAML file sets any
-subset of them; command-line overrides use dotted keys, with values parsed as YAML::
+(``policy``, ``data``, ``phase1``, ``phase2``, ``phase3``, ``eval``, ``wandb``). A YAML
+file sets any subset of them; command-line overrides use dotted keys, with values parsed
+as YAML::
 
     placegym train configs/quickstart.yaml phase2.updates=50 phase2.lr=3e-4 \\
         data.graphs=[ffnn,chainmm] wandb.mode=disabled
 
 Unknown keys, wrong types and out-of-range values raise ``ValueError`` naming the dotted
-key and the offending value. ``phase3`` (RL on the real backend) is reserved for a later
-release and rejected with a message saying so.
+key and the offending value.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ __all__ = [
     "ImitationConfig",
     "PolicySizes",
     "RLConfig",
+    "RealRLConfig",
     "TrainConfig",
     "WandbConfig",
     "apply_overrides",
@@ -39,12 +40,8 @@ __all__ = [
     "load_config",
 ]
 
-PHASES = ("phase1", "phase2")
+PHASES = ("phase1", "phase2", "phase3")
 LR_SCHEDULES = ("constant", "linear", "cosine")
-PHASE3_MESSAGE = (
-    "phase3: RL on the real execution backend is not available yet (it comes with the "
-    "real-backend release); remove it from the config"
-)
 
 
 @dataclass
@@ -158,6 +155,28 @@ class RLConfig:
 
 
 @dataclass
+class RealRLConfig(RLConfig):
+    """Phase III: the phase II algorithm with rewards from real execution
+    (:mod:`placegym.envs.backend`): every episode's placement is run and timed."""
+
+    updates: int = 5
+    """Gradient updates on measured rewards (each costs real execution time)."""
+    episodes_per_graph: int = 4
+    """Sampled episodes per graph per update, each executed ``repeats`` times."""
+    lr: float = 1e-4
+    """Adam learning rate (small: fine-tuning a phase I/II policy)."""
+    devices: str = "cpu#2"
+    """Backend devices: ``cpu#k``, ``cuda:i``, ``cuda:i#k`` (comma-separated lists too)."""
+    scale: int = 4
+    """Graphs run with every tensor dimension divided by this (1 = full size)."""
+    repeats: int = 1
+    """Timed executions per episode (the median is the measured makespan)."""
+    cluster: str = "calibrate"
+    """The cluster the policy observes: ``calibrate`` (fitted to ``devices`` once at the
+    start of the phase) or a preset / JSON with as many devices as ``devices``."""
+
+
+@dataclass
 class EvalConfig:
     """Evaluation against the teachers on the training and held-out graphs."""
 
@@ -200,8 +219,9 @@ class TrainConfig:
     """Seed of every random draw (torch, numpy generators, environment resets)."""
     out: str | None = None
     """Run folder (checkpoints, metrics, W&B files); default ``runs/<name>``."""
-    phases: list[str] = field(default_factory=lambda: list(PHASES))
-    """Phases to run, in order: ``phase1`` (imitation) and/or ``phase2`` (RL)."""
+    phases: list[str] = field(default_factory=lambda: ["phase1", "phase2"])
+    """Phases to run, in order: ``phase1`` (imitation), ``phase2`` (RL on the simulator),
+    ``phase3`` (RL on the real backend); the default runs phases I and II."""
     init: str | None = None
     """Start from these weights: a checkpoint (``.pt``), or a config (``.yaml``) whose
     final checkpoint is used (trained first if it does not exist yet): transfer."""
@@ -217,6 +237,7 @@ class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     phase1: ImitationConfig = field(default_factory=ImitationConfig)
     phase2: RLConfig = field(default_factory=RLConfig)
+    phase3: RealRLConfig = field(default_factory=RealRLConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
 
@@ -237,7 +258,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     """Read a YAML config, apply ``key=value`` overrides, validate.
 
     Raises:
-        ValueError: unknown key, wrong type or value (naming the dotted key), phase3.
+        ValueError: unknown key, wrong type or value (naming the dotted key).
         FileNotFoundError: ``path`` does not exist.
     """
     path = Path(path)
@@ -255,8 +276,6 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 
 def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     """Build and validate a :class:`TrainConfig` from a nested dict."""
-    if "phase3" in raw:
-        raise ValueError(PHASE3_MESSAGE)
     cfg = _build(TrainConfig, raw, "")
     validate(cfg)
     return cfg
@@ -270,8 +289,6 @@ def apply_overrides(cfg: TrainConfig, overrides: list[str] | tuple[str, ...]) ->
         key = key.strip()
         if not sep or not key:
             raise ValueError(f"override: expected key=value, got {item!r}")
-        if key.split(".")[0] == "phase3":
-            raise ValueError(PHASE3_MESSAGE)
         try:
             value = yaml.safe_load(text) if text.strip() else ""
         except yaml.YAMLError:
@@ -395,8 +412,6 @@ def validate(cfg: TrainConfig) -> None:
     """Range and choice checks; raises ``ValueError`` naming the key and value."""
     _check(bool(cfg.name) and "/" not in cfg.name, "name", "expected a name without '/'", cfg.name)
     for i, p in enumerate(cfg.phases):
-        if p == "phase3":
-            raise ValueError(PHASE3_MESSAGE)
         _one_of(p, PHASES, f"phases[{i}]")
     _check(len(set(cfg.phases)) == len(cfg.phases), "phases", "expected no repeats", cfg.phases)
     _check(cfg.checkpoint_every >= 1, "checkpoint_every", "must be >= 1", cfg.checkpoint_every)
@@ -405,7 +420,7 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.policy.layers >= 0, "policy.layers", "must be >= 0", cfg.policy.layers)
     _check(bool(cfg.data.graphs), "data.graphs", "expected at least one graph", cfg.data.graphs)
     _one_of(cfg.data.dispatch, ("priority", "fifo"), "data.dispatch")
-    for name, ph in (("phase1", cfg.phase1), ("phase2", cfg.phase2)):
+    for name, ph in (("phase1", cfg.phase1), ("phase2", cfg.phase2), ("phase3", cfg.phase3)):
         _check(ph.updates >= 0, f"{name}.updates", "must be >= 0", ph.updates)
         _check(
             ph.graphs_per_update >= 1,
@@ -423,7 +438,9 @@ def validate(cfg: TrainConfig) -> None:
         )
         _check(ph.max_grad_norm >= 0, f"{name}.max_grad_norm", "must be >= 0", ph.max_grad_norm)
     _validate_phase1(cfg.phase1)
-    _validate_phase2(cfg.phase2)
+    _validate_phase2(cfg.phase2, "phase2")
+    _validate_phase2(cfg.phase3, "phase3")
+    _validate_phase3(cfg.phase3)
     _check(cfg.eval.every >= 0, "eval.every", "must be >= 0", cfg.eval.every)
     _check(cfg.eval.k >= 1, "eval.k", "must be >= 1", cfg.eval.k)
     _one_of(cfg.wandb.mode, ("auto", "online", "offline", "disabled"), "wandb.mode")
@@ -444,22 +461,39 @@ def _validate_phase1(p: ImitationConfig) -> None:
         _check(0 <= v <= 1, f"phase1.{key}", "must be in [0, 1]", v)
 
 
-def _validate_phase2(p: RLConfig) -> None:
-    _one_of(p.algo, ("reinforce", "ppo"), "phase2.algo")
-    _one_of(p.reward, ("relative", "nest"), "phase2.reward")
+def _validate_phase2(p: RLConfig, name: str) -> None:
+    _one_of(p.algo, ("reinforce", "ppo"), f"{name}.algo")
+    _one_of(p.reward, ("relative", "nest"), f"{name}.reward")
     _check(
         p.episodes_per_graph >= 2,
-        "phase2.episodes_per_graph",
+        f"{name}.episodes_per_graph",
         "must be >= 2 (the baseline is the mean return of a graph's episodes)",
         p.episodes_per_graph,
     )
-    _check(p.entropy_coef >= 0, "phase2.entropy_coef", "must be >= 0", p.entropy_coef)
-    _check(p.ppo_epochs >= 1, "phase2.ppo_epochs", "must be >= 1", p.ppo_epochs)
-    _check(p.ppo_minibatches >= 1, "phase2.ppo_minibatches", "must be >= 1", p.ppo_minibatches)
-    _check(p.ppo_clip > 0, "phase2.ppo_clip", "must be > 0", p.ppo_clip)
+    _check(p.entropy_coef >= 0, f"{name}.entropy_coef", "must be >= 0", p.entropy_coef)
+    _check(p.ppo_epochs >= 1, f"{name}.ppo_epochs", "must be >= 1", p.ppo_epochs)
+    _check(p.ppo_minibatches >= 1, f"{name}.ppo_minibatches", "must be >= 1", p.ppo_minibatches)
+    _check(p.ppo_clip > 0, f"{name}.ppo_clip", "must be > 0", p.ppo_clip)
     _check(
         p.target_kl is None or p.target_kl > 0,
-        "phase2.target_kl",
+        f"{name}.target_kl",
         "must be > 0 or null",
         p.target_kl,
+    )
+
+
+def _validate_phase3(p: RealRLConfig) -> None:
+    from placegym.envs.backend.devices import parse_devices
+
+    try:
+        parse_devices(p.devices)
+    except ValueError as e:
+        raise ValueError(f"phase3.{e}") from None
+    _check(p.scale >= 1, "phase3.scale", "must be >= 1", p.scale)
+    _check(p.repeats >= 1, "phase3.repeats", "must be >= 1", p.repeats)
+    _check(
+        p.reward == "relative",
+        "phase3.reward",
+        "expected 'relative' (measured makespans have no per-step shaping)",
+        p.reward,
     )

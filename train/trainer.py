@@ -8,8 +8,10 @@ Reads top to bottom like a CleanRL script, split into methods:
    the training trajectory.
 2. **Resume or init**: the run folder's ``checkpoints/latest.pt`` when present (policy,
    optimiser, scheduler, random states, counters), else the ``init`` weights, else fresh.
-3. **Phases** (``phases`` in order): phase I imitation (:mod:`placegym.train.imitation`)
-   and phase II RL (:mod:`placegym.train.rl`), each with its own Adam and learning-rate
+3. **Phases** (``phases`` in order): phase I imitation (:mod:`placegym.train.imitation`),
+   phase II RL on the simulator and phase III RL on the real backend
+   (:mod:`placegym.train.rl`; phase III's rewards are measured makespans and it logs the
+   sim-vs-real gap ``charts/sim_real_gap``), each with its own Adam and learning-rate
    schedule, a tqdm bar, metrics every update, a checkpoint every ``checkpoint_every``
    updates and at the phase end, and an evaluation every ``eval.every`` updates.
 4. **Final**: evaluation against the teachers on training and held-out graphs, a
@@ -112,6 +114,7 @@ class Trainer:
         self.last_eval: list[dict[str, Any]] = []
         self._eval_step = -1  # global update of last_eval
         self.tracker: Tracker | None = None
+        self._real: tuple[EnvPool, Any] | None = None  # phase III envs, made on first use
 
     # ------------------------------------------------------------------ entry point
     def run(self, stop_after: int | None = None) -> list[dict[str, Any]]:
@@ -236,7 +239,7 @@ class Trainer:
         if phase == "phase1":
             records, metrics = self._imitation_step(pcfg, opt, teacher)
         else:
-            records, metrics = self._rl_step(pcfg, opt)
+            records, metrics = self._rl_step(pcfg, opt, real=phase == "phase3")
         secs = time.perf_counter() - t0
         p = self.progress
         p.update, p.global_update = p.update + 1, p.global_update + 1
@@ -274,14 +277,44 @@ class Trainer:
         metrics["charts/epsilon"] = eps
         return records, metrics
 
-    def _rl_step(self, pcfg: Any, opt: torch.optim.Optimizer) -> tuple:
-        pool = self.pools[pcfg.reward]
-        envs, groups = self._batch_envs(pcfg, pool)
+    def _rl_step(self, pcfg: Any, opt: torch.optim.Optimizer, real: bool = False) -> tuple:
+        pool, cluster = self._real_pool(pcfg) if real else (self.pools[pcfg.reward], None)
+        envs, groups = self._batch_envs(pcfg, pool, cluster)
         seeds = self.rng.integers(2**31 - 1, size=len(envs)).tolist()
         records = rollout(self.policy, envs, seeds, rng=self.rng, graph_cache=pool.graph_cache)
-        return records, rl_update(self.policy, opt, records, groups, pcfg, self.rng)
+        metrics = rl_update(self.policy, opt, records, groups, pcfg, self.rng)
+        if real:
+            measured = np.array([r.makespan for r in records])
+            simulated = np.array([r.info["simulated_makespan"] for r in records])
+            metrics["charts/measured_makespan_ms"] = float(measured.mean()) * 1e3
+            metrics["charts/simulated_makespan_ms"] = float(simulated.mean()) * 1e3
+            metrics["charts/sim_real_gap"] = float(np.mean(measured / simulated) - 1.0)
+        return records, metrics
 
-    def _batch_envs(self, pcfg: Any, pool: EnvPool) -> tuple[list, list[int]]:
+    def _real_pool(self, pcfg: Any) -> tuple[EnvPool, Any]:
+        """The phase III environments (real backend) and the cluster they observe; the
+        cluster is calibrated on the devices once when ``phase3.cluster`` is
+        ``calibrate``."""
+        if self._real is None:
+            from placegym.envs.backend.calibrate import calibrate
+
+            if pcfg.cluster == "calibrate":
+                cluster = calibrate(pcfg.devices)
+            else:
+                cluster = load_cluster(str(resolve_path(pcfg.cluster, self.base_dir)))
+            pool = EnvPool(
+                reward="relative",
+                memory_mask=self.cfg.data.memory_mask,
+                dispatch=self.cfg.data.dispatch,
+                backend="torch",
+                devices=pcfg.devices,
+                scale=pcfg.scale,
+                repeats=pcfg.repeats,
+            )
+            self._real = (pool, cluster)
+        return self._real
+
+    def _batch_envs(self, pcfg: Any, pool: EnvPool, cluster: Any = None) -> tuple[list, list[int]]:
         """Environments of this update's graphs, ``episodes_per_graph`` each, and the
         graph index of each (the baseline groups)."""
         n = len(self.graphs)
@@ -291,7 +324,7 @@ class Trainer:
             chosen = sorted(self.rng.choice(n, pcfg.graphs_per_update, replace=False).tolist())
         envs, groups = [], []
         for gi in chosen:
-            envs += pool.get(self.graphs[gi], self.cluster, pcfg.episodes_per_graph)
+            envs += pool.get(self.graphs[gi], cluster or self.cluster, pcfg.episodes_per_graph)
             groups += [gi] * pcfg.episodes_per_graph
         return envs, groups
 
