@@ -46,6 +46,13 @@ gpu-check: $(STAMP)
 	WANDB_MODE=disabled $(PY) -m pytest -q -s -m gpu tests/test_backend_gpu.py
 	WANDB_MODE=disabled $(VENV)/bin/placegym train configs/phase3_gpu.yaml progress=false
 
+# Learned-agent report (about 35 minutes on 2 CPU cores; finished runs under runs/report are
+# loaded, not retrained): agents vs teachers on p100x4 and doppler-unit-4, optimality gap,
+# ablation, reward and transfer tables (markdown, also in runs/report/report.md).
+.PHONY: agent-report
+agent-report: $(STAMP)
+	WANDB_MODE=disabled $(PY) -m placegym.train.agent_report --out runs/report
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

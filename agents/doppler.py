@@ -31,6 +31,8 @@ from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC
 
 __all__ = ["SEL_CONTEXT", "DopplerPolicy", "Encoding", "PolicyConfig", "sel_context"]
 
+#: Values of :attr:`PolicyConfig.learn`.
+LEARN = ("both", "select", "place")
 #: Number of :func:`sel_context` features.
 SEL_CONTEXT = 3
 _EST_FINISH = 5  # node_dynamic column: estimated finish / CP (0 if unassigned)
@@ -44,10 +46,19 @@ class PolicyConfig:
     Attributes:
         hidden: embedding width ``H`` of both encoders and heads.
         layers: message-passing rounds per encoder.
+        learn: phases the policy decides: ``both``; ``select`` (every PLC action is the
+            critical-path teacher's) or ``place`` (every SEL action is), as the wrappers
+            :class:`~placegym.envs.wrappers.SelectOnly` / ``PlaceOnly`` do (DOPPLER's
+            ablations).
     """
 
     hidden: int = 64
     layers: int = 3
+    learn: str = "both"
+
+    def __post_init__(self) -> None:
+        if self.learn not in LEARN:
+            raise ValueError(f"learn: expected one of {', '.join(LEARN)}, got {self.learn!r}")
 
 
 @dataclass
@@ -121,6 +132,28 @@ class DopplerPolicy(nn.Module):
         self.plc_head = nn.Sequential(
             nn.Linear(2 * h + 1 + 2 * DEVICE_FEATURES + 1, h), _mlp_tail(h)
         )
+
+    @property
+    def learns_selection(self) -> bool:
+        """Whether SEL actions are the policy's (else :attr:`fixed_teacher`'s)."""
+        return self.config.learn in ("both", "select")
+
+    @property
+    def learns_placement(self) -> bool:
+        """Whether PLC actions are the policy's (else :attr:`fixed_teacher`'s)."""
+        return self.config.learn in ("both", "place")
+
+    @property
+    def fixed_teacher(self):  # -> Teacher | None
+        """The critical-path teacher answering the phase the policy does not learn (the
+        first action of its tie set), or None for the dual policy."""
+        if self.config.learn == "both":
+            return None
+        if getattr(self, "_fixed", None) is None:
+            from placegym.teachers import get_teacher
+
+            self._fixed = get_teacher("critical_path")
+        return self._fixed
 
     def encode(self, g: GraphInputs) -> Encoding:
         sel_h, sel_cp = self.sel_encoder(g)

@@ -14,6 +14,10 @@ All draws come from the ``rng`` passed in. A policy with ``learns_selection = Fa
 (the baselines of :mod:`placegym.agents.baselines`) does not choose SEL actions: every
 SEL step takes the frontier node earliest in the graph's topological order (teacher
 steps included) and scores log-probability 0, entropy 0 and teacher log-probability 0.
+A policy with a ``fixed_teacher`` (the SEL-only / PLC-only ablations of
+:class:`~placegym.agents.doppler.DopplerPolicy`) takes that teacher's first tie-set
+action in the phase it does not learn (``learns_selection`` / ``learns_placement``
+False), scored the same way.
 """
 
 from __future__ import annotations
@@ -190,15 +194,25 @@ def _decide(
     actions: list[int | None] = [None] * len(lives)
     groups: dict[tuple[bool, int], list[int]] = {}
     fixed_sel = not getattr(policy, "learns_selection", True)
+    fixed_plc = not getattr(policy, "learns_placement", True)
+    fixed_teacher: Teacher | None = getattr(policy, "fixed_teacher", None)
     for j, (lv, use) in enumerate(zip(lives, use_teacher)):
         select = lv.env.state.selected < 0
         ties = None
+        state = lv.env.state
         if use or record_teacher:
-            state = lv.env.state
             ties = teacher.select_actions(state) if select else teacher.place_actions(state)
         _record_inputs(lv, select, ties, record_teacher)
-        if select and fixed_sel:
-            actions[j] = _topological_first(lv)
+        if (select and fixed_sel) or (not select and fixed_plc):
+            if fixed_teacher is not None:
+                fixed = (
+                    fixed_teacher.select_actions(state)
+                    if select
+                    else fixed_teacher.place_actions(state)
+                )
+                actions[j] = int(fixed[0])
+            else:
+                actions[j] = _topological_first(lv)
         elif use:
             actions[j] = int(ties[rng.integers(len(ties))])
         else:
@@ -365,6 +379,8 @@ def _score_graph(policy: DopplerPolicy, enc: Encoding, rs: list[EpisodeRecord]) 
     plc_ent = -(plc_logp_all.exp() * plc_logp_all.nan_to_num(neginf=0.0)).sum(dim=1)
     if not learns_sel:  # SEL by a fixed rule: probability 1
         sel_logp = sel_ent = torch.zeros_like(plc_logp)
+    if not getattr(policy, "learns_placement", True):  # PLC by a fixed rule
+        plc_logp = plc_ent = torch.zeros_like(sel_logp)
     logp = torch.stack([sel_logp, plc_logp], dim=1).reshape(m, 2 * s)
     entropy = torch.stack([sel_ent, plc_ent], dim=1).reshape(m, 2 * s)
     teacher_logp = None
@@ -376,6 +392,8 @@ def _score_graph(policy: DopplerPolicy, enc: Encoding, rs: list[EpisodeRecord]) 
         )
         if not learns_sel:
             t_sel = torch.zeros_like(t_plc)
+        if not getattr(policy, "learns_placement", True):
+            t_plc = torch.zeros_like(t_sel)
         teacher_logp = torch.stack([t_sel, t_plc], dim=1).reshape(m, 2 * s)
     return [
         Scores(logp[k], entropy[k], None if teacher_logp is None else teacher_logp[k])

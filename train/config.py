@@ -71,6 +71,10 @@ class PolicySizes:
     """Embedding width of both encoders and heads."""
     layers: int = 3
     """Message-passing rounds per encoder."""
+    learn: str = "both"
+    """Phases the agent decides: ``both`` (the dual policy), ``select`` (SEL only, every
+    PLC by the critical-path teacher) or ``place`` (PLC only, SEL by critical path), as
+    :class:`placegym.envs.wrappers.SelectOnly` / ``PlaceOnly`` (DOPPLER's ablations)."""
 
 
 @dataclass
@@ -96,8 +100,14 @@ class ImitationConfig:
     updates: int = 100
     """Gradient updates (one batch of episodes each)."""
     teacher: str = "critical_path"
-    """Teacher to imitate (``critical_path`` as in DOPPLER, or ``nest``; any registered
-    teacher with per-state tie sets works)."""
+    """Teacher to imitate (``critical_path`` as in DOPPLER, ``nest`` or ``anneal``; any
+    registered teacher with per-state tie sets works)."""
+    teacher_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the teacher, e.g. ``{budget: 20000}`` for ``anneal``."""
+    canonical_labels: bool = True
+    """Imitate a plan teacher's (``anneal``, ``nest``) device labels up to the cluster's
+    symmetries (:class:`placegym.train.plan_teacher.CanonicalPlanTeacher`): a plan's labels
+    of interchangeable devices are arbitrary. False imitates them literally."""
     graphs_per_update: int = 1
     """Training graphs drawn per update (all of them if larger than their number)."""
     episodes_per_graph: int = 8
@@ -152,6 +162,15 @@ class RLConfig:
     """PPO: clipping range of the probability ratio."""
     target_kl: float | None = None
     """PPO: stop the passes early when the approximate KL exceeds this."""
+    imitation_coef: float = 0.0
+    """Self-imitation (expert iteration): weight of an imitation loss toward the best
+    placement known per graph (``imitation_teacher``'s plan at first, replaced by every
+    better sampled episode), label-invariant, on the sampled episodes' own states; 0
+    turns it off."""
+    imitation_teacher: str = "anneal"
+    """Plan teacher whose placement is the first best-known placement of each graph."""
+    imitation_teacher_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``imitation_teacher`` (``{budget: 20000}``)."""
 
 
 @dataclass
@@ -190,6 +209,10 @@ class EvalConfig:
     """Teachers compared against (``critical_path`` is always computed, as reference)."""
     gantt: bool = True
     """Log a Gantt chart of the best placement found at each evaluation."""
+    keep_best: bool = False
+    """Keep the weights of the evaluation with the smallest geometric-mean greedy ratio
+    on the training graphs (``checkpoints/best.pt``); the final checkpoint and results
+    are those weights."""
 
 
 @dataclass
@@ -418,6 +441,7 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.threads >= 1, "threads", "must be >= 1", cfg.threads)
     _check(cfg.policy.hidden >= 1, "policy.hidden", "must be >= 1", cfg.policy.hidden)
     _check(cfg.policy.layers >= 0, "policy.layers", "must be >= 0", cfg.policy.layers)
+    _one_of(cfg.policy.learn, ("both", "select", "place"), "policy.learn")
     _check(bool(cfg.data.graphs), "data.graphs", "expected at least one graph", cfg.data.graphs)
     _one_of(cfg.data.dispatch, ("priority", "fifo"), "data.dispatch")
     for name, ph in (("phase1", cfg.phase1), ("phase2", cfg.phase2), ("phase3", cfg.phase3)):
@@ -471,6 +495,11 @@ def _validate_phase2(p: RLConfig, name: str) -> None:
         p.episodes_per_graph,
     )
     _check(p.entropy_coef >= 0, f"{name}.entropy_coef", "must be >= 0", p.entropy_coef)
+    _check(p.imitation_coef >= 0, f"{name}.imitation_coef", "must be >= 0", p.imitation_coef)
+    if p.imitation_coef > 0:
+        from placegym.teachers import list_teachers
+
+        _one_of(p.imitation_teacher, tuple(list_teachers()), f"{name}.imitation_teacher")
     _check(p.ppo_epochs >= 1, f"{name}.ppo_epochs", "must be >= 1", p.ppo_epochs)
     _check(p.ppo_minibatches >= 1, f"{name}.ppo_minibatches", "must be >= 1", p.ppo_minibatches)
     _check(p.ppo_clip > 0, f"{name}.ppo_clip", "must be > 0", p.ppo_clip)

@@ -36,12 +36,24 @@ __all__ = [
 ]
 
 
-def make_teacher(name: str, seed: int = 0) -> Teacher:
-    """The teacher ``name``, given ``seed`` when its class takes one."""
-    from placegym.teachers import teacher_class
+def make_teacher(
+    name: str, seed: int = 0, *, canonical: bool = False, kwargs: dict | None = None
+) -> Teacher:
+    """The teacher ``name`` (keyword arguments ``kwargs``), given ``seed`` when its class
+    takes one; with ``canonical``, a plan teacher (``anneal``, ``nest``, ...) is wrapped in
+    :class:`~placegym.train.plan_teacher.CanonicalPlanTeacher` so that its device labels
+    are imitated up to the cluster's symmetries (per-state rule teachers are unchanged)."""
+    from placegym.teachers import PlanTeacher, teacher_class
+    from placegym.train.plan_teacher import CanonicalPlanTeacher
 
     cls = teacher_class(name)
-    return cls(seed=seed) if "seed" in inspect.signature(cls).parameters else cls()
+    kw = dict(kwargs or {})
+    if "seed" in inspect.signature(cls).parameters:
+        kw.setdefault("seed", seed)
+    teacher = cls(**kw)
+    if canonical and isinstance(teacher, PlanTeacher):
+        return CanonicalPlanTeacher(teacher)
+    return teacher
 
 
 def epsilon(update: int, total: int, start: float, end: float, decay: float) -> float:

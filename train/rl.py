@@ -21,6 +21,11 @@ update rules share them:
   critic it is REINFORCE with a trust region, which lets one batch of episodes be
   reused safely for several steps.
 
+**Self-imitation** (``imitation_coef`` > 0; expert iteration): the episodes carry the
+tie sets of the best placement known for their graph (label-invariant, see
+:mod:`placegym.train.plan_teacher`) and ``imitation_coef * (-mean log π(tie set))`` is
+added to the loss of every step.
+
 Every mean is over steps, so the entropy bonus and the policy term have comparable
 scales on graphs of any size.
 """
@@ -38,7 +43,14 @@ from placegym.agents.rollout import EpisodeRecord, Scores, score
 from placegym.train.config import RLConfig
 from placegym.train.optim import clipped_step
 
-__all__ = ["entropy_by_phase", "group_advantages", "ppo_update", "reinforce_update", "rl_update"]
+__all__ = [
+    "entropy_by_phase",
+    "group_advantages",
+    "ppo_update",
+    "reinforce_update",
+    "rl_update",
+    "self_imitation_loss",
+]
 
 
 def group_advantages(
@@ -103,6 +115,14 @@ def _pg_terms(scores: list[Scores], adv: Sequence[Tensor]) -> tuple[Tensor, Tens
     return policy_loss, _mean_steps([s.entropy for s in scores])
 
 
+def self_imitation_loss(scores: Sequence[Scores]) -> Tensor | None:
+    """``-mean log π(plan tie set)`` over the steps of episodes recorded with the
+    best-known plans' tie sets (self-imitation), or None when none were recorded."""
+    if not scores or any(s.teacher_logp is None for s in scores):
+        return None
+    return -torch.cat([s.teacher_logp for s in scores]).mean()  # type: ignore[misc]
+
+
 def reinforce_update(
     policy: DopplerPolicy,
     optimizer: torch.optim.Optimizer,
@@ -114,10 +134,16 @@ def reinforce_update(
     scores = score(policy, records)
     policy_loss, entropy = _pg_terms(scores, advantages)
     loss = policy_loss - cfg.entropy_coef * entropy
+    extra = {}
+    imitation = self_imitation_loss(scores) if cfg.imitation_coef > 0 else None
+    if imitation is not None:
+        loss = loss + cfg.imitation_coef * imitation
+        extra["losses/self_imitation"] = imitation.item()
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = clipped_step(optimizer, list(policy.parameters()), cfg.max_grad_norm)
     return {
+        **extra,
         "losses/policy": policy_loss.item(),
         "losses/entropy": entropy.item(),
         "losses/grad_norm": grad_norm,
@@ -172,8 +198,12 @@ def _ppo_step(
     ]
     policy_loss = -_mean_steps(surr)
     entropy = _mean_steps([s.entropy for s in scores])
+    loss = policy_loss - cfg.entropy_coef * entropy
+    imitation = self_imitation_loss(scores) if cfg.imitation_coef > 0 else None
+    if imitation is not None:
+        loss = loss + cfg.imitation_coef * imitation
     optimizer.zero_grad(set_to_none=True)
-    (policy_loss - cfg.entropy_coef * entropy).backward()
+    loss.backward()
     grad_norm = clipped_step(optimizer, list(policy.parameters()), cfg.max_grad_norm)
     with torch.no_grad():
         r = torch.cat(ratio).detach()

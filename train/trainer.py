@@ -37,7 +37,7 @@ import torch
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.rollout import EpisodeRecord, rollout
-from placegym.envs import Graph, load_cluster, load_graph, simulate
+from placegym.envs import Graph, Placement, load_cluster, load_graph, simulate
 from placegym.train.checkpoint import (
     CHECKPOINT_FORMAT,
     load_checkpoint,
@@ -49,6 +49,7 @@ from placegym.train.config import GraphSpec, TrainConfig, load_config
 from placegym.train.evaluate import EnvPool, evaluate_policy, teacher_makespans
 from placegym.train.imitation import epsilon, imitation_update, make_teacher
 from placegym.train.optim import make_optimizer
+from placegym.train.plan_teacher import CanonicalPlanTeacher
 from placegym.train.rl import rl_update
 from placegym.train.tracking import Tracker
 
@@ -67,6 +68,7 @@ class Progress:
     episodes: int = 0
     seconds: float = 0.0  # training wall time (evaluation excluded)
     complete: bool = False
+    best_eval: float = math.inf  # best train greedy geomean ratio (eval.keep_best)
 
 
 def resolve_path(path: str, base: Path | None) -> Path:
@@ -102,7 +104,9 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(cfg.threads)
         self.rng = np.random.default_rng(cfg.seed)
-        self.policy = DopplerPolicy(PolicyConfig(cfg.policy.hidden, cfg.policy.layers))
+        self.policy = DopplerPolicy(
+            PolicyConfig(cfg.policy.hidden, cfg.policy.layers, cfg.policy.learn)
+        )
         self.cluster = load_cluster(str(resolve_path(cfg.data.cluster, base_dir)))
         self.graphs = [resolve_graph(s, base_dir) for s in cfg.data.graphs]
         self.heldout = [resolve_graph(s, base_dir) for s in cfg.data.heldout]
@@ -115,6 +119,7 @@ class Trainer:
         self._eval_step = -1  # global update of last_eval
         self.tracker: Tracker | None = None
         self._real: tuple[EnvPool, Any] | None = None  # phase III envs, made on first use
+        self._best_plans: CanonicalPlanTeacher | None = None  # self-imitation targets
 
     # ------------------------------------------------------------------ entry point
     def run(self, stop_after: int | None = None) -> list[dict[str, Any]]:
@@ -179,7 +184,7 @@ class Trainer:
                 Trainer(src, base_dir=resolve_path(init, self.base_dir).parent).run()
         ckpt = load_checkpoint(path)
         mine = {"hidden": self.cfg.policy.hidden, "layers": self.cfg.policy.layers}
-        if dict(ckpt["policy_config"]) != mine:
+        if {k: ckpt["policy_config"].get(k) for k in mine} != mine:
             raise ValueError(
                 f"init: the checkpoint's policy sizes {dict(ckpt['policy_config'])} differ "
                 f"from this config's policy {mine}"
@@ -201,7 +206,14 @@ class Trainer:
         if states is not None and states["optimizer"] is not None:
             opt.load_state_dict(states["optimizer"])
             sched.load_state_dict(states["scheduler"])
-        teacher = make_teacher(pcfg.teacher, self.cfg.seed) if phase == "phase1" else None
+        teacher = None
+        if phase == "phase1":
+            teacher = make_teacher(
+                pcfg.teacher,
+                self.cfg.seed,
+                canonical=pcfg.canonical_labels,
+                kwargs=pcfg.teacher_kwargs,
+            )
         bar = tqdm(
             total=pcfg.updates,
             initial=self.progress.update,
@@ -281,8 +293,19 @@ class Trainer:
         pool, cluster = self._real_pool(pcfg) if real else (self.pools[pcfg.reward], None)
         envs, groups = self._batch_envs(pcfg, pool, cluster)
         seeds = self.rng.integers(2**31 - 1, size=len(envs)).tolist()
-        records = rollout(self.policy, envs, seeds, rng=self.rng, graph_cache=pool.graph_cache)
+        plans = self._self_imitation(pcfg) if not real else None
+        records = rollout(
+            self.policy,
+            envs,
+            seeds,
+            rng=self.rng,
+            graph_cache=pool.graph_cache,
+            teacher=plans,
+            record_teacher=plans is not None,
+        )
         metrics = rl_update(self.policy, opt, records, groups, pcfg, self.rng)
+        if plans is not None:
+            metrics.update(self._offer_best(plans, envs, records))
         if real:
             measured = np.array([r.makespan for r in records])
             simulated = np.array([r.info["simulated_makespan"] for r in records])
@@ -290,6 +313,42 @@ class Trainer:
             metrics["charts/simulated_makespan_ms"] = float(simulated.mean()) * 1e3
             metrics["charts/sim_real_gap"] = float(np.mean(measured / simulated) - 1.0)
         return records, metrics
+
+    def _self_imitation(self, pcfg: Any) -> CanonicalPlanTeacher | None:
+        """The best-known placement per graph (self-imitation targets), or None when
+        ``imitation_coef`` is 0; starts from ``imitation_teacher``'s plans."""
+        if pcfg.imitation_coef <= 0:
+            return None
+        if self._best_plans is None:
+            source = make_teacher(
+                pcfg.imitation_teacher, self.cfg.seed, kwargs=pcfg.imitation_teacher_kwargs
+            )
+            self._best_plans = CanonicalPlanTeacher(source)
+        return self._best_plans
+
+    @staticmethod
+    def _offer_best(
+        plans: CanonicalPlanTeacher, envs: list, records: list[EpisodeRecord]
+    ) -> dict[str, float]:
+        """Offer each graph's best sampled episode as its new plan; returns metrics."""
+        best: dict[int, tuple[Any, EpisodeRecord]] = {}
+        for env, r in zip(envs, records):
+            key = id(env.graph)
+            if key not in best or r.makespan < best[key][1].makespan:
+                best[key] = (env, r)
+        adopted, ratios = 0, []
+        for env, r in best.values():
+            placement = Placement(
+                device=np.asarray(r.info["placement"]), order=np.asarray(r.info["order"])
+            )
+            adopted += plans.offer(env.graph, env.cluster, placement, r.makespan)
+            ratios.append(
+                plans.plan_makespan(env.graph, env.cluster) / r.info["reference_makespan"]
+            )
+        return {
+            "charts/plans_improved": float(adopted),
+            "charts/plan_ratio": float(np.mean(ratios)),
+        }
 
     def _real_pool(self, pcfg: Any) -> tuple[EnvPool, Any]:
         """The phase III environments (real backend) and the cluster they observe; the
@@ -342,7 +401,11 @@ class Trainer:
             "format": CHECKPOINT_FORMAT,
             "name": self.cfg.name,
             "config": self.cfg.to_dict(),
-            "policy_config": {"hidden": self.cfg.policy.hidden, "layers": self.cfg.policy.layers},
+            "policy_config": {
+                "hidden": self.cfg.policy.hidden,
+                "layers": self.cfg.policy.layers,
+                "learn": self.cfg.policy.learn,
+            },
             "policy": self.policy.state_dict(),
             "optimizer": None if opt is None else opt.state_dict(),
             "scheduler": None if sched is None else sched.state_dict(),
@@ -408,6 +471,10 @@ class Trainer:
                     )
         self.tracker.log(metrics, step=step)
         self.last_eval, self._eval_step = rows, step
+        score = metrics.get("eval/train/greedy_ratio_geomean", math.inf)
+        if cfg.eval.keep_best and score < self.progress.best_eval:
+            self.progress.best_eval = score
+            self._save("best.pt", None, None)
         return rows
 
     def _gantt(self, graph: Graph, placement, step: int) -> None:
@@ -422,7 +489,16 @@ class Trainer:
         )
 
     def _finish(self) -> Path:
-        """Final checkpoint (also logged as an artifact), results.md and results.json."""
+        """Final checkpoint (also logged as an artifact), results.md and results.json;
+        with ``eval.keep_best``, the best evaluated weights become the final ones."""
+        best = self.ckpt_dir / "best.pt"
+        current = _geomean(
+            [r["greedy"] / r[REFERENCE] for r in self.last_eval if r["split"] == "train"]
+        )
+        if self.cfg.eval.keep_best and best.is_file() and self.progress.best_eval < current:
+            self.policy.load_state_dict(load_checkpoint(best)["policy"])
+            print(f"keep_best: final weights from {best} (greedy {self.progress.best_eval:.3f})")
+            self._evaluate()
         final = self._save("final.pt", None, None)
         self._save("latest.pt", None, None)
         table = results_table(self.last_eval, self.cfg.eval.k, self.progress.seconds)

@@ -1,0 +1,352 @@
+"""The agent report (``make agent-report``): trains (or loads) agents and prints the
+figures of the learned-agent targets as markdown tables.
+
+Parts (``--parts``, all by default), every run in its own folder under ``--out`` (a run
+that finished is loaded, a killed one resumes):
+
+- ``main``: the per-workload presets (``configs/<workload>.yaml``: phase I + II) on each
+  cluster of :data:`CLUSTERS`, best evaluated weights kept; greedy and best-of-16
+  makespans as ratios to critical_path next to heft, nest and anneal (default budget),
+  with the geometric mean per cluster and the target checks (greedy >= 20% faster than
+  critical_path, faster than every heuristic, best of 16 within 5% of anneal).
+- ``optimality``: one agent trained on :data:`SMALL_GRAPHS` small random DAGs on
+  ``p100x4``; greedy and best-of-16 gap to the proven optimum (``optimal`` teacher).
+- ``ablation``: dual policy vs SEL-only vs PLC-only (the other phase answered by the
+  critical-path teacher, as :class:`placegym.envs.wrappers.SelectOnly` / ``PlaceOnly``),
+  same reduced budget for all three.
+- ``reward``: phase II from scratch with the ``relative`` reward vs ``nest`` shaping:
+  training episodes until the greedy policy reaches the critical_path level.
+- ``transfer``: fine-tuning the ``main`` FFNN agent (p100x4) on the Llama graphs and on
+  8 GPUs (``v100x8``) vs training from scratch with the same phase II budget: episodes
+  until the greedy policy beats critical_path (0 = zero-shot).
+
+Every run is seeded (``seed`` 0, one torch thread). ``--quick`` shrinks every budget
+(for tests). The whole report takes about 35 minutes on 2 CPU cores.
+
+Usage::
+
+    python -m placegym.train.agent_report --out runs/report [--parts main,ablation]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from placegym.train.config import TrainConfig, apply_overrides, config_from_dict, load_config
+from placegym.train.trainer import Trainer
+
+__all__ = ["Budget", "main", "report"]
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+WORKLOADS = ("chainmm", "ffnn", "llama_block", "llama_layer")
+CLUSTERS = ("p100x4", "doppler-unit-4")
+HEURISTICS = ("critical_path", "heft", "nest")
+SMALL_GRAPHS = 10
+PARTS = ("main", "optimality", "ablation", "reward", "transfer")
+_COMMON = ("progress=false", "wandb.mode=disabled", "eval.gantt=false")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Training budgets (updates) of each part; :meth:`quick` for tests."""
+
+    main_phase1: int | None = None  # None: the preset's
+    main_phase2: int | None = None
+    small_phase2: int = 100  # doppler-unit-4 (critical_path is within 0.2% of work/D)
+    ablation_phase1: int = 50
+    ablation_phase2: int = 100
+    reward_updates: int = 100
+    transfer_updates: int = 60
+    optimality_phase1: int = 60
+    optimality_phase2: int = 150
+    eval_every: int = 5
+    episodes: int = 16
+
+    @classmethod
+    def quick(cls) -> Budget:
+        return cls(1, 2, 2, 1, 2, 2, 2, 1, 2, 1, 2)
+
+
+def _geomean(xs: Sequence[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def _train(cfg: TrainConfig, log: Path) -> dict[str, Any]:
+    """Train (or load) one run quietly; returns its ``results.json``."""
+    done = cfg.run_dir / "results.json"
+    if done.is_file():
+        results = json.loads(done.read_text())
+        if results["progress"]["complete"]:
+            return results
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as fh, contextlib.redirect_stdout(fh):
+        Trainer(cfg, base_dir=CONFIGS).run()
+    return json.loads(done.read_text())
+
+
+def _preset(name: str, out: Path, overrides: Sequence[str]) -> TrainConfig:
+    return load_config(CONFIGS / f"{name}.yaml", [f"out={out}", *_COMMON, *overrides])
+
+
+def _rows(results: dict[str, Any], split: str = "train") -> list[dict[str, Any]]:
+    return [r for r in results["rows"] if r["split"] == split]
+
+
+def _episodes_to(metrics: Path, key: str, threshold: float, strict: bool) -> int | None:
+    """Training episodes at the first evaluation whose ``key`` is <= (< if ``strict``)
+    ``threshold``; None when never."""
+    episodes = 0
+    for line in metrics.read_text().splitlines():
+        rec = json.loads(line)
+        episodes = int(rec.get("charts/episodes", episodes))
+        value = rec.get(key)
+        if value is not None and (value < threshold if strict else value <= threshold):
+            return episodes
+    return None
+
+
+def _last(metrics: Path, key: str) -> float:
+    value = float("nan")
+    for line in metrics.read_text().splitlines():
+        value = json.loads(line).get(key, value)
+    return value
+
+
+# ---------------------------------------------------------------------- parts
+def main_table(out: Path, b: Budget, clusters: Sequence[str] = CLUSTERS) -> str:
+    lines = [
+        "| workload | cluster | greedy | best of 16 | critical_path | heft | nest | anneal |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    checks = []
+    for cluster in clusters:
+        greedy, best, anneal, beats = [], [], [], []
+        for w in WORKLOADS:
+            over = [f"data.cluster={cluster}", "eval.keep_best=true", "eval.every=25"]
+            if b.main_phase1 is not None:
+                over.append(f"phase1.updates={b.main_phase1}")
+            p2 = b.small_phase2 if cluster.startswith("doppler-unit") else b.main_phase2
+            if p2 is not None:
+                over.append(f"phase2.updates={p2}")
+            res = _train(_preset(w, out / "main" / cluster / w, over), out / "main" / "log.txt")
+            [r] = _rows(res)
+            cp = r["critical_path"]
+            cells = [r["greedy"], r["best_of_16"], *(r[h] for h in HEURISTICS), r["anneal"]]
+            lines.append(
+                f"| {w} | {cluster} | " + " | ".join(f"{c / cp:.3f}" for c in cells) + " |"
+            )
+            greedy.append(r["greedy"] / cp)
+            best.append(r["best_of_16"] / cp)
+            anneal.append(r["anneal"] / cp)
+            beats.append(r["greedy"] < min(r[h] for h in HEURISTICS))
+        g, bb, a = _geomean(greedy), _geomean(best), _geomean(anneal)
+        lines.append(f"| **geomean** | {cluster} | {g:.3f} | {bb:.3f} | 1.000 | | | {a:.3f} |")
+        checks.append(
+            f"- {cluster}: greedy geomean {g:.3f} of critical_path (target <= 0.800: "
+            f"{'met' if g <= 0.8 else 'not met'}); greedy faster than every heuristic on "
+            f"{sum(beats)}/{len(beats)} workloads; best of 16 geomean {bb:.3f} vs anneal "
+            f"{a:.3f} ({100 * (bb / a - 1):+.1f}%; target <= +5%: "
+            f"{'met' if bb <= 1.05 * a else 'not met'})"
+        )
+    head = "### Agents vs teachers (makespan / critical_path; lower is better)\n\n"
+    return head + "\n".join(lines) + "\n\n" + "\n".join(checks)
+
+
+def optimality_table(out: Path, b: Budget) -> str:
+    graphs = [
+        {"name": "random_dag", "params": {"nodes": 8 + i % 3, "width": 3, "seed": i}}
+        for i in range(SMALL_GRAPHS)
+    ]
+    cfg = config_from_dict(
+        {
+            "name": "optimality",
+            "out": str(out / "optimality"),
+            "data": {"cluster": "p100x4", "graphs": graphs},
+            "phase1": {"updates": b.optimality_phase1, "graphs_per_update": 5, "lr": 2e-3},
+            "phase2": {
+                "updates": b.optimality_phase2,
+                "graphs_per_update": 5,
+                "episodes_per_graph": b.episodes,
+                "lr": 2e-3,
+            },
+            "eval": {
+                "every": 50,
+                "teachers": ["critical_path", "optimal"],
+                "keep_best": True,
+            },
+        }
+    )
+    cfg = apply_overrides(cfg, list(_COMMON))
+    rows = _rows(_train(cfg, out / "optimality" / "log.txt"))
+    gap_g = [r["greedy"] / r["optimal"] - 1 for r in rows]
+    gap_b = [r["best_of_16"] / r["optimal"] - 1 for r in rows]
+    gap_cp = [r["critical_path"] / r["optimal"] - 1 for r in rows]
+    lines = [
+        f"### Optimality gap on {len(rows)} random DAGs of 8-10 nodes (p100x4)\n",
+        "| placer | mean gap | max gap | optimal found |",
+        "|---|---|---|---|",
+    ]
+    for name, gaps in (
+        ("agent greedy", gap_g),
+        ("agent best of 16", gap_b),
+        ("critical_path", gap_cp),
+    ):
+        hits = sum(g <= 1e-9 for g in gaps)
+        lines.append(
+            f"| {name} | {100 * sum(gaps) / len(gaps):.2f}% | {100 * max(gaps):.2f}% "
+            f"| {hits}/{len(gaps)} |"
+        )
+    ok = sum(gap_b) / len(gap_b) <= 0.03
+    lines.append(f"\nTarget (best of 16, mean gap <= 3%): {'met' if ok else 'not met'}.")
+    return "\n".join(lines)
+
+
+def ablation_table(out: Path, b: Budget, workloads: Sequence[str] = ("ffnn", "chainmm")) -> str:
+    lines = [
+        "### Ablation (p100x4; same budget for all: "
+        f"{b.ablation_phase1} imitation + {b.ablation_phase2} RL updates)\n",
+        "| workload | dual greedy | dual best16 | SEL-only greedy | SEL-only best16 "
+        "| PLC-only greedy | PLC-only best16 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for w in workloads:
+        cells = []
+        for learn in ("both", "select", "place"):
+            over = [
+                f"policy.learn={learn}",
+                f"phase1.updates={b.ablation_phase1}",
+                f"phase2.updates={b.ablation_phase2}",
+                f"phase2.episodes_per_graph={b.episodes}",
+                "eval.teachers=[critical_path]",
+                "eval.every=0",
+            ]
+            res = _train(
+                _preset(w, out / "ablation" / f"{w}-{learn}", over), out / "ablation" / "log.txt"
+            )
+            [r] = _rows(res)
+            cells += [r["greedy"] / r["critical_path"], r["best_of_16"] / r["critical_path"]]
+        lines.append(f"| {w} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def reward_table(out: Path, b: Budget, workloads: Sequence[str] = ("ffnn", "llama_block")) -> str:
+    lines = [
+        f"### Reward: RL from scratch, {b.reward_updates} updates x {b.episodes} episodes "
+        "(p100x4)\n",
+        "| workload | reward | episodes to reach critical_path (greedy <= 1.0) "
+        "| final greedy | final best16 |",
+        "|---|---|---|---|---|",
+    ]
+    for w in workloads:
+        for reward in ("relative", "nest"):
+            run = out / "reward" / f"{w}-{reward}"
+            over = [
+                "phases=[phase2]",
+                f"phase2.reward={reward}",
+                f"phase2.updates={b.reward_updates}",
+                f"phase2.episodes_per_graph={b.episodes}",
+                f"eval.every={b.eval_every}",
+                "eval.teachers=[critical_path]",
+            ]
+            _train(_preset(w, run, over), out / "reward" / "log.txt")
+            m = run / "metrics.jsonl"
+            n = _episodes_to(m, f"eval/train/{w}/greedy_ratio", 1.0, strict=False)
+            lines.append(
+                f"| {w} | {reward} | {'never' if n is None else n} "
+                f"| {_last(m, f'eval/train/{w}/greedy_ratio'):.3f} "
+                f"| {_last(m, f'eval/train/{w}/best_ratio'):.3f} |"
+            )
+    return "\n".join(lines)
+
+
+def transfer_table(out: Path, b: Budget) -> str:
+    source = out / "main" / "p100x4" / "ffnn" / "checkpoints" / "final.pt"
+    if not source.is_file():
+        _train(
+            _preset("ffnn", source.parents[1], ["eval.keep_best=true"]), out / "main" / "log.txt"
+        )
+    cases = (
+        ("FFNN -> llama_block", "p100x4", "llama_block"),
+        ("FFNN -> llama_layer", "p100x4", "llama_layer"),
+        ("4 -> 8 GPUs (ffnn)", "v100x8", "ffnn"),
+    )
+    lines = [
+        f"### Transfer: fine-tuning the FFNN/p100x4 agent vs from scratch ({b.transfer_updates} "
+        f"RL updates x {b.episodes} episodes)\n",
+        "| case | cluster | zero-shot greedy | fine-tune: episodes to beat critical_path "
+        "| fine-tune final | scratch: episodes to beat critical_path | scratch final |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label, cluster, w in cases:
+        found = {}
+        for mode in ("finetune", "scratch"):
+            run = out / "transfer" / f"{w}-{cluster}-{mode}"
+            over = [
+                "phases=[phase2]",
+                f"data.cluster={cluster}",
+                f"data.graphs=[{w}]",
+                "data.heldout=[]",
+                f"phase2.updates={b.transfer_updates}",
+                f"phase2.episodes_per_graph={b.episodes}",
+                f"eval.every={b.eval_every}",
+                "eval.teachers=[critical_path]",
+            ]
+            if mode == "finetune":
+                over.append(f"init={source}")
+            _train(_preset(w, run, over), out / "transfer" / "log.txt")
+            m = run / "metrics.jsonl"
+            key = f"eval/train/{w}/greedy_ratio"
+            first = json.loads(m.read_text().splitlines()[0]).get(key, float("nan"))
+            n = _episodes_to(m, key, 1.0, strict=True)
+            found[mode] = (first, "never" if n is None else str(n), _last(m, key))
+        lines.append(
+            f"| {label} | {cluster} | {found['finetune'][0]:.3f} | {found['finetune'][1]} "
+            f"| {found['finetune'][2]:.3f} | {found['scratch'][1]} | {found['scratch'][2]:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def report(out: Path, parts: Sequence[str] = PARTS, budget: Budget | None = None) -> str:
+    """Run the ``parts`` and return the markdown report (also written to report.md)."""
+    b = budget or Budget()
+    makers = {
+        "main": main_table,
+        "optimality": optimality_table,
+        "ablation": ablation_table,
+        "reward": reward_table,
+        "transfer": transfer_table,
+    }
+    sections = []
+    for part in parts:
+        if part not in makers:
+            raise ValueError(f"parts: unknown part {part!r} (parts: {', '.join(PARTS)})")
+        sections.append(makers[part](out, b))
+        print(sections[-1] + "\n", flush=True)
+    text = "\n\n".join(sections) + "\n"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(text)
+    return text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agent_report", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/report"))
+    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--quick", action="store_true", help="tiny budgets (smoke test)")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    report(args.out, args.parts.split(","), Budget.quick() if args.quick else None)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
