@@ -27,6 +27,17 @@ def fail(where: str, problem: str, value: Any = None, *, show_value: bool = True
     return ValueError(msg)
 
 
+def read_text(path: str | os.PathLike[str], what: str) -> str:
+    """The text of a file; a missing file or a directory gives an error naming the path."""
+    p = Path(path)
+    try:
+        return p.read_text()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{p}: is a directory, not a {what} file") from None
+
+
 def read_json(source: Source, what: str) -> dict[str, Any]:
     """Return a dict from a mapping or a JSON file path; errors name the file."""
     if isinstance(source, Mapping):
@@ -34,12 +45,7 @@ def read_json(source: Source, what: str) -> dict[str, Any]:
     if not isinstance(source, str | os.PathLike):
         raise TypeError(f"{what}: expected a path or a dict, got {type(source).__name__}")
     path = Path(source)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{path}: is a directory, not a {what} JSON file") from None
+    text = read_text(path, f"{what} JSON")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

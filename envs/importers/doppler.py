@@ -32,6 +32,7 @@ import os
 import re
 from pathlib import Path
 
+from placegym.envs._validate import read_text
 from placegym.envs.graph import Graph
 
 _SEP = re.compile(r"[\s,]+")
@@ -161,12 +162,7 @@ def from_doppler(path: str | os.PathLike[str], *, name: str | None = None) -> Gr
         ValueError: ``PATH: line K: <problem>, got '<the line>'``, or a cycle.
     """
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{p}: is a directory, not a DOPPLER graph file") from None
+    text = read_text(p, "DOPPLER graph")
     try:
         return parse_doppler(text, name or p.stem)
     except ValueError as e:
