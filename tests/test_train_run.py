@@ -243,3 +243,31 @@ def test_phase3_fine_tunes_on_the_real_backend(tmp_path):
     pool, cluster = trainer._real
     assert cluster.num_devices == 2 and cluster.name == "calibrated-cpu#2"
     assert (Path(cfg.out) / "checkpoints" / "final.pt").is_file()
+
+
+def test_plan_self_imitation_resumes_with_its_best_plans(tmp_path):
+    phase2 = {
+        "updates": 5,
+        "episodes_per_graph": 4,
+        "lr": 0.01,
+        "imitation_coef": 1.0,
+        "imitation_states": "plan",
+        "imitation_teacher": "single_device",
+    }
+    full = Trainer(tiny_config(tmp_path / "a", phase2=phase2))
+    full.run()
+    ref = load_checkpoint(full.ckpt_dir / "final.pt")
+    [plan] = ref["best_plans"].values()
+    # the single-device start plan (makespan 10) was replaced by a better sampled one
+    assert plan["makespan"] < 10.0 and len(set(plan["device"])) == 2
+    rows = [json.loads(x) for x in (full.cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert sum("losses/self_imitation" in r for r in rows) == 5
+
+    cfg = tiny_config(tmp_path / "b", phase2=phase2)
+    Trainer(cfg).run(stop_after=8)
+    resumed = Trainer(cfg)
+    resumed.run()
+    out = load_checkpoint(resumed.ckpt_dir / "final.pt")
+    assert out["best_plans"] == ref["best_plans"]
+    for k in ref["policy"]:
+        torch.testing.assert_close(out["policy"][k], ref["policy"][k], rtol=0, atol=0)

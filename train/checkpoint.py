@@ -15,6 +15,8 @@ key                 content
 ``progress``        ``phase_index``, ``update`` (done in that phase),
                     ``global_update``, ``episodes``, ``complete``
 ``rng``             ``numpy`` (the bit generator state), ``torch`` (CPU RNG state)
+``best_plans``      self-imitation plans by training-graph index: ``device``,
+                    ``order`` (int lists), ``makespan`` (may be absent or empty)
 ==================  ==========================================================
 
 :func:`save_checkpoint` writes to a temporary file in the same folder, flushes it to disk

@@ -165,8 +165,11 @@ class RLConfig:
     imitation_coef: float = 0.0
     """Self-imitation (expert iteration): weight of an imitation loss toward the best
     placement known per graph (``imitation_teacher``'s plan at first, replaced by every
-    better sampled episode), label-invariant, on the sampled episodes' own states; 0
-    turns it off."""
+    better sampled episode), label-invariant; 0 turns it off."""
+    imitation_states: str = "sampled"
+    """States the self-imitation loss is taken on: ``sampled`` (the batch's own episodes,
+    labelled with the plan's tie sets, DAgger-style) or ``plan`` (one extra episode per
+    graph that follows the plan, behaviour cloning along its own trajectory)."""
     imitation_teacher: str = "anneal"
     """Plan teacher whose placement is the first best-known placement of each graph."""
     imitation_teacher_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -496,6 +499,7 @@ def _validate_phase2(p: RLConfig, name: str) -> None:
     )
     _check(p.entropy_coef >= 0, f"{name}.entropy_coef", "must be >= 0", p.entropy_coef)
     _check(p.imitation_coef >= 0, f"{name}.imitation_coef", "must be >= 0", p.imitation_coef)
+    _one_of(p.imitation_states, ("sampled", "plan"), f"{name}.imitation_states")
     if p.imitation_coef > 0:
         from placegym.teachers import list_teachers
 

@@ -174,6 +174,11 @@ class CanonicalPlanTeacher(Teacher):
     def place(self, graph: Graph, cluster: Cluster) -> Placement:
         return self._entry(graph, cluster)[2]
 
+    def has_plan(self, graph: Graph, cluster: Cluster) -> bool:
+        """Whether the plan of ``graph`` has been computed (or offered) already."""
+        hit = self._plans.get((id(graph), id(cluster)))
+        return hit is not None and hit[0] is graph and hit[1] is cluster
+
     def plan_makespan(self, graph: Graph, cluster: Cluster) -> float:
         """Simulated makespan of the current plan of ``graph``."""
         return self._entry(graph, cluster)[3]

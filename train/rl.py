@@ -21,10 +21,13 @@ update rules share them:
   critic it is REINFORCE with a trust region, which lets one batch of episodes be
   reused safely for several steps.
 
-**Self-imitation** (``imitation_coef`` > 0; expert iteration): the episodes carry the
-tie sets of the best placement known for their graph (label-invariant, see
-:mod:`placegym.train.plan_teacher`) and ``imitation_coef * (-mean log π(tie set))`` is
-added to the loss of every step.
+**Self-imitation** (``imitation_coef`` > 0; expert iteration): ``imitation_coef *
+(-mean log π(tie set))`` toward the best placement known for each graph (label-invariant,
+see :mod:`placegym.train.plan_teacher`) is added to the loss, taken either on the sampled
+episodes' own states (``imitation_states="sampled"``, DAgger-style: the episodes carry the
+plan's tie sets) or on one extra episode per graph that follows the plan itself
+(``"plan"``, behaviour cloning along the plan's trajectory, whose labels are always
+consistent with the states they are asked in).
 
 Every mean is over steps, so the entropy bonus and the policy term have comparable
 scales on graphs of any size.
@@ -123,19 +126,35 @@ def self_imitation_loss(scores: Sequence[Scores]) -> Tensor | None:
     return -torch.cat([s.teacher_logp for s in scores]).mean()  # type: ignore[misc]
 
 
+def _imitation_term(
+    policy: DopplerPolicy,
+    scores: Sequence[Scores],
+    plan_records: Sequence[EpisodeRecord] | None,
+    cfg: RLConfig,
+) -> Tensor | None:
+    """The self-imitation loss: on ``plan_records`` (episodes that followed the plans)
+    when given, else on the sampled episodes' ``scores``; None when it is off."""
+    if cfg.imitation_coef <= 0:
+        return None
+    if plan_records:
+        return self_imitation_loss(score(policy, list(plan_records)))
+    return self_imitation_loss(scores)
+
+
 def reinforce_update(
     policy: DopplerPolicy,
     optimizer: torch.optim.Optimizer,
     records: list[EpisodeRecord],
     advantages: list[Tensor],
     cfg: RLConfig,
+    plan_records: Sequence[EpisodeRecord] | None = None,
 ) -> dict[str, float]:
     """One REINFORCE step with entropy bonus and gradient clipping; returns metrics."""
     scores = score(policy, records)
     policy_loss, entropy = _pg_terms(scores, advantages)
     loss = policy_loss - cfg.entropy_coef * entropy
     extra = {}
-    imitation = self_imitation_loss(scores) if cfg.imitation_coef > 0 else None
+    imitation = _imitation_term(policy, scores, plan_records, cfg)
     if imitation is not None:
         loss = loss + cfg.imitation_coef * imitation
         extra["losses/self_imitation"] = imitation.item()
@@ -159,6 +178,7 @@ def ppo_update(
     advantages: list[Tensor],
     cfg: RLConfig,
     rng: np.random.Generator,
+    plan_records: Sequence[EpisodeRecord] | None = None,
 ) -> dict[str, float]:
     """PPO epochs over minibatches of whole episodes (order drawn from ``rng``)."""
     with torch.no_grad():
@@ -167,7 +187,9 @@ def ppo_update(
     n_mb = min(cfg.ppo_minibatches, len(records))
     for _ in range(cfg.ppo_epochs):
         for mb in np.array_split(rng.permutation(len(records)), n_mb):
-            stats.append(_ppo_step(policy, optimizer, records, advantages, old, mb, cfg))
+            stats.append(
+                _ppo_step(policy, optimizer, records, advantages, old, mb, cfg, plan_records)
+            )
             if cfg.target_kl is not None and stats[-1]["losses/approx_kl"] > cfg.target_kl:
                 break
         else:
@@ -187,6 +209,7 @@ def _ppo_step(
     old: list[Tensor],
     mb: np.ndarray,
     cfg: RLConfig,
+    plan_records: Sequence[EpisodeRecord] | None = None,
 ) -> dict[str, float]:
     """One clipped-surrogate gradient step on the episodes ``mb``."""
     scores = score(policy, [records[i] for i in mb])
@@ -199,7 +222,7 @@ def _ppo_step(
     policy_loss = -_mean_steps(surr)
     entropy = _mean_steps([s.entropy for s in scores])
     loss = policy_loss - cfg.entropy_coef * entropy
-    imitation = self_imitation_loss(scores) if cfg.imitation_coef > 0 else None
+    imitation = _imitation_term(policy, scores, plan_records, cfg)
     if imitation is not None:
         loss = loss + cfg.imitation_coef * imitation
     optimizer.zero_grad(set_to_none=True)
@@ -226,8 +249,11 @@ def rl_update(
     groups: Sequence[int],
     cfg: RLConfig,
     rng: np.random.Generator,
+    plan_records: Sequence[EpisodeRecord] | None = None,
 ) -> dict[str, float]:
-    """Advantages against the per-graph mean, then one REINFORCE step or a PPO round."""
+    """Advantages against the per-graph mean, then one REINFORCE step or a PPO round;
+    ``plan_records`` (episodes that followed the best-known plans, with their tie sets)
+    carry the self-imitation loss when given."""
     adv = group_advantages(
         records,
         groups,
@@ -235,5 +261,5 @@ def rl_update(
         normalize=cfg.normalize_advantages,
     )
     if cfg.algo == "ppo":
-        return ppo_update(policy, optimizer, records, adv, cfg, rng)
-    return reinforce_update(policy, optimizer, records, adv, cfg)
+        return ppo_update(policy, optimizer, records, adv, cfg, rng, plan_records)
+    return reinforce_update(policy, optimizer, records, adv, cfg, plan_records)

@@ -120,6 +120,7 @@ class Trainer:
         self.tracker: Tracker | None = None
         self._real: tuple[EnvPool, Any] | None = None  # phase III envs, made on first use
         self._best_plans: CanonicalPlanTeacher | None = None  # self-imitation targets
+        self._saved_plans: dict[int, dict[str, Any]] = {}  # from a resumed checkpoint
 
     # ------------------------------------------------------------------ entry point
     def run(self, stop_after: int | None = None) -> list[dict[str, Any]]:
@@ -168,6 +169,7 @@ class Trainer:
             self.policy.load_state_dict(ckpt["policy"])
             set_rng_state(self.rng, ckpt["rng"])
             self.progress = Progress(**ckpt["progress"])
+            self._saved_plans = ckpt.get("best_plans") or {}
             print(f"resuming {latest} at update {self.progress.global_update}")
             return {"optimizer": ckpt["optimizer"], "scheduler": ckpt["scheduler"]}
         if self.cfg.init:
@@ -294,6 +296,7 @@ class Trainer:
         envs, groups = self._batch_envs(pcfg, pool, cluster)
         seeds = self.rng.integers(2**31 - 1, size=len(envs)).tolist()
         plans = self._self_imitation(pcfg) if not real else None
+        on_plan = plans is not None and pcfg.imitation_states == "plan"
         records = rollout(
             self.policy,
             envs,
@@ -301,11 +304,26 @@ class Trainer:
             rng=self.rng,
             graph_cache=pool.graph_cache,
             teacher=plans,
-            record_teacher=plans is not None,
+            record_teacher=plans is not None and not on_plan,
         )
-        metrics = rl_update(self.policy, opt, records, groups, pcfg, self.rng)
+        plan_records = None
         if plans is not None:
-            metrics.update(self._offer_best(plans, envs, records))
+            offered = self._offer_best(plans, envs, records)
+        if on_plan:  # one episode per graph along its (just updated) best plan
+            firsts = [envs[groups.index(g)] for g in dict.fromkeys(groups)]
+            plan_records = rollout(
+                self.policy,
+                firsts,
+                self.rng.integers(2**31 - 1, size=len(firsts)).tolist(),
+                rng=self.rng,
+                graph_cache=pool.graph_cache,
+                teacher=plans,
+                teacher_prob=1.0,
+                record_teacher=True,
+            )
+        metrics = rl_update(self.policy, opt, records, groups, pcfg, self.rng, plan_records)
+        if plans is not None:
+            metrics.update(offered)
         if real:
             measured = np.array([r.makespan for r in records])
             simulated = np.array([r.info["simulated_makespan"] for r in records])
@@ -324,6 +342,11 @@ class Trainer:
                 pcfg.imitation_teacher, self.cfg.seed, kwargs=pcfg.imitation_teacher_kwargs
             )
             self._best_plans = CanonicalPlanTeacher(source)
+            for i, saved in self._saved_plans.items():  # plans of a resumed run
+                placement = Placement(device=saved["device"], order=saved["order"])
+                self._best_plans.offer(
+                    self.graphs[int(i)], self.cluster, placement, saved["makespan"]
+                )
         return self._best_plans
 
     @staticmethod
@@ -411,7 +434,23 @@ class Trainer:
             "scheduler": None if sched is None else sched.state_dict(),
             "progress": asdict(self.progress),
             "rng": rng_state(self.rng),
+            "best_plans": self._plans_state(),
         }
+
+    def _plans_state(self) -> dict[int, dict[str, Any]]:
+        """The self-imitation plans found so far, by training-graph index."""
+        plans, out = self._best_plans, {}
+        if plans is None:
+            return out
+        for i, graph in enumerate(self.graphs):
+            if plans.has_plan(graph, self.cluster):
+                p = plans.place(graph, self.cluster)
+                out[i] = {
+                    "device": p.device.tolist(),
+                    "order": p.order.tolist(),
+                    "makespan": plans.plan_makespan(graph, self.cluster),
+                }
+        return out
 
     def _save(self, name: str, opt, sched) -> Path:
         return save_checkpoint(self.ckpt_dir / name, self._payload(opt, sched))
