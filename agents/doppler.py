@@ -50,11 +50,14 @@ class PolicyConfig:
             critical-path teacher's) or ``place`` (every SEL action is), as the wrappers
             :class:`~placegym.envs.wrappers.SelectOnly` / ``PlaceOnly`` do (DOPPLER's
             ablations).
+        siblings: give PLC the share of the node's siblings' bytes on each device
+            (:func:`sibling_share`); False feeds zeros (for ablations).
     """
 
     hidden: int = 64
     layers: int = 3
     learn: str = "both"
+    siblings: bool = True
 
     def __post_init__(self) -> None:
         if self.learn not in LEARN:
@@ -70,6 +73,7 @@ class Encoding:
     sel_cp: Tensor
     sel_static: Tensor
     plc_h: Tensor
+    graph: GraphInputs | None = None
 
 
 def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
@@ -108,6 +112,33 @@ def _mlp_tail(hidden: int) -> nn.Sequential:
     return nn.Sequential(nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
 
+def sibling_share(g: GraphInputs | None, node: Tensor, onehot: Tensor) -> Tensor:
+    """``(S, D)``: for each scored state, the share of the node's siblings' bytes (other
+    producers of its consumers) already placed on each device: where its consumers' other
+    inputs are, hence where sending to them costs nothing. Zeros without sibling data.
+
+    Args:
+        node: ``(S,)`` the node placed in each state; onehot ``(S, n, D)`` placement.
+    """
+    s, _, d = onehot.shape
+    if g is None or g.siblings is None:
+        return torch.zeros(s, d, dtype=onehot.dtype)
+    ptr, idx, weight = g.siblings
+    counts = ptr[node + 1] - ptr[node]
+    step = torch.repeat_interleave(torch.arange(s), counts)
+    first = torch.repeat_interleave(ptr[node], counts)
+    offset = torch.arange(int(counts.sum())) - torch.repeat_interleave(
+        torch.cumsum(counts, 0) - counts, counts
+    )
+    entry = first + offset
+    w = weight[entry].to(onehot.dtype)
+    share = torch.zeros(s, d, dtype=onehot.dtype).index_add_(
+        0, step, onehot[step, idx[entry]] * w.unsqueeze(-1)
+    )
+    total = torch.zeros(s, dtype=onehot.dtype).index_add_(0, step, w)
+    return share / total.clamp(min=1e-12).unsqueeze(-1)
+
+
 class DopplerPolicy(nn.Module):
     """Dual SEL/PLC policy (see the module docstring).
 
@@ -130,7 +161,7 @@ class DopplerPolicy(nn.Module):
         self.sel_dynamic = nn.Linear(NODE_DYNAMIC + SEL_CONTEXT, h, bias=False)
         self.sel_tail = _mlp_tail(h)
         self.plc_head = nn.Sequential(
-            nn.Linear(2 * h + 1 + 2 * DEVICE_FEATURES + 1, h), _mlp_tail(h)
+            nn.Linear(2 * h + 1 + 2 * DEVICE_FEATURES + 2, h), _mlp_tail(h)
         )
 
     @property
@@ -158,7 +189,8 @@ class DopplerPolicy(nn.Module):
     def encode(self, g: GraphInputs) -> Encoding:
         sel_h, sel_cp = self.sel_encoder(g)
         plc_h, _ = self.plc_encoder(g)
-        return Encoding(sel_h, sel_cp, self.sel_static(torch.cat([sel_h, sel_cp], -1)), plc_h)
+        static = self.sel_static(torch.cat([sel_h, sel_cp], -1))
+        return Encoding(sel_h, sel_cp, static, plc_h, graph=g)
 
     @staticmethod
     def sel_inputs(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
@@ -185,6 +217,9 @@ class DopplerPolicy(nn.Module):
                 dev,
                 context,
                 lead,
+                sibling_share(enc.graph if self.config.siblings else None, node, onehot).unsqueeze(
+                    -1
+                ),
             ],
             dim=-1,
         )

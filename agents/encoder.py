@@ -12,7 +12,7 @@ from placegym.agents.nn import CriticalPathPool, DAGConv, critical_path_pointers
 from placegym.envs.observation import EDGE_FEATURES, NODE_STATIC
 
 # node_static columns (see placegym.envs.observation)
-_W, _COMM_OUT, _B_LEVEL, _T_LEVEL = 0, 1, 3, 4
+_W, _COMM_OUT, _B_LEVEL, _T_LEVEL, _OUT_BYTES = 0, 1, 3, 4, 6
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,9 @@ class GraphInputs:
         x: ``(n, 7)`` node_static features; edge_index ``(2, E)`` long; edge_attr ``(E, 2)``.
         down, up: ``(n,)`` long pointers to the next node on the critical path to a sink /
             from a source (-1 at its end).
+        siblings: optional CSR ``(ptr (n+1,), idx (K,), weight (K,))`` of each node's
+            siblings (the other producers of its consumers), weighted by the sibling's
+            output size (summed over shared consumers).
     """
 
     x: Tensor
@@ -30,6 +33,7 @@ class GraphInputs:
     edge_attr: Tensor
     down: Tensor
     up: Tensor
+    siblings: tuple[Tensor, Tensor, Tensor] | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -51,7 +55,29 @@ class GraphInputs:
             edge_attr=torch.from_numpy(np.asarray(obs["edge_attr"], np.float32)[:e].copy()),
             down=torch.from_numpy(nxt),
             up=torch.from_numpy(prv),
+            siblings=sibling_csr(edges.T, x[:, _OUT_BYTES], n),
         )
+
+
+def sibling_csr(edges: np.ndarray, size: np.ndarray, n: int) -> tuple[Tensor, Tensor, Tensor]:
+    """CSR of sibling weights: ``w[v, u] = size[u] · #(consumers shared by v and u)``."""
+    by_consumer: dict[int, list[int]] = {}
+    for u, c in edges.tolist():
+        by_consumer.setdefault(c, []).append(u)
+    rows: list[int] = []
+    cols: list[int] = []
+    for producers in by_consumer.values():
+        for v in producers:
+            for u in producers:
+                if u != v:
+                    rows.append(v)
+                    cols.append(u)
+    r, c = np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
+    w = size[c].astype(np.float32) if len(c) else np.zeros(0, np.float32)
+    order = np.lexsort((c, r))
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r, minlength=n), out=ptr[1:])
+    return torch.from_numpy(ptr), torch.from_numpy(c[order]), torch.from_numpy(w[order])
 
 
 class GraphEncoder(nn.Module):

@@ -116,3 +116,25 @@ def test_teacher_roll_in_and_tie_sets():
     assert (s.teacher_logp >= s.logp - 1e-6).all()
     [greedy] = rollout(policy, [env], [0], rng=np.random.default_rng(0), greedy=True)
     assert not greedy.from_teacher.any()
+
+
+def test_sibling_share_by_hand():
+    from simcases import graph, unit_cluster
+
+    from placegym.agents.doppler import sibling_share
+
+    # nodes 0, 1, 2 feed 3; 4 feeds 5. Output sizes 4, 2, 6 (normalised by the largest).
+    g = graph([1, 1, 1, 1, 1, 1], [[0, 3], [1, 3], [2, 3], [4, 5]], out_bytes=[4, 2, 6, 1, 1, 0])
+    obs, _ = PlacementEnv(g, unit_cluster(2)).reset(seed=0)
+    gi = GraphInputs.from_obs(obs)
+    ptr, idx, w = gi.siblings
+    assert idx[ptr[0] : ptr[1]].tolist() == [1, 2]
+    assert w[ptr[0] : ptr[1]].tolist() == pytest.approx([2 / 6, 1.0])
+    assert ptr[4] == ptr[5]  # node 4 has no siblings
+    placed = torch.tensor([[-1, 1, -1, -1, -1, -1], [-1, 1, 0, -1, -1, -1]])
+    onehot = torch.zeros(2, 6, 3).scatter_(2, (placed + 1).unsqueeze(-1), 1.0)[:, :, 1:]
+    share = sibling_share(gi, torch.tensor([0, 0]), onehot)
+    torch.testing.assert_close(share, torch.tensor([[0.0, 0.25], [0.75, 0.25]]))
+    none = sibling_share(gi, torch.tensor([4, 4]), onehot)
+    assert none.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    assert sibling_share(None, torch.tensor([0]), onehot[:1]).tolist() == [[0.0, 0.0]]

@@ -188,3 +188,32 @@ def test_agent_report_quick(tmp_path):
     text = report(tmp_path, ("main", "ablation"), Budget.quick())
     assert "geomean" in text and "SEL-only" in text
     assert (tmp_path / "report.md").read_text() == text
+
+
+def test_select_teacher_answers_sel_and_the_plan_keeps_plc():
+    g, cluster = ffnn(), load_cluster("p100x4")
+    cp = get_teacher("critical_path")
+    teacher = make_teacher("nest", canonical=True, select="critical_path")
+    assert isinstance(teacher, CanonicalPlanTeacher) and teacher.select is not None
+    plain = CanonicalPlanTeacher(get_teacher("nest"))
+    rng = np.random.default_rng(0)
+    s = PlacementState(g, cluster)
+    while not s.done:
+        sel = teacher.select_actions(s)
+        np.testing.assert_array_equal(sel, cp.select_actions(s))
+        s.select(int(sel[rng.integers(len(sel))]))
+        np.testing.assert_array_equal(teacher.place_actions(s), plain.place_actions(s))
+        s.place(int(teacher.place_actions(s)[0]))
+    # NEST's device map under critical-path priorities: the same devices, up to symmetry
+    plan = plain.place(g, cluster)
+    mapping = device_mapping(s, plan.device)
+    np.testing.assert_array_equal(s.device, [mapping[p] for p in plan.device])
+
+
+def test_select_teacher_names_are_validated():
+    from placegym.train.config import config_from_dict
+
+    with pytest.raises(ValueError, match=r"phase1\.select_teacher"):
+        config_from_dict({"phase1": {"teacher": "nest", "select_teacher": "oracle"}})
+    with pytest.raises(ValueError, match=r"phase2\.imitation_select_teacher"):
+        config_from_dict({"phase2": {"imitation_coef": 1.0, "imitation_select_teacher": "oracle"}})

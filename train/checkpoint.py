@@ -8,7 +8,7 @@ key                 content
 ``format``          :data:`CHECKPOINT_FORMAT`
 ``name``            the run name
 ``config``          the run's :class:`~placegym.train.config.TrainConfig` as a dict
-``policy_config``   ``{"hidden": H, "layers": L, "learn": "both"}`` (``learn`` may be absent)
+``policy_config``   ``{"hidden": H, "layers": L, "learn": "both", "siblings": True}``
 ``policy``          the policy's ``state_dict``
 ``optimizer``       the current phase's Adam ``state_dict`` (None when finished)
 ``scheduler``       its ``LambdaLR`` ``state_dict`` (None when finished)
@@ -35,7 +35,7 @@ import torch
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 
-CHECKPOINT_FORMAT = "placegym.checkpoint/v1"
+CHECKPOINT_FORMAT = "placegym.checkpoint/v2"  # v2: PLC input gained the sibling share
 
 __all__ = [
     "CHECKPOINT_FORMAT",

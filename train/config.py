@@ -75,6 +75,9 @@ class PolicySizes:
     """Phases the agent decides: ``both`` (the dual policy), ``select`` (SEL only, every
     PLC by the critical-path teacher) or ``place`` (PLC only, SEL by critical path), as
     :class:`placegym.envs.wrappers.SelectOnly` / ``PlaceOnly`` (DOPPLER's ablations)."""
+    siblings: bool = True
+    """Give the PLC head where each node's siblings (other producers of its consumers)
+    already are; False for the ablation."""
 
 
 @dataclass
@@ -108,6 +111,10 @@ class ImitationConfig:
     """Imitate a plan teacher's (``anneal``, ``nest``) device labels up to the cluster's
     symmetries (:class:`placegym.train.plan_teacher.CanonicalPlanTeacher`): a plan's labels
     of interchangeable devices are arbitrary. False imitates them literally."""
+    select_teacher: str | None = None
+    """With a plan teacher and ``canonical_labels``: imitate SEL from this teacher's tie
+    sets (e.g. ``critical_path``) and only PLC from the plan. A plan's device map carries
+    most of its value and its order little, and a b-level order is easy to learn."""
     graphs_per_update: int = 1
     """Training graphs drawn per update (all of them if larger than their number)."""
     episodes_per_graph: int = 8
@@ -174,6 +181,9 @@ class RLConfig:
     """Plan teacher whose placement is the first best-known placement of each graph."""
     imitation_teacher_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of ``imitation_teacher`` (``{budget: 20000}``)."""
+    imitation_select_teacher: str | None = None
+    """Self-imitation of SEL from this teacher's tie sets (e.g. ``critical_path``)
+    instead of the plan's order; see :attr:`ImitationConfig.select_teacher`."""
 
 
 @dataclass
@@ -477,6 +487,8 @@ def _validate_phase1(p: ImitationConfig) -> None:
     from placegym.teachers import list_teachers
 
     _one_of(p.teacher, tuple(list_teachers()), "phase1.teacher")
+    if p.select_teacher is not None:
+        _one_of(p.select_teacher, tuple(list_teachers()), "phase1.select_teacher")
     _check(
         p.episodes_per_graph >= 1,
         "phase1.episodes_per_graph",
@@ -504,6 +516,12 @@ def _validate_phase2(p: RLConfig, name: str) -> None:
         from placegym.teachers import list_teachers
 
         _one_of(p.imitation_teacher, tuple(list_teachers()), f"{name}.imitation_teacher")
+        if p.imitation_select_teacher is not None:
+            _one_of(
+                p.imitation_select_teacher,
+                tuple(list_teachers()),
+                f"{name}.imitation_select_teacher",
+            )
     _check(p.ppo_epochs >= 1, f"{name}.ppo_epochs", "must be >= 1", p.ppo_epochs)
     _check(p.ppo_minibatches >= 1, f"{name}.ppo_minibatches", "must be >= 1", p.ppo_minibatches)
     _check(p.ppo_clip > 0, f"{name}.ppo_clip", "must be > 0", p.ppo_clip)

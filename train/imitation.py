@@ -37,12 +37,18 @@ __all__ = [
 
 
 def make_teacher(
-    name: str, seed: int = 0, *, canonical: bool = False, kwargs: dict | None = None
+    name: str,
+    seed: int = 0,
+    *,
+    canonical: bool = False,
+    kwargs: dict | None = None,
+    select: str | None = None,
 ) -> Teacher:
     """The teacher ``name`` (keyword arguments ``kwargs``), given ``seed`` when its class
     takes one; with ``canonical``, a plan teacher (``anneal``, ``nest``, ...) is wrapped in
     :class:`~placegym.train.plan_teacher.CanonicalPlanTeacher` so that its device labels
-    are imitated up to the cluster's symmetries (per-state rule teachers are unchanged)."""
+    are imitated up to the cluster's symmetries (per-state rule teachers are unchanged),
+    its SEL answers taken from the teacher ``select`` when given."""
     from placegym.teachers import PlanTeacher, teacher_class
     from placegym.train.plan_teacher import CanonicalPlanTeacher
 
@@ -52,7 +58,7 @@ def make_teacher(
         kw.setdefault("seed", seed)
     teacher = cls(**kw)
     if canonical and isinstance(teacher, PlanTeacher):
-        return CanonicalPlanTeacher(teacher)
+        return CanonicalPlanTeacher(teacher, make_teacher(select) if select else None)
     return teacher
 
 

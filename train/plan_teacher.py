@@ -154,12 +154,16 @@ class CanonicalPlanTeacher(Teacher):
         source: a teacher whose :meth:`~placegym.teachers.base.Teacher.place` gives the
             plan of a graph (e.g. ``anneal``, ``nest``); computed once per (graph, cluster)
             object pair and kept.
+        select: answer SEL with this teacher's tie sets instead of the plan's order
+            (e.g. ``critical_path``: a plan's device map carries most of its value, its
+            order little, and a b-level order is easy to learn); None follows the plan.
     """
 
     name: ClassVar[str] = "canonical_plan"
 
-    def __init__(self, source: Teacher) -> None:
+    def __init__(self, source: Teacher, select: Teacher | None = None) -> None:
         self.source = source
+        self.select = select
         self._plans: dict[tuple[int, int], tuple[Graph, Cluster, Placement, float]] = {}
 
     def _entry(self, graph: Graph, cluster: Cluster) -> tuple[Graph, Cluster, Placement, float]:
@@ -193,6 +197,8 @@ class CanonicalPlanTeacher(Teacher):
         return False
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
+        if self.select is not None:
+            return self.select.select_actions(state)
         plan = self.place(state.graph, state.cluster)
         frontier = state.frontier()
         if len(frontier) == 0:

@@ -105,7 +105,9 @@ class Trainer:
         torch.set_num_threads(cfg.threads)
         self.rng = np.random.default_rng(cfg.seed)
         self.policy = DopplerPolicy(
-            PolicyConfig(cfg.policy.hidden, cfg.policy.layers, cfg.policy.learn)
+            PolicyConfig(
+                cfg.policy.hidden, cfg.policy.layers, cfg.policy.learn, cfg.policy.siblings
+            )
         )
         self.cluster = load_cluster(str(resolve_path(cfg.data.cluster, base_dir)))
         self.graphs = [resolve_graph(s, base_dir) for s in cfg.data.graphs]
@@ -215,6 +217,7 @@ class Trainer:
                 self.cfg.seed,
                 canonical=pcfg.canonical_labels,
                 kwargs=pcfg.teacher_kwargs,
+                select=pcfg.select_teacher,
             )
         bar = tqdm(
             total=pcfg.updates,
@@ -341,7 +344,10 @@ class Trainer:
             source = make_teacher(
                 pcfg.imitation_teacher, self.cfg.seed, kwargs=pcfg.imitation_teacher_kwargs
             )
-            self._best_plans = CanonicalPlanTeacher(source)
+            select = pcfg.imitation_select_teacher
+            self._best_plans = CanonicalPlanTeacher(
+                source, make_teacher(select) if select else None
+            )
             for i, saved in self._saved_plans.items():  # plans of a resumed run
                 placement = Placement(device=saved["device"], order=saved["order"])
                 self._best_plans.offer(
@@ -428,6 +434,7 @@ class Trainer:
                 "hidden": self.cfg.policy.hidden,
                 "layers": self.cfg.policy.layers,
                 "learn": self.cfg.policy.learn,
+                "siblings": self.cfg.policy.siblings,
             },
             "policy": self.policy.state_dict(),
             "optimizer": None if opt is None else opt.state_dict(),
