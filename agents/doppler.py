@@ -12,7 +12,9 @@
   PLC embedding of the nodes already placed on that device (and how many), and the
   device's dynamic features (estimated start of the node there and its lead over the best
   device, share of its inputs already there, load, free time, memory use, speed) plus
-  their mean over devices as context.
+  their mean over devices as context, and the share of the node's siblings' bytes (the
+  other producers of its consumers) already there (:func:`sibling_share`): where its
+  consumers will find their other inputs.
 
 Encoders run once per episode (their outputs are reused at every step), heads are small
 MLPs applied per node / per device, so the policy works for any graph size and any
