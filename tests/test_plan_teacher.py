@@ -188,6 +188,10 @@ def test_agent_report_quick(tmp_path):
     text = report(tmp_path, ("main", "ablation"), Budget.quick())
     assert "geomean" in text and "SEL-only" in text
     assert (tmp_path / "report.md").read_text() == text
+    # a second seed: its runs beside seed 0's, cells become mean ± std
+    text = report(tmp_path, ("main",), Budget.quick(), clusters=("p100x4",), seeds=(0, 1))
+    assert "±" in text and "mean over 2 seeds" in text
+    assert (tmp_path / "main" / "p100x4" / "ffnn-seed1" / "results.json").is_file()
 
 
 def test_select_teacher_answers_sel_and_the_plan_keeps_plc():

@@ -271,3 +271,31 @@ def test_plan_self_imitation_resumes_with_its_best_plans(tmp_path):
     assert out["best_plans"] == ref["best_plans"]
     for k in ref["policy"]:
         torch.testing.assert_close(out["policy"][k], ref["policy"][k], rtol=0, atol=0)
+
+
+def test_expert_iteration_anneals_the_policys_placements_into_the_plans(tmp_path):
+    from placegym.envs import load_cluster, load_graph, simulate
+    from placegym.teachers import get_teacher
+
+    phase2 = {
+        "updates": 4,
+        "episodes_per_graph": 2,
+        "lr": 0.01,
+        "imitation_coef": 1.0,
+        "imitation_states": "plan",
+        "imitation_teacher": "single_device",
+        "improve_every": 2,
+        "improve_budget": 64,
+    }
+    cfg = tiny_config(tmp_path, phase2=phase2)
+    trainer = Trainer(cfg)
+    trainer.run()
+    rows = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    annealed = [r["charts/plans_annealed"] for r in rows if "charts/plans_annealed" in r]
+    assert len(annealed) == 2  # updates 0 and 2 of phase II
+    [plan] = load_checkpoint(trainer.ckpt_dir / "final.pt")["best_plans"].values()
+    g, c = load_graph(tmp_path / "fork.json"), load_cluster(tmp_path / "unit.json")
+    best = simulate(g, c, get_teacher("optimal").place(g, c)).makespan
+    assert plan["makespan"] == pytest.approx(best)  # 64 simulations solve 6 nodes
+    with pytest.raises(ValueError, match=r"phase2\.improve_every"):
+        tiny_config(tmp_path / "bad", phase2={**phase2, "improve_every": -1})

@@ -181,6 +181,12 @@ class RLConfig:
     """Plan teacher whose placement is the first best-known placement of each graph."""
     imitation_teacher_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of ``imitation_teacher`` (``{budget: 20000}``)."""
+    improve_every: int = 0
+    """Expert iteration: every this many updates, anneal each graph's greedy and best
+    sampled placements (``improve_budget`` simulations) and offer the result as the
+    best-known plan (needs ``imitation_coef`` > 0); 0 turns it off."""
+    improve_budget: int = 1000
+    """Simulations per graph of each :attr:`improve_every` annealing."""
     imitation_select_teacher: str | None = None
     """Self-imitation of SEL from this teacher's tie sets (e.g. ``critical_path``)
     instead of the plan's order; see :attr:`ImitationConfig.select_teacher`."""
@@ -512,6 +518,8 @@ def _validate_phase2(p: RLConfig, name: str) -> None:
     _check(p.entropy_coef >= 0, f"{name}.entropy_coef", "must be >= 0", p.entropy_coef)
     _check(p.imitation_coef >= 0, f"{name}.imitation_coef", "must be >= 0", p.imitation_coef)
     _one_of(p.imitation_states, ("sampled", "plan"), f"{name}.imitation_states")
+    _check(p.improve_every >= 0, f"{name}.improve_every", "must be >= 0", p.improve_every)
+    _check(p.improve_budget >= 2, f"{name}.improve_budget", "must be >= 2", p.improve_budget)
     if p.imitation_coef > 0:
         from placegym.teachers import list_teachers
 

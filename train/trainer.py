@@ -312,6 +312,9 @@ class Trainer:
         plan_records = None
         if plans is not None:
             offered = self._offer_best(plans, envs, records)
+            every = pcfg.improve_every
+            if every > 0 and self.progress.update % every == 0:
+                offered.update(self._improve_plans(plans, envs, groups, records, pcfg, pool))
         if on_plan:  # one episode per graph along its (just updated) best plan
             firsts = [envs[groups.index(g)] for g in dict.fromkeys(groups)]
             plan_records = rollout(
@@ -378,6 +381,44 @@ class Trainer:
             "charts/plans_improved": float(adopted),
             "charts/plan_ratio": float(np.mean(ratios)),
         }
+
+    def _improve_plans(
+        self,
+        plans: CanonicalPlanTeacher,
+        envs: list,
+        groups: list[int],
+        records: list[EpisodeRecord],
+        pcfg: Any,
+        pool: EnvPool,
+    ) -> dict[str, float]:
+        """Expert iteration: anneal (``improve_budget`` simulations) from each graph's
+        greedy placement and best sampled one, and offer the result as its plan, so the
+        plans improve from the policy's own solutions."""
+        from placegym.teachers.anneal import anneal
+
+        adopted = 0
+        for g in dict.fromkeys(groups):
+            idx = [i for i, x in enumerate(groups) if x == g]
+            env = envs[idx[0]]
+            best = min((records[i] for i in idx), key=lambda r: r.makespan)
+            seed = int(self.rng.integers(2**31 - 1))
+            [greedy] = rollout(
+                self.policy,
+                [env],
+                [seed],
+                rng=self.rng,
+                greedy=True,
+                graph_cache=pool.graph_cache,
+            )
+            starts = [
+                Placement(
+                    device=np.asarray(r.info["placement"]), order=np.asarray(r.info["order"])
+                )
+                for r in (greedy, best)
+            ]
+            res = anneal(env.graph, env.cluster, starts, budget=pcfg.improve_budget, seed=seed)
+            adopted += plans.offer(env.graph, env.cluster, res.placement, res.makespan)
+        return {"charts/plans_annealed": float(adopted)}
 
     def _real_pool(self, pcfg: Any) -> tuple[EnvPool, Any]:
         """The phase III environments (real backend) and the cluster they observe; the
