@@ -77,7 +77,9 @@ class PolicySizes:
     :class:`placegym.envs.wrappers.SelectOnly` / ``PlaceOnly`` (DOPPLER's ablations)."""
     siblings: bool = True
     """Give the PLC head where each node's siblings (other producers of its consumers)
-    already are; False for the ablation."""
+    already are; False for the ablation. It is what lets PLC clone a plan's device map:
+    behaviour cloning of anneal's chainmm map (300 updates) ends at a PLC loss of 0.29
+    with it and 0.64 without (greedy 0.80 vs 0.88 of critical_path)."""
 
 
 @dataclass
