@@ -299,3 +299,28 @@ def test_expert_iteration_anneals_the_policys_placements_into_the_plans(tmp_path
     assert plan["makespan"] == pytest.approx(best)  # 64 simulations solve 6 nodes
     with pytest.raises(ValueError, match=r"phase2\.improve_every"):
         tiny_config(tmp_path / "bad", phase2={**phase2, "improve_every": -1})
+
+
+def test_restarts_keep_the_run_of_best_training_greedy(tmp_path, capsys):
+    from placegym.train.restarts import restart_configs, train
+
+    cfg = tiny_config(tmp_path, restarts=3, phase2={"updates": 2, "episodes_per_graph": 2})
+    subs = restart_configs(cfg)
+    assert [s.seed for s in subs] == [0, 1, 2] and all(s.restarts == 1 for s in subs)
+    assert subs[1].run_dir == cfg.run_dir / "restart1"
+    rows = train(cfg)
+    summary = json.loads((cfg.run_dir / "restarts.json").read_text())
+    scores = [r["train_greedy_ratio"] for r in summary["restarts"]]
+    assert summary["chosen"] == int(np.argmin(scores))
+    chosen = cfg.run_dir / f"restart{summary['chosen']}"
+    assert rows == json.loads((chosen / "results.json").read_text())["rows"]
+    assert (cfg.run_dir / "results.json").read_text() == (chosen / "results.json").read_text()
+    top = load_checkpoint(cfg.run_dir / "checkpoints" / "final.pt")
+    assert top["config"]["seed"] == summary["chosen"]
+    assert "chose restart" in capsys.readouterr().out
+    # a second call loads the finished restarts instead of training again
+    mtime = (chosen / "checkpoints" / "final.pt").stat().st_mtime_ns
+    assert train(cfg) == rows
+    assert (chosen / "checkpoints" / "final.pt").stat().st_mtime_ns == mtime
+    with pytest.raises(ValueError, match="restarts"):
+        tiny_config(tmp_path / "bad", restarts=0)

@@ -43,7 +43,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
-    from placegym.train.trainer import Trainer
+    from placegym.train.restarts import train
 
-    Trainer(cfg, base_dir=Path(args.config).resolve().parent).run()
+    train(cfg, base_dir=Path(args.config).resolve().parent)
     return 0

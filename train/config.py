@@ -277,6 +277,11 @@ class TrainConfig:
     """torch CPU threads (small per-step forwards are fastest single-threaded)."""
     progress: bool = True
     """Show tqdm progress bars."""
+    restarts: int = 1
+    """Independent runs of this config with seeds ``seed, seed + 1, ...``, each in
+    ``<run>/restart<i>``; the one of best final greedy makespan on the training graphs
+    (geometric mean of the ratios to critical_path) becomes the run's result
+    (:func:`placegym.train.restarts.train`). Seeds matter: see the README's figures."""
     policy: PolicySizes = field(default_factory=PolicySizes)
     data: DataConfig = field(default_factory=DataConfig)
     phase1: ImitationConfig = field(default_factory=ImitationConfig)
@@ -460,6 +465,7 @@ def validate(cfg: TrainConfig) -> None:
     _check(len(set(cfg.phases)) == len(cfg.phases), "phases", "expected no repeats", cfg.phases)
     _check(cfg.checkpoint_every >= 1, "checkpoint_every", "must be >= 1", cfg.checkpoint_every)
     _check(cfg.threads >= 1, "threads", "must be >= 1", cfg.threads)
+    _check(cfg.restarts >= 1, "restarts", "must be >= 1", cfg.restarts)
     _check(cfg.policy.hidden >= 1, "policy.hidden", "must be >= 1", cfg.policy.hidden)
     _check(cfg.policy.layers >= 0, "policy.layers", "must be >= 0", cfg.policy.layers)
     _one_of(cfg.policy.learn, ("both", "select", "place"), "policy.learn")

@@ -185,7 +185,9 @@ class Trainer:
             path = src.run_dir / "checkpoints" / "final.pt"
             if not path.is_file():
                 print(f"init: training {src.name} first ({path} does not exist)")
-                Trainer(src, base_dir=resolve_path(init, self.base_dir).parent).run()
+                from placegym.train.restarts import train
+
+                train(src, base_dir=resolve_path(init, self.base_dir).parent)
         ckpt = load_checkpoint(path)
         mine = {"hidden": self.cfg.policy.hidden, "layers": self.cfg.policy.layers}
         if {k: ckpt["policy_config"].get(k) for k in mine} != mine:

@@ -1,0 +1,89 @@
+"""Restarts: several independent runs of one config, the best one kept.
+
+Training outcomes vary with the seed far more than with most knobs (the README's
+three-seed figures), so a config may ask for ``restarts: R``. :func:`train` then runs it R
+times with seeds ``seed, seed + 1, ..., seed + R - 1``, each a complete, resumable run in
+``<run>/restart<i>`` (W&B run ``<name>-restart<i>``), and picks the restart whose final
+greedy placements are best on the *training* graphs (geometric mean of the greedy
+makespans over critical_path's; held-out graphs never take part in the choice). The
+chosen restart's ``checkpoints/final.pt``, ``results.md`` and ``results.json`` are
+copied to the run folder, which therefore looks like a one-restart run to ``placegym
+bench --agents``, ``init:`` and the agent report; ``restarts.json`` records every
+restart's seed and score and which one was chosen. Re-running resumes the restarts that
+did not finish and loads those that did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+from placegym.train.config import TrainConfig
+from placegym.train.trainer import REFERENCE, Trainer
+
+__all__ = ["restart_configs", "train"]
+
+
+def restart_configs(cfg: TrainConfig) -> list[TrainConfig]:
+    """The configs of ``cfg``'s restarts (``restarts: 1`` inside each)."""
+    return [
+        dataclasses.replace(
+            cfg,
+            seed=cfg.seed + i,
+            restarts=1,
+            name=f"{cfg.name}-restart{i}",
+            out=str(cfg.run_dir / f"restart{i}"),
+        )
+        for i in range(cfg.restarts)
+    ]
+
+
+def _score(rows: list[dict[str, Any]]) -> float:
+    ratios = [r["greedy"] / r[REFERENCE] for r in rows if r["split"] == "train"]
+    return math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+
+
+def _rows(cfg: TrainConfig, base_dir: Path | None) -> list[dict[str, Any]]:
+    done = cfg.run_dir / "results.json"
+    if done.is_file():
+        results = json.loads(done.read_text())
+        if results["progress"]["complete"]:
+            return results["rows"]
+    return Trainer(cfg, base_dir=base_dir).run()
+
+
+def train(cfg: TrainConfig, base_dir: Path | None = None) -> list[dict[str, Any]]:
+    """Run ``cfg`` (all its restarts) and return the final evaluation rows of the run
+    (of the chosen restart)."""
+    if cfg.restarts == 1:
+        return Trainer(cfg, base_dir=base_dir).run()
+    runs = [(sub, _rows(sub, base_dir)) for sub in restart_configs(cfg)]
+    scores = [_score(rows) for _, rows in runs]
+    best = min(range(len(runs)), key=scores.__getitem__)
+    chosen, rows = runs[best]
+    (cfg.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(
+        chosen.run_dir / "checkpoints" / "final.pt", cfg.run_dir / "checkpoints" / "final.pt"
+    )
+    for name in ("results.md", "results.json"):
+        shutil.copyfile(chosen.run_dir / name, cfg.run_dir / name)
+    (cfg.run_dir / "config.yaml").write_text(cfg.to_yaml())
+    summary = {
+        "chosen": best,
+        "restarts": [
+            {"restart": i, "seed": sub.seed, "run": str(sub.run_dir), "train_greedy_ratio": s}
+            for i, ((sub, _), s) in enumerate(zip(runs, scores, strict=True))
+        ],
+    }
+    (cfg.run_dir / "restarts.json").write_text(json.dumps(summary, indent=1))
+    print(
+        "restarts: train greedy / critical_path "
+        + ", ".join(f"{s:.3f}" for s in scores)
+        + f"; chose restart{best} (seed {chosen.seed}): "
+        + f"{cfg.run_dir / 'checkpoints' / 'final.pt'}"
+    )
+    return rows
