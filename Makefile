@@ -52,8 +52,6 @@ gpu-check: $(STAMP)
 .PHONY: agent-report
 agent-report: $(STAMP)
 	WANDB_MODE=disabled $(PY) -m placegym.train.agent_report --out runs/report
-	WANDB_MODE=disabled $(PY) -m placegym.train.agent_report --out runs/report --parts main \
-		--clusters p100x4 --seeds 0,1,2 --md report-p100x4-seeds.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
