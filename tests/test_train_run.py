@@ -312,7 +312,8 @@ def test_restarts_keep_the_run_of_best_training_greedy(tmp_path, capsys):
     summary = json.loads((cfg.run_dir / "restarts.json").read_text())
     scores = [r["train_greedy_ratio"] for r in summary["restarts"]]
     assert summary["chosen"] == int(np.argmin(scores))
-    chosen = cfg.run_dir / f"restart{summary['chosen']}"
+    chosen = cfg.run_dir / summary["restarts"][summary["chosen"]]["run"]
+    assert chosen.name == f"restart{summary['chosen']}"
     assert rows == json.loads((chosen / "results.json").read_text())["rows"]
     assert (cfg.run_dir / "results.json").read_text() == (chosen / "results.json").read_text()
     top = load_checkpoint(cfg.run_dir / "checkpoints" / "final.pt")

@@ -154,7 +154,7 @@ def _restart_rows(run: Path) -> list[dict[str, float]]:
     summary = run / "restarts.json"
     if not summary.is_file():
         return [_ratios(_rows(json.loads((run / "results.json").read_text()))[0])]
-    runs = [Path(x["run"]) for x in json.loads(summary.read_text())["restarts"]]
+    runs = [run / x["run"] for x in json.loads(summary.read_text())["restarts"]]
     return [_ratios(_rows(json.loads((r / "results.json").read_text()))[0]) for r in runs]
 
 

@@ -9,7 +9,8 @@ makespans over critical_path's; held-out graphs never take part in the choice). 
 chosen restart's ``checkpoints/final.pt``, ``results.md`` and ``results.json`` are
 copied to the run folder, which therefore looks like a one-restart run to ``placegym
 bench --agents``, ``init:`` and the agent report; ``restarts.json`` records every
-restart's seed and score and which one was chosen. Re-running resumes the restarts that
+restart's seed, folder (relative to the run folder, which may move) and score, and which
+one was chosen. Re-running resumes the restarts that
 did not finish and loads those that did.
 """
 
@@ -75,7 +76,7 @@ def train(cfg: TrainConfig, base_dir: Path | None = None) -> list[dict[str, Any]
     summary = {
         "chosen": best,
         "restarts": [
-            {"restart": i, "seed": sub.seed, "run": str(sub.run_dir), "train_greedy_ratio": s}
+            {"restart": i, "seed": sub.seed, "run": sub.run_dir.name, "train_greedy_ratio": s}
             for i, ((sub, _), s) in enumerate(zip(runs, scores, strict=True))
         ],
     }
