@@ -32,6 +32,7 @@ __all__ = [
     "AgentPlacer",
     "EnvPool",
     "EvalResult",
+    "episode_placement",
     "evaluate_policy",
     "load_agent",
     "teacher_makespans",
@@ -60,7 +61,8 @@ class EnvPool:
         return envs[:count]
 
 
-def _placement(r: EpisodeRecord) -> Placement:
+def episode_placement(r: EpisodeRecord) -> Placement:
+    """The placement an episode ended with."""
     return Placement(device=np.asarray(r.info["placement"]), order=np.asarray(r.info["order"]))
 
 
@@ -117,8 +119,8 @@ def evaluate_policy(
         greedy=g.makespan,
         sampled=float(np.mean([r.makespan for r in samples])),
         best=best.makespan,
-        greedy_placement=_placement(g),
-        best_placement=_placement(best),
+        greedy_placement=episode_placement(g),
+        best_placement=episode_placement(best),
     )
 
 
@@ -168,7 +170,7 @@ class AgentPlacer:
             greedy=self.mode == "greedy",
             graph_cache=self._pool.graph_cache,
         )
-        return _placement(min(records, key=lambda r: r.makespan))
+        return episode_placement(min(records, key=lambda r: r.makespan))
 
     def __call__(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
         return self.place(graph, cluster, seed)

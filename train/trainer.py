@@ -46,7 +46,12 @@ from placegym.train.checkpoint import (
     set_rng_state,
 )
 from placegym.train.config import GraphSpec, TrainConfig, load_config
-from placegym.train.evaluate import EnvPool, evaluate_policy, teacher_makespans
+from placegym.train.evaluate import (
+    EnvPool,
+    episode_placement,
+    evaluate_policy,
+    teacher_makespans,
+)
 from placegym.train.imitation import epsilon, imitation_update, make_teacher
 from placegym.train.optim import make_optimizer
 from placegym.train.plan_teacher import CanonicalPlanTeacher
@@ -313,12 +318,13 @@ class Trainer:
         )
         plan_records = None
         if plans is not None:
-            offered = self._offer_best(plans, envs, records)
+            best = self._best_per_graph(envs, groups, records)
+            offered = self._offer_best(plans, best)
             every = pcfg.improve_every
             if every > 0 and self.progress.update % every == 0:
-                offered.update(self._improve_plans(plans, envs, groups, records, pcfg, pool))
+                offered.update(self._improve_plans(plans, best, pcfg, pool))
         if on_plan:  # one episode per graph along its (just updated) best plan
-            firsts = [envs[groups.index(g)] for g in dict.fromkeys(groups)]
+            firsts = [env for env, _ in best]
             plan_records = rollout(
                 self.policy,
                 firsts,
@@ -361,21 +367,26 @@ class Trainer:
         return self._best_plans
 
     @staticmethod
+    def _best_per_graph(
+        envs: list, groups: list[int], records: list[EpisodeRecord]
+    ) -> list[tuple[Any, EpisodeRecord]]:
+        """(an env, the best sampled episode) of each graph of the batch, in batch order."""
+        best: dict[int, tuple[Any, EpisodeRecord]] = {}
+        for g, env, r in zip(groups, envs, records, strict=True):
+            if g not in best:
+                best[g] = (env, r)
+            elif r.makespan < best[g][1].makespan:
+                best[g] = (best[g][0], r)
+        return list(best.values())
+
+    @staticmethod
     def _offer_best(
-        plans: CanonicalPlanTeacher, envs: list, records: list[EpisodeRecord]
+        plans: CanonicalPlanTeacher, best: list[tuple[Any, EpisodeRecord]]
     ) -> dict[str, float]:
         """Offer each graph's best sampled episode as its new plan; returns metrics."""
-        best: dict[int, tuple[Any, EpisodeRecord]] = {}
-        for env, r in zip(envs, records):
-            key = id(env.graph)
-            if key not in best or r.makespan < best[key][1].makespan:
-                best[key] = (env, r)
         adopted, ratios = 0, []
-        for env, r in best.values():
-            placement = Placement(
-                device=np.asarray(r.info["placement"]), order=np.asarray(r.info["order"])
-            )
-            adopted += plans.offer(env.graph, env.cluster, placement, r.makespan)
+        for env, r in best:
+            adopted += plans.offer(env.graph, env.cluster, episode_placement(r), r.makespan)
             ratios.append(
                 plans.plan_makespan(env.graph, env.cluster) / r.info["reference_makespan"]
             )
@@ -387,9 +398,7 @@ class Trainer:
     def _improve_plans(
         self,
         plans: CanonicalPlanTeacher,
-        envs: list,
-        groups: list[int],
-        records: list[EpisodeRecord],
+        best: list[tuple[Any, EpisodeRecord]],
         pcfg: Any,
         pool: EnvPool,
     ) -> dict[str, float]:
@@ -399,10 +408,7 @@ class Trainer:
         from placegym.teachers.anneal import anneal
 
         adopted = 0
-        for g in dict.fromkeys(groups):
-            idx = [i for i, x in enumerate(groups) if x == g]
-            env = envs[idx[0]]
-            best = min((records[i] for i in idx), key=lambda r: r.makespan)
+        for env, sampled in best:
             seed = int(self.rng.integers(2**31 - 1))
             [greedy] = rollout(
                 self.policy,
@@ -412,12 +418,7 @@ class Trainer:
                 greedy=True,
                 graph_cache=pool.graph_cache,
             )
-            starts = [
-                Placement(
-                    device=np.asarray(r.info["placement"]), order=np.asarray(r.info["order"])
-                )
-                for r in (greedy, best)
-            ]
+            starts = [episode_placement(greedy), episode_placement(sampled)]
             res = anneal(env.graph, env.cluster, starts, budget=pcfg.improve_budget, seed=seed)
             adopted += plans.offer(env.graph, env.cluster, res.placement, res.makespan)
         return {"charts/plans_annealed": float(adopted)}
@@ -581,9 +582,7 @@ class Trainer:
         """Final checkpoint (also logged as an artifact), results.md and results.json;
         with ``eval.keep_best``, the best evaluated weights become the final ones."""
         best = self.ckpt_dir / "best.pt"
-        current = _geomean(
-            [r["greedy"] / r[REFERENCE] for r in self.last_eval if r["split"] == "train"]
-        )
+        current = train_greedy_ratio(self.last_eval)
         if self.cfg.eval.keep_best and best.is_file() and self.progress.best_eval < current:
             self.policy.load_state_dict(load_checkpoint(best)["policy"])
             print(f"keep_best: final weights from {best} (greedy {self.progress.best_eval:.3f})")
@@ -602,6 +601,12 @@ class Trainer:
 
 def _geomean(xs: list[float]) -> float:
     return float(math.exp(np.mean(np.log(xs)))) if xs else float("nan")
+
+
+def train_greedy_ratio(rows: list[dict[str, Any]]) -> float:
+    """Geometric mean over the training graphs of greedy / critical_path makespan (of
+    evaluation ``rows``): what ``eval.keep_best`` and ``restarts`` select by."""
+    return _geomean([r["greedy"] / r[REFERENCE] for r in rows if r["split"] == "train"])
 
 
 def _episode_metrics(records: list[EpisodeRecord]) -> dict[str, float]:
