@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from placegym.train.config import TrainConfig, apply_overrides, config_from_dict, load_config
-from placegym.train.restarts import train
+from placegym.train.restarts import finished_results, train
 
 __all__ = ["Budget", "main", "report"]
 
@@ -87,15 +87,13 @@ def _geomean(xs: Sequence[float]) -> float:
 
 def _train(cfg: TrainConfig, log: Path) -> dict[str, Any]:
     """Train (or load) one run quietly; returns its ``results.json``."""
-    done = cfg.run_dir / "results.json"
-    if done.is_file():
-        results = json.loads(done.read_text())
-        if results["progress"]["complete"]:
-            return results
+    results = finished_results(cfg.run_dir)
+    if results is not None:
+        return results
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as fh, contextlib.redirect_stdout(fh):
         train(cfg, base_dir=CONFIGS)
-    return json.loads(done.read_text())
+    return json.loads((cfg.run_dir / "results.json").read_text())
 
 
 def _preset(name: str, out: Path, overrides: Sequence[str]) -> TrainConfig:
@@ -150,10 +148,10 @@ def _ratios(r: dict[str, Any]) -> dict[str, float]:
 
 
 def _restart_rows(run: Path) -> list[dict[str, float]]:
-    """Ratios of every restart of a finished run (just the run when it has none)."""
+    """Ratios of every restart of a finished run ([] when it has none)."""
     summary = run / "restarts.json"
     if not summary.is_file():
-        return [_ratios(_rows(json.loads((run / "results.json").read_text()))[0])]
+        return []
     runs = [run / x["run"] for x in json.loads(summary.read_text())["restarts"]]
     return [_ratios(_rows(json.loads((r / "results.json").read_text()))[0]) for r in runs]
 
@@ -183,12 +181,13 @@ def main_table(out: Path, b: Budget, clusters: Sequence[str] = CLUSTERS) -> str:
     ]
     checks = []
     for cluster in clusters:
-        kept, mean = [], []
+        kept, mean, restarted = [], [], False
         for w in WORKLOADS:
             cfg = _main_config(w, cluster, out, b)
             [r] = _rows(_train(cfg, out / "main" / "log.txt"))
             kept.append(_ratios(r))
-            restarts = _restart_rows(cfg.run_dir)
+            restarts = _restart_rows(cfg.run_dir) or [kept[-1]]
+            restarted |= len(restarts) > 1
             mean.append({k: float(np.mean([x[k] for x in restarts])) for k in restarts[0]})
             g = [x["greedy"] for x in restarts]
             spread = f"{np.mean(g):.3f} ± {np.std(g):.3f} ({len(g)})" if len(g) > 1 else ""
@@ -201,9 +200,7 @@ def main_table(out: Path, b: Budget, clusters: Sequence[str] = CLUSTERS) -> str:
             f"| **geomean** | {cluster} | {g:.3f} | {gm:.3f} | {bb:.3f} | 1.000 | | | {a:.3f} |"
         )
         checks.append(_target_line(cluster, kept))
-        if any(
-            len(_restart_rows(_main_config(w, cluster, out, b).run_dir)) > 1 for w in WORKLOADS
-        ):
+        if restarted:
             checks.append(_target_line(f"{cluster}, mean over the restarts", mean))
     head = "### Agents vs teachers (makespan / critical_path; lower is better)\n\n"
     return head + "\n".join(lines) + "\n\n" + "\n".join(checks)

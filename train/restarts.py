@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import shutil
 from pathlib import Path
 from typing import Any
 
 from placegym.train.config import TrainConfig
-from placegym.train.trainer import REFERENCE, Trainer
+from placegym.train.trainer import Trainer, train_greedy_ratio
 
-__all__ = ["restart_configs", "train"]
+__all__ = ["finished_results", "restart_configs", "train"]
 
 
 def restart_configs(cfg: TrainConfig) -> list[TrainConfig]:
@@ -43,18 +42,21 @@ def restart_configs(cfg: TrainConfig) -> list[TrainConfig]:
     ]
 
 
-def _score(rows: list[dict[str, Any]]) -> float:
-    ratios = [r["greedy"] / r[REFERENCE] for r in rows if r["split"] == "train"]
-    return math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-
-
-def _rows(cfg: TrainConfig, base_dir: Path | None) -> list[dict[str, Any]]:
-    done = cfg.run_dir / "results.json"
+def finished_results(run_dir: Path) -> dict[str, Any] | None:
+    """The ``results.json`` of a run that finished, else None."""
+    done = run_dir / "results.json"
     if done.is_file():
         results = json.loads(done.read_text())
         if results["progress"]["complete"]:
-            return results["rows"]
-    return Trainer(cfg, base_dir=base_dir).run()
+            return results
+    return None
+
+
+def _rows(cfg: TrainConfig, base_dir: Path | None) -> list[dict[str, Any]]:
+    """Final evaluation rows of a one-restart run: loaded when it finished, else trained
+    (resuming)."""
+    results = finished_results(cfg.run_dir)
+    return results["rows"] if results else Trainer(cfg, base_dir=base_dir).run()
 
 
 def train(cfg: TrainConfig, base_dir: Path | None = None) -> list[dict[str, Any]]:
@@ -63,7 +65,7 @@ def train(cfg: TrainConfig, base_dir: Path | None = None) -> list[dict[str, Any]
     if cfg.restarts == 1:
         return Trainer(cfg, base_dir=base_dir).run()
     runs = [(sub, _rows(sub, base_dir)) for sub in restart_configs(cfg)]
-    scores = [_score(rows) for _, rows in runs]
+    scores = [train_greedy_ratio(rows) for _, rows in runs]
     best = min(range(len(runs)), key=scores.__getitem__)
     chosen, rows = runs[best]
     (cfg.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
