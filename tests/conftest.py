@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("WANDB_MODE", "disabled")
@@ -25,3 +26,12 @@ def shared_cases() -> Path:
     if not cases.is_dir():
         pytest.skip("../shared/cases is absent (only in the development workspace)")
     return cases
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test (restored after it)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -14,13 +14,8 @@ from placegym.teachers import get_teacher
 NAMES = ["placeto", "gdp"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small batched GNN calls: one torch thread avoids oversubscribing shared cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# small batched GNN calls: one torch thread avoids oversubscribing shared cores
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def small(name, **kw):

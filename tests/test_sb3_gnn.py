@@ -21,14 +21,8 @@ from placegym.agents.sb3 import (
 )
 from placegym.envs.wrappers import PlaceOnly, SelectOnly
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small batched GNN calls: one torch thread avoids oversubscribing shared cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# small batched GNN calls: one torch thread avoids oversubscribing shared cores
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 SMALL = {"policy_kwargs": {"features_extractor_kwargs": {"hidden": 16, "layers": 2}}}
