@@ -74,6 +74,8 @@ NEG_LOGIT = -1e8
 # node_static / node_dynamic columns (see placegym.envs.observation)
 _W, _COMM_OUT, _B_LEVEL, _T_LEVEL = 0, 1, 3, 4
 _ASSIGNED, _DEVICE, _SELECTED = 0, 1, 3
+# leads in earliest start (fractions of the critical path, float32) up to this are ties
+_TIE_LEAD = 1e-6
 
 
 # ------------------------------------------------------------------ batched graph inputs
@@ -205,7 +207,10 @@ class PlacementHeads(nn.Module):
     SEL scores node v from ``[h_v ‖ cp_v ‖ node_dynamic_v]``. PLC scores device d from
     the selected node's ``h``, the mean ``h`` of the nodes already on d and
     ``log(1 + count)``, d's features, the mean device features and d's lead in earliest
-    start over the best device (as :class:`~placegym.agents.doppler.DopplerPolicy`).
+    start over the best device (as :class:`~placegym.agents.doppler.DopplerPolicy`), that
+    lead relative to the largest one and whether d is an earliest device (lead 0).
+    Leads are small fractions of the critical path (on FFNN-v0 the smallest nonzero one is
+    0.004 CP), so without the last two an MLP needs many epochs to tell ties apart.
 
     Shapes:
         - input: :class:`GraphEncoding` ``enc``, observations with ``node_dynamic
@@ -217,7 +222,7 @@ class PlacementHeads(nn.Module):
         super().__init__()
         self.num_actions = num_actions
         self.sel = _head(3 * hidden + NODE_DYNAMIC, hidden)
-        self.plc = _head(2 * hidden + 1 + 2 * DEVICE_FEATURES + 1, hidden)
+        self.plc = _head(2 * hidden + 1 + 2 * DEVICE_FEATURES + 3, hidden)
 
     def sel_logits(self, enc: GraphEncoding, dyn: Tensor) -> Tensor:
         out = self.sel(torch.cat([enc.h, enc.cp, dyn], dim=-1)).squeeze(-1)
@@ -232,6 +237,8 @@ class PlacementHeads(nn.Module):
         agg = torch.einsum("bnd,bnh->bdh", on, enc.h) / count.clamp(min=1).unsqueeze(-1)
         h_sel = (dyn[..., _SELECTED].unsqueeze(-1) * enc.h).sum(dim=1)
         lead = dev[..., :1] - dev[..., :1].min(dim=1, keepdim=True).values
+        relative = lead / lead.max(dim=1, keepdim=True).values.clamp(min=_TIE_LEAD)
+        earliest = (lead <= _TIE_LEAD).to(lead.dtype)
         x = torch.cat(
             [
                 h_sel.unsqueeze(1).expand(-1, d, -1),
@@ -240,6 +247,8 @@ class PlacementHeads(nn.Module):
                 dev,
                 dev.mean(dim=1, keepdim=True).expand(-1, d, -1),
                 lead,
+                relative,
+                earliest,
             ],
             dim=-1,
         )

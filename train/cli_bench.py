@@ -48,7 +48,8 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
         "--agents",
         default="",
         help="comma-separated checkpoints of trained agents (placegym train); each adds a "
-        "greedy column and a best-of-K column",
+        "greedy column and a best-of-K column; a MaskablePPO .zip (model.save) adds a "
+        "greedy column",
     )
     p.add_argument(
         "--agent-k", type=int, default=16, help="samples of the agents' best-of-K (default 16)"
@@ -60,16 +61,19 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def agent_placers(paths: list[str], k: int) -> dict:
-    """Placers of trained agents: ``<run>`` (greedy) and ``<run>-best<k>`` per checkpoint
-    (``#2``, ``#3``, ... appended when two checkpoints share a run name)."""
+    """Placers of trained agents: ``<run>`` (greedy) and ``<run>-best<k>`` per checkpoint,
+    ``<stem>`` (greedy) per MaskablePPO ``.zip`` (``#2``, ``#3``, ... appended when two
+    share a name)."""
+    from placegym.agents.sb3_placer import Sb3Placer
     from placegym.train.evaluate import load_agent
 
     if k < 1:
         raise ValueError(f"--agent-k: must be >= 1, got {k}")
     out: dict = {}
     for path in paths:
-        for mode in ("greedy", "best_of_k"):
-            agent = load_agent(path, mode=mode, k=k)
+        sb3 = path.endswith(".zip")
+        for mode in ("greedy",) if sb3 else ("greedy", "best_of_k"):
+            agent = Sb3Placer(path) if sb3 else load_agent(path, mode=mode, k=k)
             name, i = agent.name, 1
             while name in out:
                 i += 1
