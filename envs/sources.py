@@ -1,7 +1,8 @@
 """Where an environment's graphs come from: one graph, a list, or a sampler.
 
-- a :class:`~placegym.envs.graph.Graph`, a graph JSON path, or a workload name (with
-  ``graph_params``): the same graph every episode;
+- a :class:`~placegym.envs.graph.Graph`, a ``placegym.graph/v1`` document (a dict), a
+  graph JSON path, or a workload name (with ``graph_params``): the same graph every
+  episode;
 - a list/tuple of those: one drawn uniformly at every reset;
 - a :class:`WorkloadSampler` (or any picklable callable ``rng -> Graph``): a new graph at
   every reset, drawn with the environment's ``np_random``.
@@ -9,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,12 @@ import numpy as np
 from placegym.envs.graph import Graph, load_graph
 
 GraphSpec = (
-    Graph | str | Path | Sequence[Graph | str | Path] | Callable[[np.random.Generator], Graph]
+    Graph
+    | str
+    | Path
+    | Mapping[str, Any]
+    | Sequence[Graph | str | Path | Mapping[str, Any]]
+    | Callable[[np.random.Generator], Graph]
 )
 
 __all__ = ["GraphSource", "WorkloadSampler"]
@@ -45,10 +52,20 @@ class WorkloadSampler:
         return make_graph(self.name, seed=int(rng.integers(2**31 - 1)), **self.params, **drawn)
 
 
-def _one(spec: Graph | str | Path, params: Mapping[str, Any]) -> Graph:
-    if isinstance(spec, Graph):
-        return spec
-    text = str(spec)
+def _one(spec: Graph | str | Path | Mapping[str, Any], params: Mapping[str, Any]) -> Graph:
+    if isinstance(spec, Graph | os.PathLike):
+        return load_graph(spec)
+    if isinstance(spec, Mapping):
+        try:
+            return load_graph(spec)
+        except ValueError as e:
+            raise ValueError(f"graph: {e}") from None
+    if not isinstance(spec, str):
+        raise ValueError(
+            "graph: expected a Graph, a graph document (dict), a JSON path or a workload "
+            f"name, got {type(spec).__name__}"
+        )
+    text = spec
     if text.endswith(".json") or Path(text).is_file():
         return load_graph(text)
     from placegym.envs.workloads import make_graph
