@@ -106,13 +106,15 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
     placers.update(cfg.extra_placers)
     ref = placers.get(REFERENCE) or teacher_placer(REFERENCE)
     clusters = [load_cluster(c) for c in cfg.clusters]
+    # every input is resolved before the progress bar starts, so errors print on their own line
+    graphs = {(w, s): resolve_workload(w, s) for w in cfg.workloads for s in cfg.seeds}
     jobs = [(w, c, s) for w in cfg.workloads for c in clusters for s in cfg.seeds]
     records: list[Record] = []
     bar = tqdm(
         total=len(jobs) * len(placers), disable=not progress, desc="bench", unit="run", leave=False
     )
     for wname, cluster, seed in jobs:
-        graph = resolve_workload(wname, seed)
+        graph = graphs[(wname, seed)]
         label = Path(wname).stem if wname.endswith(".json") else wname
 
         ref_makespan = _run_placer(ref, graph, cluster, seed, cfg.noise)[0]
@@ -253,5 +255,6 @@ def bar_chart(records: Sequence[Record], path: Path) -> None:
     ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle="--")
     ax.set_xticks(x, [f"{w}\n{c}" for w, c in groups], fontsize=8)
     ax.set_ylabel("makespan / critical_path (lower is better)")
-    ax.legend(fontsize=7, ncols=min(len(placers), 4))
+    # outside the axes, so that it never covers a bar
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.savefig(path, dpi=110)

@@ -50,6 +50,7 @@ def _schedule(args: argparse.Namespace):
     graph = load_graph(args.graph)
     cluster = load_cluster(args.cluster)
     placement = load_placement(args.placement)
+    check_fit(placement, args.placement, graph, cluster)
     return simulate(
         graph,
         cluster,
@@ -58,6 +59,15 @@ def _schedule(args: argparse.Namespace):
         rng=args.seed if args.noise > 0 else None,
         dispatch=args.dispatch,
     )
+
+
+def check_fit(placement, path: str, graph, cluster=None) -> None:
+    """Check that ``placement`` (read from ``path``) fits ``graph`` and ``cluster``;
+    the error names the file."""
+    try:
+        placement.check(graph, cluster)
+    except ValueError as e:
+        raise CliError(f"{path}: {e}") from None
 
 
 def _fmt_bytes(x: float) -> str:
@@ -96,15 +106,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from placegym.envs.gantt import save_gantt
+    from placegym.envs.gantt import format_time, save_gantt
 
     s = _schedule(args)
     save_gantt(s, args.out, color_by=args.color_by)
-    print(f"makespan {s.makespan:.6g} s; Gantt chart written to {args.out}")
+    print(f"makespan {format_time(s.makespan)}; Gantt chart written to {args.out}")
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Load every file by its format tag; placements are checked against the graph (and
+    cluster) of ``--graph`` / ``--cluster``, else of the only graph (cluster) among FILES."""
     from placegym.envs import (
         CLUSTER_FORMAT,
         GRAPH_FORMAT,
@@ -115,28 +127,43 @@ def cmd_validate(args: argparse.Namespace) -> int:
     )
     from placegym.envs._validate import read_json
 
-    loaders = {
-        GRAPH_FORMAT: load_graph,
-        CLUSTER_FORMAT: load_cluster,
-        PLACEMENT_FORMAT: load_placement,
-    }
-    graph = load_graph(args.graph) if args.graph else None
-    cluster = load_cluster(args.cluster) if args.cluster else None
+    loaders = {GRAPH_FORMAT: load_graph, CLUSTER_FORMAT: load_cluster}
+    loaders[PLACEMENT_FORMAT] = load_placement
+    loaded = []
     for path in args.files:
         tag = read_json(path, "placegym").get("format")
-        if tag not in loaders:
+        if not isinstance(tag, str) or tag not in loaders:
             raise CliError(
                 f"{path}: format: unknown format tag, expected one of "
                 f"{', '.join(map(repr, loaders))}, got {tag!r}"
             )
-        obj = loaders[tag](path)
-        if tag == PLACEMENT_FORMAT and graph is not None:
-            try:
-                obj.check(graph, cluster)
-            except ValueError as e:
-                raise CliError(f"{path}: {e}") from None
-        print(f"{path}: ok ({tag}, {_describe(obj)})")
+        loaded.append((path, tag, loaders[tag](path)))
+    placements = any(tag == PLACEMENT_FORMAT for _, tag, _ in loaded)
+    graph = _reference(args.graph, load_graph, loaded, GRAPH_FORMAT, "graph", placements)
+    cluster = _reference(args.cluster, load_cluster, loaded, CLUSTER_FORMAT, "cluster", placements)
+    for path, tag, obj in loaded:
+        note = ""
+        if tag == PLACEMENT_FORMAT and graph is None:
+            note = "; not checked against a graph: add --graph"
+        elif tag == PLACEMENT_FORMAT:
+            check_fit(obj, path, graph[1], cluster and cluster[1])
+            note = f"; fits {graph[0]}" + (f" on {cluster[0]}" if cluster else "")
+        print(f"{path}: ok ({tag}, {_describe(obj)}{note})")
     return 0
+
+
+def _reference(option, load, loaded: list, tag: str, what: str, needed: bool):
+    """``(name, object)`` that placements are checked against: the ``--graph``
+    (``--cluster``) option, else the only graph (cluster) among the files, else None."""
+    if option:
+        return option, load(option)
+    found = [(path, obj) for path, t, obj in loaded if t == tag]
+    if len(found) > 1 and needed:
+        raise CliError(
+            f"--{what}: {len(found)} {what} files given ({', '.join(p for p, _ in found)}); "
+            f"say with --{what} which one the placements must fit"
+        )
+    return found[0] if found else None
 
 
 def _describe(obj) -> str:

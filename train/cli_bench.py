@@ -62,11 +62,13 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
 def agent_placers(paths: list[str], k: int) -> dict:
     """Placers of trained agents: ``<run>`` (greedy) and ``<run>-best<k>`` per checkpoint
     (``#2``, ``#3``, ... appended when two checkpoints share a run name)."""
-    from placegym.train.evaluate import load_agent
-
     if k < 1:
         raise ValueError(f"--agent-k: must be >= 1, got {k}")
     out: dict = {}
+    if not paths:
+        return out  # no torch import: a teachers-only bench starts in a few seconds
+    from placegym.train.evaluate import load_agent
+
     for path in paths:
         for mode in ("greedy", "best_of_k"):
             agent = load_agent(path, mode=mode, k=k)

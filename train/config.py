@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from placegym.envs._validate import read_text
+
 __all__ = [
     "DataConfig",
     "EvalConfig",
@@ -311,12 +313,16 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         FileNotFoundError: ``path`` does not exist.
     """
     path = Path(path)
-    text = path.read_text()
+    text = read_text(path, "YAML config")
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ValueError(f"{path}: not valid YAML: {e}") from None
-    raw = {} if raw is None else raw
+    if raw is None or raw == {}:
+        raise ValueError(
+            f"{path}: the config is empty; expected a mapping of keys "
+            f"(phases, data, phase1, ...; see configs/quickstart.yaml)"
+        )
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping of keys, got {type(raw).__name__}")
     raw.setdefault("name", path.stem)

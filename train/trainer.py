@@ -146,6 +146,7 @@ class Trainer:
             cfg.to_dict(),
             cfg.wandb,
             fresh=self.progress.global_update == 0,
+            resume_step=self.progress.global_update,
         )
         self._session = 0
         try:
