@@ -28,11 +28,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, load_cluster, load_graph, simulate
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 REFERENCE = "critical_path"
 OPTIMAL_MAX_NODES = 12
@@ -233,6 +236,11 @@ def write_outputs(records: Sequence[Record], cfg: BenchConfig) -> None:
 
 
 def bar_chart(records: Sequence[Record], path: Path) -> None:
+    """Write :func:`ratios_figure` to ``path``."""
+    ratios_figure(records).savefig(path, dpi=110)
+
+
+def ratios_figure(records: Sequence[Record]) -> Figure:
     """Grouped bars: geometric-mean ratio to critical_path, per workload and placer."""
     from matplotlib.figure import Figure
 
@@ -257,4 +265,4 @@ def bar_chart(records: Sequence[Record], path: Path) -> None:
     ax.set_ylabel("makespan / critical_path (lower is better)")
     # outside the axes, so that it never covers a bar
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    fig.savefig(path, dpi=110)
+    return fig

@@ -1,8 +1,9 @@
 """The ``placegym`` command line.
 
 Subcommands: ``simulate``, ``show``, ``validate``, ``clusters``, ``graphs``, ``bench``,
-``demo``. Bad input files give a one-line error naming the problem and exit code 2,
-never a traceback.
+``calibrate``, ``train``, ``demo``; ``placegym --version``. Bad input (a ``ValueError``
+or an ``OSError`` from any subcommand) gives a one-line error naming the problem and exit
+code 2, never a traceback: :func:`main` is the one place that turns it into that line.
 """
 
 from __future__ import annotations
@@ -200,10 +201,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from placegym import __version__
+
     parser = argparse.ArgumentParser(
         prog="placegym",
         description="Device placement of dataflow graphs on work-conserving multi-GPU systems.",
     )
+    parser.add_argument("--version", action="version", version=f"placegym {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("simulate", help="simulate a placement and print its makespan")
@@ -222,10 +226,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("validate", help="check graph, cluster or placement JSON files")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--graph", help="also check that placements fit this graph")
-    p.add_argument("--cluster", help="... and this cluster (preset or JSON)")
+    p = sub.add_parser(
+        "validate",
+        help="check graph, cluster or placement JSON files",
+        description="Load each FILE by its format tag and report what it holds. Placements "
+        "are checked against the graph (and cluster) of --graph (--cluster), or else of the "
+        "only graph (cluster) among the FILEs.",
+    )
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a placegym graph, cluster or placement JSON file (told apart by its format tag)",
+    )
+    p.add_argument("--graph", help="graph JSON file that the placements must fit")
+    p.add_argument("--cluster", help="cluster (preset or JSON) that the placements must fit")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("clusters", help="list cluster presets, or print one as JSON")
@@ -247,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (CliError, ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+    except (CliError, ValueError, OSError) as e:
         msg = " ".join(str(e).split())
         print(f"placegym {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -8,11 +8,15 @@ import time
 
 
 def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="measure devices and write their cluster JSON")
+    p = sub.add_parser(
+        "calibrate",
+        help="measure devices and write their cluster JSON",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,  # every option's default
+    )
     p.add_argument(
         "--devices",
         default="cpu#2",
-        help="backend devices: cpu#k, cuda:i, cuda:i#k, comma-separated (cpu#2)",
+        help="backend devices: cpu#k, cuda:i, cuda:i#k, comma-separated",
     )
     p.add_argument("--out", default="cluster.json", help="cluster JSON to write")
     p.add_argument("--size", type=int, default=256, help="side of the calibration matmuls")

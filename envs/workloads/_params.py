@@ -67,6 +67,22 @@ def bind_params(name: str, fn: Callable[..., Any], params: Mapping[str, Any]) ->
     return out
 
 
+def format_defaults(fn: Callable[..., Any]) -> str:
+    """``fn``'s parameters with their defaults as ``--param`` takes them
+    (``batch=1024 dims=2048,4096 dtype=float32``)."""
+    parts = []
+    for key, p in inspect.signature(fn).parameters.items():
+        d = p.default
+        if isinstance(d, bool):
+            text = str(d).lower()
+        elif isinstance(d, tuple | list):
+            text = ",".join(map(str, d))
+        else:
+            text = str(d)
+        parts.append(f"{key}={text}")
+    return " ".join(parts)
+
+
 def parse_assignments(items: Sequence[str]) -> dict[str, str]:
     """``["k=v", ...]`` → ``{"k": "v"}``; a later key wins.
 
