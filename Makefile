@@ -26,8 +26,8 @@ demo: $(STAMP)
 	$(VENV)/bin/placegym demo --out demo-out
 	@# train the quickstart agent (resumes, or only re-evaluates, when run again)
 	$(VENV)/bin/placegym train configs/quickstart.yaml out=demo-out/quickstart
-	@# the agent (greedy and best of 16 samples) next to the teachers
-	$(VENV)/bin/placegym bench --teachers critical_path,heft,nest,anneal --workloads ffnn \
+	@# the agent (greedy and best of 16 samples) next to every teacher and baseline
+	$(VENV)/bin/placegym bench --workloads ffnn \
 		--agents demo-out/quickstart/checkpoints/final.pt --agent-k 16 --out demo-out/bench
 
 test: $(STAMP)
@@ -46,7 +46,7 @@ gpu-check: $(STAMP)
 	WANDB_MODE=disabled $(PY) -m pytest -q -s -m gpu tests/test_backend_gpu.py
 	WANDB_MODE=disabled $(VENV)/bin/placegym train configs/phase3_gpu.yaml progress=false
 
-# Learned-agent report (about 35 minutes on 2 CPU cores; finished runs under runs/report are
+# Learned-agent report (about 70 minutes on 2 CPU cores; finished runs under runs/report are
 # loaded, not retrained): agents vs teachers on p100x4 and doppler-unit-4, optimality gap,
 # ablation, reward and transfer tables (markdown, also in runs/report/report.md).
 .PHONY: agent-report

@@ -125,7 +125,9 @@ class PlacementEnv(gym.Env[dict, int]):
       reproducible (ids registered with ``nondeterministic=True``).
 
     ## Version History
-    - v0: initial release.
+    - v0: initial release (before 0.1.0 shipped it also gained the step limit, the
+      start-state mask at an episode's end and the rule that non-integer actions are
+      illegal).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

@@ -336,3 +336,14 @@ def test_restarts_keep_the_run_of_best_training_greedy(tmp_path, capsys):
     assert (chosen / "checkpoints" / "final.pt").stat().st_mtime_ns == mtime
     with pytest.raises(ValueError, match="restarts"):
         tiny_config(tmp_path / "bad", restarts=0)
+
+
+def test_truncate_metrics_keeps_steps_up_to_the_checkpoint(tmp_path):
+    from placegym.train.tracking import truncate_metrics
+
+    log = tmp_path / "metrics.jsonl"
+    rows = [{"step": s, "x": s} for s in (0, 1, 2, 2, 3, 4)]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 5, "x"')
+    assert truncate_metrics(log, 2) == 3  # steps 3 and 4, and the torn line
+    assert [json.loads(x) for x in log.read_text().splitlines()] == rows[:4]
+    assert truncate_metrics(log, 2) == 0

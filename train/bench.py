@@ -40,7 +40,17 @@ if TYPE_CHECKING:
 REFERENCE = "critical_path"
 OPTIMAL_MAX_NODES = 12
 OPTIMAL_MAX_DEVICES = 4
-DEFAULT_TEACHERS = ("critical_path", "heft", "nest", "anneal", "metis", "random")
+#: Every placer of the registry but ``optimal`` (small graphs only; see ``with_optimal``).
+DEFAULT_TEACHERS = (
+    "critical_path",
+    "heft",
+    "nest",
+    "anneal",
+    "metis",
+    "random",
+    "round_robin",
+    "single_device",
+)
 
 #: A placer: (graph, cluster, seed) -> placement.
 Placer = Callable[[Graph, Cluster, int], Placement]
