@@ -249,14 +249,7 @@ class PlacementEnv(gym.Env[dict, int]):
         a = _as_int(action)
         state = self.state
         if a is None or not state.is_legal(a):
-            mask = self.action_masks()
-            if self.illegal_action == "raise":
-                why = "not an integer" if a is None else f"{int(mask.sum())} legal actions"
-                raise InvalidAction(f"phase {state.phase!r}: action {action!r} is illegal ({why})")
-            info = self._info(mask)
-            info["illegal_action"] = True
-            obs = self._builder.observe(mask, int(state.selected >= 0))
-            return obs, -1.0, False, self._truncate(), info
+            return self._illegal_step(action, a)
         reward = 0.0
         if state.selected < 0:
             state.select(a)
@@ -328,6 +321,18 @@ class PlacementEnv(gym.Env[dict, int]):
         return None
 
     # ------------------------------------------------------------------ helpers
+    def _illegal_step(self, action: Any, a: int | None):
+        """The step of an illegal ``action`` (``a``: it as an int, None if not one)."""
+        state = self.state
+        mask = self.action_masks()
+        if self.illegal_action == "raise":
+            why = "not an integer" if a is None else f"{int(mask.sum())} legal actions"
+            raise InvalidAction(f"phase {state.phase!r}: action {action!r} is illegal ({why})")
+        info = self._info(mask)
+        info["illegal_action"] = True
+        obs = self._builder.observe(mask, int(state.selected >= 0))
+        return obs, -1.0, False, self._truncate(), info
+
     def _truncate(self) -> bool:
         """Whether this step reached the episode's step limit (then the episode is over)."""
         self._truncated = self.max_steps is not None and self._steps >= self.max_steps

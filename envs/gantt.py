@@ -51,7 +51,6 @@ def gantt_figure(
     ``height`` (inches) defaults to one that fits every lane; a fixed one keeps the
     figure's size whatever the schedule (lanes are squeezed to fit it)."""
     from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
 
     c = schedule.cluster
     names, codes = _categories(schedule, color_by)
@@ -98,20 +97,23 @@ def gantt_figure(
         f"{'  (OOM)' if schedule.oom else ''}",
         fontsize=10,
     )
+    _legend(ax, names, cmap, transfers=bool(channels))
+    return fig
+
+
+def _legend(ax, names: list[str], cmap: list, *, transfers: bool) -> None:
+    """Beside the axes: the colour of each category (up to 24), then the transfer bars."""
+    from matplotlib.patches import Patch
+
     handles = [Patch(color=cmap[k], label=nm) for k, nm in enumerate(names)]
     if len(names) > 24:
         handles = []  # too many categories to list
-    if channels:
+    if transfers:
         handles.append(Patch(facecolor="0.65", edgecolor="0.3", label="transfer (src→dst)"))
     if handles:
         ax.legend(
-            handles=handles,
-            loc="upper left",
-            bbox_to_anchor=(1.0, 1.0),
-            fontsize=7,
-            frameon=False,
+            handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False
         )
-    return fig
 
 
 def save_gantt(
