@@ -51,7 +51,7 @@ gpu-check: $(STAMP)
 # ablation, reward and transfer tables (markdown, also in runs/report/report.md).
 .PHONY: agent-report
 agent-report: $(STAMP)
-	WANDB_MODE=disabled $(PY) -m placegym.train.agent_report --out runs/report
+	WANDB_MODE=disabled $(PY) -m placegym.train.harness.report --out runs/report
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -50,7 +50,7 @@ class PolicyConfig:
         layers: message-passing rounds per encoder.
         learn: phases the policy decides: ``both``; ``select`` (every PLC action is the
             critical-path teacher's) or ``place`` (every SEL action is), as the wrappers
-            :class:`~placegym.envs.wrappers.SelectOnly` / ``PlaceOnly`` do (DOPPLER's
+            :class:`~placegym.teachers.wrappers.SelectOnly` / ``PlaceOnly`` do (DOPPLER's
             ablations).
         siblings: give PLC the share of the node's siblings' bytes on each device
             (:func:`sibling_share`); False feeds zeros (for ablations).

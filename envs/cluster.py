@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from placegym.envs import _validate as V
+from placegym.envs import validate as V
 
 CLUSTER_FORMAT = "placegym.cluster/v1"
 

@@ -20,9 +20,9 @@ _REGISTRY: dict[str, str] = {
     "heft": "placegym.teachers.heft:HeftTeacher",
     "nest": "placegym.teachers.nest:NestTeacher",
     "anneal": "placegym.teachers.anneal:AnnealTeacher",
-    "random": "placegym.teachers.baselines:RandomTeacher",
-    "round_robin": "placegym.teachers.baselines:RoundRobinTeacher",
-    "single_device": "placegym.teachers.baselines:SingleDeviceTeacher",
+    "random": "placegym.teachers.simple:RandomTeacher",
+    "round_robin": "placegym.teachers.simple:RoundRobinTeacher",
+    "single_device": "placegym.teachers.simple:SingleDeviceTeacher",
     "metis": "placegym.teachers.metis:MetisTeacher",
     "optimal": "placegym.teachers.optimal:OptimalTeacher",
 }

@@ -150,7 +150,7 @@ def test_console_script_runs_as_a_process(files):
 
 
 def test_demo_runs_end_to_end(tmp_path, capsys):
-    from placegym.train.demo import run_demo
+    from placegym.train.cli.demo import run_demo
 
     results = run_demo(tmp_path)
     assert set(results) == {"single_device", "round_robin", "layer_pipeline"}

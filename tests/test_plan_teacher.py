@@ -14,8 +14,8 @@ from placegym.envs import Placement, PlacementEnv, load_cluster, simulate
 from placegym.envs.state import PlacementState
 from placegym.envs.workloads import ffnn
 from placegym.teachers import get_teacher
+from placegym.teachers.canonical_plan import CanonicalPlanTeacher, automorphisms, device_mapping
 from placegym.train.imitation import make_teacher
-from placegym.train.plan_teacher import CanonicalPlanTeacher, automorphisms, device_mapping
 
 
 class _Fixed:
@@ -183,7 +183,7 @@ def test_self_imitation_and_keep_best_in_a_training_run(tmp_path):
 
 @pytest.mark.slow
 def test_agent_report_quick(tmp_path):
-    from placegym.train.agent_report import Budget, report
+    from placegym.train.harness.report import Budget, report
 
     text = report(tmp_path, ("main", "ablation"), Budget.quick())
     assert "geomean" in text and "SEL-only" in text

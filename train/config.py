@@ -74,7 +74,7 @@ class PolicySizes:
     learn: str = "both"
     """Phases the agent decides: ``both`` (the dual policy), ``select`` (SEL only, every
     PLC by the critical-path teacher) or ``place`` (PLC only, SEL by critical path), as
-    :class:`placegym.envs.wrappers.SelectOnly` / ``PlaceOnly`` (DOPPLER's ablations)."""
+    :class:`placegym.teachers.wrappers.SelectOnly` / ``PlaceOnly`` (DOPPLER's ablations)."""
     siblings: bool = True
     """Give the PLC head where each node's siblings (other producers of its consumers)
     already are; False for the ablation. It is what lets PLC clone a plan's device map:
@@ -111,7 +111,7 @@ class ImitationConfig:
     """Keyword arguments of the teacher, e.g. ``{budget: 20000}`` for ``anneal``."""
     canonical_labels: bool = True
     """Imitate a plan teacher's (``anneal``, ``nest``) device labels up to the cluster's
-    symmetries (:class:`placegym.train.plan_teacher.CanonicalPlanTeacher`): a plan's labels
+    symmetries (:class:`placegym.teachers.canonical_plan.CanonicalPlanTeacher`): a plan's labels
     of interchangeable devices are arbitrary. False imitates them literally."""
     select_teacher: str | None = None
     """With a plan teacher and ``canonical_labels``: imitate SEL from this teacher's tie

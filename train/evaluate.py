@@ -128,7 +128,7 @@ def teacher_makespans(
     graph: Graph, cluster: Cluster, names: list[str], *, seed: int = 0, dispatch: str = "priority"
 ) -> dict[str, float]:
     """Simulated makespan of each teacher's placement (``seed`` for seeded teachers)."""
-    from placegym.train.bench import teacher_placer
+    from placegym.train.harness.bench import teacher_placer
 
     out = {}
     for name in names:

@@ -46,11 +46,11 @@ def make_teacher(
 ) -> Teacher:
     """The teacher ``name`` (keyword arguments ``kwargs``), given ``seed`` when its class
     takes one; with ``canonical``, a plan teacher (``anneal``, ``nest``, ...) is wrapped in
-    :class:`~placegym.train.plan_teacher.CanonicalPlanTeacher` so that its device labels
+    :class:`~placegym.teachers.canonical_plan.CanonicalPlanTeacher` so that its device labels
     are imitated up to the cluster's symmetries (per-state rule teachers are unchanged),
     its SEL answers taken from the teacher ``select`` when given."""
     from placegym.teachers import PlanTeacher, teacher_class
-    from placegym.train.plan_teacher import CanonicalPlanTeacher
+    from placegym.teachers.canonical_plan import CanonicalPlanTeacher
 
     cls = teacher_class(name)
     kw = dict(kwargs or {})

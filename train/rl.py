@@ -23,7 +23,7 @@ update rules share them:
 
 **Self-imitation** (``imitation_coef`` > 0; expert iteration): ``imitation_coef *
 (-mean log π(tie set))`` toward the best placement known for each graph (label-invariant,
-see :mod:`placegym.train.plan_teacher`) is added to the loss, taken either on the sampled
+see :mod:`placegym.teachers.canonical_plan`) is added to the loss, taken either on the sampled
 episodes' own states (``imitation_states="sampled"``, DAgger-style: the episodes carry the
 plan's tie sets) or on one extra episode per graph that follows the plan itself
 (``"plan"``, behaviour cloning along the plan's trajectory, whose labels are always

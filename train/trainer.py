@@ -38,6 +38,7 @@ import torch
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.rollout import EpisodeRecord, rollout
 from placegym.envs import Graph, Placement, load_cluster, load_graph, simulate
+from placegym.teachers.canonical_plan import CanonicalPlanTeacher
 from placegym.train.checkpoint import (
     CHECKPOINT_FORMAT,
     load_checkpoint,
@@ -54,7 +55,6 @@ from placegym.train.evaluate import (
 )
 from placegym.train.imitation import epsilon, imitation_update, make_teacher
 from placegym.train.optim import make_optimizer
-from placegym.train.plan_teacher import CanonicalPlanTeacher
 from placegym.train.rl import rl_update
 from placegym.train.tracking import Tracker
 

@@ -30,7 +30,7 @@ __all__ = ["calibrate", "rank_check", "spearman"]
 
 def _chain(kind: str, size: int, count: int) -> Graph:
     """``count`` independent kernels of one kind: square matmuls or elementwise sums."""
-    from placegym.envs.workloads._builder import GraphBuilder
+    from placegym.envs.workloads.builder import GraphBuilder
 
     b = GraphBuilder()
     for _ in range(count):
@@ -88,7 +88,7 @@ def _pair_cost(
     ``latency + bytes / bandwidth`` across tensor sizes. This is the channel's occupancy,
     which is what a FIFO channel of the simulator models; thread wake-ups that overlap
     other work are not part of it."""
-    from placegym.envs.workloads._builder import GraphBuilder
+    from placegym.envs.workloads.builder import GraphBuilder
 
     burst = 8
     nbytes, per_copy = [], []

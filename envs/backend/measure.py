@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from placegym.envs._cache import IdentityCache
 from placegym.envs.backend.executor import Measurement, TorchExecutor
 from placegym.envs.backend.kernels import scale_graph
+from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement

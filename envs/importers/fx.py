@@ -54,7 +54,7 @@ from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
 from placegym.envs.graph import Graph
-from placegym.envs.workloads._builder import einsum_flops
+from placegym.envs.workloads.builder import einsum_flops
 
 # Views, copies and gathers move data but do no arithmetic (dropout: eval-mode identity).
 ZERO_FLOP = frozenset(

@@ -13,10 +13,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from placegym.train.cli_bench import add_bench_parser
-from placegym.train.cli_calibrate import add_calibrate_parser
-from placegym.train.cli_graphs import add_graphs_parser
-from placegym.train.cli_train import add_train_parser
+from placegym.train.cli.bench import add_bench_parser
+from placegym.train.cli.calibrate import add_calibrate_parser
+from placegym.train.cli.graphs import add_graphs_parser
+from placegym.train.cli.train import add_train_parser
 
 EXIT_BAD_INPUT = 2
 
@@ -113,7 +113,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         load_graph,
         load_placement,
     )
-    from placegym.envs._validate import read_json
+    from placegym.envs.validate import read_json
 
     loaders = {
         GRAPH_FORMAT: load_graph,
@@ -166,7 +166,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from placegym.train.demo import run_demo
+    from placegym.train.cli.demo import run_demo
 
     run_demo(Path(args.out))
     return 0

@@ -15,7 +15,7 @@ that finished is loaded, a killed one resumes):
 - ``optimality``: one agent trained on :data:`SMALL_GRAPHS` small random DAGs on
   ``p100x4``; greedy and best-of-16 gap to the proven optimum (``optimal`` teacher).
 - ``ablation``: dual policy vs SEL-only vs PLC-only (the other phase answered by the
-  critical-path teacher, as :class:`placegym.envs.wrappers.SelectOnly` / ``PlaceOnly``),
+  critical-path teacher, as :class:`placegym.teachers.wrappers.SelectOnly` / ``PlaceOnly``),
   same reduced budget for all three.
 - ``reward``: phase II from scratch with the ``relative`` reward vs ``nest`` shaping:
   training episodes until the greedy policy reaches the critical_path level.
@@ -29,7 +29,7 @@ Every run is seeded (``seed`` 0, restart i with ``seed`` i; one torch thread).
 
 Usage::
 
-    python -m placegym.train.agent_report --out runs/report [--parts main,ablation]
+    python -m placegym.train.harness.report --out runs/report [--parts main,ablation]
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from placegym.envs.backend.calibrate import calibrate, rank_check
     from placegym.envs.backend.kernels import scale_graph
-    from placegym.train.bench import resolve_workload
+    from placegym.train.harness.bench import resolve_workload
 
     t0 = time.perf_counter()
     cluster = calibrate(args.devices, size=args.size, repeats=args.repeats)
