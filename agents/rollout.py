@@ -31,6 +31,7 @@ from torch import Tensor
 
 from placegym.agents.doppler import DopplerPolicy, Encoding
 from placegym.agents.encoder import GraphInputs
+from placegym.envs.cache import IdentityCache
 from placegym.envs.env import PlacementEnv
 from placegym.teachers.base import Teacher
 
@@ -135,29 +136,31 @@ def rollout(
     teacher: Teacher | None = None,
     teacher_prob: float = 0.0,
     record_teacher: bool = False,
-    graph_cache: dict[int, tuple[Any, GraphInputs]] | None = None,
+    graph_cache: IdentityCache[GraphInputs] | None = None,
 ) -> list[EpisodeRecord]:
     """One episode per env (``env.reset(seed=seeds[i])``); see the module docstring.
 
     Envs that share a graph object share one encoding, and at every step their policy
     forwards run as one batched call (one per graph and phase), so many episodes of one
-    graph cost little more than one. ``graph_cache`` (``id(graph) -> (graph, inputs)``)
-    keeps the :class:`GraphInputs` across calls.
+    graph cost little more than one. ``graph_cache`` (unbounded, keyed by the graph
+    object) keeps the :class:`GraphInputs` across calls.
     """
-    cache = {} if graph_cache is None else graph_cache
+    cache: IdentityCache[GraphInputs] = (
+        IdentityCache(size=None) if graph_cache is None else graph_cache
+    )
     live: list[_Live] = []
     encodings: dict[int, Encoding] = {}
     for env, seed in zip(envs, seeds, strict=True):
         obs, info = env.reset(seed=seed)
         g = env.graph
-        hit = cache.get(id(g))
-        if hit is None or hit[0] is not g:
-            hit = (g, GraphInputs.from_obs(obs))
-            cache[id(g)] = hit
-        if id(g) not in encodings:
-            encodings[id(g)] = policy.encode(hit[1])
+        inputs = cache.get(g)
+        if inputs is None:
+            inputs = GraphInputs.from_obs(obs)
+            cache.put(g, value=inputs)
+        if id(g) not in encodings:  # the graphs stay alive in the envs meanwhile
+            encodings[id(g)] = policy.encode(inputs)
         live.append(
-            _Live(env, obs, info, hit[1], encodings[id(g)], g.num_nodes, env.cluster.num_devices)
+            _Live(env, obs, info, inputs, encodings[id(g)], g.num_nodes, env.cluster.num_devices)
         )
     done: dict[int, EpisodeRecord] = {}
     active = [i for i in range(len(live)) if not live[i].env.state.done]

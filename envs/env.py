@@ -10,10 +10,19 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import InvalidAction
 
+from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster, load_cluster
 from placegym.envs.graph import Graph
 from placegym.envs.observation import ObservationBuilder, observation_space
-from placegym.envs.reward import REWARDS, NestPotential, reference_makespan, terminal_reward
+from placegym.envs.reward import (
+    DEFAULT_REFERENCE,
+    REWARDS,
+    NestPotential,
+    ReferencePlacer,
+    reference_makespan,
+    reference_placer,
+    terminal_reward,
+)
 from placegym.envs.simulator import simulate
 from placegym.envs.sources import GraphSource, GraphSpec
 from placegym.envs.state import PlacementState
@@ -46,8 +55,9 @@ class PlacementEnv(gym.Env[dict, int]):
     :func:`placegym.envs.observation.obs_to_pyg` / ``batch_to_pyg`` do it).
 
     ## Rewards
-    With makespan ``T`` and ``T_ref`` the ``critical_path`` teacher's makespan on the same
-    graph and cluster (noiseless, computed once per graph):
+    With makespan ``T`` and ``T_ref`` the makespan of the ``reference`` placer's placement
+    on the same graph and cluster (the ``critical_path`` teacher's by default; noiseless,
+    computed once per graph):
 
     - ``"relative"`` (default): 0 until the end, then ``(T_ref - T) / T_ref`` (> 0 beats
       the teacher);
@@ -80,6 +90,10 @@ class PlacementEnv(gym.Env[dict, int]):
       for samplers. A drawn graph that exceeds them raises ``ValueError``.
     - ``reward``: ``"relative"``, ``"makespan"`` or ``"nest"``; ``shaping_gamma``: γ of
       the NEST shaping (1 keeps returns unchanged).
+    - ``reference``: the placer whose makespan is ``T_ref``: any object with
+      ``place(graph, cluster) -> Placement`` (a teacher), or an import path
+      ``"module:Class"`` of one built without arguments; default
+      :data:`~placegym.envs.reward.DEFAULT_REFERENCE`, the ``critical_path`` teacher.
     - ``memory_mask``, ``illegal_action``, ``dispatch`` (``"priority"``/``"fifo"``),
       ``noise`` (σ of the simulator's compute noise, drawn from ``self.np_random``),
       ``render_mode`` (``"ansi"`` or ``"rgb_array"``).
@@ -108,6 +122,7 @@ class PlacementEnv(gym.Env[dict, int]):
         max_edges: int | None = None,
         reward: Literal["relative", "makespan", "nest"] = "relative",
         shaping_gamma: float = 1.0,
+        reference: ReferencePlacer | str = DEFAULT_REFERENCE,
         memory_mask: bool = True,
         illegal_action: Literal["penalize", "raise"] = "penalize",
         dispatch: Literal["priority", "fifo"] = "priority",
@@ -136,11 +151,14 @@ class PlacementEnv(gym.Env[dict, int]):
         if backend not in ("sim", "torch"):
             raise ValueError(f"backend: expected 'sim' or 'torch', got {backend!r}")
         self.source = GraphSource(graph, graph_params)
+        self.reference = reference_placer(reference)
         self.real = None
         if backend == "torch":
             from placegym.envs.backend.measure import RealBackend
 
-            self.real = RealBackend(devices, scale=scale, repeats=repeats)
+            self.real = RealBackend(
+                devices, scale=scale, repeats=repeats, reference=self.reference
+            )
             self.source = self.real.wrap_source(self.source)
             cluster = self.real.cluster if cluster == "calibrate" else cluster
         self.cluster = load_cluster(cluster)
@@ -166,7 +184,10 @@ class PlacementEnv(gym.Env[dict, int]):
         d = self.cluster.num_devices
         self.action_space = spaces.Discrete(max(self.max_nodes, d))
         self.observation_space = observation_space(self.max_nodes, self.max_edges, d)
-        self._cache: dict[int, tuple[Graph, ObservationBuilder, float]] = {}
+        # per graph: its observation builder and T_ref (a sampler's: the current one only)
+        self._prepared = IdentityCache(
+            self._build_for, size=1 if self.source.sampler is not None else None
+        )
         self.state: PlacementState | None = None
         self._schedule = None
 
@@ -281,20 +302,15 @@ class PlacementEnv(gym.Env[dict, int]):
             )
 
     def _prepare(self, graph: Graph) -> tuple[ObservationBuilder, float]:
-        hit = self._cache.get(id(graph))
-        if hit is None or hit[0] is not graph:
-            builder = ObservationBuilder(graph, self.cluster, self.max_nodes, self.max_edges)
-            if self.real is not None:
-                ref = self.real.reference(graph, self.cluster)
-            else:
-                ref = reference_makespan(graph, self.cluster, self.dispatch)
-            hit = (graph, builder, ref)
-            if self.source.sampler is not None:
-                self._cache.clear()  # a new graph every episode: keep only the current one
-            self._cache[id(graph)] = hit
-        builder = hit[1]
+        builder, ref = self._prepared(graph)
         builder.reset_dynamic()
-        return builder, hit[2]
+        return builder, ref
+
+    def _build_for(self, graph: Graph) -> tuple[ObservationBuilder, float]:
+        builder = ObservationBuilder(graph, self.cluster, self.max_nodes, self.max_edges)
+        if self.real is not None:
+            return builder, self.real.reference(graph, self.cluster)
+        return builder, reference_makespan(graph, self.cluster, self.reference, self.dispatch)
 
     def _info(self, mask: np.ndarray) -> dict[str, Any]:
         return {"action_mask": mask, "phase": self.state.phase, "illegal_action": False}

@@ -21,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from placegym.envs.analysis import b_level
+from placegym.envs.analysis import b_level, overflow_penalty
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
@@ -43,7 +43,6 @@ __all__ = [
     "Run",
     "evaluate_plan",
     "nest_cost",
-    "overflow_penalty",
     "plan_devices",
     "priority_order",
     "run_overflow",
@@ -481,8 +480,9 @@ def nest_cost(
              + overflow_penalty(Σ_{v ∈ A, d(v) = e} param_bytes_v for every e)  (memory)
 
     where ``dur`` is the rule-1 duration (DESIGN §3.1, no noise), latency and bandwidth
-    are those of the pair's network level, and :func:`overflow_penalty` prices resident
-    parameters beyond capacity. Every cut edge counts, as DESIGN §4 states (the simulator
+    are those of the pair's network level, and
+    :func:`~placegym.envs.analysis.overflow_penalty` prices resident parameters beyond
+    capacity. Every cut edge counts, as DESIGN §4 states (the simulator
     sends one transfer per producer and destination device, so a fan-out to several
     consumers on one device is charged once per edge here).
 
@@ -516,18 +516,3 @@ def nest_cost(
     )
     penalty = overflow_penalty(params, cluster, overflow_weight=overflow_weight)
     return float(load.max() + comm.sum() + penalty)
-
-
-def overflow_penalty(
-    param_bytes: np.ndarray, cluster: Cluster, *, overflow_weight: float = 1.0
-) -> float:
-    """The memory term of :func:`nest_cost`: ``overflow_weight · Σ_e max(0,
-    param_bytes_e − memory_e) / min_l bandwidth_l``, the time to ship every device's
-    resident parameters beyond its capacity over the slowest network level.
-
-    Args:
-        param_bytes: ``(D,)`` resident parameter bytes per device.
-    """
-    excess = np.maximum(np.asarray(param_bytes, dtype=np.float64) - cluster.memory, 0.0)
-    slowest = min(lv.bandwidth for lv in cluster.levels)
-    return float(overflow_weight * excess.sum() / slowest)

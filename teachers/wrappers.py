@@ -7,6 +7,7 @@
 
 One wrapper step is the agent's step plus the teacher's; rewards of both are summed.
 ``obs["action_mask"]`` and ``action_masks()`` are cut to the wrapper's action space.
+They live with the teachers, not with the environment, because a teacher plays one phase.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from placegym.envs.backend.calibrate import calibrate, rank_check
     from placegym.envs.backend.kernels import scale_graph
-    from placegym.train.harness.bench import resolve_workload
+    from placegym.envs.sources import resolve_graph
 
     t0 = time.perf_counter()
     cluster = calibrate(args.devices, size=args.size, repeats=args.repeats)
@@ -52,7 +52,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             f"  {lv.name:<10} {lv.bandwidth / 1e9:8.2f} GB/s  latency {lv.latency * 1e6:8.1f} us"
         )
     if args.check:
-        graph = scale_graph(resolve_workload(args.graph, args.seed), args.scale)
+        graph = scale_graph(resolve_graph(args.graph, seed=args.seed), args.scale)
         rho, sim, real = rank_check(
             graph,
             cluster,
