@@ -37,7 +37,7 @@ from placegym.envs import validate as V
 
 CLUSTER_FORMAT = "placegym.cluster/v1"
 
-__all__ = ["CLUSTER_FORMAT", "Cluster", "Device", "Level", "load_cluster"]
+__all__ = ["CLUSTER_FORMAT", "Cluster", "Device", "Level"]
 
 
 @dataclass(frozen=True)
@@ -305,19 +305,3 @@ class Cluster:
 def _ro(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)
     return a
-
-
-def load_cluster(source: Cluster | str | os.PathLike[str] | Mapping[str, Any]) -> Cluster:
-    """Load a cluster from a :class:`Cluster`, a preset name (see ``placegym clusters``),
-    a dict, or a JSON file path."""
-    from placegym.envs.presets import PRESETS, get_preset
-
-    if isinstance(source, Cluster):
-        return source
-    if isinstance(source, str) and source in PRESETS:
-        return get_preset(source)
-    if isinstance(source, str) and not Path(source).exists() and not source.endswith(".json"):
-        raise ValueError(
-            f"cluster: unknown preset or file {source!r} (presets: {', '.join(PRESETS)})"
-        )
-    return V.load_document(source, "cluster", Cluster.from_dict)

@@ -11,9 +11,10 @@ from gymnasium import spaces
 from gymnasium.error import InvalidAction
 
 from placegym.envs.cache import IdentityCache
-from placegym.envs.cluster import Cluster, load_cluster
+from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.observation import ObservationBuilder, observation_space
+from placegym.envs.presets import load_cluster
 from placegym.envs.reward import (
     DEFAULT_REFERENCE,
     REWARDS,

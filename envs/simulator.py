@@ -44,9 +44,10 @@ from typing import Any, Literal
 import numpy as np
 
 from placegym.envs import _kernel
-from placegym.envs.cluster import Cluster, Device, Level, load_cluster
+from placegym.envs.cluster import Cluster, Device, Level
 from placegym.envs.graph import Graph, load_graph
 from placegym.envs.placement import Placement, load_placement
+from placegym.envs.presets import load_cluster
 
 Dispatch = Literal["priority", "fifo"]
 RngLike = np.random.Generator | int | None

@@ -218,6 +218,4 @@ def test_select_teacher_names_are_validated():
     with pytest.raises(ValueError, match=r"phase1\.select_teacher"):
         config_from_dict({"phase1": {"teacher": "nest", "select_teacher": "oracle"}})
     with pytest.raises(ValueError, match=r"phase2\.self_imitation\.select_teacher"):
-        config_from_dict(
-            {"phase2": {"self_imitation": {"coef": 1.0, "select_teacher": "oracle"}}}
-        )
+        config_from_dict({"phase2": {"self_imitation": {"coef": 1.0, "select_teacher": "oracle"}}})

@@ -130,7 +130,9 @@ def test_a_v2_checkpoint_loads_with_its_config_in_the_current_shape(tmp_path):
     from placegym.train.config import SelfImitationConfig
 
     raw = torch.load(V2_CHECKPOINT, weights_only=True)
-    assert raw["format"] == "placegym.checkpoint/v2" and "imitation_coef" in raw["config"]["phase2"]
+    assert (
+        raw["format"] == "placegym.checkpoint/v2" and "imitation_coef" in raw["config"]["phase2"]
+    )
     ckpt = load_checkpoint(V2_CHECKPOINT)
     assert ckpt["format"] == CHECKPOINT_FORMAT
     assert "imitation_coef" not in ckpt["config"]["phase2"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import importlib.util
 import types
 import typing
 from dataclasses import dataclass, field
@@ -56,6 +57,8 @@ __all__ = [
     "apply_overrides",
     "config_from_dict",
     "load_config",
+    "load_preset",
+    "presets_dir",
     "resolve_path",
 ]
 
@@ -89,6 +92,32 @@ REMOVED_KEYS: dict[str, str] = {
         for old in _SELF_IMITATION
     },
 }
+
+
+def presets_dir() -> Path:
+    """The folder of the shipped YAML presets (``configs/`` of the source tree, installed
+    as the data package ``placegym.configs``).
+
+    Raises:
+        FileNotFoundError: the presets are not installed.
+    """
+    spec = importlib.util.find_spec("placegym.configs")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("presets: the package data placegym.configs is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def load_preset(name: str, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """The shipped preset ``name`` (``quickstart``, ``ffnn``, ...) with ``overrides``.
+
+    Raises:
+        ValueError: no preset of that name (listing them), or a bad override.
+    """
+    path = presets_dir() / f"{name}.yaml"
+    if not path.is_file():
+        names = sorted(p.stem for p in presets_dir().glob("*.yaml"))
+        raise ValueError(f"preset: unknown name {name!r} (presets: {', '.join(names)})")
+    return load_config(path, overrides)
 
 
 def resolve_path(path: str | Path, base: Path | None) -> Path:

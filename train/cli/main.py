@@ -1,8 +1,9 @@
 """The ``placegym`` command line.
 
-Subcommands: ``simulate``, ``show``, ``validate``, ``clusters``, ``graphs``, ``bench``,
-``demo``. Bad input files give a one-line error naming the problem and exit code 2,
-never a traceback.
+Subcommands: ``simulate``, ``show``, ``validate``, ``clusters`` (here), ``graphs``,
+``bench``, ``calibrate``, ``train``, ``report`` and ``demo`` (a module each in
+:mod:`placegym.train.cli`). Bad input gives a one-line error naming the problem and exit
+code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from placegym.train.cli.bench import add_bench_parser
 from placegym.train.cli.calibrate import add_calibrate_parser
+from placegym.train.cli.demo import add_demo_parser
 from placegym.train.cli.graphs import add_graphs_parser
+from placegym.train.cli.report import add_report_parser
 from placegym.train.cli.train import add_train_parser
 
 EXIT_BAD_INPUT = 2
@@ -165,13 +167,6 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from placegym.train.cli.demo import run_demo
-
-    run_demo(Path(args.out))
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="placegym",
@@ -205,13 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", help="a preset to print as cluster JSON")
     p.set_defaults(func=cmd_clusters)
 
-    p = sub.add_parser("demo", help="the five-minute tour, end to end")
-    p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
-    p.set_defaults(func=cmd_demo)
     add_graphs_parser(sub)
     add_bench_parser(sub)
     add_calibrate_parser(sub)
     add_train_parser(sub)
+    add_report_parser(sub)
+    add_demo_parser(sub)
     return parser
 
 
