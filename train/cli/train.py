@@ -30,7 +30,7 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from placegym.train.config import load_config, load_preset, presets_dir
+    from placegym.train.config import load_config, presets_dir
 
     overrides = []
     for item in args.overrides:
@@ -40,11 +40,11 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise ValueError(f"train: unknown option {item!r} (options: --print-config)")
         else:
             overrides.append(item)
-    given = Path(args.config)
-    if given.suffix or given.exists():
+    given, preset = Path(args.config), presets_dir() / f"{args.config}.yaml"
+    if not given.exists() and not given.suffix and preset.is_file():
+        cfg, base = load_config(preset, overrides), preset.parent  # placegym train quickstart
+    else:
         cfg, base = load_config(given, overrides), given.resolve().parent
-    else:  # a shipped preset by name: placegym train quickstart
-        cfg, base = load_preset(args.config, overrides), presets_dir()
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
