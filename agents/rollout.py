@@ -22,6 +22,7 @@ False), scored the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ from placegym.agents.doppler import DopplerPolicy, Encoding
 from placegym.agents.encoder import GraphInputs
 from placegym.envs.cache import IdentityCache
 from placegym.envs.env import PlacementEnv
+from placegym.envs.state import PlacementState
 from placegym.teachers.base import Teacher
 
 __all__ = ["EpisodeRecord", "Scores", "rollout", "score", "segment_log_softmax"]
@@ -109,6 +111,13 @@ class _Live:
         }
     )
 
+    @property
+    def state(self) -> PlacementState:
+        """The environment's placement state (set by ``reset``)."""
+        state = self.env.state
+        assert state is not None
+        return state
+
 
 #: Logits within this of the largest count as tied for the greedy choice.
 GREEDY_TIE_TOL = 1e-6
@@ -129,7 +138,7 @@ def _choose(logits: np.ndarray, greedy: bool, rng: np.random.Generator) -> int:
 def rollout(
     policy: DopplerPolicy,
     envs: list[PlacementEnv],
-    seeds: list[int | None],
+    seeds: Sequence[int | None],
     *,
     rng: np.random.Generator,
     greedy: bool = False,
@@ -163,7 +172,7 @@ def rollout(
             _Live(env, obs, info, inputs, encodings[id(g)], g.num_nodes, env.cluster.num_devices)
         )
     done: dict[int, EpisodeRecord] = {}
-    active = [i for i in range(len(live)) if not live[i].env.state.done]
+    active = [i for i in range(len(live)) if not live[i].state.done]
     for i in range(len(live)):
         if i not in active:
             done[i] = _finish(live[i], record_teacher)
@@ -177,7 +186,7 @@ def rollout(
             lv.buf["from_teacher"].append(t)
             lv.obs, reward, _, _, lv.info = lv.env.step(action)
             lv.buf["rewards"].append(reward)
-        for i in [i for i in active if live[i].env.state.done]:
+        for i in [i for i in active if live[i].state.done]:
             done[i] = _finish(live[i], record_teacher)
         active = [i for i in active if i not in done]
     return [done[i] for i in range(len(live))]
@@ -200,10 +209,11 @@ def _decide(
     fixed_plc = not getattr(policy, "learns_placement", True)
     fixed_teacher: Teacher | None = getattr(policy, "fixed_teacher", None)
     for j, (lv, use) in enumerate(zip(lives, use_teacher)):
-        select = lv.env.state.selected < 0
+        state = lv.state
+        select = state.selected < 0
         ties = None
-        state = lv.env.state
         if use or record_teacher:
+            assert teacher is not None
             ties = teacher.select_actions(state) if select else teacher.place_actions(state)
         _record_inputs(lv, select, ties, record_teacher)
         if (select and fixed_sel) or (not select and fixed_plc):
@@ -217,6 +227,7 @@ def _decide(
             else:
                 actions[j] = _topological_first(lv)
         elif use:
+            assert ties is not None
             actions[j] = int(ties[rng.integers(len(ties))])
         else:
             groups.setdefault((select, id(lv.enc)), []).append(j)
@@ -226,17 +237,18 @@ def _decide(
         )
         for j, a in zip(members, chosen):
             actions[j] = a
-    for lv, a in zip(lives, actions):
-        lv.buf["sel_action" if lv.env.state.selected < 0 else "plc_action"].append(a)
+    for lv, act in zip(lives, actions):
+        lv.buf["sel_action" if lv.state.selected < 0 else "plc_action"].append(act)
     return actions  # type: ignore[return-value]
 
 
 def _record_inputs(lv: _Live, select: bool, ties: np.ndarray | None, record: bool) -> None:
-    b, state = lv.buf, lv.env.state
+    b, state = lv.buf, lv.state
     if select:
         b["sel_dyn"].append(lv.obs["node_dynamic"][: lv.n].copy())
         b["sel_mask"].append(lv.info["action_mask"][: lv.n].copy())
         if record:
+            assert ties is not None
             b["sel_teacher"].append(_as_mask(ties, lv.n))
     else:
         b["plc_node"].append(state.selected)
@@ -244,6 +256,7 @@ def _record_inputs(lv: _Live, select: bool, ties: np.ndarray | None, record: boo
         b["plc_dev"].append(lv.obs["device"].copy())
         b["plc_mask"].append(lv.info["action_mask"][: lv.d].copy())
         if record:
+            assert ties is not None
             b["plc_teacher"].append(_as_mask(ties, lv.d))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -24,7 +24,7 @@ from placegym.envs.reward import (
     reference_placer,
     terminal_reward,
 )
-from placegym.envs.simulator import simulate
+from placegym.envs.simulator import Schedule, simulate
 from placegym.envs.sources import GraphSource, GraphSpec
 from placegym.envs.state import PlacementState
 
@@ -111,7 +111,7 @@ class PlacementEnv(gym.Env[dict, int]):
     - v0: initial release.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
 
     def __init__(
         self,
@@ -170,11 +170,13 @@ class PlacementEnv(gym.Env[dict, int]):
                 f"(cluster='calibrate' fits one to the devices)"
             )
         sizes = self.source.fixed_sizes
-        if sizes is None and (max_nodes is None or max_edges is None):
-            raise ValueError(
-                "max_nodes, max_edges: required when graph is a sampler, got "
-                f"{max_nodes!r}, {max_edges!r}"
-            )
+        if sizes is None:
+            if max_nodes is None or max_edges is None:
+                raise ValueError(
+                    "max_nodes, max_edges: required when graph is a sampler, got "
+                    f"{max_nodes!r}, {max_edges!r}"
+                )
+            sizes = (max_nodes, max_edges)
         self.max_nodes = int(max_nodes if max_nodes is not None else sizes[0])
         self.max_edges = int(max_edges if max_edges is not None else sizes[1])
         if self.max_nodes < 1:
@@ -183,14 +185,15 @@ class PlacementEnv(gym.Env[dict, int]):
         self.memory_mask, self.illegal_action = memory_mask, illegal_action
         self.dispatch, self.noise, self.render_mode = dispatch, float(noise), render_mode
         d = self.cluster.num_devices
-        self.action_space = spaces.Discrete(max(self.max_nodes, d))
+        self._num_actions = max(self.max_nodes, d)
+        self.action_space = spaces.Discrete(self._num_actions)  # type: ignore[assignment]
         self.observation_space = observation_space(self.max_nodes, self.max_edges, d)
         # per graph: its observation builder and T_ref (a sampler's: the current one only)
         self._prepared = IdentityCache(
             self._build_for, size=1 if self.source.sampler is not None else None
         )
         self.state: PlacementState | None = None
-        self._schedule = None
+        self._schedule: Schedule | None = None
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -275,7 +278,7 @@ class PlacementEnv(gym.Env[dict, int]):
     def action_masks(self) -> np.ndarray:
         """Bool mask over ``Discrete(max(max_nodes, D))`` of the legal actions now (the one
         source of ``obs["action_mask"]`` and ``info["action_mask"]``)."""
-        out = np.zeros(self.action_space.n, dtype=bool)
+        out = np.zeros(self._num_actions, dtype=np.bool_)
         state = self.state
         if state is None or state.done:
             return out
@@ -314,6 +317,7 @@ class PlacementEnv(gym.Env[dict, int]):
         return builder, reference_makespan(graph, self.cluster, self.reference, self.dispatch)
 
     def _info(self, mask: np.ndarray) -> dict[str, Any]:
+        assert self.state is not None
         return {"action_mask": mask, "phase": self.state.phase, "illegal_action": False}
 
     def _render_text(self) -> str:

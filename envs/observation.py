@@ -118,7 +118,7 @@ class ObservationBuilder:
         node_mask[:n] = 1
         edge_mask = np.zeros(max_edges, np.int8)
         edge_mask[:e] = 1
-        self.static = {
+        self.static: dict[str, np.ndarray] = {
             "node_static": static,
             "edge_index": edge_index,
             "edge_attr": edge_attr,

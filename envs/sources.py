@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -94,7 +94,7 @@ class GraphSource:
                 raise ValueError("graph: expected at least one graph, got []")
             self.graphs = [resolve_graph(s, params) for s in spec]
         else:
-            self.graphs = [resolve_graph(spec, params)]
+            self.graphs = [resolve_graph(cast("Graph | str | Path", spec), params)]
 
     @property
     def fixed_sizes(self) -> tuple[int, int] | None:

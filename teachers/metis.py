@@ -56,7 +56,7 @@ def metis_parts(
         graph_arg = {"adjacency": pymetis.CSRAdjacency(xadj.tolist(), dst[perm].tolist())}
     else:
         graph_arg = {"xadj": xadj.tolist(), "adjncy": dst[perm].tolist()}
-    result = pymetis.part_graph(
+    result = pymetis.part_graph(  # type: ignore[call-overload]  # either pymetis API
         nparts,
         **graph_arg,
         vweights=_int_weights(mean_durations(graph, cluster)).tolist(),

@@ -231,11 +231,12 @@ class NestTeacher(PlanTeacher):
             return NestResult((), 0.0, 0.0, 0.0, "fits", empty, order, elapsed)
         cost, over = tables.run_tables()
         weight = self.overflow_weight / min(lv.bandwidth for lv in cluster.levels)
-        passes = {
+        options: dict[str, list[tuple[tuple[int, ...], float | None]]] = {
             "fallback": [((0,), None), (ALL_RELIEFS, None), (ALL_RELIEFS, weight)],
             "always": [(ALL_RELIEFS, None), (ALL_RELIEFS, weight)],
             "never": [((0,), None), ((0,), weight)],
-        }[self.relief]
+        }
+        passes = options[self.relief]
         for reliefs, penalty in passes:
             found = solve_dp(tables, cost, over, reliefs, penalty)
             if found is not None:

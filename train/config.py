@@ -433,7 +433,8 @@ def apply_overrides(cfg: TrainConfig, overrides: list[str] | tuple[str, ...]) ->
 
 
 def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    node, cls, parts = data, TrainConfig, key.split(".")
+    node, parts = data, key.split(".")
+    cls: Any = TrainConfig  # the dataclass of the section ``node`` holds
     for i, part in enumerate(parts):
         names = {f.name: f for f in dataclasses.fields(cls)}
         where = ".".join(parts[: i + 1])
@@ -443,10 +444,9 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
             node[part] = value
             return
         tp = _hints(cls)[part]
-        if not dataclasses.is_dataclass(tp):
+        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
             raise ValueError(f"{where}: is a {_type_name(tp)}, it has no keys")
-        sub = tp
-        node, cls = node.setdefault(part, {}), sub
+        node, cls = node.setdefault(part, {}), tp
 
 
 def _unknown(where: str, part: str, names: dict[str, Any]) -> str:
@@ -506,7 +506,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise ValueError(f"{where}: expected a mapping, got {value!r}")
         return dict(value)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _build(tp, value, where)
     return _scalar(value, tp, where)
 

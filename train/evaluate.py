@@ -211,7 +211,9 @@ def evaluate_run(
     ``teacher_times(graph)`` gives each compared teacher's makespan, the reference
     (:data:`REFERENCE`) included; ratios are to the reference.
     """
-    rows, metrics, best = [], {}, []
+    rows: list[dict[str, Any]] = []
+    metrics: dict[str, float] = {}
+    best: list[Placement] = []
     for split, label, graph in graphs:
         res = evaluate_policy(policy, graph, cluster, k=k, seed=seed, pool=pool)
         teachers = teacher_times(graph)

@@ -64,7 +64,9 @@ def imitation_update(
     grad_norm = clipped_step(optimizer, list(policy.parameters()), max_grad_norm)
     with torch.no_grad():
         entropy = float(torch.cat([s.entropy for s in scores]).mean())
-        in_ties = float(torch.cat([s.teacher_logp for s in scores]).exp().mean())
+        in_ties = float(
+            torch.cat([x for s in scores if (x := s.teacher_logp) is not None]).exp().mean()
+        )
     return {
         "losses/imitation": loss.item(),
         "losses/grad_norm": grad_norm,

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -48,6 +48,7 @@ from placegym.agents.doppler import DopplerPolicy
 from placegym.agents.rollout import EpisodeRecord, rollout
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate
 from placegym.envs.cache import IdentityCache
+from placegym.envs.simulator import Dispatch
 from placegym.teachers import make_teacher
 from placegym.train.checkpoint import (
     CHECKPOINT_FORMAT,
@@ -138,7 +139,7 @@ class Trainer:
         teachers = list(dict.fromkeys([REFERENCE, *cfg.eval.teachers]))
         self.teacher_times: IdentityCache[dict[str, float]] = IdentityCache(
             lambda g: teacher_makespans(
-                g, self.cluster, teachers, seed=cfg.seed, dispatch=cfg.data.dispatch
+                g, self.cluster, teachers, seed=cfg.seed, dispatch=self._dispatch
             ),
             size=None,
         )
@@ -150,6 +151,10 @@ class Trainer:
         self._real: tuple[EnvPool, Cluster] | None = None  # phase III envs, made on first use
         self.self_imitation: SelfImitation | None = None  # made when phase II starts
         self._saved_plans: dict[int, dict[str, Any]] = {}  # from a resumed checkpoint
+
+    @property
+    def _dispatch(self) -> Dispatch:
+        return cast(Dispatch, self.cfg.data.dispatch)  # validated: priority or fifo
 
     # ------------------------------------------------------------------ entry point
     def run(self, stop_after: int | None = None) -> list[dict[str, Any]]:
@@ -374,7 +379,7 @@ class Trainer:
             teacher=None if si is None else si.plans,
             record_teacher=si is not None and si.labels_batch,
         )
-        term, extra = None, {}
+        term, extra = None, dict[str, float]()
         if si is not None:
             term, extra = si.step(
                 self.policy, envs, groups, records, rng=self.rng, graph_cache=pool.graph_cache
@@ -487,7 +492,7 @@ class Trainer:
     def _gantt(self, graph: Graph, placement: Placement, step: int) -> None:
         from placegym.envs.gantt import gantt_rgb
 
-        schedule = simulate(graph, self.cluster, placement, dispatch=self.cfg.data.dispatch)
+        schedule = simulate(graph, self.cluster, placement, dispatch=self._dispatch)
         self._tracker.image(
             "charts/gantt",
             gantt_rgb(schedule),

@@ -67,7 +67,7 @@ class _MeanAggregate(MessagePassing):
     def __init__(self) -> None:
         super().__init__(aggr="mean")
 
-    def forward(self, messages: Tensor, index: Tensor, n: int) -> Tensor:  # type: ignore[override]
+    def forward(self, messages: Tensor, index: Tensor, n: int) -> Tensor:
         return self.aggr_module(messages, index, dim_size=n)
 
 

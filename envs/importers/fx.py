@@ -142,7 +142,7 @@ def mha_flops(mod: nn.MultiheadAttention, q: list[int], k: list[int]) -> float:
 
 
 def _module_cost(node: fx.Node, gm: fx.GraphModule, op: str, out: int) -> _Cost:
-    mod = gm.get_submodule(str(node.target))
+    mod: Any = gm.get_submodule(str(node.target))  # a Linear, Conv or MultiheadAttention
     params = [(list(p.shape), float(p.numel() * p.element_size())) for p in mod.parameters()]
     x = _shape(node.args[0]) if node.args else None
     if op == "linear":

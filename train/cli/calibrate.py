@@ -44,7 +44,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     )
     for d in cluster.devices:
         print(
-            f"  {d.name:<10} {d.flops / 1e9:8.1f} GFLOP/s  {d.mem_bandwidth / 1e9:7.1f} GB/s"
+            f"  {d.name:<10} {d.flops / 1e9:8.1f} GFLOP/s  "
+            f"{(d.mem_bandwidth or 0) / 1e9:7.1f} GB/s"
             f"  launch {d.launch_overhead * 1e6:7.1f} us"
         )
     for lv in cluster.levels:

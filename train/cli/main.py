@@ -111,6 +111,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         CLUSTER_FORMAT,
         GRAPH_FORMAT,
         PLACEMENT_FORMAT,
+        Placement,
         load_cluster,
         load_graph,
         load_placement,
@@ -132,7 +133,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 f"{', '.join(map(repr, loaders))}, got {tag!r}"
             )
         obj = loaders[tag](path)
-        if tag == PLACEMENT_FORMAT and graph is not None:
+        if isinstance(obj, Placement) and graph is not None:
             try:
                 obj.check(graph, cluster)
             except ValueError as e:

@@ -194,8 +194,12 @@ def main_table(out: Path, b: Budget, clusters: Sequence[str] = CLUSTERS) -> str:
             restarts = _restart_rows(cfg.run_dir) or [kept[-1]]
             restarted |= len(restarts) > 1
             mean.append({k: float(np.mean([x[k] for x in restarts])) for k in restarts[0]})
-            g = [x["greedy"] for x in restarts]
-            spread = f"{np.mean(g):.3f} ± {np.std(g):.3f} ({len(g)})" if len(g) > 1 else ""
+            greedy = [x["greedy"] for x in restarts]
+            spread = (
+                f"{np.mean(greedy):.3f} ± {np.std(greedy):.3f} ({len(greedy)})"
+                if len(greedy) > 1
+                else ""
+            )
             cells = [f"{kept[-1][k]:.3f}" for k in _MAIN_KEYS]
             cells.insert(1, spread)
             lines.append(f"| {w} | {cluster} | " + " | ".join(cells) + " |")
