@@ -130,7 +130,9 @@ def sibling_share(g: GraphInputs | None, node: Tensor, onehot: Tensor) -> Tensor
     inputs are, hence where sending to them costs nothing. Zeros without sibling data.
 
     Args:
-        node: ``(S,)`` the node placed in each state; onehot ``(S, n, D)`` placement.
+        g: the graph's inputs (``g.siblings``: each node's siblings and their bytes).
+        node: ``(S,)`` the node placed in each state.
+        onehot: ``(S, n, D)`` the placement of each state, one-hot over devices.
     """
     s, _, d = onehot.shape
     if g is None or g.siblings is None:
@@ -199,6 +201,7 @@ class DopplerPolicy(nn.Module):
         return self._fixed
 
     def encode(self, g: GraphInputs) -> Encoding:
+        """Both encoders' outputs and the static part of the SEL head (once per graph)."""
         sel_h, sel_cp = self.sel_encoder(g)
         plc_h, _ = self.plc_encoder(g)
         static = self.sel_static(torch.cat([sel_h, sel_cp], -1))
@@ -210,9 +213,11 @@ class DopplerPolicy(nn.Module):
         return torch.cat([dyn[step, node], sel_context(g, dyn, step, node)], dim=-1)
 
     def sel_scores(self, enc: Encoding, nodes: Tensor, x: Tensor) -> Tensor:
+        """SEL scores ``(K,)`` of the (state, node) pairs ``x`` (from :meth:`sel_inputs`)."""
         return self.sel_tail(enc.sel_static[nodes] + self.sel_dynamic(x)).squeeze(-1)
 
     def plc_logits(self, enc: Encoding, node: Tensor, placed: Tensor, dev: Tensor) -> Tensor:
+        """PLC logits ``(S, D)`` of the selected nodes on every device (see the class)."""
         s, d, _ = dev.shape
         onehot = torch.zeros(s, placed.shape[1], d + 1, dtype=enc.plc_h.dtype)
         onehot.scatter_(2, (placed + 1).unsqueeze(-1), 1.0)

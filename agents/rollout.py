@@ -73,10 +73,12 @@ class EpisodeRecord:
 
     @property
     def makespan(self) -> float:
+        """The episode's makespan (seconds)."""
         return float(self.info["makespan"])
 
     @property
     def ret(self) -> float:
+        """The episode's return (sum of its rewards)."""
         return float(self.rewards.sum())
 
 

@@ -132,6 +132,7 @@ class Cluster:
     # ------------------------------------------------------------------ arrays
     @cached_property
     def num_devices(self) -> int:
+        """Number of devices ``D``."""
         return len(self.devices)
 
     def __len__(self) -> int:
@@ -161,6 +162,7 @@ class Cluster:
 
     @cached_property
     def launch_overhead(self) -> np.ndarray:
+        """``(D,)`` kernel launch overhead of each device (seconds)."""
         return _ro(np.array([d.launch_overhead for d in self.devices], dtype=np.float64))
 
     @cached_property
@@ -185,11 +187,13 @@ class Cluster:
 
     @cached_property
     def pair_latency(self) -> np.ndarray:
+        """``(D, D)`` latency of each device pair's network level."""
         lat = np.array([lv.latency for lv in self.levels], dtype=np.float64)
         return _ro(lat[self.pair_level])
 
     @cached_property
     def pair_bandwidth(self) -> np.ndarray:
+        """``(D, D)`` bandwidth of each device pair's network level."""
         bw = np.array([lv.bandwidth for lv in self.levels], dtype=np.float64)
         return _ro(bw[self.pair_level])
 
@@ -244,6 +248,7 @@ class Cluster:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``placegym.cluster/v1`` JSON document."""
         devs = []
         for d in self.devices:
             nd: dict[str, Any] = {"name": d.name, "flops": d.flops}
@@ -265,6 +270,7 @@ class Cluster:
         return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the cluster JSON to ``path``."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod

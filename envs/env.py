@@ -197,6 +197,7 @@ class PlacementEnv(gym.Env[dict, int]):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start an episode: draw a graph (with ``self.np_random``), nothing placed."""
         super().reset(seed=seed)
         graph = self.source.draw(self.np_random)
         self._check_size(graph)
@@ -213,6 +214,7 @@ class PlacementEnv(gym.Env[dict, int]):
         return self._builder.observe(mask, 0), self._info(mask)
 
     def step(self, action: int):
+        """Take one SEL or PLC action (see the class docstring)."""
         if self.state is None:
             raise gym.error.ResetNeeded("step: call reset() first")
         if self.state.done:
@@ -289,6 +291,7 @@ class PlacementEnv(gym.Env[dict, int]):
         return out
 
     def render(self):
+        """Text (``ansi``) or an RGB Gantt chart of the partial schedule (``rgb_array``)."""
         if self.render_mode == "ansi":
             return self._render_text()
         if self.render_mode == "rgb_array":

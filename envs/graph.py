@@ -186,10 +186,12 @@ class Graph:
     # ------------------------------------------------------------------ structure
     @cached_property
     def num_nodes(self) -> int:
+        """Number of nodes ``n``."""
         return int(self.flops.shape[0])
 
     @cached_property
     def num_edges(self) -> int:
+        """Number of edges ``E``."""
         return int(self.edges.shape[0])
 
     def __len__(self) -> int:
@@ -235,10 +237,12 @@ class Graph:
         return _readonly(self.out_bytes + self.param_bytes + self.in_bytes)
 
     def predecessors(self, v: int) -> np.ndarray:
+        """The producers of node ``v``."""
         ptr, idx = self.producer_csr
         return idx[ptr[v] : ptr[v + 1]]
 
     def successors(self, v: int) -> np.ndarray:
+        """The consumers of node ``v``."""
         ptr, idx = self.consumer_csr
         return idx[ptr[v] : ptr[v + 1]]
 
@@ -292,6 +296,7 @@ class Graph:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``placegym.graph/v1`` JSON document."""
         nodes = []
         for i in range(self.num_nodes):
             nd: dict[str, Any] = {
@@ -314,6 +319,7 @@ class Graph:
         }
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the graph JSON to ``path``."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
 
     # ------------------------------------------------------------------ conversions

@@ -44,6 +44,7 @@ class WorkloadSampler:
     ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def __call__(self, rng: np.random.Generator) -> Graph:
+        """A new graph drawn with ``rng``."""
         from placegym.envs.workloads import make_graph
 
         drawn = {k: int(rng.integers(lo, hi + 1)) for k, (lo, hi) in sorted(self.ranges.items())}
@@ -104,6 +105,7 @@ class GraphSource:
         return (max(g.num_nodes for g in self.graphs), max(g.num_edges for g in self.graphs))
 
     def draw(self, rng: np.random.Generator) -> Graph:
+        """This episode's graph (a sampler's, or one of the fixed graphs, drawn with ``rng``)."""
         if self.sampler is not None:
             return self.sampler(rng)
         if len(self.graphs) == 1:

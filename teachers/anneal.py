@@ -330,6 +330,7 @@ class AnnealTeacher(PlanTeacher):
         self.last_result: AnnealResult | None = None
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """Anneal from the start placers' placements (``budget`` simulations)."""
         starts = [t.place(graph, cluster) for t in self._starts]
         result = anneal(graph, cluster, starts, budget=self.budget, seed=self.seed, **self.options)
         self.last_result = result

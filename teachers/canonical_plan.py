@@ -195,6 +195,8 @@ class CanonicalPlanTeacher(Teacher):
         return False
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
+        """The select teacher's tie set, else the frontier nodes first in plan rank on
+        their device."""
         if self.select is not None:
             return self.select.select_actions(state)
         plan = self.place(state.graph, state.cluster)
@@ -209,6 +211,7 @@ class CanonicalPlanTeacher(Teacher):
         return np.sort(best) if len(best) else np.array([frontier[np.argmin(rank)]])
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
+        """The learner's device of the node's plan label (see the module docstring)."""
         if state.selected < 0:
             raise ValueError("state: phase is 'select', no node awaits a device")
         plan = self.place(state.graph, state.cluster)

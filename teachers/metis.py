@@ -129,6 +129,7 @@ class MetisTeacher(PlanTeacher):
         self.seed = int(seed)
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """The METIS partition with a critical-path order (see the class docstring)."""
         n, nd = graph.num_nodes, cluster.num_devices
         order = priority_order(graph, b_level(graph, cluster))
         # Fastest devices first; parts sized in proportion to their speed.

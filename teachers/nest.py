@@ -216,6 +216,7 @@ class NestTeacher(PlanTeacher):
         )
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """Solve NEST's DP and order the stages (see the class docstring)."""
         result = self.solve(graph, cluster)
         self.last_result = result
         return Placement(device=result.device, order=result.order)
@@ -268,7 +269,9 @@ def solve_dp(
     """The optimal plan of the search space (see :class:`NestTeacher`).
 
     Args:
-        tables: the model; ``cost``, ``over`` its :meth:`NestTables.run_tables`.
+        tables: the model.
+        cost: the run costs of :meth:`NestTables.run_tables`.
+        over: the runs' memory overflow, of :meth:`NestTables.run_tables`.
         reliefs: the relief options allowed.
         penalty: ``None`` for the hard memory rule (runs that overflow are excluded),
             else the cost per byte of overflow.

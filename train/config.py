@@ -1,10 +1,10 @@
-"""The typed configuration of ``placegym train``, loaded from YAML with ``key=value`` overrides.
+r"""The typed configuration of ``placegym train``, loaded from YAML with ``key=value`` overrides.
 
 CleanRL style: every knob is a dataclass field with a docstring, grouped by role. A YAML
 file sets any subset of them; command-line overrides use dotted keys, with values parsed
 as YAML::
 
-    placegym train configs/quickstart.yaml phase2.updates=50 phase2.lr=3e-4 \\
+    placegym train configs/quickstart.yaml phase2.updates=50 phase2.lr=3e-4 \
         data.graphs=[ffnn,chainmm] phase2.self_imitation.coef=1 wandb.mode=disabled
 
 Sections: ``policy`` (:class:`~placegym.agents.doppler.PolicyConfig`, the policy's own

@@ -298,6 +298,7 @@ class AgentPlacer:
         return episode_placement(min(records, key=lambda r: r.makespan))
 
     def __call__(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
+        """The placer interface of ``placegym bench``: :meth:`place` with ``seed``."""
         return self.place(graph, cluster, seed)
 
     def __repr__(self) -> str:

@@ -205,6 +205,12 @@ def rl_update(
     """Advantages against the per-graph mean, then one REINFORCE step or a PPO round.
 
     Args:
+        policy: the policy to update.
+        optimizer: its optimiser.
+        records: the batch's episodes.
+        groups: the graph index of each episode (the baseline groups).
+        cfg: the algorithm (``algo``, PPO settings, entropy, clipping).
+        rng: PPO's minibatch order.
         reward_to_go: per-step returns (shaped rewards, ``reward="nest"``) instead of the
             whole return at every step.
         imitation: an imitation term added to the loss (self-imitation), or None.

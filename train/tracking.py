@@ -121,10 +121,12 @@ class Tracker:
             self.run.log_artifact(art)
 
     def summary(self, values: dict[str, Any]) -> None:
+        """Values of the W&B run's summary."""
         if self.run is not None:
             self.run.summary.update(values)
 
     def finish(self) -> None:
+        """Close ``metrics.jsonl`` and the W&B run."""
         self._metrics.close()
         if self.run is not None:
             self.run.finish()

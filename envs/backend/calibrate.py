@@ -126,9 +126,13 @@ def calibrate(
     """Measure ``devices`` and return the fitted :class:`Cluster` (module docstring).
 
     Args:
+        devices: the backend devices (``cpu#k``, ``cuda:i``, ``cuda:i#k``, comma lists).
         size: side of the calibration matmuls (elementwise sums use twice it).
         copy_sizes: sides of the square tensors sent between devices.
+        repeats: timed runs per measurement.
+        level_gap: relative bandwidth difference under which device pairs share a level.
         memory: bytes per device (default: the GPU's memory, or host RAM / device count).
+        name: the cluster's name (default ``calibrated-<devices>``).
     """
     vds = parse_devices(devices)
     rates = [_device_rates(devices, d, size, repeats) for d in range(len(vds))]

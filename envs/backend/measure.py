@@ -35,6 +35,7 @@ class RealBackend:
 
     @property
     def num_devices(self) -> int:
+        """Number of backend devices."""
         from placegym.envs.backend.devices import parse_devices
 
         return len(parse_devices(self.devices))

@@ -49,10 +49,12 @@ class LlamaShape:
 
     @property
     def d_model(self) -> int:
+        """Model width: heads × head size."""
         return self.heads * self.head_dim
 
     @property
     def group_heads(self) -> int:
+        """Query heads per key/value head (grouped-query attention)."""
         return self.heads // self.groups
 
     @property

@@ -18,6 +18,7 @@ def _seeds(text: str) -> list[int]:
 
 
 def add_bench_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``bench`` on the CLI's subparsers."""
     from placegym.train.harness.bench import DEFAULT_TEACHERS
 
     p = sub.add_parser("bench", help="benchmark teachers over workloads and clusters")
@@ -80,6 +81,7 @@ def agent_placers(paths: list[str], k: int) -> dict:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark, print its table and write its files."""
     from placegym.train.harness.bench import BenchConfig, markdown_table, run_benchmark
 
     cfg = BenchConfig(

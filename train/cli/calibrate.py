@@ -8,6 +8,7 @@ import time
 
 
 def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``calibrate`` on the CLI's subparsers."""
     p = sub.add_parser("calibrate", help="measure devices and write their cluster JSON")
     p.add_argument(
         "--devices",
@@ -31,6 +32,7 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Calibrate the devices, write the cluster JSON, optionally rank-check it."""
     from placegym.envs.backend.calibrate import calibrate, rank_check
     from placegym.envs.backend.kernels import scale_graph
     from placegym.envs.sources import resolve_graph

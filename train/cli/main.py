@@ -71,6 +71,7 @@ def _fmt_bytes(x: float) -> str:
 
 
 def print_summary(summary: dict, out=None) -> None:
+    """Print a schedule summary (:meth:`Schedule.summary`) as a small table."""
     out = out or sys.stdout
     print(
         f"makespan: {summary['makespan']:.6g} s   oom: {'yes' if summary['oom'] else 'no'}   "
@@ -89,6 +90,7 @@ def print_summary(summary: dict, out=None) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    """Simulate a placement; print its summary (or one JSON object)."""
     s = _schedule(args)
     if args.json:
         print(json.dumps(s.summary()))
@@ -98,6 +100,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """Simulate a placement and draw its Gantt chart."""
     from placegym.envs.gantt import save_gantt
 
     s = _schedule(args)
@@ -107,6 +110,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Check graph, cluster and placement files (placements against ``--graph``)."""
     from placegym.envs import (
         CLUSTER_FORMAT,
         GRAPH_FORMAT,
@@ -153,6 +157,7 @@ def _describe(obj) -> str:
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
+    """List the cluster presets, or print one as cluster JSON."""
     from placegym.envs import get_preset, list_presets
 
     if args.name:
@@ -169,6 +174,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``placegym`` argument parser with every subcommand."""
     parser = argparse.ArgumentParser(
         prog="placegym",
         description="Device placement of dataflow graphs on work-conserving multi-GPU systems.",
@@ -211,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; bad input gives one line on stderr and exit code 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 
 def add_train_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``train`` on the CLI's subparsers."""
     p = sub.add_parser(
         "train",
         help="train a placement agent (imitation, then RL) from a YAML config",
@@ -30,6 +31,7 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """Train (or print the resolved config of) a config file or a shipped preset."""
     from placegym.train.config import load_config, presets_dir
 
     overrides = []

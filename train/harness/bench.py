@@ -60,6 +60,8 @@ class BenchConfig:
 
 @dataclass
 class Record:
+    """One benchmark result: a placer's makespan on one workload, cluster and seed."""
+
     workload: str
     cluster: str
     seed: int

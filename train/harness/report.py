@@ -83,6 +83,7 @@ class Budget:
 
     @classmethod
     def quick(cls) -> Budget:
+        """Tiny budgets, for a smoke run of every part."""
         return cls(1, 2, 2, 1, 2, 2, 2, 1, 2, 1, 2, main_restarts=2)
 
 
