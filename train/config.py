@@ -16,17 +16,15 @@ sizes), ``data``, ``phase1`` (:class:`ImitationConfig`), ``phase2``
 its section, so every key does something.
 
 Unknown keys, wrong types and out-of-range values raise ``ValueError`` naming the dotted
-key and the offending value; a key of an earlier version names its new place
-(:data:`MOVED_KEYS`) or why it went (:data:`REMOVED_KEYS`).
+key and the offending value (:mod:`placegym.train.dataclass_io` reads the YAML); a key of
+an earlier version names its new place (:data:`MOVED_KEYS`) or why it went
+(:data:`REMOVED_KEYS`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import difflib
 import importlib.util
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +33,7 @@ from typing import Any
 import yaml
 
 from placegym.agents.doppler import PolicyConfig
+from placegym.train.dataclass_io import build, set_dotted
 
 if typing.TYPE_CHECKING:
     from placegym.envs import Graph
@@ -139,6 +138,11 @@ class GraphSpec:
     """Workload generator name or graph JSON file."""
     params: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the generator (ignored for JSON files)."""
+
+    @classmethod
+    def from_str(cls, name: str) -> GraphSpec:
+        """The YAML shorthand: a bare name or path."""
+        return cls(name)
 
     @property
     def label(self) -> str:
@@ -411,7 +415,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 
 def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     """Build and validate a :class:`TrainConfig` from a nested dict."""
-    cfg = _build(TrainConfig, raw, "")
+    cfg = build(TrainConfig, raw, hint=_hint)
     validate(cfg)
     return cfg
 
@@ -428,117 +432,15 @@ def apply_overrides(cfg: TrainConfig, overrides: list[str] | tuple[str, ...]) ->
             value = yaml.safe_load(text) if text.strip() else ""
         except yaml.YAMLError:
             value = text
-        _set_dotted(data, key, value)
+        set_dotted(data, TrainConfig, key, value, hint=_hint)
     return config_from_dict(data)
 
 
-def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    node, parts = data, key.split(".")
-    cls: Any = TrainConfig  # the dataclass of the section ``node`` holds
-    for i, part in enumerate(parts):
-        names = {f.name: f for f in dataclasses.fields(cls)}
-        where = ".".join(parts[: i + 1])
-        if part not in names:
-            raise ValueError(_unknown(where, part, names))
-        if i == len(parts) - 1:
-            node[part] = value
-            return
-        tp = _hints(cls)[part]
-        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
-            raise ValueError(f"{where}: is a {_type_name(tp)}, it has no keys")
-        node, cls = node.setdefault(part, {}), tp
-
-
-def _unknown(where: str, part: str, names: dict[str, Any]) -> str:
+def _hint(where: str) -> str | None:
+    """Where a key of an earlier version went, or why it was removed."""
     if where in MOVED_KEYS:
-        hint = f"; it is {MOVED_KEYS[where]} now"
-    elif where in REMOVED_KEYS:
-        hint = f"; {REMOVED_KEYS[where]}"
-    else:
-        close = difflib.get_close_matches(part, list(names), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{where}: unknown key (expected one of {', '.join(names)}){hint}"
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def _build(cls: type, raw: Any, where: str) -> Any:
-    if isinstance(raw, cls):
-        return raw
-    if cls is GraphSpec and isinstance(raw, str):
-        raw = {"name": raw}
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where or 'config'}: expected a mapping, got {raw!r}")
-    hints, names = _hints(cls), {f.name: f for f in dataclasses.fields(cls)}
-    kwargs = {}
-    for key, value in raw.items():
-        path = f"{where}.{key}" if where else str(key)
-        if key not in names:
-            raise ValueError(_unknown(path, str(key), names))
-        kwargs[key] = _coerce(value, hints[key], path)
-    try:
-        return cls(**kwargs)
-    except ValueError as e:  # a section's own checks (PolicyConfig) name the field
-        raise ValueError(f"{where}.{e}" if where else str(e)) from None
-
-
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """``value`` as type ``tp`` (numbers from strings, ints as floats), else ValueError."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(value, inner[0], where)
-    if origin is list:
-        items = value if isinstance(value, list | tuple) else None
-        if items is None:
-            raise ValueError(f"{where}: expected a list, got {value!r}")
-        return [_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(items)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ValueError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _build(tp, value, where)
-    return _scalar(value, tp, where)
-
-
-def _scalar(value: Any, tp: Any, where: str) -> Any:
-    if tp is Any:
-        return value
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ValueError(f"{where}: expected true or false, got {value!r}")
-    if tp in (int, float):
-        if isinstance(value, str):
-            with contextlib.suppress(ValueError):
-                value = float(value) if tp is float else int(value)
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if ok and tp is int and float(value).is_integer():
-            return int(value)
-        if ok and tp is float:
-            return float(value)
-        raise ValueError(
-            f"{where}: expected {'an integer' if tp is int else 'a number'}, got {value!r}"
-        )
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise ValueError(f"{where}: expected a string, got {value!r}")
-    raise TypeError(f"{where}: unsupported field type {tp!r}")  # a bug in this module
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", str(tp))
+        return f"it is {MOVED_KEYS[where]} now"
+    return REMOVED_KEYS.get(where)
 
 
 # ---------------------------------------------------------------------- validation
