@@ -154,7 +154,7 @@ def test_console_script_runs_as_a_process(files):
 
 
 def test_demo_runs_end_to_end(tmp_path, capsys):
-    from placegym.train.demo import run_demo
+    from placegym.train.cli.demo import run_demo
 
     results = run_demo(tmp_path)
     assert set(results) == {"single_device", "round_robin", "layer_pipeline"}
@@ -162,6 +162,17 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
     assert (
         main(["validate", str(tmp_path / "graph.json"), str(tmp_path / "round_robin.json")]) == 0
     )
+
+
+def test_report_and_train_by_preset_name(capsys, tmp_path):
+    assert main(["train", "quickstart", "--print-config", "seed=4"]) == 0
+    out = capsys.readouterr().out
+    assert "name: quickstart" in out and "seed: 4" in out
+    assert main(["report", "--parts", "main,bogus", "--out", str(tmp_path)]) == 2
+    assert "parts: unknown part 'bogus'" in capsys.readouterr().err
+    assert main(["report", "--clusters", "p100x5", "--out", str(tmp_path)]) == 2
+    assert "unknown preset or file 'p100x5'" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # nothing was trained
 
 
 # ------------------------------------------------------------------ one-line errors
@@ -265,7 +276,7 @@ def test_a_corrupt_checkpoint_is_one_line_naming_it(tmp_path, capsys):
 def test_bench_errors_do_not_share_the_progress_bar_line(capsys):
     assert main(["bench", "--workloads", "ffnn,nosuch", "--teachers", "critical_path"]) == 2
     assert capsys.readouterr().err == (
-        "placegym bench: error: workloads: unknown workload or file 'nosuch' (workloads: "
+        "placegym bench: error: graph: unknown workload or file 'nosuch' (workloads: "
         "chainmm, ffnn, llama_block, llama_layer, moe, random_dag)\n"
     )
 
@@ -285,7 +296,7 @@ def test_graphs_list_shows_each_generators_parameters(capsys):
 
 
 def test_graphs_export_help_example_runs(tmp_path, capsys, monkeypatch):
-    from placegym.train.cli import build_parser
+    from placegym.train.cli.main import build_parser
 
     helptext = build_parser()._subparsers._group_actions[0].choices["graphs"]
     export = helptext._subparsers._group_actions[0].choices["export"].format_help()

@@ -6,7 +6,7 @@ from test_io import CLUSTER, GRAPH, PLACEMENT
 
 from placegym.envs import simulate
 from placegym.envs.gantt import format_time, gantt_figure
-from placegym.train.bench import Record, ratios_figure
+from placegym.train.harness.bench import Record, ratios_figure
 
 
 def test_gantt_title_and_axis_share_one_unit_and_transfer_lanes_are_labelled():
