@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from placegym.envs.graph import Graph
 from placegym.envs.workloads._builder import GraphBuilder, split
+from placegym.envs.workloads._ccr import ccr_option
 
 
+@ccr_option
 def chainmm(
     matrices: int = 6,
     dim: int = 4096,

@@ -19,8 +19,10 @@ from collections.abc import Sequence
 
 from placegym.envs.graph import Graph
 from placegym.envs.workloads._builder import GraphBuilder, split
+from placegym.envs.workloads._ccr import ccr_option
 
 
+@ccr_option
 def ffnn(
     batch: int = 1024,
     dims: Sequence[int] = (2048, 4096, 4096, 2048),

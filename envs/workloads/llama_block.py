@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from placegym.envs.graph import Graph
 from placegym.envs.workloads._builder import GraphBuilder, split
+from placegym.envs.workloads._ccr import ccr_option
 
 NORM_FLOPS = 4  # per element: square, accumulate, scale by 1/rms, scale by the gain
 SOFTMAX_FLOPS = 5  # per element: scale, subtract the max, exp, sum, divide
@@ -147,6 +148,7 @@ def residual_sum(g: GraphBuilder, partials: list[int], x: int, s: LlamaShape, la
     )
 
 
+@ccr_option
 def llama_block(
     batch: int = 1,
     seq: int = 2048,
