@@ -128,7 +128,7 @@ def _tails(graph: Graph, w: list[float], comm: list[float]) -> list[float]:
     return tail
 
 
-def _free_comm_path(graph: Graph, w: np.ndarray) -> float:
+def _free_comm_path(graph: Graph, w: list[float]) -> float:
     ptr, idx = (a.tolist() for a in graph.producer_csr)
     finish = [0.0] * graph.num_nodes
     for v in graph.topological_order.tolist():
@@ -159,6 +159,6 @@ def lower_bound(graph: Graph, cluster: Cluster) -> LowerBound:
     head, tail = _heads(graph, wl, comm), _tails(graph, wl, comm)
     path = max(h + q for h, q in zip(head, tail))
     work = _work(graph, cluster, w)
-    free = _free_comm_path(graph, w)
+    free = _free_comm_path(graph, wl)
     value = max(work, free, path) * (1.0 - SLACK)
     return LowerBound(value=value, work=work, free_comm_path=free, path=path)

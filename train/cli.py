@@ -1,8 +1,8 @@
 """The ``placegym`` command line.
 
 Subcommands: ``simulate``, ``show``, ``validate``, ``clusters``, ``graphs``, ``bench``,
-``demo``. Bad input files give a one-line error naming the problem and exit code 2,
-never a traceback.
+``suites``, ``anytime``, ``demo``. Bad input files give a one-line error naming the
+problem and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from placegym.train.cli_bench import add_bench_parser
 from placegym.train.cli_calibrate import add_calibrate_parser
 from placegym.train.cli_graphs import add_graphs_parser
+from placegym.train.cli_suites import add_suites_parser
 from placegym.train.cli_train import add_train_parser
 
 EXIT_BAD_INPUT = 2
@@ -210,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
     add_graphs_parser(sub)
     add_bench_parser(sub)
+    add_suites_parser(sub)
     add_calibrate_parser(sub)
     add_train_parser(sub)
     return parser
