@@ -80,9 +80,10 @@ def min_transfer_times(graph: Graph, cluster: Cluster) -> np.ndarray:
     d = cluster.num_devices
     if d == 1:
         return np.full(graph.num_nodes, math.inf)
-    off = ~np.eye(d, dtype=bool)
-    links = np.unique(np.stack([cluster.pair_latency[off], cluster.pair_bandwidth[off]]), axis=1)
-    return (links[0][None, :] + graph.out_bytes[:, None] / links[1][None, :]).min(axis=1)
+    used = np.unique(cluster.pair_level[~np.eye(d, dtype=bool)])
+    lat = np.array([cluster.levels[k].latency for k in used])
+    bw = np.array([cluster.levels[k].bandwidth for k in used])
+    return (lat[None, :] + graph.out_bytes[:, None] / bw[None, :]).min(axis=1)
 
 
 def _best_split(ranked: list[tuple[float, float, float]], base: float, other: float) -> float:

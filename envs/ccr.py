@@ -65,8 +65,7 @@ def fastest_level(cluster: Cluster) -> int:
         raise ValueError(
             f"cluster: CCR needs at least two devices, {cluster.name!r} has {cluster.num_devices}"
         )
-    off = ~np.eye(cluster.num_devices, dtype=bool)
-    used = sorted(set(cluster.pair_level[off].tolist()))
+    used = np.unique(cluster.pair_level[~np.eye(cluster.num_devices, dtype=bool)]).tolist()
     return min(used, key=lambda k: (-cluster.levels[k].bandwidth, cluster.levels[k].latency))
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from placegym.train.cli_bench import add_bench_parser
 from placegym.train.cli_calibrate import add_calibrate_parser
 from placegym.train.cli_graphs import add_graphs_parser
-from placegym.train.cli_suites import add_suites_parser
+from placegym.train.cli_suites import add_anytime_parser, add_suites_parser
 from placegym.train.cli_train import add_train_parser
 
 EXIT_BAD_INPUT = 2
@@ -212,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_graphs_parser(sub)
     add_bench_parser(sub)
     add_suites_parser(sub)
+    add_anytime_parser(sub)
     add_calibrate_parser(sub)
     add_train_parser(sub)
     return parser

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from placegym.train.cli_suites import add_suite_bench_args, cmd_suite_bench
+
 
 def _csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
@@ -56,6 +58,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noise", type=float, default=0.0, help="simulate with this noise sigma")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_suite_bench_args(p)
     p.set_defaults(func=cmd_bench)
 
 
@@ -81,6 +84,9 @@ def agent_placers(paths: list[str], k: int) -> dict:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from placegym.train.bench import BenchConfig, markdown_table, run_benchmark
+
+    if args.replay or args.suite:  # a suite run or a replay check (train/cli_suites.py)
+        return cmd_suite_bench(args)
 
     cfg = BenchConfig(
         teachers=_csv(args.teachers),
