@@ -138,7 +138,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     compute_references(
         suite,
         budget=args.budget,
-        seeds=_seeds(args.seeds),
+        seeds=_seeds(args.seeds) if args.seeds else None,
         split=args.split,
         folder=folder,
         progress=print,
@@ -168,8 +168,8 @@ def add_suites_parser(subparsers: Any) -> None:
 
     q = sub.add_parser("reference", help="recompute lower bounds and best-known placements")
     q.add_argument("name", metavar="NAME")
-    q.add_argument("--budget", type=int, help="simulations per anneal run (default: suite's)")
-    q.add_argument("--seeds", default="1,2", help="anneal seeds (default 1,2)")
+    q.add_argument("--budget", type=int, help="simulations per anneal run (default: the suite's)")
+    q.add_argument("--seeds", help="comma-separated anneal seeds (default: the suite's)")
     q.add_argument("--split", help="only this split")
     q.add_argument("--folder", help="reference folder (default: the package data folder)")
     q.set_defaults(func=cmd_reference)

@@ -160,23 +160,37 @@ def replay(path: str | Path, progress: bool = False) -> tuple[int, list[Mismatch
     noise = float(config.get("noise", 0.0))
     suite_rows = bool(rows) and "suite" in rows[0]
     load = _suite_loader() if suite_rows else _workload_loader(config)
-    reference = {_key(r): r["makespan"] for r in rows if r["placer"] == "critical_path"}
     bad: list[Mismatch] = []
+    replayed: list[tuple[Graph, Cluster, float] | None] = []
     for i, row in enumerate(tqdm(rows, disable=not progress, desc="replay", leave=False)):
         try:
             graph, cluster, digest = load(row)
         except (ValueError, KeyError) as e:
             bad.append(Mismatch(i, _label(row), f"cannot rebuild the instance: {e}"))
+            replayed.append(None)
             continue
         problems, makespan = _check_row(row, graph, cluster, digest, noise)
-        if makespan is not None:
-            ref = reference.get(_key(row))  # None: critical_path ran as reference only
-            if ref is not None and not _close(row["ratio_to_critical_path"], makespan / ref):
-                problems.append(
-                    f"ratio_to_critical_path {row['ratio_to_critical_path']!r} does not match "
-                    "the critical_path row"
-                )
-            if suite_rows:
-                problems += _check_suite_columns(row, graph, cluster, makespan)
         bad += [Mismatch(i, _label(row), p) for p in problems]
+        replayed.append(None if makespan is None else (graph, cluster, makespan))
+    # ratios against the *replayed* critical_path makespan of the same instance and seed
+    reference = {
+        _key(row): done[2]
+        for row, done in zip(rows, replayed)
+        if done is not None and row["placer"] == "critical_path"
+    }
+    for i, (row, done) in enumerate(zip(rows, replayed)):
+        if done is None:
+            continue
+        graph, cluster, makespan = done
+        problems = []
+        ref = reference.get(_key(row))  # None: critical_path ran as the reference only
+        if ref is not None and not _close(row["ratio_to_critical_path"], makespan / ref):
+            problems.append(
+                f"ratio_to_critical_path {row['ratio_to_critical_path']!r} does not match "
+                "the critical_path row"
+            )
+        if suite_rows:
+            problems += _check_suite_columns(row, graph, cluster, makespan)
+        bad += [Mismatch(i, _label(row), p) for p in problems]
+    bad.sort(key=lambda m: m.row)
     return len(rows), bad

@@ -105,7 +105,7 @@ def compute_references(
     suite: Suite,
     *,
     budget: int | None = None,
-    seeds: Sequence[int] = (1, 2),
+    seeds: Sequence[int] | None = None,
     split: str | None = None,
     folder=None,
     progress: Callable[[str], None] | None = None,
@@ -118,7 +118,7 @@ def compute_references(
     Args:
         suite: the suite.
         budget: simulations per annealing run (default ``suite.reference_budget``).
-        seeds: annealing seeds.
+        seeds: annealing seeds (default ``suite.reference_seeds``).
         split: only this split (default every split).
         folder: where the reference file lives (default the package data folder).
         progress: called with a one-line summary after each instance.
@@ -128,6 +128,7 @@ def compute_references(
     """
     refs = load_references(suite.name, folder)
     budget = suite.reference_budget if budget is None else budget
+    seeds = suite.reference_seeds if seeds is None else seeds
     for inst in suite.instances(split):
         ref = best_known(inst, budget=budget, seeds=seeds, previous=refs.get(inst.id))
         refs[inst.id] = ref

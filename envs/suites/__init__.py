@@ -163,12 +163,14 @@ class Suite:
         splits: ``{"train": (...), "test": (...)}`` instance specs, in a fixed order.
         reference_budget: simulations per annealing run when the best-known placements
             are (re)computed (``placegym suites reference``).
+        reference_seeds: the seeds of those annealing runs.
     """
 
     name: str
     description: str
     splits: Mapping[str, tuple[InstanceSpec, ...]] = field(default_factory=dict)
     reference_budget: int = 20000
+    reference_seeds: tuple[int, ...] = (1, 2)
 
     def __post_init__(self) -> None:
         ids = [s.id for specs in self.splits.values() for s in specs]

@@ -142,6 +142,7 @@ SUITES: dict[str, Suite] = {
                 ),
             },
             reference_budget=4000,
+            reference_seeds=(1,),
         ),
     )
 }
