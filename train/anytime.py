@@ -272,6 +272,11 @@ def plot_curves(cv, grid: np.ndarray, path: Path, *, normalizer: str, title: str
             grid[ok], (mean - std)[ok], (mean + std)[ok], alpha=0.2, color=line.get_color()
         )
     ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle="--")
+    starts = len(START_TEACHERS)
+    ax.axvline(starts, color="0.6", linewidth=0.8, linestyle=":")
+    ax.annotate(
+        "heuristic starts", (starts, 1.0), xytext=(3, 3), textcoords="offset points", fontsize=7
+    )
     ax.set_xscale("log")
     ax.set_xlabel("simulator calls")
     ax.set_ylabel(f"best makespan / {normalizer} (geo. mean)")
