@@ -33,13 +33,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     """Print every suite: instances per split, node range, clusters, description."""
     from placegym.envs.suites import list_suites
 
-    print(f"{'suite':<16}{'train':>6}{'test':>6}  {'nodes':<11}{'clusters':<58}description")
-    for s in list_suites():
-        clusters = ", ".join(dict.fromkeys(spec.cluster for _, spec in s.specs()))
+    suites = list_suites()
+    clusters = {
+        s.name: ", ".join(dict.fromkeys(spec.cluster for _, spec in s.specs())) for s in suites
+    }
+    w = max(len(c) for c in clusters.values()) + 2
+    print(f"{'suite':<16}{'train':>6}{'test':>6}  {'nodes':<11}{'clusters':<{w}}description")
+    for s in suites:
         counts = [len(s.splits.get(k, ())) for k in ("train", "test")]
         print(
-            f"{s.name:<16}{counts[0]:>6}{counts[1]:>6}  {_node_range(s):<11}{clusters:<58}"
-            f"{s.description}"
+            f"{s.name:<16}{counts[0]:>6}{counts[1]:>6}  {_node_range(s):<11}"
+            f"{clusters[s.name]:<{w}}{s.description}"
         )
     return 0
 
