@@ -3,7 +3,7 @@ honest final placement), a registered search placer, outputs and the CLI."""
 
 import numpy as np
 import pytest
-from test_suite_bench import TINY, tiny  # noqa: F401 (fixture)
+from tiny_suite import TINY, tiny  # noqa: F401 (fixture)
 
 from placegym.envs import Placement, simulate
 from placegym.train.anytime import (

@@ -4,37 +4,17 @@ passes on real output and fails, naming the row, on tampered copies."""
 import json
 
 import pytest
+from tiny_suite import tiny  # noqa: F401 (fixture)
 
-from placegym.envs.suites import InstanceSpec, Suite, catalog, get_suite, workload
+from placegym.envs.suites import get_suite
 from placegym.envs.suites.reference import load_references
 from placegym.train.bench import BenchConfig, run_benchmark
 from placegym.train.cli import main
 from placegym.train.replay import replay
 from placegym.train.suite_bench import run_suite, suite_markdown
 
-TINY = Suite(
-    "tiny-v0",
-    "two small instances",
-    {
-        "train": (InstanceSpec("dag@p100x4", workload("random_dag", nodes=24, seed=1), "p100x4"),),
-        "test": (
-            InstanceSpec(
-                "dag-ccr4@doppler-unit-4",
-                workload("random_dag", nodes=30, seed=2, ccr=4.0),
-                "doppler-unit-4",
-            ),
-        ),
-    },
-)
 
-
-@pytest.fixture
-def tiny(monkeypatch):
-    monkeypatch.setitem(catalog.SUITES, TINY.name, TINY)
-    return TINY
-
-
-def test_records_gaps_and_placements(tiny, tmp_path):
+def test_records_gaps_and_placements(tiny, tmp_path):  # noqa: F811
     recs = run_suite(tiny, None, ["heft", "random"], seeds=[0, 1], out=tmp_path, progress=False)
     assert len(recs) == 2 * 2 * 3  # instances x seeds x (heft, random + critical_path)
     assert {r.placer for r in recs} == {"heft", "random", "critical_path"}
@@ -69,7 +49,7 @@ def tamper(src, dst, edit):
     return dst
 
 
-def test_replay_fails_on_tampered_copies(tiny, tmp_path):
+def test_replay_fails_on_tampered_copies(tiny, tmp_path):  # noqa: F811
     run_suite(tiny, "test", ["heft", "random"], out=tmp_path, progress=False)
     src = tmp_path / "results.json"
     rows = json.loads(src.read_text())["records"]
@@ -129,7 +109,7 @@ def test_replay_of_a_workloads_run(tmp_path):
     assert {m.row for m in bad} == {3} and "ffnn on p100x4, random, seed 1" in str(bad[0])
 
 
-def test_cli_suite_bench_and_replay(tiny, tmp_path, capsys):
+def test_cli_suite_bench_and_replay(tiny, tmp_path, capsys):  # noqa: F811
     out = tmp_path / "run"
     args = ["bench", "--suite", "tiny-v0", "--split", "train", "--teachers", "heft"]
     assert main([*args, "--out", str(out), "--no-progress"]) == 0

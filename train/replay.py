@@ -125,11 +125,8 @@ def _check_row(row: dict, graph: Graph, cluster: Cluster, digest: str | None, no
     return problems, s.makespan
 
 
-def _check_suite_columns(row: dict, graph: Graph, cluster: Cluster, makespan: float) -> list[str]:
-    from placegym.envs.bounds import lower_bound
-
+def _check_suite_columns(row: dict, bound: float, makespan: float) -> list[str]:
     out = []
-    bound = lower_bound(graph, cluster).value
     if not _close(row["lower_bound"], bound):
         out.append(f"lower_bound recorded {row['lower_bound']!r}, certified {bound!r}")
     if not _close(row["gap_to_bound"], makespan / row["lower_bound"] - 1.0):
@@ -141,25 +138,11 @@ def _check_suite_columns(row: dict, graph: Graph, cluster: Cluster, makespan: fl
     return out
 
 
-def replay(path: str | Path, progress: bool = False) -> tuple[int, list[Mismatch]]:
-    """Re-check every row of the results file ``path`` (see the module docstring).
-
-    Returns:
-        ``(rows checked, mismatches)``.
-
-    Raises:
-        ValueError: not a results file of ``placegym bench`` (naming the file).
-    """
+def _simulate_rows(rows: list[dict], load, noise: float, progress: bool):
+    """Mismatches of the instance and makespan checks, and per row ``(graph, cluster,
+    replayed makespan)`` or None where the row could not be replayed."""
     from tqdm.auto import tqdm
 
-    data = read_json(path, "bench results")
-    rows = data.get("records")
-    if not isinstance(rows, list) or not isinstance(data.get("config"), dict):
-        raise ValueError(f"{path}: not a placegym bench results file (no config and records)")
-    config = data["config"]
-    noise = float(config.get("noise", 0.0))
-    suite_rows = bool(rows) and "suite" in rows[0]
-    load = _suite_loader() if suite_rows else _workload_loader(config)
     bad: list[Mismatch] = []
     replayed: list[tuple[Graph, Cluster, float] | None] = []
     for i, row in enumerate(tqdm(rows, disable=not progress, desc="replay", leave=False)):
@@ -172,25 +155,56 @@ def replay(path: str | Path, progress: bool = False) -> tuple[int, list[Mismatch
         problems, makespan = _check_row(row, graph, cluster, digest, noise)
         bad += [Mismatch(i, _label(row), p) for p in problems]
         replayed.append(None if makespan is None else (graph, cluster, makespan))
-    # ratios against the *replayed* critical_path makespan of the same instance and seed
+    return bad, replayed
+
+
+def _check_derived(rows: list[dict], replayed: list, suite_rows: bool) -> list[Mismatch]:
+    """Ratio and gap columns against the replayed makespans (critical_path's included)."""
+    from placegym.envs.bounds import lower_bound
+
     reference = {
         _key(row): done[2]
         for row, done in zip(rows, replayed)
         if done is not None and row["placer"] == "critical_path"
     }
+    bounds: dict[tuple, float] = {}
+    bad = []
     for i, (row, done) in enumerate(zip(rows, replayed)):
         if done is None:
             continue
         graph, cluster, makespan = done
-        problems = []
         ref = reference.get(_key(row))  # None: critical_path ran as the reference only
         if ref is not None and not _close(row["ratio_to_critical_path"], makespan / ref):
-            problems.append(
-                f"ratio_to_critical_path {row['ratio_to_critical_path']!r} does not match "
-                "the critical_path row"
-            )
+            problem = f"ratio_to_critical_path {row['ratio_to_critical_path']!r} does not match"
+            bad.append(Mismatch(i, _label(row), problem + " the critical_path row"))
         if suite_rows:
-            problems += _check_suite_columns(row, graph, cluster, makespan)
-        bad += [Mismatch(i, _label(row), p) for p in problems]
+            key = _key(row)[:-1]
+            if key not in bounds:
+                bounds[key] = lower_bound(graph, cluster).value
+            bad += [
+                Mismatch(i, _label(row), p)
+                for p in _check_suite_columns(row, bounds[key], makespan)
+            ]
+    return bad
+
+
+def replay(path: str | Path, progress: bool = False) -> tuple[int, list[Mismatch]]:
+    """Re-check every row of the results file ``path`` (see the module docstring).
+
+    Returns:
+        ``(rows checked, mismatches)``.
+
+    Raises:
+        ValueError: not a results file of ``placegym bench`` (naming the file).
+    """
+    data = read_json(path, "bench results")
+    rows = data.get("records")
+    if not isinstance(rows, list) or not isinstance(data.get("config"), dict):
+        raise ValueError(f"{path}: not a placegym bench results file (no config and records)")
+    config = data["config"]
+    suite_rows = bool(rows) and "suite" in rows[0]
+    load = _suite_loader() if suite_rows else _workload_loader(config)
+    bad, replayed = _simulate_rows(rows, load, float(config.get("noise", 0.0)), progress)
+    bad += _check_derived(rows, replayed, suite_rows)
     bad.sort(key=lambda m: m.row)
     return len(rows), bad

@@ -43,6 +43,8 @@ __all__ = [
     "digest",
     "get_suite",
     "list_suites",
+    "model",
+    "workload",
 ]
 
 SPLITS = ("train", "test")
