@@ -173,7 +173,8 @@ def scale_to_ccr(graph: Graph, cluster: Cluster, target: float, *, name: str | N
     the specs' shapes no longer match ``out_bytes`` (the simulator reads ``out_bytes``).
 
     Args:
-        graph, cluster: the instance; the CCR is measured on this cluster.
+        graph: the graph to rescale.
+        cluster: the cluster the CCR is measured on.
         target: the CCR wanted, > 0.
         name: the copy's name (default: ``"<graph name>-ccr<target>"``).
 

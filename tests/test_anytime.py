@@ -6,7 +6,8 @@ import pytest
 from tiny_suite import TINY, tiny  # noqa: F401 (fixture)
 
 from placegym.envs import Placement, simulate
-from placegym.train.anytime import (
+from placegym.train.cli import main
+from placegym.train.harness.anytime import (
     SEARCH_PLACERS,
     Trace,
     anneal_search,
@@ -16,7 +17,6 @@ from placegym.train.anytime import (
     run_anytime,
     write_anytime,
 )
-from placegym.train.cli import main
 
 
 def test_trace_contract():

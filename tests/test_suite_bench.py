@@ -8,10 +8,10 @@ from tiny_suite import tiny  # noqa: F401 (fixture)
 
 from placegym.envs.suites import get_suite
 from placegym.envs.suites.reference import load_references
-from placegym.train.bench import BenchConfig, run_benchmark
 from placegym.train.cli import main
-from placegym.train.replay import replay
-from placegym.train.suite_bench import run_suite, suite_markdown
+from placegym.train.harness.bench import BenchConfig, run_benchmark
+from placegym.train.harness.replay import replay
+from placegym.train.harness.suite_bench import run_suite, suite_markdown
 
 
 def test_records_gaps_and_placements(tiny, tmp_path):  # noqa: F811

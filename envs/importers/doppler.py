@@ -43,8 +43,8 @@ import os
 import re
 from pathlib import Path
 
-from placegym.envs._validate import read_text
 from placegym.envs.graph import Graph
+from placegym.envs.validate import read_text
 
 _SPACE = re.compile(r"\s+")
 

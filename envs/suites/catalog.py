@@ -21,16 +21,20 @@
 
 from __future__ import annotations
 
-from placegym.envs.suites import GraphSpec, InstanceSpec, Suite, model, workload
+from typing import Any
+
+from placegym.envs.suites.spec import GraphSpec, InstanceSpec, Suite, model, workload
+
+Sizes = tuple[tuple[str, str, dict[str, Any]], ...]
 
 #: DOPPLER's workloads: (label, generator, parameters) of the train and test sizes.
-TRAIN_WORKLOADS = (
+TRAIN_WORKLOADS: Sizes = (
     ("chainmm-6x2", "chainmm", {}),
     ("ffnn-3x2x4", "ffnn", {}),
     ("llama_block-1x16", "llama_block", {}),
     ("llama_layer-1x16x16", "llama_layer", {}),
 )
-TEST_WORKLOADS = (
+TEST_WORKLOADS: Sizes = (
     ("chainmm-4x3", "chainmm", {"matrices": 4, "blocks": 3, "dim": 3072}),
     ("ffnn-2x4x4", "ffnn", {"dims": (2048, 4096, 2048), "batch_blocks": 4, "feature_blocks": 4}),
     ("llama_block-2x8", "llama_block", {"layers": 2, "head_groups": 8}),
@@ -45,11 +49,11 @@ def _grid(
     return tuple(InstanceSpec(f"{label}@{c}", spec, c) for c in clusters for label, spec in graphs)
 
 
-def _workloads(sizes) -> list[tuple[str, GraphSpec]]:
+def _workloads(sizes: Sizes) -> list[tuple[str, GraphSpec]]:
     return [(label, workload(name, **params)) for label, name, params in sizes]
 
 
-def _comm_heavy(sizes) -> list[tuple[str, GraphSpec]]:
+def _comm_heavy(sizes: Sizes) -> list[tuple[str, GraphSpec]]:
     return [
         (f"{label}-ccr{r}", workload(name, ccr=float(r), **params))
         for label, name, params in sizes

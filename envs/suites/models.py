@@ -53,6 +53,7 @@ class GptBlock(nn.Module):
         self.register_buffer("mask", torch.ones(seq, seq, dtype=torch.bool).triu(1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(batch, seq, d_model)`` → the same shape."""
         b, s, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
         width = d // self.groups
@@ -100,6 +101,7 @@ class ResNetStage(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(batch, cin, h, w)`` → ``(batch, cout, h/2, w/2)``."""
         parts = x.chunk(self.micro_batches, dim=0)
         return torch.cat([self.blocks(parts[i]) for i in range(self.micro_batches)], dim=0)
 
@@ -130,6 +132,7 @@ class UNetBlock(nn.Module):
         return self.dec(torch.cat([skip, self.up(self.mid(self.pool(skip)))], dim=1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(batch, channels, h, w)`` → the same shape."""
         parts = x.chunk(self.micro_batches, dim=0)
         return torch.cat([self._one(parts[i]) for i in range(self.micro_batches)], dim=0)
 
@@ -145,6 +148,7 @@ class MoeLayer(nn.Module):
         self.down = nn.ModuleList(nn.Linear(hidden, d_model) for _ in range(experts))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(tokens, d_model)`` → the same shape (residual included)."""
         probs = self.router(x).softmax(dim=-1)
         out = torch.zeros_like(x)
         for e, (up, down) in enumerate(zip(self.up, self.down)):
@@ -187,8 +191,9 @@ def trace_model(name: str, *, parts: int = 4, min_split_flops: float = 1e8, **si
 
     Args:
         name: a key of :data:`MODELS`.
-        parts, min_split_flops: column blocks per linear / matmul of at least that many
-            FLOP (see :func:`~placegym.envs.importers.fx.from_fx`).
+        parts: column blocks per large linear / matmul
+            (see :func:`~placegym.envs.importers.fx.from_fx`).
+        min_split_flops: only linears / matmuls of at least this many FLOP are split.
         sizes: the builder's size arguments (batch, seq, d_model, ...).
 
     Raises:

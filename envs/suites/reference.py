@@ -14,7 +14,7 @@ They are shipped with placegym as versioned package data, one file per suite:
 
 ``lower_bound`` is :func:`placegym.envs.bounds.lower_bound` (cheap; stored so the
 exported files carry it). The best known is the fastest placement found by the
-expensive search of :mod:`placegym.train.suite_reference` (``placegym suites reference
+expensive search of :mod:`placegym.train.harness.suite_reference` (``placegym suites reference
 NAME``, which only ever replaces an entry by a faster one), with its placement so anyone
 can re-simulate it; a test does, for every instance of the small suites. ``digest`` is
 :attr:`placegym.envs.suites.Instance.digest`: an entry whose digest differs from the
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placegym.envs import _validate as V
+from placegym.envs import validate as V
 from placegym.envs.placement import Placement
 
 __all__ = ["REFERENCE_FORMAT", "Reference", "load_references", "reference_path", "save_references"]
@@ -54,6 +54,7 @@ class Reference:
     best_placement: Placement
 
     def to_dict(self) -> dict[str, Any]:
+        """The entry as a JSON-ready dict."""
         return {
             "split": self.split,
             "digest": self.digest,
@@ -73,6 +74,7 @@ class Reference:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> Reference:
+        """Parse an entry; errors name the field under ``where``."""
         d = V.as_mapping(data, where)
         p = V.as_mapping(V.get(d, "best_placement", where), f"{where}.best_placement")
         return cls(

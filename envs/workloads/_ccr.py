@@ -38,7 +38,7 @@ def ccr_option(fn: Callable[..., Graph]) -> Callable[..., Graph]:
         if ccr is None:
             return graph
         from placegym.envs.ccr import scale_to_ccr
-        from placegym.envs.cluster import load_cluster
+        from placegym.envs.presets import load_cluster
 
         return scale_to_ccr(graph, load_cluster(ccr_cluster), ccr)
 

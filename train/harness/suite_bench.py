@@ -1,7 +1,7 @@
 """``placegym bench --suite NAME [--split S]``: placers over a benchmark suite.
 
 Every placer (teachers by name, trained agents as extra placers, as in
-:mod:`placegym.train.bench`) places every instance of the split for every seed; each
+:mod:`placegym.train.harness.bench`) places every instance of the split for every seed; each
 placement is simulated and recorded as a :class:`SuiteRecord` with
 
 - the placement itself (``device``, ``order``) and the instance's ``digest``, so
@@ -33,7 +33,7 @@ import numpy as np
 from placegym.envs.bounds import lower_bound
 from placegym.envs.suites import Instance, Suite
 from placegym.envs.suites.reference import Reference, load_references
-from placegym.train.bench import REFERENCE, Placer, run_placer, teacher_placer
+from placegym.train.harness.bench import REFERENCE, Placer, run_placer, teacher_placer
 
 RESULTS_FORMAT = "placegym.suite-results/v1"
 #: A placer within this fraction of the best known counts as reaching it.
@@ -212,6 +212,7 @@ def instance_table(records: Sequence[SuiteRecord]) -> str:
 
 
 def suite_markdown(records: Sequence[SuiteRecord]) -> str:
+    """:func:`summary_table`, then :func:`instance_table`."""
     return (
         summary_table(records)
         + "\n\nPer instance: gap to the best known / gap to the lower bound.\n\n"

@@ -7,7 +7,7 @@
     placegym suites export comm-heavy-v0 --out DIR    # graph + cluster JSON per instance
     placegym suites reference comm-heavy-v0           # recompute bounds and best known
 
-Errors are one line with exit code 2, through :func:`placegym.train.cli.main`.
+Errors are one line with exit code 2, through :func:`placegym.train.cli.main.main`.
 """
 
 from __future__ import annotations
@@ -125,6 +125,7 @@ def export_suite(name: str, out: Path, split: str | None = None) -> dict[str, An
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """Export a suite's instances (see :func:`export_suite`)."""
     manifest = export_suite(args.name, Path(args.out), args.split)
     print(f"{args.out}: {len(manifest['instances'])} instances of {args.name} (manifest.json)")
     return 0
@@ -134,8 +135,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
     """Recompute the lower bounds and best-known placements and rewrite the file."""
     from placegym.envs.suites import get_suite
     from placegym.envs.suites.reference import reference_path
-    from placegym.train.cli_bench import _seeds
-    from placegym.train.suite_reference import compute_references
+    from placegym.train.cli.bench import _seeds
+    from placegym.train.harness.suite_reference import compute_references
 
     suite = get_suite(args.name)
     folder = Path(args.folder) if args.folder else None
@@ -177,110 +178,3 @@ def add_suites_parser(subparsers: Any) -> None:
     q.add_argument("--split", help="only this split")
     q.add_argument("--folder", help="reference folder (default: the package data folder)")
     q.set_defaults(func=cmd_reference)
-
-
-# ---------------------------------------------------------------- placegym bench hooks
-def add_suite_bench_args(p: argparse.ArgumentParser) -> None:
-    """``--suite``, ``--split`` and ``--replay`` of ``placegym bench``."""
-    p.add_argument(
-        "--suite",
-        help="run over a benchmark suite (see `placegym suites`) instead of --workloads and "
-        "--cluster; the table adds each placer's gap to the lower bound and to the best known",
-    )
-    p.add_argument("--split", help="with --suite: only this split (train or test)")
-    p.add_argument(
-        "--replay",
-        metavar="RESULTS_JSON",
-        help="re-simulate every row of a results.json and exit 1 naming any row that differs",
-    )
-
-
-def cmd_suite_bench(args: argparse.Namespace) -> int:
-    """``placegym bench --suite NAME`` or ``placegym bench --replay results.json``."""
-    from placegym.train.cli_bench import _csv, _seeds, agent_placers
-
-    if args.replay:
-        from placegym.train.replay import replay
-
-        rows, bad = replay(args.replay, progress=not args.no_progress)
-        for m in bad:
-            print(f"replay: {m}")
-        failed = len({m.row for m in bad})
-        print(f"replay: {rows} rows re-simulated, {failed} differ ({args.replay})")
-        return 1 if bad else 0
-    from placegym.envs.suites import get_suite
-    from placegym.train.suite_bench import run_suite, suite_markdown
-
-    suite = get_suite(args.suite)
-    out = Path(args.out)
-    records = run_suite(
-        suite,
-        args.split,
-        _csv(args.teachers),
-        extra_placers=agent_placers(_csv(args.agents), args.agent_k),
-        seeds=_seeds(args.seeds),
-        noise=args.noise,
-        out=out,
-        progress=not args.no_progress,
-    )
-    print(suite_markdown(records))
-    print(f"\nwritten: {out}/results.json, results.csv, table.md")
-    return 0
-
-
-# ---------------------------------------------------------------- placegym anytime
-def cmd_anytime(args: argparse.Namespace) -> int:
-    """Anytime curves of search placers over a suite split (CSV and PNG)."""
-    import numpy as np
-
-    from placegym.envs.suites import get_suite
-    from placegym.train.anytime import call_grid, run_anytime, write_anytime
-    from placegym.train.cli_bench import _csv, _seeds
-
-    suite = get_suite(args.suite)
-    runs, normalizer = run_anytime(
-        suite,
-        args.split,
-        _csv(args.placers),
-        budget=args.budget,
-        seeds=_seeds(args.seeds),
-        progress=not args.no_progress,
-    )
-    out = Path(args.out)
-    n = len({r.instance for r in runs})
-    title = f"{suite.name} {args.split or 'all'}: {n} instances, seeds {args.seeds}"
-    cv = write_anytime(runs, out, budget=args.budget, normalizer=normalizer, title=title)
-    print(
-        f"best makespan / {normalizer}, geometric mean over {n} instances, mean ± std over seeds"
-    )
-    marks = [c for c in (10, 100, 1000, 10000) if c < args.budget] + [args.budget]
-    grid = call_grid(args.budget)
-    print("| placer | " + " | ".join(f"{c} calls" for c in marks) + " |")
-    print("|---|" + "---|" * len(marks))
-    for name, (mean, std) in cv.items():
-        cells = []
-        for c in marks:
-            i = int(np.searchsorted(grid, c, side="right")) - 1
-            cells.append(f"{mean[i]:.3f} ± {std[i]:.3f}" if np.isfinite(mean[i]) else "n/a")
-        print(f"| {name} | " + " | ".join(cells) + " |")
-    print(f"\nwritten: {out}/anytime.csv, anytime_curve.csv, anytime.png")
-    return 0
-
-
-def add_anytime_parser(subparsers: Any) -> None:
-    """Register ``anytime`` on the CLI's subparsers."""
-    p = subparsers.add_parser(
-        "anytime", help="best makespan vs simulator calls of search placers on a suite"
-    )
-    p.add_argument("--suite", required=True, help="a suite (see `placegym suites`)")
-    p.add_argument("--split", help="only this split (train or test)")
-    p.add_argument(
-        "--placers",
-        default="anneal,random_search",
-        help="comma-separated search placers (default anneal,random_search)",
-    )
-    p.add_argument("--budget", type=int, default=3000, help="simulator calls per run (3000)")
-    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
-    p.add_argument("--out", default="anytime-out", help="output folder (default anytime-out)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_anytime)

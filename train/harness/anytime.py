@@ -191,7 +191,7 @@ def run_anytime(
     from tqdm.auto import tqdm
 
     from placegym.envs.suites.reference import load_references
-    from placegym.train.suite_bench import instance_bounds
+    from placegym.train.harness.suite_bench import instance_bounds
 
     if budget < len(START_TEACHERS):
         raise ValueError(
@@ -208,7 +208,8 @@ def run_anytime(
             for seed in seeds:
                 bar.set_postfix_str(f"{inst.id} {name}")
                 trace = _run_one(name, inst, budget, seed)
-                runs.append(AnytimeRun(inst.id, name, seed, trace, best if known else bound))
+                reference = best if known and best is not None else bound
+                runs.append(AnytimeRun(inst.id, name, seed, trace, reference))
                 bar.update()
     bar.close()
     return runs, "best known" if known else "lower bound"
@@ -219,10 +220,13 @@ def call_grid(budget: int, points: int = 200) -> np.ndarray:
     return np.unique(np.round(np.logspace(0, math.log10(max(budget, 1)), points)).astype(int))
 
 
-def curves(runs: Sequence[AnytimeRun], grid: np.ndarray) -> dict[str, tuple[np.ndarray, ...]]:
+Curves = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def curves(runs: Sequence[AnytimeRun], grid: np.ndarray) -> Curves:
     """Per placer: ``(mean, std)`` over seeds of the geometric mean over instances of
     best / reference at each grid point (nan until every instance has a report)."""
-    out = {}
+    out: Curves = {}
     for name in dict.fromkeys(r.placer for r in runs):
         per_seed = []
         for seed in sorted({r.seed for r in runs if r.placer == name}):
@@ -236,7 +240,7 @@ def curves(runs: Sequence[AnytimeRun], grid: np.ndarray) -> dict[str, tuple[np.n
 
 def write_anytime(
     runs: Sequence[AnytimeRun], out: Path, *, budget: int, normalizer: str, title: str
-) -> dict[str, tuple[np.ndarray, ...]]:
+) -> Curves:
     """``anytime.csv``, ``anytime_curve.csv`` and ``anytime.png`` in ``out`` (module
     docstring); returns the curves."""
     out.mkdir(parents=True, exist_ok=True)
@@ -259,7 +263,7 @@ def write_anytime(
     return cv
 
 
-def plot_curves(cv, grid: np.ndarray, path: Path, *, normalizer: str, title: str) -> None:
+def plot_curves(cv: Curves, grid: np.ndarray, path: Path, *, normalizer: str, title: str) -> None:
     """Mean ± std band per placer, calls on a log axis."""
     from matplotlib.figure import Figure
 

@@ -57,9 +57,9 @@ def _searches(
     if g.num_nodes <= OPTIMAL_MAX_NODES and c.num_devices <= OPTIMAL_MAX_DEVICES:
         from placegym.teachers.optimal import solve
 
-        res = solve(g, c, time_limit=time_limit)
-        label = "optimal (proven)" if res.proven else f"optimal (time limit {time_limit:g} s)"
-        out.append(_score(inst, res.placement, label, proven=res.proven))
+        opt = solve(g, c, time_limit=time_limit)
+        label = "optimal (proven)" if opt.proven else f"optimal (time limit {time_limit:g} s)"
+        out.append(_score(inst, opt.placement, label, proven=opt.proven))
     for seed in seeds:
         res = anneal(g, c, starts, budget=budget, seed=seed)
         out.append(_score(inst, res.placement, f"anneal(budget={budget}, seed={seed})"))

@@ -1,8 +1,8 @@
 """``placegym bench --replay results.json``: re-simulate every row of a benchmark result.
 
 Both kinds of ``placegym bench`` results are accepted: suite runs
-(:mod:`placegym.train.suite_bench`, rows naming a suite instance) and workloads ×
-clusters runs (:mod:`placegym.train.bench`, rows naming a workload and cluster of the
+(:mod:`placegym.train.harness.suite_bench`, rows naming a suite instance) and workloads ×
+clusters runs (:mod:`placegym.train.harness.bench`, rows naming a workload and cluster of the
 file's ``config``). Per row, replay rebuilds the instance and checks:
 
 - the instance (suite rows): the rebuilt instance's digest equals the row's ``digest``;
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from placegym.envs import Cluster, Graph, Placement, load_cluster, simulate
-from placegym.envs._validate import read_json
+from placegym.envs.validate import read_json
 
 #: Relative tolerance of every comparison (results are deterministic; this only absorbs
 #: last-digit differences of other platforms).
@@ -70,7 +70,7 @@ def _suite_loader() -> Callable[[dict], tuple[Graph, Cluster, str | None]]:
 
 
 def _workload_loader(config: dict) -> Callable[[dict], tuple[Graph, Cluster, str | None]]:
-    from placegym.train.bench import resolve_workload
+    from placegym.envs.sources import resolve_graph
 
     specs = {(Path(w).stem if w.endswith(".json") else w): w for w in config["workloads"]}
     clusters = {c.name: c for c in (load_cluster(spec) for spec in config["clusters"])}
@@ -81,11 +81,8 @@ def _workload_loader(config: dict) -> Callable[[dict], tuple[Graph, Cluster, str
                 f"workload {row['workload']!r} or cluster {row['cluster']!r} "
                 "is not in the file's config"
             )
-        return (
-            resolve_workload(specs[row["workload"]], row["seed"]),
-            clusters[row["cluster"]],
-            None,
-        )
+        graph = resolve_graph(specs[row["workload"]], seed=row["seed"])
+        return graph, clusters[row["cluster"]], None
 
     return load
 
