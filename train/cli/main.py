@@ -1,10 +1,11 @@
 """The ``placegym`` command line.
 
 Subcommands: ``simulate``, ``show``, ``validate``, ``clusters`` (here), ``graphs``,
-``bench``, ``calibrate``, ``train``, ``report`` and ``demo`` (a module each in
-:mod:`placegym.train.cli`); ``placegym --version``. Bad input (a ``ValueError`` or an
-``OSError`` from any subcommand) gives a one-line error naming the problem and exit code
-2, never a traceback: :func:`main` is the one place that turns it into that line.
+``bench``, ``suites``, ``anytime``, ``calibrate``, ``train``, ``report`` and ``demo`` (a
+module each in :mod:`placegym.train.cli`); ``placegym --version``. Bad input (a
+``ValueError`` or an ``OSError`` from any subcommand) gives a one-line error naming the
+problem and exit code 2, never a traceback: :func:`main` is the one place that turns it
+into that line.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import json
 import sys
 from collections.abc import Sequence
 
+from placegym.train.cli.anytime import add_anytime_parser
 from placegym.train.cli.bench import add_bench_parser
 from placegym.train.cli.calibrate import add_calibrate_parser
 from placegym.train.cli.demo import add_demo_parser
 from placegym.train.cli.graphs import add_graphs_parser
 from placegym.train.cli.report import add_report_parser
+from placegym.train.cli.suites import add_suites_parser
 from placegym.train.cli.train import add_train_parser
 
 EXIT_BAD_INPUT = 2
@@ -249,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_graphs_parser(sub)
     add_bench_parser(sub)
+    add_suites_parser(sub)
+    add_anytime_parser(sub)
     add_calibrate_parser(sub)
     add_train_parser(sub)
     add_report_parser(sub)

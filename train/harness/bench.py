@@ -9,7 +9,8 @@ or cluster JSON files) × seeds, simulates every placement, and reports:
   where one is known (graphs of at most :data:`OPTIMAL_MAX_NODES` nodes on at most
   :data:`OPTIMAL_MAX_DEVICES` devices, when ``with_optimal`` is set);
 - ``results.csv`` and ``results.json``: one record per (workload, cluster, seed, placer)
-  with makespan, ratio, gap, OOM flag and seconds taken;
+  with makespan, ratio, gap, OOM flag and seconds taken; ``results.json`` also stores
+  each placement (``device``, ``order``), so ``placegym bench --replay`` can re-check it;
 - ``ratios.png``: a bar chart of the geometric-mean ratio to critical_path per placer and
   workload.
 
@@ -84,6 +85,12 @@ class Record:
     gap_to_optimal: float | None
     oom: bool
     seconds: float
+    device: list[int] | None = None
+    order: list[int] | None = None
+
+
+#: Record fields kept out of ``results.csv`` (the placement: in ``results.json`` only).
+JSON_ONLY = ("device", "order")
 
 
 def teacher_placer(name: str) -> Placer:
@@ -118,11 +125,11 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
         graph = graphs[(wname, seed)]
         label = Path(wname).stem if wname.endswith(".json") else wname
 
-        ref_makespan = _run_placer(ref, graph, cluster, seed, cfg.noise)[0]
+        ref_makespan = run_placer(ref, graph, cluster, seed, cfg.noise)[0]
         optimum = _optimum(graph, cluster) if cfg.with_optimal else None
         for pname, placer in placers.items():
             bar.set_postfix_str(f"{label}/{cluster.name}/{pname}")
-            makespan, oom, secs = _run_placer(placer, graph, cluster, seed, cfg.noise)
+            makespan, oom, secs, placement = run_placer(placer, graph, cluster, seed, cfg.noise)
             records.append(
                 Record(
                     workload=label,
@@ -134,6 +141,8 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
                     gap_to_optimal=None if optimum is None else _ratio(makespan, optimum) - 1.0,
                     oom=oom,
                     seconds=secs,
+                    device=placement.device.tolist(),
+                    order=placement.order.tolist(),
                 )
             )
             bar.update()
@@ -143,15 +152,15 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
     return records
 
 
-def _run_placer(
+def run_placer(
     placer: Placer, graph: Graph, cluster: Cluster, seed: int, noise: float
-) -> tuple[float, bool, float]:
-    """(makespan, oom, seconds taken by the placer)."""
+) -> tuple[float, bool, float, Placement]:
+    """(makespan, oom, seconds taken by the placer, placement); noise draws use ``seed``."""
     t0 = time.perf_counter()
     placement = placer(graph, cluster, seed)
     secs = time.perf_counter() - t0
     s = simulate(graph, cluster, placement, noise=noise, rng=seed if noise > 0 else None)
-    return s.makespan, s.oom, secs
+    return s.makespan, s.oom, secs, placement
 
 
 def _ratio(x: float, ref: float) -> float:
@@ -216,7 +225,8 @@ def write_outputs(records: Sequence[Record], cfg: BenchConfig) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows = [asdict(r) for r in records]
     with open(out / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["placer"])
+        fields = [k for k in rows[0] if k not in JSON_ONLY] if rows else ["placer"]
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     meta = {
