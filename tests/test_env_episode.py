@@ -216,3 +216,22 @@ def test_real_env_defaults_agree(monkeypatch):
     env = gym.make("placegym/Real-v0")
     assert calls == ["cpu#2"] and env.unwrapped.cluster.num_devices == 2
     assert PlacementEnv().cluster.name == "p100x4"  # the simulator's default stays
+
+
+def test_graph_documents_are_accepted_like_load_graph_does(tmp_path):
+    from pathlib import Path
+
+    from placegym.envs import load_graph
+
+    env = gym.make("placegym/Placement-v0", graph=FORK)
+    assert env.unwrapped.source.graphs[0].num_edges == 8
+    path = tmp_path / "fork.json"
+    load_graph(FORK).save(path)
+    both = PlacementEnv([FORK, Path(path), load_graph(FORK)], "p100x4")
+    assert [g.num_nodes for g in both.source.graphs] == [6, 6, 6]
+    with pytest.raises(ValueError, match=r"^graph: format: missing field \(expected "):
+        gym.make("placegym/Placement-v0", graph={"nodes": []})
+    with pytest.raises(ValueError, match=r"^graph: nodes\[0\]\.flops: must be >= 0, got -1$"):
+        PlacementEnv({**FORK, "nodes": [{"flops": -1, "out_bytes": 0}], "edges": []})
+    with pytest.raises(ValueError, match=r"^graph: expected a Graph, a graph document"):
+        PlacementEnv(3)
