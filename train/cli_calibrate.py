@@ -64,10 +64,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             f"rank check on them means nothing. Check several GPUs, cpu#k or a GPU with "
             f"CPU workers (cuda:0,cpu#2), or pass --allow-shared"
         )
-    scale = int(args.scale) if float(args.scale).is_integer() else args.scale
     graph = None
     if args.profile or args.check:
-        graph = scale_graph(resolve_workload(args.graph, args.seed), scale)
+        graph = scale_graph(resolve_workload(args.graph, args.seed), args.scale)
     t0 = time.perf_counter()
     cluster = calibrate(
         args.devices,

@@ -30,6 +30,7 @@ reports the median makespan with the per-node times of that run.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import threading
 import time
@@ -304,6 +305,22 @@ class _Run:
             cv.notify()
         self.finished.set()
 
+    def _wait(self, items, wake: threading.Condition) -> bool:
+        """Wait (lock held) until ``items`` is not empty or the run stops; False if it
+        stopped."""
+        while not items and not self.stop:
+            wake.wait()
+        return not self.stop
+
+    @contextlib.contextmanager
+    def _unlocked(self):
+        """Release the lock for the body (a kernel or a copy), then take it back."""
+        self.lock.release()
+        try:
+            yield
+        finally:
+            self.lock.acquire()
+
     def _worker(self, d: int) -> None:
         ex, plan = self.ex, self.plan
         device = ex.devices[d]
@@ -311,18 +328,11 @@ class _Run:
         _use_stream(stream)
         heap, wake, out = self.ready[d], self.wake[d], self.out
         with self.lock:
-            while True:
-                while not heap and not self.stop:
-                    wake.wait()
-                if self.stop:
-                    return
+            while self._wait(heap, wake):
                 _, v = heapq.heappop(heap)
                 inputs = [out[(u, d)] for u in ex.args_of[v]]
-                self.lock.release()
-                try:
+                with self._unlocked():
                     y = self._compute(v, device, stream, inputs)
-                finally:
-                    self.lock.acquire()
                 out[(v, d)] = y
                 self.done += 1
                 for b in plan.remote[v]:
@@ -371,24 +381,18 @@ class _Run:
             _use_stream(s)
         queue, wake, out = self.queues[ab], self.wake_channel[ab], self.out
         with self.lock:
-            while True:
-                while not queue and not self.stop:
-                    wake.wait()
-                if self.stop:
-                    return
+            while self._wait(queue, wake):
                 v = queue.popleft()
                 x = out[(v, a)]
-                self.lock.release()
-                try:
+                with self._unlocked():
                     t = time.perf_counter()
-                    y = copy_tensor(x, dst, stream)
+                    try:
+                        y = copy_tensor(x, dst, stream)
+                    except RuntimeError as e:
+                        raise BackendError(
+                            f"copy of node {v}'s output from {src.name} to {dst.name}: {e}"
+                        ) from None
                     arrival = time.perf_counter()
-                except RuntimeError as e:
-                    raise BackendError(
-                        f"copy of node {v}'s output from {src.name} to {dst.name}: {e}"
-                    ) from None
-                finally:
-                    self.lock.acquire()
                 self.transfers.append((v, a, b, t - self.t0, arrival - self.t0))
                 out[(v, b)] = y
                 self._arrive(v, b)
