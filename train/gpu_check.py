@@ -15,7 +15,9 @@ networked machine). Never part of ``make test``. Steps, about 5 minutes on one H
 4. ``gpus``: with several GPUs, the same on ``cuda:0,cuda:1,...`` at GPU size.
 5. ``sharing``: the sharing probe on ``cuda:0#4`` must find the streams shared.
 6. ``phase3``: a few phase III updates on ``cuda:0,cpu#2`` from a fresh policy.
-7. ``gpu_tests``: ``pytest -m gpu tests/test_backend_gpu.py`` when pytest is installed.
+7. ``gpu_tests`` (with ``--with-tests``, a few minutes more): ``pytest -m gpu
+   tests/test_backend_gpu.py``, which repeats the checks above as assertions and adds
+   the SM-partition and several-GPU tests.
 
 The report (``--out``/report.json) has every figure; the exit code is 1 when a step
 fails or misses its target. ``--dry-run`` runs the same steps on CPU workers at tiny
@@ -195,9 +197,9 @@ def check_phase3(s: Setup, out: Path) -> dict[str, Any]:
     return {"exit_code": rc, "updates": len(gaps), "sim_real_gap": gaps, "ok": rc == 0 and gaps}
 
 
-def check_gpu_tests(s: Setup) -> dict[str, Any]:
-    if s.dry_run:
-        return {"skipped": "dry run", "ok": True}
+def check_gpu_tests(s: Setup, wanted: bool) -> dict[str, Any]:
+    if s.dry_run or not wanted:
+        return {"skipped": "dry run" if s.dry_run else "not asked (--with-tests)", "ok": True}
     try:
         import pytest  # noqa: F401
     except ImportError:
@@ -207,7 +209,7 @@ def check_gpu_tests(s: Setup) -> dict[str, Any]:
     return {"exit_code": rc, "ok": rc == 0}
 
 
-def run_checks(s: Setup, out: Path) -> dict[str, Any]:
+def run_checks(s: Setup, out: Path, with_tests: bool = False) -> dict[str, Any]:
     """Every step of the module docstring; a step that raises is reported, not fatal."""
     steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("correctness", lambda: check_correctness(s)),
@@ -219,7 +221,7 @@ def run_checks(s: Setup, out: Path) -> dict[str, Any]:
     steps += [
         ("sharing", lambda: check_sharing(s)),
         ("phase3", lambda: check_phase3(s, out)),
-        ("gpu_tests", lambda: check_gpu_tests(s)),
+        ("gpu_tests", lambda: check_gpu_tests(s, with_tests)),
     ]
     report: dict[str, Any] = {"setup": asdict(s), "environment": _environment()}
     for name, step in steps:
@@ -262,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="runs/gpu-check", help="folder of the report")
     p.add_argument("--wheelhouse", default="wheelhouse", help="wheels of missing dependencies")
     p.add_argument("--dry-run", action="store_true", help="CPU workers, tiny sizes, no targets")
+    p.add_argument("--with-tests", action="store_true", help="also run pytest -m gpu")
     args = p.parse_args(argv)
     installed = install_missing(runtime_requirements(), args.wheelhouse)
     if installed:
@@ -272,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
-    report = run_checks(Setup.detect(args.dry_run), out)
+    report = run_checks(Setup.detect(args.dry_run), out, args.with_tests)
     report["seconds"] = round(time.perf_counter() - t, 1)
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     print(
