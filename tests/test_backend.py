@@ -313,8 +313,8 @@ def test_calibrate_cli_writes_the_cluster_and_refuses_shared_devices(tmp_path, c
     assert "pass --allow-shared" in err
 
 
-#: The CPU workers count as undisturbed when they got at least this share of their
-#: kernels' wall time as CPU time (``RankCheck.cpu_share``).
+#: The CPU workers count as undisturbed when they ran at least this share of the time
+#: they were ready to run (``RankCheck.cpu_share``).
 QUIET = 0.9
 
 
@@ -341,11 +341,11 @@ def test_profiled_calibration_predicts_cpu_makespans(tmp_path, capsys):
     makespans, with profiled costs.
 
     Wall-clock times on a shared machine include the other processes' load, which no
-    simulator of this graph can predict. The check measures it (``cpu_share``: CPU time
-    the workers got during their kernels over the kernels' wall time), and the
-    thresholds are asserted when the workers had their cores (share >= QUIET, as on an
-    otherwise idle CI machine); on a busier machine the figures are reported and the
-    test is skipped, naming the share, rather than asserting something it cannot show.
+    simulator of this graph can predict. The check measures it (``cpu_share``: of the
+    time the workers were ready to run, the share they ran), and the thresholds are
+    asserted when the workers had their cores (share >= QUIET, as on an otherwise idle
+    CI machine); on a busier machine the figures are reported and the test is skipped,
+    naming the share, rather than asserting something it cannot show.
     """
     summary, text = profiled_check(tmp_path, capsys, "8", "20", "3")
     assert "median relative error, simulated vs measured:" in text

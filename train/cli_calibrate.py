@@ -108,8 +108,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"median relative error, simulated vs measured: {res.median_relative_error:.1%}")
         if res.cpu_share < 0.9:
             print(
-                f"warning: the CPU workers ran only {res.cpu_share:.0%} of their kernels' wall "
-                f"time (other load on this machine): the measured makespans include it"
+                f"warning: the CPU workers ran only {res.cpu_share:.0%} of the time they were "
+                f"ready to run (other load on this machine): the measured makespans include it"
             )
         if shared:
             print("warning: these devices share hardware; the figures above are not a check")

@@ -223,8 +223,8 @@ class RankCheck:
         spearman: rank correlation of ``simulated`` and ``measured``.
         simulated, measured: ``(P,)`` makespans (s); measured ones are medians of rounds.
         cpu_share: how undisturbed the CPU workers were during the measurements
-            (:attr:`~placegym.envs.backend.executor.Measurement.cpu_share`: 1 on an
-            otherwise idle machine, NaN without CPU workers).
+            (:attr:`~placegym.envs.backend.executor.Measurement.cpu_share`: about 1 on
+            an otherwise idle machine, NaN without CPU workers).
     """
 
     spearman: float

@@ -53,11 +53,11 @@ class Measurement:
     and of the median run (s from its start): ``start`` / ``finish`` ``(n,)`` per node and
     ``transfers`` ``(k, 5)`` rows ``(node, src, dst, start, arrival)`` per copy.
 
-    ``cpu_share`` is how undisturbed the CPU workers were: the CPU time their threads got
-    during their kernels over the kernels' wall time, over every timed repeat (1 on an
-    otherwise idle machine with a core per worker and ``threads=1``, whose kernels run in
-    the worker's own thread; NaN without CPU workers). A busy machine preempts the
-    workers and inflates wall times: the share says by how much.
+    ``cpu_share`` is how undisturbed the CPU workers were: of the time their threads were
+    ready to run, the share they ran (Linux scheduler statistics; over every timed
+    repeat). About 1 on an otherwise idle machine with a core per worker; on a busy one
+    the workers wait for a CPU and wall times grow: the share says by how much. NaN
+    without CPU workers or scheduler statistics.
     """
 
     makespan: float
@@ -245,7 +245,7 @@ class _Run:
         self.start = [float("nan")] * n
         self.finish = [float("nan")] * n
         self.transfers: list[tuple[int, int, int, float, float]] = []
-        # per worker, of its kernels on a CPU: thread CPU time and wall time (s)
+        # per CPU worker over the run: time on a CPU and time ready to run (s)
         self.cpu_time = [0.0] * len(ex.devices)
         self.cpu_wall = [0.0] * len(ex.devices)
         self.done = 0
@@ -327,6 +327,7 @@ class _Run:
         stream = plan.streams[d]
         _use_stream(stream)
         heap, wake, out = self.ready[d], self.wake[d], self.out
+        before = None if stream is not None else _scheduler_times()
         with self.lock:
             while self._wait(heap, wake):
                 _, v = heapq.heappop(heap)
@@ -341,11 +342,13 @@ class _Run:
                 self._arrive(v, d)
                 if self.done == self.n:
                     self._stop_all()
+            if before is not None:
+                ran, ready = (end - start for start, end in zip(before, _scheduler_times()))
+                self.cpu_time[d], self.cpu_wall[d] = ran, ready
 
     def _compute(self, v: int, device: VirtualDevice, stream, inputs):
         k = self.ex.kernels[v]
         params, data = self.ex._tensors[(v, device.torch_device)]
-        c = time.thread_time()
         t = time.perf_counter()
         try:
             y = k.fn(inputs, params, data)
@@ -353,12 +356,7 @@ class _Run:
                 stream.synchronize()
         except RuntimeError as e:
             raise BackendError(f"node {v} ({k.kind}) on {device.name}: {e}") from None
-        f = time.perf_counter()
-        if stream is None:
-            d = self.plan.dev[v]
-            self.cpu_time[d] += time.thread_time() - c
-            self.cpu_wall[d] += f - t
-        self.start[v], self.finish[v] = t - self.t0, f - self.t0
+        self.start[v], self.finish[v] = t - self.t0, time.perf_counter() - self.t0
         return y
 
     def _arrive(self, v: int, d: int) -> None:
@@ -412,6 +410,17 @@ def copy_tensor(x, dst: VirtualDevice, stream):
     y = x.to(dst.torch_device, copy=True, non_blocking=True)
     stream.synchronize()
     return y
+
+
+def _scheduler_times() -> tuple[float, float] | None:
+    """This thread's time on a CPU and time ready to run (on a CPU or waiting for one),
+    in seconds, from Linux's scheduler statistics; None where there are none."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            ran, waited = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        return None
+    return ran * 1e-9, (ran + waited) * 1e-9
 
 
 def _use_stream(stream) -> None:
