@@ -3,7 +3,8 @@
 Runs with the interpreter that runs it and that interpreter's torch (a CUDA build already
 on the machine); distributions placegym needs that are missing are installed from a
 wheelhouse first (:mod:`placegym.train.wheelhouse`; ``make wheelhouse`` makes one on a
-networked machine). Never part of ``make test``. Steps, about 5 minutes on one H200:
+networked machine); it runs from a checkout (``configs/``, ``tests/``), installed
+editable. Never part of ``make test``'s requirements. Steps, about 5 minutes on one H200:
 
 1. ``correctness``: every workload (small) on ``cuda:0`` and on ``cuda:0,cpu#2`` (random
    placements, real host↔device copies) gives the outputs of one CPU worker.
@@ -46,7 +47,18 @@ SPEARMAN_TARGET = 0.9
 
 @dataclass(frozen=True)
 class Setup:
-    """Device sets and sizes of one check (a GPU run or its CPU dry run)."""
+    """Device sets and sizes of one check (a GPU run or its CPU dry run).
+
+    Attributes:
+        gpu, hetero, shared: the one-GPU, GPU-plus-CPU-workers and streams-of-one-GPU
+            device sets (``cpu``, ``cpu#2``, ``cpu#2`` in a dry run).
+        gpus: every GPU when there are several, else None.
+        gpu_scale, hetero_scale, small_scale: graph scales of the profiled one-GPU
+            check, of the heterogeneous checks and phase III, and of the correctness
+            check.
+        placements: random placements per rank check; updates: phase III updates.
+        dry_run: no targets are judged.
+    """
 
     gpu: str
     hetero: str
