@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from placegym.envs._cache import IdentityCache
+from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 

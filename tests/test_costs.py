@@ -12,7 +12,7 @@ from placegym.envs.costs import kernel_signature, node_durations, profiled_secon
 from placegym.envs.reference import simulate_reference
 from placegym.envs.simulator import simulate_batch
 from placegym.envs.workloads import make_graph
-from placegym.envs.workloads._builder import GraphBuilder
+from placegym.envs.workloads.builder import GraphBuilder
 from placegym.teachers import get_teacher, list_teachers
 
 

@@ -73,6 +73,11 @@ class Setup:
 
     @classmethod
     def detect(cls, dry_run: bool) -> Setup:
+        """The setup of this machine (all its GPUs), or the CPU one of a dry run.
+
+        Raises:
+            SystemExit: no dry run, and torch sees no CUDA device.
+        """
         if dry_run:
             return cls("cpu", "cpu#2", None, "cpu#2", 8, 8, 16, 6, 1, True)
         import torch
@@ -171,6 +176,7 @@ def check_rank(devices: str, scale: float, s: Setup) -> dict[str, Any]:
 
 
 def check_sharing(s: Setup) -> dict[str, Any]:
+    """The sharing probe on streams of one GPU: it must find them all shared."""
     from placegym.envs.backend.probes import measure_sharing
 
     sh = measure_sharing(s.shared)
@@ -210,6 +216,7 @@ def check_phase3(s: Setup, out: Path) -> dict[str, Any]:
 
 
 def check_gpu_tests(s: Setup, wanted: bool) -> dict[str, Any]:
+    """``pytest -m gpu tests/test_backend_gpu.py`` when ``wanted`` and pytest is there."""
     if s.dry_run or not wanted:
         return {"skipped": "dry run" if s.dry_run else "not asked (--with-tests)", "ok": True}
     try:
@@ -228,8 +235,9 @@ def run_checks(s: Setup, out: Path, with_tests: bool = False) -> dict[str, Any]:
         ("profiled", lambda: check_profiled(s)),
         ("heterogeneous", lambda: check_rank(s.hetero, s.hetero_scale, s)),
     ]
-    if s.gpus is not None:
-        steps.append(("gpus", lambda: check_rank(s.gpus, s.gpu_scale, s)))
+    gpus = s.gpus
+    if gpus is not None:
+        steps.append(("gpus", lambda: check_rank(gpus, s.gpu_scale, s)))
     steps += [
         ("sharing", lambda: check_sharing(s)),
         ("phase3", lambda: check_phase3(s, out)),
@@ -265,13 +273,14 @@ def _brief(res: dict[str, Any]) -> str:
 def _environment() -> dict[str, Any]:
     import torch
 
-    env = {"python": sys.version.split()[0], "torch": torch.__version__}
+    env: dict[str, Any] = {"python": sys.version.split()[0], "torch": torch.__version__}
     if torch.cuda.is_available():
         env["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return env
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Install what is missing, run every step, write the report; 0 if all passed."""
     p = argparse.ArgumentParser(prog="python -m placegym.train.gpu_check", description=__doc__)
     p.add_argument("--out", default="runs/gpu-check", help="folder of the report")
     p.add_argument("--wheelhouse", default="wheelhouse", help="wheels of missing dependencies")

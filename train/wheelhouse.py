@@ -28,6 +28,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 __all__ = ["install_command", "install_missing", "missing", "requirements"]
@@ -47,7 +48,15 @@ def runtime_requirements(dist: str = "placegym") -> list[str]:
     """Names of ``dist``'s requirements outside its extras (standard library only, so it
     works before anything else is installed)."""
     lines = metadata.requires(dist) or []
-    return [_NAME.match(x).group(1) for x in lines if "extra ==" not in x]
+    return [_name(x) for x in lines if "extra ==" not in x]
+
+
+def _name(spec: str) -> str:
+    """The distribution name at the start of a requirement string."""
+    m = _NAME.match(spec)
+    if m is None:
+        raise ValueError(f"requirement: not a distribution name, got {spec!r}")
+    return m.group(1)
 
 
 def _direct(dist: str, python: str | None) -> list[str]:
@@ -63,7 +72,9 @@ def _direct(dist: str, python: str | None) -> list[str]:
     return out
 
 
-def _closure(roots: Iterable[str], python: str | None, skip: set[str] = frozenset()) -> set[str]:
+def _closure(
+    roots: Iterable[str], python: str | None, skip: AbstractSet[str] = frozenset()
+) -> set[str]:
     """Installed distributions reachable from ``roots`` through their requirements."""
     seen: set[str] = set()
     todo = list(roots)
@@ -91,14 +102,11 @@ def requirements(python: str | None = None) -> list[str]:
 def missing(names: Iterable[str]) -> list[str]:
     """The distributions of ``names`` (requirement strings allowed) not installed."""
     out = []
-    for spec in names:
-        m = _NAME.match(spec)
-        if m is None:
-            raise ValueError(f"requirement: not a distribution name, got {spec!r}")
+    for name in map(_name, names):
         try:
-            metadata.distribution(m.group(1))
+            metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            out.append(m.group(1))
+            out.append(name)
     return out
 
 

@@ -105,13 +105,18 @@ def calibrate(
     """Measure ``devices`` and return the fitted :class:`Cluster` (module docstring).
 
     Args:
+        devices: the backend devices (``cpu#k``, ``cuda:i``, ``cuda:i#k``, ``cuda:i%N``,
+            comma lists).
         graphs: profile every distinct kernel of these graphs on every device kind.
         size: side of the calibration matmuls (elementwise sums use 4× it); default 256
             on CPU workers, 2048 on GPUs.
         copy_sizes: sides of the square tensors sent between devices (default: 64-1024
             between CPU workers, 256-4096 when a GPU is involved).
+        repeats: timed runs per measurement.
+        level_gap: relative bandwidth difference under which device pairs share a level.
         memory: bytes per device (default: the GPU's memory, or host RAM, shared by the
             virtual devices on it).
+        name: the cluster's name (default ``calibrated-<devices>``).
     """
     vds = parse_devices(devices)
     rates = [_device_rates(devices, d, size or probe_size(v), repeats) for d, v in enumerate(vds)]
@@ -239,6 +244,7 @@ class RankCheck:
 
     @property
     def median_relative_error(self) -> float:
+        """The median of :attr:`relative_errors`."""
         return float(np.median(self.relative_errors))
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["VirtualDevice", "device_kind", "open_stream", "parse_devices", "shared_hardware"]
 
@@ -32,7 +33,7 @@ _SPEC = re.compile(r"^(cpu|cuda(?::(\d+))?)(?:%(\d+))?(?:#(\d+))?$")
 
 #: Green contexts by (GPU index, SMs), created once and kept for the life of the process:
 #: a context that is garbage collected is destroyed with the streams that use it.
-_GREEN_CONTEXTS: dict[tuple[int, int], object] = {}
+_GREEN_CONTEXTS: dict[tuple[int, int], Any] = {}
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class VirtualDevice:
 
     @property
     def is_cuda(self) -> bool:
+        """Whether the device is a CUDA one."""
         return self.torch_device.startswith("cuda")
 
     @property

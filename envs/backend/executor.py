@@ -36,6 +36,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -120,6 +121,7 @@ class TorchExecutor:
 
     @property
     def num_devices(self) -> int:
+        """Number of backend devices."""
         return len(self.devices)
 
     # ------------------------------------------------------------------ data
@@ -157,11 +159,11 @@ class TorchExecutor:
         """Execute ``placement`` ``warmup + repeats`` times; see :class:`Measurement`."""
         plan = self._prepare(placement)
         runs = [_Run(self, plan) for _ in range(self.warmup + self.repeats)]
-        spans = []
+        times = []
         for r in runs:
-            spans.append(r.execute())
+            times.append(r.execute())
             r.out.clear()  # one run's tensors at a time (GPU-size graphs are large)
-        spans = np.array(spans[self.warmup :])
+        spans = np.array(times[self.warmup :])
         mid = int(np.argsort(spans)[len(spans) // 2])
         best = runs[self.warmup + mid]
         timed = runs[self.warmup :]
@@ -187,15 +189,15 @@ class TorchExecutor:
             self._materialise(v, self.devices[d])
         plan = _Plan(self, placement)
         for d, device in enumerate(self.devices):
-            plan.streams[d] = self._stream(f"compute{d}", device, compute=True)
+            plan.compute_streams.append(self._stream(f"compute{d}", device, compute=True))
         for a, b in plan.channels:
             src, dst = self.devices[a], self.devices[b]
-            side = copy_side(src, dst)
-            plan.streams[(a, b)] = [self._stream(f"copy{a}-{b}", side)]
+            streams = [self._stream(f"copy{a}-{b}", copy_side(src, dst))]
             if src.is_cuda and dst.is_cuda and src.index != dst.index:
                 # between GPUs torch copies on the source's current stream: one per channel,
                 # so channels out of one GPU do not queue on its default stream
-                plan.streams[(a, b)].append(self._stream(f"copy{a}-{b}-src", src))
+                streams.append(self._stream(f"copy{a}-{b}-src", src))
+            plan.copy_streams[(a, b)] = streams
         _synchronize_gpus(self.devices)
         return plan
 
@@ -224,7 +226,8 @@ class _Plan:
         self.sources = [v for v in range(n) if not ex.graph.in_degree[v]]
         #: streams of the workers (by device) and of the channels (by pair: the copying
         #: side's, then the source GPU's between two GPUs); None on CPUs
-        self.streams: dict[object, object] = {}
+        self.compute_streams: list[Any] = []
+        self.copy_streams: dict[tuple[int, int], list[Any]] = {}
 
 
 class _Run:
@@ -239,7 +242,7 @@ class _Run:
         self.lock = threading.Lock()
         self.wake = [threading.Condition(self.lock) for _ in ex.devices]
         self.ready: list[list[tuple[int, int]]] = [[] for _ in ex.devices]
-        self.queues = {ab: deque() for ab in plan.channels}
+        self.queues: dict[tuple[int, int], deque[int]] = {ab: deque() for ab in plan.channels}
         self.wake_channel = {ab: threading.Condition(self.lock) for ab in plan.channels}
         self.out: dict[tuple[int, int], object] = {}  # (node, device) -> tensor
         self.start = [float("nan")] * n
@@ -324,7 +327,7 @@ class _Run:
     def _worker(self, d: int) -> None:
         ex, plan = self.ex, self.plan
         device = ex.devices[d]
-        stream = plan.streams[d]
+        stream = plan.compute_streams[d]
         _use_stream(stream)
         heap, wake, out = self.ready[d], self.wake[d], self.out
         before = None if stream is not None else _scheduler_times()
@@ -342,9 +345,9 @@ class _Run:
                 self._arrive(v, d)
                 if self.done == self.n:
                     self._stop_all()
-            if before is not None:
-                ran, ready = (end - start for start, end in zip(before, _scheduler_times()))
-                self.cpu_time[d], self.cpu_wall[d] = ran, ready
+            after = _scheduler_times()
+            if before is not None and after is not None:
+                self.cpu_time[d], self.cpu_wall[d] = after[0] - before[0], after[1] - before[1]
 
     def _compute(self, v: int, device: VirtualDevice, stream, inputs):
         k = self.ex.kernels[v]
@@ -374,7 +377,7 @@ class _Run:
     def _channel(self, ab: tuple[int, int]) -> None:
         a, b = ab
         src, dst = self.ex.devices[a], self.ex.devices[b]
-        stream, *source = self.plan.streams[ab]
+        stream, *source = self.plan.copy_streams[ab]
         for s in [*source, stream]:
             _use_stream(s)
         queue, wake, out = self.queues[ab], self.wake_channel[ab], self.out

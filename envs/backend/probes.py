@@ -53,7 +53,7 @@ def probe_size(device: VirtualDevice) -> int:
 def chains(sizes: list[int], length: int, kind: str = "matmul") -> Graph:
     """One chain per entry of ``sizes``: an input of ``size × size`` then ``length``
     dependent kernels (square matmuls by a resident weight, or sums ``x + x``)."""
-    from placegym.envs.workloads._builder import GraphBuilder
+    from placegym.envs.workloads.builder import GraphBuilder
 
     b = GraphBuilder()
     for size in sizes:

@@ -125,7 +125,6 @@ def time_kernel(
 ) -> np.ndarray:
     """``(repeats,)`` seconds of node ``v``'s kernel run alone on ``device`` (module
     docstring); ``stream`` is the device's compute stream (None on the CPU)."""
-
     from placegym.envs.backend.executor import BackendError
 
     k = kernels[v]

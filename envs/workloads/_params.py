@@ -2,8 +2,9 @@
 
 A value is converted by the type of the parameter's default in the generator's signature:
 ``bool`` (``true/false/yes/no/1/0``), ``int``, ``float``, ``str``, or a tuple/list of ints
-written ``1024,2048`` (brackets and spaces allowed). Values that are not strings pass
-through unchanged, so Python callers keep their own types.
+written ``1024,2048`` (brackets and spaces allowed); a ``None`` default (``ccr``) takes a
+number. Values that are not strings pass through unchanged, so Python callers keep their
+own types.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def _kind(default: Any) -> str:
         return "true or false"
     if isinstance(default, int):
         return "an integer"
-    if isinstance(default, float):
+    if isinstance(default, float) or default is None:
         return "a number"
     return "a comma-separated list of integers"
 
@@ -36,7 +37,7 @@ def _convert(text: str, default: Any, where: str) -> Any:
             return s.lower() in _TRUE
         if isinstance(default, int):
             return int(s)
-        if isinstance(default, float):
+        if isinstance(default, float) or default is None:
             return float(s)
         if isinstance(default, tuple | list):
             items = s.strip("()[]").replace(" ", "").split(",")

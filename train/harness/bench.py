@@ -9,7 +9,8 @@ or cluster JSON files) × seeds, simulates every placement, and reports:
   where one is known (graphs of at most :data:`OPTIMAL_MAX_NODES` nodes on at most
   :data:`OPTIMAL_MAX_DEVICES` devices, when ``with_optimal`` is set);
 - ``results.csv`` and ``results.json``: one record per (workload, cluster, seed, placer)
-  with makespan, ratio, gap, OOM flag and seconds taken;
+  with makespan, ratio, gap, OOM flag and seconds taken; ``results.json`` also stores
+  each placement (``device``, ``order``), so ``placegym bench --replay`` can re-check it;
 - ``ratios.png``: a bar chart of the geometric-mean ratio to critical_path per placer and
   workload.
 
@@ -21,7 +22,6 @@ without noise unless ``noise`` > 0 (then with ``rng=seed``).
 from __future__ import annotations
 
 import csv
-import inspect
 import json
 import math
 import time
@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from placegym.envs import Cluster, Graph, Placement, load_cluster, load_graph, simulate
+from placegym.envs import Cluster, Graph, Placement, load_cluster, simulate
+from placegym.envs.sources import resolve_graph
 
 REFERENCE = "critical_path"
 OPTIMAL_MAX_NODES = 12
@@ -45,7 +46,8 @@ Placer = Callable[[Graph, Cluster, int], Placement]
 
 @dataclass
 class BenchConfig:
-    """What to run. Names are resolved by :func:`resolve_workload` / :func:`load_cluster`."""
+    """What to run. Names are resolved by :func:`~placegym.envs.sources.resolve_graph`
+    (with the seed) / :func:`load_cluster`."""
 
     teachers: Sequence[str] = DEFAULT_TEACHERS
     workloads: Sequence[str] = ("ffnn",)
@@ -59,6 +61,8 @@ class BenchConfig:
 
 @dataclass
 class Record:
+    """One benchmark result: a placer's makespan on one workload, cluster and seed."""
+
     workload: str
     cluster: str
     seed: int
@@ -68,32 +72,23 @@ class Record:
     gap_to_optimal: float | None
     oom: bool
     seconds: float
+    device: list[int] | None = None
+    order: list[int] | None = None
 
 
-def resolve_workload(spec: str, seed: int) -> Graph:
-    """A graph from a JSON path or a generator name (``seed`` is passed when accepted)."""
-    if spec.endswith(".json") or Path(spec).is_file():
-        return load_graph(spec)
-    from placegym.envs.workloads import WORKLOADS, make_graph
-
-    if spec not in WORKLOADS:
-        raise ValueError(
-            f"workloads: unknown workload or file {spec!r} (workloads: {', '.join(WORKLOADS)})"
-        )
-    params = {"seed": seed} if "seed" in inspect.signature(WORKLOADS[spec]).parameters else {}
-    return make_graph(spec, **params)
+#: Record fields kept out of ``results.csv`` (the placement: in ``results.json`` only).
+JSON_ONLY = ("device", "order")
 
 
 def teacher_placer(name: str) -> Placer:
-    """Wrap the teacher ``name``; a ``seed`` argument is passed when its class takes one."""
-    from placegym.teachers import teacher_class
+    """The teacher ``name`` as a placer, built for each call with the call's seed
+    (:func:`placegym.teachers.make_teacher`)."""
+    from placegym.teachers import make_teacher, teacher_class
 
-    cls = teacher_class(name)  # fails early on unknown names
-    takes_seed = "seed" in inspect.signature(cls).parameters
+    teacher_class(name)  # fails early on unknown names
 
     def place(graph: Graph, cluster: Cluster, seed: int) -> Placement:
-        teacher = cls(seed=seed) if takes_seed else cls()
-        return teacher.place(graph, cluster)
+        return make_teacher(name, seed).place(graph, cluster)
 
     return place
 
@@ -112,14 +107,14 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
         total=len(jobs) * len(placers), disable=not progress, desc="bench", unit="run", leave=False
     )
     for wname, cluster, seed in jobs:
-        graph = resolve_workload(wname, seed)
+        graph = resolve_graph(wname, seed=seed)
         label = Path(wname).stem if wname.endswith(".json") else wname
 
-        ref_makespan = _run_placer(ref, graph, cluster, seed, cfg.noise)[0]
+        ref_makespan = run_placer(ref, graph, cluster, seed, cfg.noise)[0]
         optimum = _optimum(graph, cluster) if cfg.with_optimal else None
         for pname, placer in placers.items():
             bar.set_postfix_str(f"{label}/{cluster.name}/{pname}")
-            makespan, oom, secs = _run_placer(placer, graph, cluster, seed, cfg.noise)
+            makespan, oom, secs, placement = run_placer(placer, graph, cluster, seed, cfg.noise)
             records.append(
                 Record(
                     workload=label,
@@ -131,6 +126,8 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
                     gap_to_optimal=None if optimum is None else _ratio(makespan, optimum) - 1.0,
                     oom=oom,
                     seconds=secs,
+                    device=placement.device.tolist(),
+                    order=placement.order.tolist(),
                 )
             )
             bar.update()
@@ -140,15 +137,15 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
     return records
 
 
-def _run_placer(
+def run_placer(
     placer: Placer, graph: Graph, cluster: Cluster, seed: int, noise: float
-) -> tuple[float, bool, float]:
-    """(makespan, oom, seconds taken by the placer)."""
+) -> tuple[float, bool, float, Placement]:
+    """(makespan, oom, seconds taken by the placer, placement); noise draws use ``seed``."""
     t0 = time.perf_counter()
     placement = placer(graph, cluster, seed)
     secs = time.perf_counter() - t0
     s = simulate(graph, cluster, placement, noise=noise, rng=seed if noise > 0 else None)
-    return s.makespan, s.oom, secs
+    return s.makespan, s.oom, secs, placement
 
 
 def _ratio(x: float, ref: float) -> float:
@@ -213,7 +210,8 @@ def write_outputs(records: Sequence[Record], cfg: BenchConfig) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows = [asdict(r) for r in records]
     with open(out / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["placer"])
+        fields = [k for k in rows[0] if k not in JSON_ONLY] if rows else ["placer"]
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     meta = {

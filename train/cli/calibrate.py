@@ -8,6 +8,7 @@ import time
 
 
 def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``calibrate`` on the CLI's subparsers."""
     p = sub.add_parser("calibrate", help="measure devices and write their cluster JSON")
     p.add_argument(
         "--devices",
@@ -52,10 +53,11 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Calibrate the devices, write the cluster JSON, optionally rank-check it."""
     from placegym.envs.backend.calibrate import calibrate, rank_check
     from placegym.envs.backend.devices import parse_devices, shared_hardware
     from placegym.envs.backend.kernels import scale_graph
-    from placegym.train.bench import resolve_workload
+    from placegym.envs.sources import resolve_graph
 
     notes = shared_hardware(parse_devices(args.devices))
     if args.check and notes and not args.allow_shared:
@@ -64,9 +66,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             f"rank check on them means nothing. Check several GPUs, cpu#k or a GPU with "
             f"CPU workers (cuda:0,cpu#2), or pass --allow-shared"
         )
-    graph = None
-    if args.profile or args.check:
-        graph = scale_graph(resolve_workload(args.graph, args.seed), args.scale)
+    graph = scale_graph(resolve_graph(args.graph, seed=args.seed), args.scale)
     t0 = time.perf_counter()
     cluster = calibrate(
         args.devices,
@@ -82,7 +82,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     _print_cluster(cluster)
     shared = _report_sharing(args.devices, notes, args.repeats)
     if args.check:
-        assert graph is not None
         res = rank_check(
             graph,
             cluster,
@@ -120,7 +119,8 @@ def _print_cluster(cluster) -> None:
     for d in cluster.devices:
         profiled = len((cluster.profile or {}).get(d.kind, {}))
         print(
-            f"  {d.name:<10} {d.flops / 1e9:8.1f} GFLOP/s  {d.mem_bandwidth / 1e9:7.1f} GB/s"
+            f"  {d.name:<10} {d.flops / 1e9:8.1f} GFLOP/s  "
+            f"{(d.mem_bandwidth or 0) / 1e9:7.1f} GB/s"
             f"  launch {d.launch_overhead * 1e6:7.1f} us"
             + (f"  {profiled} profiled kernels ({d.kind})" if profiled else "")
         )
