@@ -31,7 +31,13 @@ from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 
-__all__ = ["kernel_signature", "node_durations", "profiled_seconds", "signatures"]
+__all__ = [
+    "kernel_signature",
+    "node_durations",
+    "profiled_seconds",
+    "roofline_nodes",
+    "signatures",
+]
 
 #: The table of a cluster without a profile: never indexed (every class is -1).
 NO_PROFILE = np.empty((0, 0))
@@ -83,6 +89,16 @@ def _profiled_seconds(graph: Graph, cluster: Cluster) -> np.ndarray:
 #: ``(n, K)`` profiled seconds of each node on each profiled kind (NaN: not profiled,
 #: the roofline applies), or :data:`NO_PROFILE`; the last 16 pairs are cached.
 profiled_seconds = IdentityCache(_profiled_seconds, size=16)
+
+
+def roofline_nodes(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """``(n,)`` whether each node's duration is the roofline on every device (no profiled
+    cost applies to it): the nodes that bounds on FLOP and bytes may count."""
+    table = profiled_seconds(graph, cluster)
+    if not table.size:
+        return np.ones(graph.num_nodes, dtype=bool)
+    used = np.unique(cluster.profile_class[cluster.profile_class >= 0])
+    return np.isnan(table[:, used]).all(axis=1)
 
 
 def node_durations(graph: Graph, cluster: Cluster, nodes, devices) -> np.ndarray:

@@ -173,3 +173,33 @@ def test_environment_rewards_use_the_profile():
         obs, reward, done, _, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
     p = Placement(device=np.asarray(info["placement"]), order=np.asarray(info["order"]))
     assert info["makespan"] == simulate(g, c, p).makespan
+
+
+def test_lower_bounds_and_ccr_rescaling_hold_with_profiles():
+    """Profiled kernels 1000x faster than their roofline: the FLOP bound must not count
+    them, and rescaling to a CCR is still exact (profiled times ignore tensor bytes)."""
+    from placegym.envs.bounds import lower_bound
+    from placegym.envs.ccr import ccr, scale_to_ccr
+
+    g = make_graph("ffnn")
+    sig = signatures(g)
+    roof = two_kinds({}, launch=(0.0, 0.0), bandwidth=1e9, latency=0.0, count=4, flops=1e9)
+    fast = {s: float(g.flops[sig.index(s)] / 1e12) for s in set(sig) if "einsum" in s}
+    c = two_kinds(
+        {"fast": fast, "slow": fast},
+        launch=(0.0, 0.0),
+        bandwidth=1e9,
+        latency=0.0,
+        count=4,
+        flops=1e9,
+    )
+    assert lower_bound(g, c).value < lower_bound(g, roof).value / 100
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        p = Placement(device=rng.integers(0, 4, g.num_nodes), order=g.topological_order.copy())
+        assert lower_bound(g, c).value <= simulate(g, c, p).makespan
+    half = {"fast": dict(sorted(fast.items())[::2]), "slow": fast}
+    assert 0 < len(half["fast"]) < len(fast)
+    mixed = two_kinds(half, launch=(1e-6, 0.0), bandwidth=1e9, latency=1e-6, count=4, flops=1e9)
+    for target in (0.5, 2.0):
+        assert ccr(scale_to_ccr(g, mixed, target), mixed) == pytest.approx(target, rel=1e-9)
