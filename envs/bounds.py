@@ -11,7 +11,8 @@ transfer of ``u``'s output can be (``+inf`` with one device: nothing is ever sen
    exceeds the makespan ``T``, so ``T >= Σ_v w_v / D``. Also, device ``d`` does at most
    ``flops_d · T`` FLOP in ``T``, so ``T >= Σ flops / Σ_d flops_d`` (total work over total
    device speed), and likewise ``T >= Σ io_bytes / Σ_d mem_bandwidth_d`` when every device
-   has a memory bandwidth.
+   has a memory bandwidth. With profiled costs (:mod:`placegym.envs.costs`) these two
+   sums run over the nodes whose duration is the roofline on every device.
 2. **Critical path with free communication.** A node starts after its producers finish,
    so ``T`` is at least the longest path with node weights ``w``.
 3. **Communication-aware heads and tails** (always >= 2). *Head* ``h_v <= start(v)``:
@@ -46,6 +47,7 @@ import numpy as np
 
 from placegym.envs.analysis import durations_on
 from placegym.envs.cluster import Cluster
+from placegym.envs.costs import roofline_nodes
 from placegym.envs.graph import Graph
 
 __all__ = ["SLACK", "LowerBound", "lower_bound", "min_transfer_times"]
@@ -139,9 +141,11 @@ def _free_comm_path(graph: Graph, w: list[float]) -> float:
 
 def _work(graph: Graph, cluster: Cluster, w: np.ndarray) -> float:
     bounds = [float(w.sum()) / cluster.num_devices]
-    bounds.append(float(graph.flops.sum()) / float(cluster.flops.sum()))
+    # FLOP and bytes bound only the nodes whose durations are the roofline everywhere
+    roof = roofline_nodes(graph, cluster)
+    bounds.append(float(graph.flops[roof].sum()) / float(cluster.flops.sum()))
     if np.isfinite(cluster.mem_bandwidth).all():
-        bounds.append(float(graph.io_bytes.sum()) / float(cluster.mem_bandwidth.sum()))
+        bounds.append(float(graph.io_bytes[roof].sum()) / float(cluster.mem_bandwidth.sum()))
     return max(bounds)
 
 

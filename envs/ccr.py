@@ -11,7 +11,8 @@ benchmarks of HEFT, Topcuoglu et al. 2002)::
   devices, the one of largest bandwidth (lowest latency among equals).
 - Duration of ``v`` on ``d``: DESIGN §3.1 without noise, ``max(flops_v / flops_d, io_v /
   mem_bandwidth_d) + launch_overhead_d``, where ``io_v`` counts ``v``'s output, params and
-  inputs.
+  inputs (or the profiled cost where the cluster has one, :mod:`placegym.envs.costs`:
+  it does not change with the tensor bytes).
 - An edge is counted once however many consumers share a transfer in a schedule; the CCR
   is a property of the graph and the cluster, not of a placement.
 
@@ -44,6 +45,7 @@ import math
 import numpy as np
 
 from placegym.envs.cluster import Cluster
+from placegym.envs.costs import profiled_seconds
 from placegym.envs.graph import Graph
 
 __all__ = [
@@ -104,11 +106,13 @@ def ccr(graph: Graph, cluster: Cluster) -> float:
     return t / c
 
 
-def _profiles(cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct ``(flops, mem_bandwidth, launch)`` device profiles and their counts."""
+def _profiles(cluster: Cluster) -> tuple[np.ndarray, ...]:
+    """Distinct ``(flops, mem_bandwidth, launch, profile class)`` device profiles and
+    their counts."""
     rows = np.stack([cluster.flops, cluster.mem_bandwidth, cluster.launch_overhead], axis=1)
+    rows = np.concatenate([rows, cluster.profile_class[:, None].astype(np.float64)], axis=1)
     uniq, counts = np.unique(rows, axis=0, return_counts=True)
-    return uniq[:, 0], uniq[:, 1], uniq[:, 2], counts.astype(np.float64)
+    return uniq[:, 0], uniq[:, 1], uniq[:, 2], uniq[:, 3].astype(np.int64), counts.astype(float)
 
 
 def _compute_pieces(graph: Graph, cluster: Cluster):
@@ -117,7 +121,7 @@ def _compute_pieces(graph: Graph, cluster: Cluster):
 
     Returns ``(const, a, x, p)``, every term already divided by ``n · D``.
     """
-    flops, mbw, launch, count = _profiles(cluster)
+    flops, mbw, launch, kind, count = _profiles(cluster)
     scale = count / (graph.num_nodes * cluster.num_devices)  # (P,)
     x = graph.out_bytes + graph.in_bytes  # io bytes that scale with s
     a = graph.flops[:, None] / flops[None, :]  # (n, P)
@@ -125,7 +129,13 @@ def _compute_pieces(graph: Graph, cluster: Cluster):
     xs = x[:, None] / mbw[None, :]
     const = float((launch * count).sum() / cluster.num_devices)
     fixed = xs == 0  # no roofline (inf bandwidth) or no tensors: never depends on s
-    const += float((np.maximum(a, p) * scale[None, :])[fixed].sum())
+    own = np.maximum(a, p)
+    table = profiled_seconds(graph, cluster)
+    if table.size:  # a profiled kernel's time does not depend on the tensor bytes
+        prof = np.where(kind >= 0, table[:, np.maximum(kind, 0)], np.nan)
+        fixed |= ~np.isnan(prof)
+        own = np.where(np.isnan(prof), own, prof)
+    const += float((own * scale[None, :])[fixed].sum())
     w = np.broadcast_to(scale[None, :], a.shape)[~fixed]
     return const, a[~fixed] * w, xs[~fixed] * w, p[~fixed] * w
 

@@ -132,11 +132,12 @@ class PlacementEnv(gym.Env[dict, int]):
       never).
     - ``backend``: ``"sim"`` (default) or ``"torch"``: the final placement is executed
       for real (:mod:`placegym.envs.backend`) on ``devices`` (``"cpu#k"``,
-      ``"cuda:i"``, ``"cuda:i#k"``), graphs shrunk by ``scale``, the median of
-      ``repeats`` timed runs; the reward uses the measured makespans (the reference is
-      critical_path's placement, measured once per graph), ``info`` carries
-      ``makespan`` (measured), ``measured_makespans`` and ``simulated_makespan``, and
-      ``cluster="calibrate"`` fits the cluster to the devices first. Such runs are not
+      ``"cuda:i"``, ``"cuda:i#k"``, ``"cuda:0,cpu#2"``, ...), graphs shrunk by
+      ``scale`` (grown when < 1), the median of ``repeats`` timed runs; the reward uses
+      the measured makespans (the reference is critical_path's placement, measured once
+      per graph), ``info`` carries ``makespan`` (measured), ``measured_makespans`` and
+      ``simulated_makespan``, and ``cluster="calibrate"`` fits the cluster to the
+      devices first, with the kernels of fixed graphs profiled. Such runs are not
       reproducible (ids registered with ``nondeterministic=True``).
 
     ## Version History
@@ -165,7 +166,7 @@ class PlacementEnv(gym.Env[dict, int]):
         render_mode: str | None = None,
         backend: Literal["sim", "torch"] = "sim",
         devices: str = "cpu#2",
-        scale: int = 1,
+        scale: float = 1,
         repeats: int = 3,
         step_limit_factor: int | None = STEP_LIMIT_FACTOR,
     ) -> None:
@@ -204,7 +205,8 @@ class PlacementEnv(gym.Env[dict, int]):
                 devices, scale=scale, repeats=repeats, reference=self.reference
             )
             self.source = self.real.wrap_source(self.source)
-            cluster = self.real.cluster if cluster == "calibrate" else cluster
+            if cluster == "calibrate":  # fitted to the devices, the fixed graphs profiled
+                cluster = self.real.calibrated(self.source.graphs)
         self.cluster = load_cluster(cluster)
         if self.real is not None and self.real.num_devices != self.cluster.num_devices:
             raise ValueError(

@@ -425,7 +425,10 @@ class Trainer:
             from placegym.envs.backend.calibrate import calibrate
 
             if pcfg.cluster == "calibrate":
-                cluster = calibrate(pcfg.devices)
+                from placegym.envs.backend.kernels import scale_graph
+
+                graphs = [scale_graph(g, pcfg.scale) for g in self.graphs] if pcfg.profile else ()
+                cluster = calibrate(pcfg.devices, graphs=graphs)
             else:
                 cluster = load_cluster(str(resolve_path(pcfg.cluster, self.base_dir)))
             pool = EnvPool(
