@@ -7,6 +7,10 @@ Rules, which define the simulated time of a placement exactly:
    out_bytes_u over the producers u of v`` (no second term without ``mem_bandwidth``).
    ``f_v = 1`` without noise; with noise σ > 0, ``f_v = exp(σ z_v − σ²/2)``,
    ``z = rng.standard_normal(n)`` drawn in node-id order (mean-preserving).
+   Profiled costs (an extension of DESIGN §3.1, :mod:`placegym.envs.costs`): when the
+   cluster carries a ``profile`` and ``d``'s ``kind`` has ``v``'s kernel signature in it,
+   the profiled seconds replace the ``max(...)`` term (noise and launch overhead apply
+   alike). Without a profile, the roofline is the rule.
 2. A transfer of ``b`` bytes at level ``l`` takes ``latency_l + b / bandwidth_l``.
 3. Each ordered device pair is one FIFO channel, independent of the others; compute and
    transfers overlap freely.
@@ -44,9 +48,11 @@ from typing import Any, Literal
 import numpy as np
 
 from placegym.envs import _kernel
-from placegym.envs.cluster import Cluster, Device, Level, load_cluster
+from placegym.envs.cluster import Cluster, Device, Level
+from placegym.envs.costs import profiled_seconds
 from placegym.envs.graph import Graph, load_graph
 from placegym.envs.placement import Placement, load_placement
+from placegym.envs.presets import load_cluster
 
 Dispatch = Literal["priority", "fifo"]
 RngLike = np.random.Generator | int | None
@@ -107,6 +113,7 @@ class Schedule:
 
     @property
     def duration(self) -> np.ndarray:
+        """``(n,)`` duration of each node (finish - start)."""
         return self.finish - self.start
 
     @cached_property
@@ -193,7 +200,9 @@ def simulate(
     """Simulate ``placement`` of ``graph`` on ``cluster`` under the rules of this module.
 
     Args:
-        graph, cluster, placement: objects, dicts, JSON paths (a cluster also by preset name).
+        graph: a :class:`Graph`, a dict or a JSON path.
+        cluster: a :class:`Cluster`, a dict, a JSON path or a preset name.
+        placement: a :class:`Placement`, a dict or a JSON path.
         noise: σ of the mean-preserving log-normal factor on compute times (0 = exact).
         rng: a ``numpy.random.Generator`` or an int seed; required when ``noise > 0``.
         dispatch: ``"priority"`` (lowest rank first) or ``"fifo"`` (earliest ready first).
@@ -211,7 +220,15 @@ def simulate(
     factor = _noise_factors(float(noise), rng, (g.num_nodes,))
     dev = p.device
     dur = _kernel.durations(
-        g.flops, g.io_bytes, c.flops, c.mem_bandwidth, c.launch_overhead, dev, factor
+        g.flops,
+        g.io_bytes,
+        c.flops,
+        c.mem_bandwidth,
+        c.launch_overhead,
+        dev,
+        factor,
+        profiled_seconds(g, c),
+        c.profile_class,
     )
     ptr, idx = g.consumer_csr
     (makespan, start, finish, cons, _, tr_node, tr_dst, tr_start, tr_arr, tr_lo, tr_hi) = (
@@ -286,8 +303,13 @@ def simulate_batch(
     ``B`` sequential :func:`simulate` calls on the same generator would get.
 
     Args:
+        graph: as in :func:`simulate`.
+        cluster: as in :func:`simulate`.
         devices: ``(B, n)`` device per node per placement.
         orders: ``(B, n)`` permutations (priority order) per placement.
+        noise: as in :func:`simulate`.
+        rng: as in :func:`simulate`.
+        dispatch: as in :func:`simulate`.
         memory: also compute peak memory and OOM (slightly slower).
     """
     g, c = _inputs(graph, cluster)
@@ -330,6 +352,8 @@ def simulate_batch(
         factors,
         fifo,
         bool(memory),
+        profiled_seconds(g, c),
+        c.profile_class,
     )
     oom = (peaks > c.memory).any(axis=1) if memory else np.zeros(len(devs), dtype=bool)
     return BatchResult(makespan=makespans, peak_memory=peaks, oom=oom)
