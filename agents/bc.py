@@ -235,8 +235,8 @@ def pretrain(
     dagger_rounds: int = 0,
     dagger_episodes: int = 1,
     beta: float = 0.5,
-    epochs: int = 20,
-    batch_size: int = 64,
+    epochs: int = 2,
+    batch_size: int = 8,
     lr: float = 5e-3,
     value_coef: float = 0.5,
     seed: int = 0,
@@ -248,8 +248,11 @@ def pretrain(
     ``dagger_episodes`` episodes rolled in with teacher probability ``beta ** r`` (the
     policy sampling otherwise), labelled by the teacher, and refits on all data so far.
     Returns the per-epoch losses of every round, in order. The defaults clone one
-    FFNN-v0 episode (256 states) to within a few % of the teacher's makespan in ~5 s;
-    use more ``episodes`` for envs that draw a new graph every reset.
+    FFNN-v0 episode (256 states) to within 2% of the teacher's makespan in ~10 s
+    (greedy 0.973, 1.000 and 0.946 of critical_path for seeds 0-2: minibatches of 8 give
+    32 steps an epoch; with 64, two epochs left it at 0.85-1.18, and four epochs of 8 at
+    lr 5e-3 overshoot to 1.13 for seed 1); use more ``episodes`` for envs that draw a
+    new graph every reset.
     """
     env, teacher = _as_env(env, env_kwargs), _as_teacher(teacher)
     fit = dict(epochs=epochs, batch_size=batch_size, lr=lr, value_coef=value_coef)

@@ -21,11 +21,17 @@ Example (behaviour cloning of the critical-path teacher, then MaskablePPO)::
 
     torch.set_num_threads(1)  # batches of small graphs: more threads only contend
     model = make_maskable_ppo("placegym/FFNN-v0", seed=0)  # GnnMaskablePolicy, PPO_DEFAULTS
-    pretrain(model, "placegym/FFNN-v0", teacher="critical_path")  # ~ the teacher's makespan
-    model.learn(total_timesteps=20_000)
-    print(greedy_makespans(model.policy, "placegym/FFNN-v0", seeds=[0]))
-    model.save("ppo_ffnn")
+    pretrain(model, "placegym/FFNN-v0", teacher="critical_path", epochs=2)  # within 2%
+    for _ in range(4):
+        model.learn(5_120, reset_num_timesteps=False)
+        print(greedy_makespans(model.policy, "placegym/FFNN-v0", seeds=[0, 1, 2]))
+    model.save("ppo_ffnn")  # placegym bench --agents ppo_ffnn.zip
     model = MaskablePPO.load("ppo_ffnn")
+
+Its measured curve over seeds is in the README (``python -m placegym.agents.sb3_recipe``
+reproduces it); pass ``callback=PhaseDiagnostics()``
+(:mod:`placegym.agents.sb3_callbacks`) to ``learn`` to log entropy, approx KL and clip
+fraction per phase beside SB3's ``train/`` metrics.
 
 The policy's logits already exclude every action illegal by ``obs["action_mask"]``,
 so ``predict`` stays legal even without ``action_masks``. Devices are CPU tensors
@@ -402,7 +408,7 @@ class GnnMaskablePolicy(MaskableActorCriticPolicy):
 #: MaskablePPO keyword arguments of :func:`make_maskable_ppo` (per-env ``n_steps``).
 PPO_DEFAULTS: dict[str, Any] = {
     "learning_rate": 3e-4,
-    "n_steps": 2048,  # 8 episodes of FFNN-v0 (2n = 256 steps) per env and update
+    "n_steps": 1024,  # 4 episodes of FFNN-v0 (2n = 256 steps) per env and update
     "batch_size": 256,
     "n_epochs": 4,
     # Terminal-only reward over 2n steps: undiscounted Monte-Carlo advantages (lambda < 1

@@ -23,6 +23,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,7 @@ def run_recipe(
     env_kwargs: dict[str, Any] | None = None,
     bc_kwargs: dict[str, Any] | None = None,
     ppo_overrides: dict[str, Any] | None = None,
-    log=print,
+    log=partial(print, flush=True),
 ) -> RecipeRun:
     """Run the recipe for one seed (see the module docstring).
 
@@ -160,7 +161,7 @@ def run_recipe(
 
     log(f"seed {seed} untrained: {evaluate(-1)}")
     t0 = time.perf_counter()
-    bc = {"env_kwargs": env_kwargs, **(bc_kwargs or {})}
+    bc = {"epochs": 2, "env_kwargs": env_kwargs, **(bc_kwargs or {})}
     run.bc_losses = pretrain(model, env_id, teacher=teacher, seed=seed, **bc)
     run.wall.append(time.perf_counter() - t0)
     log(
