@@ -67,7 +67,7 @@ class PhaseDiagnostics(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
-        buf = self.model.rollout_buffer
+        buf = self._ppo.rollout_buffer
         obs = {k: np.array(v.reshape(-1, *v.shape[2:])) for k, v in buf.observations.items()}
         rollout = {
             "obs": obs,
@@ -98,6 +98,12 @@ class PhaseDiagnostics(BaseCallback):
         self._finish_update()
 
     # ---------------------------------------------------------------- internals
+    @property
+    def _ppo(self) -> Any:
+        """The MaskablePPO being trained (typed ``Any``: SB3 annotates its buffers and
+        schedules loosely)."""
+        return self.model
+
     def _phase_rows(self, rollout: dict[str, Any]):
         for name, is_plc in zip(PHASES, (False, True)):
             sel = rollout["phase"] == is_plc
@@ -106,7 +112,7 @@ class PhaseDiagnostics(BaseCallback):
 
     @torch.no_grad()
     def _evaluate(self, rollout: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        policy = self.model.policy
+        policy = self._ppo.policy
         was_training = policy.training
         policy.set_training_mode(False)
         out: list[list[np.ndarray]] = [[], [], []]
@@ -133,7 +139,8 @@ class PhaseDiagnostics(BaseCallback):
         _, log_prob, _ = self._evaluate(rollout)
         log_ratio = log_prob - rollout["old_log_prob"]
         ratio = np.exp(log_ratio)
-        clip = float(self.model.clip_range(self.model._current_progress_remaining))
+        ppo = self._ppo
+        clip = float(ppo.clip_range(ppo._current_progress_remaining))
         for name, sel in self._phase_rows(rollout):
             stats[f"phase/{name}_approx_kl"] = float(np.mean((ratio - 1 - log_ratio)[sel]))
             stats[f"phase/{name}_clip_frac"] = float(np.mean(np.abs(ratio[sel] - 1) > clip))

@@ -9,8 +9,10 @@ The model reads padded observations of fixed size, so a graph must fit its
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import numpy as np
+from gymnasium import spaces
 
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster
 
@@ -29,10 +31,10 @@ class Sb3Placer:
         from sb3_contrib import MaskablePPO
 
         self.model = MaskablePPO.load(path, device="cpu")
-        space = self.model.observation_space
-        self.max_nodes = int(space["node_mask"].shape[0])
-        self.max_edges = int(space["edge_mask"].shape[0])
-        self.num_devices = int(space["device"].shape[0])
+        space = cast(spaces.Dict, self.model.observation_space)
+        rows = {key: int((space[key].shape or (0,))[0]) for key in ("node_mask", "edge_mask")}
+        self.max_nodes, self.max_edges = rows["node_mask"], rows["edge_mask"]
+        self.num_devices = int((space["device"].shape or (0,))[0])
         self.name = name or Path(path).stem
 
     def place(self, graph: Graph, cluster: Cluster | str, seed: int = 0) -> Placement:
@@ -55,6 +57,7 @@ class Sb3Placer:
         return Placement(device=np.asarray(info["placement"]), order=np.asarray(info["order"]))
 
     def __call__(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
+        """:meth:`place` (the benchmark's placer signature)."""
         return self.place(graph, cluster, seed)
 
     def __repr__(self) -> str:

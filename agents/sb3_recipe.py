@@ -12,7 +12,8 @@ update; over seeds it writes a markdown table (mean ± std) and a plot::
 
 ``--ppo KEY=VALUE`` / ``--bc KEY=VALUE`` override :data:`~placegym.agents.sb3.PPO_DEFAULTS`
 and :func:`~placegym.agents.bc.pretrain` arguments (values parsed as YAML). Writes
-``results.json``, ``table.md`` and ``curve.png`` under ``--out``.
+``results.json``, ``table.md`` and ``curve.png`` under ``--out``; ``--load A/results.json
+B/results.json`` writes the joint table and plot of seeds run as separate processes.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ import argparse
 import contextlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,10 @@ class RecipeRun:
     updates: list[dict[str, float]] = field(default_factory=list)
 
 
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
 def greedy_ratio(model, env_id: str, teacher_makespan: float, seeds: Sequence[int]) -> float:
     """Mean greedy makespan of ``model`` over env ``seeds``, divided by the teacher's."""
     return float(np.mean(greedy_makespans(model.policy, env_id, seeds=seeds)) / teacher_makespan)
@@ -113,7 +117,7 @@ def _teacher_makespan(env_id: str, teacher: str) -> float:
 
     env = gym.make(env_id)
     env.reset(seed=0)
-    u = env.unwrapped
+    u: Any = env.unwrapped
     return float(
         simulate(u.graph, u.cluster, get_teacher(teacher).place(u.graph, u.cluster)).makespan
     )
@@ -130,7 +134,7 @@ def run_recipe(
     env_kwargs: dict[str, Any] | None = None,
     bc_kwargs: dict[str, Any] | None = None,
     ppo_overrides: dict[str, Any] | None = None,
-    log=partial(print, flush=True),
+    log: Callable[[str], None] | None = _print,
 ) -> RecipeRun:
     """Run the recipe for one seed (see the module docstring).
 
@@ -138,12 +142,13 @@ def run_recipe(
         env_id: a registered placegym id.
         seed: model, env and BC seed.
         teacher: the BC teacher and the reference of the ratios.
-        total_steps, chunk: PPO timesteps in all and between two evaluations.
+        total_steps: PPO timesteps in all.
+        chunk: PPO timesteps between two evaluations.
         eval_seeds: env seeds of the greedy evaluation.
         env_kwargs: ``gym.make`` arguments of the training env (BC and PPO; the
             evaluation measures makespans, whatever the reward).
-        bc_kwargs: extra :func:`pretrain` arguments; ``ppo_overrides``: of
-            :func:`make_maskable_ppo`.
+        bc_kwargs: extra :func:`pretrain` arguments (default ``epochs=2``, as the recipe).
+        ppo_overrides: :func:`make_maskable_ppo` arguments replacing ``PPO_DEFAULTS``.
         log: called with one line after each stage (``None``: silent).
     """
     if chunk < 1 or total_steps < 0:
@@ -238,19 +243,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--bc", nargs="*", default=[], help="pretrain overrides KEY=VALUE")
     p.add_argument("--env-kwargs", nargs="*", default=[], help="gym.make arguments KEY=VALUE")
     p.add_argument("--out", default="runs/sb3-recipe", help="output folder")
+    p.add_argument(
+        "--load",
+        nargs="*",
+        default=[],
+        help="results.json files of earlier runs (seeds run in parallel): no training, "
+        "write their joint table and plot",
+    )
     args = p.parse_args(argv)
-    torch.set_num_threads(1)  # batches of small graphs: more threads only contend
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    ppo, bc = _overrides(args.ppo, "--ppo"), _overrides(args.bc, "--bc")
-    env_kwargs = _overrides(args.env_kwargs, "--env-kwargs")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = []
-    for seed in seeds:
-        kw = dict(teacher=args.teacher, total_steps=args.steps, chunk=args.chunk)
-        kw["env_kwargs"] = env_kwargs
-        runs.append(run_recipe(args.env, seed=seed, bc_kwargs=bc, ppo_overrides=ppo, **kw))
-        (out / "results.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
+    if args.load:
+        runs = [RecipeRun(**r) for path in args.load for r in json.loads(Path(path).read_text())]
+    else:
+        runs = _run_seeds(args, out)
     table = curve_table(runs)
     wall = np.array([sum(r.wall) for r in runs])
     table += f"\n\nwall time per seed (BC + PPO): {wall.mean():.0f} ± {wall.std():.0f} s"
@@ -258,6 +264,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     plot_curves(runs, out / "curve.png", args.teacher)
     print(table)
     return 0
+
+
+def _run_seeds(args: argparse.Namespace, out: Path) -> list[RecipeRun]:
+    torch.set_num_threads(1)  # batches of small graphs: more threads only contend
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    ppo, bc = _overrides(args.ppo, "--ppo"), _overrides(args.bc, "--bc")
+    kw = dict(teacher=args.teacher, total_steps=args.steps, chunk=args.chunk)
+    kw["env_kwargs"] = _overrides(args.env_kwargs, "--env-kwargs")
+    runs = []
+    for seed in seeds:
+        runs.append(run_recipe(args.env, seed=seed, bc_kwargs=bc, ppo_overrides=ppo, **kw))
+        (out / "results.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
+    return runs
 
 
 if __name__ == "__main__":
