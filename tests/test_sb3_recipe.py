@@ -117,7 +117,7 @@ def test_ppo_improves_on_the_untrained_and_the_cloned_policy_on_a_small_graph():
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_documented_recipe_beats_the_teacher_and_never_collapses(seed):
-    """README's recipe on FFNN-v0 (about 12 CPU-minutes a seed): BC within 2% of
+    """README's recipe on FFNN-v0 (about 10 CPU-minutes a seed): BC within 2% of
     critical_path, never worse than 1.10 after BC, at most 0.95 after 20,480 steps."""
     run = run_recipe("placegym/FFNN-v0", seed=seed, log=None)
     bc, *ppo = run.ratios[1:]
