@@ -26,6 +26,9 @@ import gymnasium as gym
 from placegym.envs.sources import WorkloadSampler
 
 ENTRY_POINT = "placegym.envs.env:PlacementEnv"
+#: ``gym.make_vec(id, num_envs=B)`` builds this native vector environment for the
+#: simulated ids (``vectorization_mode="sync"`` / ``"async"`` still wrap single ones).
+VECTOR_ENTRY_POINT = "placegym.envs.vector:PlacementVectorEnv"
 
 RANDOM_DAG_NODES = (64, 160)
 
@@ -65,7 +68,12 @@ def register_envs() -> None:
     """Register every id of :data:`ENV_IDS` and :data:`REAL_ENV_IDS` (idempotent)."""
     for env_id, kwargs in ENV_IDS.items():
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs))
+            gym.register(
+                id=env_id,
+                entry_point=ENTRY_POINT,
+                vector_entry_point=VECTOR_ENTRY_POINT,
+                kwargs=dict(kwargs),
+            )
     for env_id, kwargs in REAL_ENV_IDS.items():
         if env_id not in gym.registry:
             gym.register(
