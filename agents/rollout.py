@@ -22,6 +22,7 @@ False), scored the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,9 @@ from torch import Tensor
 
 from placegym.agents.doppler import DopplerPolicy, Encoding
 from placegym.agents.encoder import GraphInputs
+from placegym.envs.cache import IdentityCache
 from placegym.envs.env import PlacementEnv
+from placegym.envs.state import PlacementState
 from placegym.teachers.base import Teacher
 
 __all__ = ["EpisodeRecord", "Scores", "rollout", "score", "segment_log_softmax"]
@@ -70,10 +73,12 @@ class EpisodeRecord:
 
     @property
     def makespan(self) -> float:
+        """The episode's makespan (seconds)."""
         return float(self.info["makespan"])
 
     @property
     def ret(self) -> float:
+        """The episode's return (sum of its rewards)."""
         return float(self.rewards.sum())
 
 
@@ -108,6 +113,13 @@ class _Live:
         }
     )
 
+    @property
+    def state(self) -> PlacementState:
+        """The environment's placement state (set by ``reset``)."""
+        state = self.env.state
+        assert state is not None
+        return state
+
 
 #: Logits within this of the largest count as tied for the greedy choice.
 GREEDY_TIE_TOL = 1e-6
@@ -128,39 +140,41 @@ def _choose(logits: np.ndarray, greedy: bool, rng: np.random.Generator) -> int:
 def rollout(
     policy: DopplerPolicy,
     envs: list[PlacementEnv],
-    seeds: list[int | None],
+    seeds: Sequence[int | None],
     *,
     rng: np.random.Generator,
     greedy: bool = False,
     teacher: Teacher | None = None,
     teacher_prob: float = 0.0,
     record_teacher: bool = False,
-    graph_cache: dict[int, tuple[Any, GraphInputs]] | None = None,
+    graph_cache: IdentityCache[GraphInputs] | None = None,
 ) -> list[EpisodeRecord]:
     """One episode per env (``env.reset(seed=seeds[i])``); see the module docstring.
 
     Envs that share a graph object share one encoding, and at every step their policy
     forwards run as one batched call (one per graph and phase), so many episodes of one
-    graph cost little more than one. ``graph_cache`` (``id(graph) -> (graph, inputs)``)
-    keeps the :class:`GraphInputs` across calls.
+    graph cost little more than one. ``graph_cache`` (unbounded, keyed by the graph
+    object) keeps the :class:`GraphInputs` across calls.
     """
-    cache = {} if graph_cache is None else graph_cache
+    cache: IdentityCache[GraphInputs] = (
+        IdentityCache(size=None) if graph_cache is None else graph_cache
+    )
     live: list[_Live] = []
     encodings: dict[int, Encoding] = {}
     for env, seed in zip(envs, seeds, strict=True):
         obs, info = env.reset(seed=seed)
         g = env.graph
-        hit = cache.get(id(g))
-        if hit is None or hit[0] is not g:
-            hit = (g, GraphInputs.from_obs(obs))
-            cache[id(g)] = hit
-        if id(g) not in encodings:
-            encodings[id(g)] = policy.encode(hit[1])
+        inputs = cache.get(g)
+        if inputs is None:
+            inputs = GraphInputs.from_obs(obs)
+            cache.put(g, value=inputs)
+        if id(g) not in encodings:  # the graphs stay alive in the envs meanwhile
+            encodings[id(g)] = policy.encode(inputs)
         live.append(
-            _Live(env, obs, info, hit[1], encodings[id(g)], g.num_nodes, env.cluster.num_devices)
+            _Live(env, obs, info, inputs, encodings[id(g)], g.num_nodes, env.cluster.num_devices)
         )
     done: dict[int, EpisodeRecord] = {}
-    active = [i for i in range(len(live)) if not live[i].env.state.done]
+    active = [i for i in range(len(live)) if not live[i].state.done]
     for i in range(len(live)):
         if i not in active:
             done[i] = _finish(live[i], record_teacher)
@@ -174,7 +188,7 @@ def rollout(
             lv.buf["from_teacher"].append(t)
             lv.obs, reward, _, _, lv.info = lv.env.step(action)
             lv.buf["rewards"].append(reward)
-        for i in [i for i in active if live[i].env.state.done]:
+        for i in [i for i in active if live[i].state.done]:
             done[i] = _finish(live[i], record_teacher)
         active = [i for i in active if i not in done]
     return [done[i] for i in range(len(live))]
@@ -197,10 +211,11 @@ def _decide(
     fixed_plc = not getattr(policy, "learns_placement", True)
     fixed_teacher: Teacher | None = getattr(policy, "fixed_teacher", None)
     for j, (lv, use) in enumerate(zip(lives, use_teacher)):
-        select = lv.env.state.selected < 0
+        state = lv.state
+        select = state.selected < 0
         ties = None
-        state = lv.env.state
         if use or record_teacher:
+            assert teacher is not None
             ties = teacher.select_actions(state) if select else teacher.place_actions(state)
         _record_inputs(lv, select, ties, record_teacher)
         if (select and fixed_sel) or (not select and fixed_plc):
@@ -214,6 +229,7 @@ def _decide(
             else:
                 actions[j] = _topological_first(lv)
         elif use:
+            assert ties is not None
             actions[j] = int(ties[rng.integers(len(ties))])
         else:
             groups.setdefault((select, id(lv.enc)), []).append(j)
@@ -223,17 +239,18 @@ def _decide(
         )
         for j, a in zip(members, chosen):
             actions[j] = a
-    for lv, a in zip(lives, actions):
-        lv.buf["sel_action" if lv.env.state.selected < 0 else "plc_action"].append(a)
+    for lv, act in zip(lives, actions):
+        lv.buf["sel_action" if lv.state.selected < 0 else "plc_action"].append(act)
     return actions  # type: ignore[return-value]
 
 
 def _record_inputs(lv: _Live, select: bool, ties: np.ndarray | None, record: bool) -> None:
-    b, state = lv.buf, lv.env.state
+    b, state = lv.buf, lv.state
     if select:
         b["sel_dyn"].append(lv.obs["node_dynamic"][: lv.n].copy())
         b["sel_mask"].append(lv.info["action_mask"][: lv.n].copy())
         if record:
+            assert ties is not None
             b["sel_teacher"].append(_as_mask(ties, lv.n))
     else:
         b["plc_node"].append(state.selected)
@@ -241,6 +258,7 @@ def _record_inputs(lv: _Live, select: bool, ties: np.ndarray | None, record: boo
         b["plc_dev"].append(lv.obs["device"].copy())
         b["plc_mask"].append(lv.info["action_mask"][: lv.d].copy())
         if record:
+            assert ties is not None
             b["plc_teacher"].append(_as_mask(ties, lv.d))
 
 

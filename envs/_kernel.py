@@ -44,18 +44,23 @@ from numba import njit
 
 
 @njit(cache=True)
-def durations(flops, io, dflops, dmembw, dlaunch, dev, factor):
-    """Rule 1: ``max(flops/F, io/B) * factor + launch`` per node on its device (an empty
-    ``factor`` means 1 for every node)."""
+def durations(flops, io, dflops, dmembw, dlaunch, dev, factor, table, dclass):
+    """Rule 1: ``t * factor + launch`` per node on its device, where ``t`` is the profiled
+    ``table[v, dclass[d]]`` when ``dclass[d] >= 0`` and that entry is not NaN, else the
+    roofline ``max(flops/F, io/B)`` (:mod:`placegym.envs.costs`); an empty ``factor``
+    means 1 for every node."""
     n = flops.shape[0]
     dur = np.empty(n)
     noisy = factor.shape[0] > 0
     for v in range(n):
         d = dev[v]
-        a = flops[v] / dflops[d]
-        b = io[v] / dmembw[d]
-        m = a if a >= b else b
-        dur[v] = (m * factor[v] if noisy else m) + dlaunch[d]
+        c = dclass[d]
+        t = table[v, c] if c >= 0 else np.nan
+        if t != t:
+            a = flops[v] / dflops[d]
+            b = io[v] / dmembw[d]
+            t = a if a >= b else b
+        dur[v] = (t * factor[v] if noisy else t) + dlaunch[d]
     return dur
 
 
@@ -433,14 +438,14 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
 
 @njit(cache=True, inline="always")
 def _durations_of(costs, dev, factor):
-    flops, io, dflops, dmembw, dlaunch = costs
-    return durations(flops, io, dflops, dmembw, dlaunch, dev, factor)
+    flops, io, dflops, dmembw, dlaunch, table, dclass = costs
+    return durations(flops, io, dflops, dmembw, dlaunch, dev, factor, table, dclass)
 
 
 @njit(cache=True)
 def simulate_one(costs, factor, g, links, p, fifo, capacity, times, ints):
     """One placement with its full trace and memory; ``costs = (flops, io_bytes,
-    device flops, mem_bandwidth, launch_overhead)`` are :func:`durations`' inputs (the
+    device flops, mem_bandwidth, launch_overhead, profiled table, profile class)`` are :func:`durations`' inputs (the
     other packed arguments: see above).
 
     Fills ``times`` (``2n + D + 3ne``) = start (n) | finish (n) | peak (D) | transfer

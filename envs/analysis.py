@@ -1,13 +1,17 @@
 """Static analysis of a graph on a cluster: mean costs, b-level, t-level.
 
 Costs follow HEFT's convention: a node's compute cost is the mean over devices of its
-rule-1 duration (DESIGN §3.1, no noise), an edge's communication cost is the mean over
+rule-1 duration (DESIGN §3.1 with profiled costs where given, no noise;
+:mod:`placegym.envs.costs`), an edge's communication cost is the mean over
 ordered device pairs ``a != b`` of ``latency + out_bytes / bandwidth`` (0 with one device).
 
 - ``b_level[v]`` = cost of the longest compute + communication path from ``v`` to a sink,
   ``v``'s own compute included (HEFT's upward rank).
 - ``t_level[v]`` = cost of the longest such path from a source to ``v``, ``v`` excluded.
 - ``t_level + b_level`` is maximal (= the critical path length) on critical nodes.
+
+:func:`overflow_penalty` prices resident parameters beyond a device's memory (the memory
+term of NEST's cost and of the ``nest`` reward's potential).
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placegym.envs._cache import IdentityCache
+from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
+from placegym.envs.costs import node_durations
 from placegym.envs.graph import Graph
 
 __all__ = [
@@ -28,16 +33,16 @@ __all__ = [
     "durations_on",
     "mean_comm",
     "mean_durations",
+    "overflow_penalty",
     "t_level",
 ]
 
 
 def durations_on(graph: Graph, cluster: Cluster, nodes: np.ndarray | int | None = None):
-    """Rule-1 durations (no noise): ``(n, D)`` for all nodes, or ``(D,)`` for one node."""
-    idx = slice(None) if nodes is None else nodes
-    flops = np.asarray(graph.flops[idx], dtype=np.float64)[..., None]
-    io = np.asarray(graph.io_bytes[idx], dtype=np.float64)[..., None]
-    return np.maximum(flops / cluster.flops, io / cluster.mem_bandwidth) + cluster.launch_overhead
+    """Rule-1 durations (no noise, profiled costs where the cluster has them):
+    ``(n, D)`` for all nodes, or ``(D,)`` for one node."""
+    idx = np.arange(graph.num_nodes) if nodes is None else np.asarray(nodes)
+    return node_durations(graph, cluster, idx[..., None], np.arange(cluster.num_devices))
 
 
 def mean_durations(graph: Graph, cluster: Cluster) -> np.ndarray:
@@ -94,6 +99,25 @@ def critical_path_length(graph: Graph, cluster: Cluster) -> float:
     if graph.num_nodes == 0:
         return 0.0
     return float(b_level(graph, cluster).max())
+
+
+def overflow_penalty(
+    param_bytes: np.ndarray, cluster: Cluster, *, overflow_weight: float = 1.0
+) -> float:
+    """Time to ship every device's resident parameters beyond its memory.
+
+    ``overflow_weight · Σ_e max(0, param_bytes_e − memory_e) / min_l bandwidth_l``: the
+    excess over the slowest network level. It is the memory term of
+    :func:`placegym.teachers.nest.nest_cost` and of the ``nest`` reward's potential.
+
+    Args:
+        param_bytes: ``(D,)`` resident parameter bytes per device.
+        cluster: the devices' memories and the network levels.
+        overflow_weight: multiplier of the penalty.
+    """
+    excess = np.maximum(np.asarray(param_bytes, dtype=np.float64) - cluster.memory, 0.0)
+    slowest = min(lv.bandwidth for lv in cluster.levels)
+    return float(overflow_weight * excess.sum() / slowest)
 
 
 @dataclass(frozen=True, eq=False)

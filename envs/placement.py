@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from placegym.envs import _validate as V
+from placegym.envs import validate as V
 
 if TYPE_CHECKING:
     from placegym.envs.cluster import Cluster
@@ -82,6 +82,7 @@ class Placement:
 
     @property
     def num_nodes(self) -> int:
+        """Number of nodes ``n``."""
         return int(self.device.shape[0])
 
     def __len__(self) -> int:
@@ -107,8 +108,7 @@ class Placement:
         if self.num_nodes != graph.num_nodes:
             raise V.fail(
                 "device",
-                f"placement has one entry per node; the graph has "
-                f"{graph.num_nodes} nodes, the placement",
+                f"expected {graph.num_nodes} entries (one per node of graph {graph.name!r})",
                 self.num_nodes,
             )
         if cluster is not None and self.num_nodes and self._max_device >= cluster.num_devices:
@@ -122,6 +122,7 @@ class Placement:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Placement:
+        """Build from a ``placegym.placement/v1`` document (validated)."""
         data = V.as_mapping(data, "placement")
         V.check_format(data, PLACEMENT_FORMAT)
         dev = V.as_list(V.get(data, "device", ""), "device")
@@ -131,6 +132,7 @@ class Placement:
         return cls(device=np.array(dev, dtype=np.int64), order=np.array(order, dtype=np.int64))
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``placegym.placement/v1`` JSON document."""
         return {
             "format": PLACEMENT_FORMAT,
             "device": self.device.tolist(),
@@ -138,6 +140,7 @@ class Placement:
         }
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the placement JSON to ``path``."""
         Path(path).write_text(json.dumps(self.to_dict()) + "\n")
 
     @classmethod

@@ -7,6 +7,10 @@ Rules, which define the simulated time of a placement exactly:
    out_bytes_u over the producers u of v`` (no second term without ``mem_bandwidth``).
    ``f_v = 1`` without noise; with noise σ > 0, ``f_v = exp(σ z_v − σ²/2)``,
    ``z = rng.standard_normal(n)`` drawn in node-id order (mean-preserving).
+   Profiled costs (an extension of DESIGN §3.1, :mod:`placegym.envs.costs`): when the
+   cluster carries a ``profile`` and ``d``'s ``kind`` has ``v``'s kernel signature in it,
+   the profiled seconds replace the ``max(...)`` term (noise and launch overhead apply
+   alike). Without a profile, the roofline is the rule.
 2. A transfer of ``b`` bytes at level ``l`` takes ``latency_l + b / bandwidth_l``.
 3. Each ordered device pair is one FIFO channel, independent of the others; compute and
    transfers overlap freely.
@@ -49,9 +53,11 @@ from typing import Any, Literal
 import numpy as np
 
 from placegym.envs import _kernel
-from placegym.envs.cluster import Cluster, Device, Level, load_cluster
+from placegym.envs.cluster import Cluster, Device, Level
+from placegym.envs.costs import profiled_seconds
 from placegym.envs.graph import Graph, load_graph
 from placegym.envs.placement import Placement, load_placement
+from placegym.envs.presets import load_cluster
 
 Dispatch = Literal["priority", "fifo"]
 RngLike = np.random.Generator | int | None
@@ -119,6 +125,7 @@ class Schedule:
 
     @property
     def duration(self) -> np.ndarray:
+        """``(n,)`` duration of each node (finish - start)."""
         return self.finish - self.start
 
     @cached_property
@@ -212,7 +219,15 @@ def _link_arrays(c: Cluster) -> tuple[np.ndarray, np.ndarray]:
 
 def _cost_arrays(g: Graph, c: Cluster) -> tuple[np.ndarray, ...]:
     """The inputs of rule 1 (:func:`placegym.envs._kernel.durations`) but the placement."""
-    return (g.flops, g.io_bytes, c.flops, c.mem_bandwidth, c.launch_overhead)
+    return (
+        g.flops,
+        g.io_bytes,
+        c.flops,
+        c.mem_bandwidth,
+        c.launch_overhead,
+        profiled_seconds(g, c),
+        c.profile_class,
+    )
 
 
 def _prepare(graph, cluster, placement, noise, rng, dispatch):
@@ -238,7 +253,9 @@ def simulate(
     """Simulate ``placement`` of ``graph`` on ``cluster`` under the rules of this module.
 
     Args:
-        graph, cluster, placement: objects, dicts, JSON paths (a cluster also by preset name).
+        graph: a :class:`Graph`, a dict or a JSON path.
+        cluster: a :class:`Cluster`, a dict, a JSON path or a preset name.
+        placement: a :class:`Placement`, a dict or a JSON path.
         noise: σ of the mean-preserving log-normal factor on compute times (0 = exact).
         rng: a ``numpy.random.Generator`` or an int seed; required when ``noise > 0``.
         dispatch: ``"priority"`` (lowest rank first) or ``"fifo"`` (earliest ready first).
@@ -383,8 +400,13 @@ def simulate_batch(
     the same generator would get.
 
     Args:
+        graph: as in :func:`simulate`.
+        cluster: as in :func:`simulate`.
         devices: ``(B, n)`` device per node per placement.
         orders: ``(B, n)`` permutations (priority order) per placement.
+        noise: as in :func:`simulate`.
+        rng: as in :func:`simulate`.
+        dispatch: as in :func:`simulate`.
         memory: also compute peak memory and OOM (slightly slower).
         threads: rows are split into up to this many contiguous parts run at once on
             as many threads (default :func:`default_threads`; 1 runs every row on the

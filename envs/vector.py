@@ -21,11 +21,10 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from placegym.envs import _vector_kernel as K
-from placegym.envs.env import PlacementEnv
+from placegym.envs.env import PlacementEnv, step_limit
 from placegym.envs.graph import Graph
-from placegym.envs.observation import ObservationBuilder
 from placegym.envs.placement import Placement
-from placegym.envs.reward import reference_makespan, terminal_reward
+from placegym.envs.reward import terminal_reward
 from placegym.envs.simulator import simulate
 
 __all__ = ["PlacementVectorEnv"]
@@ -142,6 +141,7 @@ class PlacementVectorEnv(VectorEnv):
         self._static = {k: np.zeros((b, *spaces[k].shape), spaces[k].dtype) for k in _STATIC}
         self._mask = np.zeros((b, self.single_action_space.n), np.int8)
         self._steps = np.zeros(b, np.int64)
+        self._limits = np.full(b, -1, np.int64)  # the environment's step limit (-1: none)
         self._rewards = np.zeros(b)
         self._illegal = np.zeros(b, bool)
 
@@ -152,12 +152,12 @@ class PlacementVectorEnv(VectorEnv):
         if hit is not None and hit[0] is graph:
             return hit[1]
         proto = self._proto
-        builder = ObservationBuilder(graph, self._cluster, proto.max_nodes, proto.max_edges)
+        builder, ref = proto._build_for(graph)
         preds = [graph.predecessors(v) for v in range(graph.num_nodes)]
         data = {
             "static": builder.static,
             "cp": builder.cp,
-            "ref": reference_makespan(graph, self._cluster, proto.dispatch),
+            "ref": ref,
             # numpy's (pairwise) sum, as PlacementState.inputs_present computes it
             "in_total": np.array([graph.out_bytes[p].sum() for p in preds]),
         }
@@ -243,10 +243,16 @@ class PlacementVectorEnv(VectorEnv):
         self._steps += 1
         rewards = self._rewards.copy()
         terminated = self._s[12] == self._g[0]  # every node placed
-        truncated = np.zeros(self.num_envs, bool)
-        if self.max_episode_steps is not None:
-            truncated = self._steps >= self.max_episode_steps
+        truncated = ~terminated & (self._limits >= 0) & (self._steps >= self._limits)
+        if self.max_episode_steps is not None:  # as TimeLimit: also on the last step
+            truncated |= self._steps >= self.max_episode_steps
         ended = np.flatnonzero(terminated | truncated)
+        if len(ended):
+            for i in np.flatnonzero(terminated):  # the start state's mask, as PlacementEnv
+                graph = self._graphs[i]
+                assert graph is not None
+                self._mask[i] = 0
+                self._mask[i, : graph.num_nodes] = graph.in_degree == 0
         infos = self._infos()
         if len(ended):
             final_obs = self._observe(copy=True)
@@ -294,6 +300,10 @@ class PlacementVectorEnv(VectorEnv):
             self._bind(int(i), self._proto.source.draw(self._rngs[i]))
         K.reset_rows(rows.astype(np.int64), self._g, self._c, self._s)
         self._steps[rows] = 0
+        factor = self._proto.step_limit_factor
+        for i in rows:
+            limit = step_limit(int(self._g[0][i]), factor)
+            self._limits[i] = -1 if limit is None else limit
         K.masks(self._g, self._c, self._s, self._proto.memory_mask, self._mask)
 
     def _observe(self, copy: bool | None = None) -> dict[str, np.ndarray]:

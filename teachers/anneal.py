@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -93,7 +94,7 @@ def _critical_chain(schedule: Schedule) -> np.ndarray:
     same = dev[by_device[1:]] == dev[by_device[:-1]]
     prev[by_device[1:][same]] = by_device[:-1][same]
     tol = 1e-12 * max(schedule.makespan, 1e-300)
-    v, chain = int(np.argmax(finish)), []
+    v, chain = int(np.argmax(finish)), list[int]()
     while v >= 0 and len(chain) < g.num_nodes:
         chain.append(v)
         s, nxt = float(start[v]), -1
@@ -228,8 +229,14 @@ def anneal(
     t_end: float = 1e-4,
     guide: float = 0.5,
     move_weights: tuple[float, ...] = (0.4, 0.25, 0.15, 0.1, 0.1),
+    observe: Callable[[int, float], None] | None = None,
 ) -> AnnealResult:
-    """Simulated annealing from the best of ``start`` (see :class:`AnnealTeacher`)."""
+    """Simulated annealing from the best of ``start`` (see :class:`AnnealTeacher`).
+
+    ``observe(simulations, best_makespan)``, when given, is called once the starts are
+    scored and after every step: the search's anytime curve (best so far vs placements
+    simulated).
+    """
     starts = [start] if isinstance(start, Placement) else list(start)
     if not starts:
         raise ValueError("start: need at least one placement, got none")
@@ -244,9 +251,13 @@ def anneal(
     w = _weights(move_weights, graph.num_nodes, cluster.num_devices)
     search = _Search(_problem(graph, cluster), starts, budget, seed)
     first, span = search.used, max(budget - search.used, 1)
+    if observe is not None:
+        observe(search.used, search.best[3])
     while search.used < budget and w.sum() > 0:
         temp = t_start * (t_end / t_start) ** ((search.used - first) / span)
         search.step(batch, temp, w / w.sum(), guide)
+        if observe is not None:
+            observe(search.used, search.best[3])
     dev, order, _, best = search.best
     placement = Placement(device=dev, order=order)
     return AnnealResult(placement, best, search.start_makespan, search.used, search.accepted)
@@ -320,7 +331,7 @@ class AnnealTeacher(PlanTeacher):
             raise ValueError(f"budget: must be >= {len(starts)} (one per start), got {budget}")
         self.budget, self.seed = int(budget), int(seed)
         self._starts: list[Teacher] = [get_teacher(s) for s in starts]
-        self.options = {
+        self.options: dict[str, Any] = {
             "batch": batch,
             "t_start": t_start,
             "t_end": t_end,
@@ -330,6 +341,7 @@ class AnnealTeacher(PlanTeacher):
         self.last_result: AnnealResult | None = None
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """Anneal from the start placers' placements (``budget`` simulations)."""
         starts = [t.place(graph, cluster) for t in self._starts]
         result = anneal(graph, cluster, starts, budget=self.budget, seed=self.seed, **self.options)
         self.last_result = result

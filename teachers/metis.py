@@ -56,7 +56,7 @@ def metis_parts(
         graph_arg = {"adjacency": pymetis.CSRAdjacency(xadj.tolist(), dst[perm].tolist())}
     else:
         graph_arg = {"xadj": xadj.tolist(), "adjncy": dst[perm].tolist()}
-    result = pymetis.part_graph(
+    result = pymetis.part_graph(  # type: ignore[call-overload]  # either pymetis API
         nparts,
         **graph_arg,
         vweights=_int_weights(mean_durations(graph, cluster)).tolist(),
@@ -129,6 +129,7 @@ class MetisTeacher(PlanTeacher):
         self.seed = int(seed)
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """The METIS partition with a critical-path order (see the class docstring)."""
         n, nd = graph.num_nodes, cluster.num_devices
         order = priority_order(graph, b_level(graph, cluster))
         # Fastest devices first; parts sized in proportion to their speed.
@@ -154,9 +155,7 @@ class MetisTeacher(PlanTeacher):
         np.add.at(cut, (part[e[:, 0]], part[e[:, 1]]), graph.out_bytes[e[:, 0]])
         cost = 1.0 / cluster.pair_bandwidth
         np.fill_diagonal(cost, 0.0)
-        kinds = np.stack(
-            [cluster.flops, cluster.mem_bandwidth, cluster.launch_overhead, cluster.memory], 1
-        )
+        kinds = cluster.device_traits
         _, kind = np.unique(kinds, axis=0, return_inverse=True)
         return _swap_pass(cut, cost, kind.reshape(-1), m)
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from placegym.train.bench import BenchConfig, markdown_table, run_benchmark
 from placegym.train.cli import main
+from placegym.train.harness.bench import BenchConfig, markdown_table, run_benchmark
 
 
 def test_records_ratios_and_reproducibility(tmp_path):
@@ -109,3 +109,10 @@ def test_cli_prints_the_table(tmp_path, capsys):
         == 2
     )
     assert "unknown workload or file 'nope'" in capsys.readouterr().err
+
+
+def test_the_default_teachers_are_every_placer_but_optimal():
+    from placegym.teachers import list_teachers
+    from placegym.train.harness.bench import DEFAULT_TEACHERS
+
+    assert sorted(DEFAULT_TEACHERS) == sorted(set(list_teachers()) - {"optimal"})

@@ -80,12 +80,19 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tmp_path, algo, stop):
     assert out.keys() == ref.keys()
     for k in ref:
         torch.testing.assert_close(out[k], ref[k], rtol=0, atol=0)
-    # the metrics of the repeated updates are logged again; the last ones agree
-    rows = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
-    ref_rows = [
-        json.loads(x) for x in (full.cfg.run_dir / "metrics.jsonl").read_text().splitlines()
-    ]
-    assert rows[-1] == ref_rows[-1]
+    # the log was cut back to the checkpoint: the redone updates appear once, and the
+    # whole log is the uninterrupted run's (but for the wall-clock rates)
+    rows, ref_rows = _metric_rows(cfg.run_dir), _metric_rows(full.cfg.run_dir)
+    assert [r["step"] for r in rows] == [r["step"] for r in ref_rows]
+    assert rows == ref_rows
+
+
+def _metric_rows(run_dir: Path) -> list[dict]:
+    """The rows of a run's ``metrics.jsonl`` without its wall-clock rates."""
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for r in rows:
+        r.pop("charts/episodes_per_second", None)
+    return rows
 
 
 def test_checkpoint_contents_are_weights_only_and_schedule_is_applied(tmp_path):
@@ -118,6 +125,37 @@ def test_init_from_checkpoint_and_policy_size_mismatch(tmp_path):
     bad = apply_overrides(cfg, ["policy.hidden=4"])
     with pytest.raises(ValueError, match=r"init: the checkpoint's policy sizes .* differ"):
         Trainer(bad)._restore()
+
+
+V2_CHECKPOINT = Path(__file__).resolve().parent / "data" / "checkpoint_v2.pt"
+
+
+def test_a_v2_checkpoint_loads_with_its_config_in_the_current_shape(tmp_path):
+    """A checkpoint of the previous format (phase II's self-imitation keys flat, phase III
+    with RL-only keys) loads converted and places exactly as it did."""
+    from placegym.envs.workloads import ffnn
+    from placegym.train.config import SelfImitationConfig
+
+    raw = torch.load(V2_CHECKPOINT, weights_only=True)
+    assert (
+        raw["format"] == "placegym.checkpoint/v2" and "imitation_coef" in raw["config"]["phase2"]
+    )
+    ckpt = load_checkpoint(V2_CHECKPOINT)
+    assert ckpt["format"] == CHECKPOINT_FORMAT
+    assert "imitation_coef" not in ckpt["config"]["phase2"]
+    assert "reward" not in ckpt["config"]["phase3"]
+    cfg = config_from_dict(ckpt["config"])
+    assert cfg.phase2.self_imitation == SelfImitationConfig(
+        coef=0.5, states="plan", teacher="single_device"
+    )
+    g, c = ffnn(), load_cluster("p100x4")
+    agent = load_agent(V2_CHECKPOINT)
+    # the greedy placement the v2 code made with this checkpoint
+    assert simulate(g, c, agent.place(g, c)).makespan == 0.004674996572621186
+    old = tmp_path / "v1.pt"
+    torch.save(dict(raw, format="placegym.checkpoint/v1"), old)
+    with pytest.raises(ValueError, match=r"format: expected 'placegym\.checkpoint/v3'.*v1'"):
+        load_checkpoint(old)
 
 
 def test_wandb_mode_resolution(monkeypatch, tmp_path):
@@ -210,7 +248,11 @@ def test_load_agent_places_any_graph_on_any_cluster(tmp_path):
         load_agent(cfg.run_dir / "checkpoints" / "final.pt", mode="beam")
     bad = tmp_path / "bad.pt"
     torch.save({"format": "other"}, bad)
-    with pytest.raises(ValueError, match="checkpoint: format: expected"):
+    with pytest.raises(
+        ValueError,
+        match=r"bad\.pt: format: expected 'placegym\.checkpoint/v3' \(a placegym checkpoint\), "
+        r"got 'other'$",
+    ):
         load_agent(bad)
 
 
@@ -250,9 +292,7 @@ def test_plan_self_imitation_resumes_with_its_best_plans(tmp_path):
         "updates": 5,
         "episodes_per_graph": 4,
         "lr": 0.01,
-        "imitation_coef": 1.0,
-        "imitation_states": "plan",
-        "imitation_teacher": "single_device",
+        "self_imitation": {"coef": 1.0, "states": "plan", "teacher": "single_device"},
     }
     full = Trainer(tiny_config(tmp_path / "a", phase2=phase2))
     full.run()
@@ -271,34 +311,6 @@ def test_plan_self_imitation_resumes_with_its_best_plans(tmp_path):
     assert out["best_plans"] == ref["best_plans"]
     for k in ref["policy"]:
         torch.testing.assert_close(out["policy"][k], ref["policy"][k], rtol=0, atol=0)
-
-
-def test_expert_iteration_anneals_the_policys_placements_into_the_plans(tmp_path):
-    from placegym.envs import load_cluster, load_graph, simulate
-    from placegym.teachers import get_teacher
-
-    phase2 = {
-        "updates": 4,
-        "episodes_per_graph": 2,
-        "lr": 0.01,
-        "imitation_coef": 1.0,
-        "imitation_states": "plan",
-        "imitation_teacher": "single_device",
-        "improve_every": 2,
-        "improve_budget": 64,
-    }
-    cfg = tiny_config(tmp_path, phase2=phase2)
-    trainer = Trainer(cfg)
-    trainer.run()
-    rows = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
-    annealed = [r["charts/plans_annealed"] for r in rows if "charts/plans_annealed" in r]
-    assert len(annealed) == 2  # updates 0 and 2 of phase II
-    [plan] = load_checkpoint(trainer.ckpt_dir / "final.pt")["best_plans"].values()
-    g, c = load_graph(tmp_path / "fork.json"), load_cluster(tmp_path / "unit.json")
-    best = simulate(g, c, get_teacher("optimal").place(g, c)).makespan
-    assert plan["makespan"] == pytest.approx(best)  # 64 simulations solve 6 nodes
-    with pytest.raises(ValueError, match=r"phase2\.improve_every"):
-        tiny_config(tmp_path / "bad", phase2={**phase2, "improve_every": -1})
 
 
 def test_restarts_keep_the_run_of_best_training_greedy(tmp_path, capsys):
@@ -325,3 +337,14 @@ def test_restarts_keep_the_run_of_best_training_greedy(tmp_path, capsys):
     assert (chosen / "checkpoints" / "final.pt").stat().st_mtime_ns == mtime
     with pytest.raises(ValueError, match="restarts"):
         tiny_config(tmp_path / "bad", restarts=0)
+
+
+def test_truncate_metrics_keeps_steps_up_to_the_checkpoint(tmp_path):
+    from placegym.train.tracking import truncate_metrics
+
+    log = tmp_path / "metrics.jsonl"
+    rows = [{"step": s, "x": s} for s in (0, 1, 2, 2, 3, 4)]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 5, "x"')
+    assert truncate_metrics(log, 2) == 3  # steps 3 and 4, and the torn line
+    assert [json.loads(x) for x in log.read_text().splitlines()] == rows[:4]
+    assert truncate_metrics(log, 2) == 0

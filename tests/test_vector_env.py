@@ -94,6 +94,11 @@ def test_same_trajectories_with_graph_lists_memory_limits_and_time_limit():
     assert compare(300, graph=graphs, cluster=small, dispatch="fifo", memory_mask=False) >= 1
 
 
+def test_same_trajectories_at_the_environments_own_step_limit():
+    graphs = [make_graph("ffnn"), make_graph("random_dag", nodes=40, seed=3)]
+    assert compare(600, graph=graphs, illegal=0.6, step_limit_factor=1) >= 5
+
+
 def test_final_infos_of_graphs_of_different_sizes_in_one_step():
     venv = PlacementVectorEnv(3, **ENV_IDS["placegym/RandomDAG-v0"])
     infos = venv._add_info({}, {"final_info": {"placement": np.zeros(4, int), "oom": False}}, 0)

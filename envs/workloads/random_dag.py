@@ -27,7 +27,8 @@ import math
 import numpy as np
 
 from placegym.envs.graph import Graph
-from placegym.envs.workloads._builder import GraphBuilder
+from placegym.envs.workloads._ccr import ccr_option
+from placegym.envs.workloads.builder import GraphBuilder
 
 
 def _check(nodes: int, width: int, fan_in: float, window: int, rows: int, dim: int) -> None:
@@ -63,6 +64,7 @@ def _producers(
     return sorted([first, *extra])
 
 
+@ccr_option
 def random_dag(
     nodes: int = 128,
     width: int = 8,

@@ -1,8 +1,11 @@
 """The ``placegym`` command line.
 
-Subcommands: ``simulate``, ``show``, ``validate``, ``clusters``, ``graphs``, ``bench``,
-``demo``. Bad input files give a one-line error naming the problem and exit code 2,
-never a traceback.
+Subcommands: ``simulate``, ``show``, ``validate``, ``clusters`` (here), ``graphs``,
+``bench``, ``suites``, ``anytime``, ``calibrate``, ``train``, ``report`` and ``demo`` (a
+module each in :mod:`placegym.train.cli`); ``placegym --version``. Bad input (a
+``ValueError`` or an ``OSError`` from any subcommand) gives a one-line error naming the
+problem and exit code 2, never a traceback: :func:`main` is the one place that turns it
+into that line.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from placegym.train.cli_bench import add_bench_parser
-from placegym.train.cli_calibrate import add_calibrate_parser
-from placegym.train.cli_graphs import add_graphs_parser
-from placegym.train.cli_train import add_train_parser
+from placegym.train.cli.anytime import add_anytime_parser
+from placegym.train.cli.bench import add_bench_parser
+from placegym.train.cli.calibrate import add_calibrate_parser
+from placegym.train.cli.demo import add_demo_parser
+from placegym.train.cli.graphs import add_graphs_parser
+from placegym.train.cli.report import add_report_parser
+from placegym.train.cli.suites import add_suites_parser
+from placegym.train.cli.train import add_train_parser
 
 EXIT_BAD_INPUT = 2
 
@@ -50,6 +56,7 @@ def _schedule(args: argparse.Namespace):
     graph = load_graph(args.graph)
     cluster = load_cluster(args.cluster)
     placement = load_placement(args.placement)
+    check_fit(placement, args.placement, graph, cluster)
     return simulate(
         graph,
         cluster,
@@ -58,6 +65,15 @@ def _schedule(args: argparse.Namespace):
         rng=args.seed if args.noise > 0 else None,
         dispatch=args.dispatch,
     )
+
+
+def check_fit(placement, path: str, graph, cluster=None) -> None:
+    """Check that ``placement`` (read from ``path``) fits ``graph`` and ``cluster``;
+    the error names the file."""
+    try:
+        placement.check(graph, cluster)
+    except ValueError as e:
+        raise CliError(f"{path}: {e}") from None
 
 
 def _fmt_bytes(x: float) -> str:
@@ -69,6 +85,7 @@ def _fmt_bytes(x: float) -> str:
 
 
 def print_summary(summary: dict, out=None) -> None:
+    """Print a schedule summary (:meth:`Schedule.summary`) as a small table."""
     out = out or sys.stdout
     print(
         f"makespan: {summary['makespan']:.6g} s   oom: {'yes' if summary['oom'] else 'no'}   "
@@ -87,6 +104,7 @@ def print_summary(summary: dict, out=None) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    """Simulate a placement; print its summary (or one JSON object)."""
     s = _schedule(args)
     if args.json:
         print(json.dumps(s.summary()))
@@ -96,15 +114,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from placegym.envs.gantt import save_gantt
+    """Simulate a placement and draw its Gantt chart."""
+    from placegym.envs.gantt import format_time, save_gantt
 
     s = _schedule(args)
     save_gantt(s, args.out, color_by=args.color_by)
-    print(f"makespan {s.makespan:.6g} s; Gantt chart written to {args.out}")
+    print(f"makespan {format_time(s.makespan)}; Gantt chart written to {args.out}")
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Load every file by its format tag; placements are checked against the graph (and
+    cluster) of ``--graph`` / ``--cluster``, else of the only graph (cluster) among FILES."""
     from placegym.envs import (
         CLUSTER_FORMAT,
         GRAPH_FORMAT,
@@ -113,30 +134,45 @@ def cmd_validate(args: argparse.Namespace) -> int:
         load_graph,
         load_placement,
     )
-    from placegym.envs._validate import read_json
+    from placegym.envs.validate import read_json
 
-    loaders = {
-        GRAPH_FORMAT: load_graph,
-        CLUSTER_FORMAT: load_cluster,
-        PLACEMENT_FORMAT: load_placement,
-    }
-    graph = load_graph(args.graph) if args.graph else None
-    cluster = load_cluster(args.cluster) if args.cluster else None
+    loaders = {GRAPH_FORMAT: load_graph, CLUSTER_FORMAT: load_cluster}
+    loaders[PLACEMENT_FORMAT] = load_placement
+    loaded = []
     for path in args.files:
         tag = read_json(path, "placegym").get("format")
-        if tag not in loaders:
+        if not isinstance(tag, str) or tag not in loaders:
             raise CliError(
                 f"{path}: format: unknown format tag, expected one of "
                 f"{', '.join(map(repr, loaders))}, got {tag!r}"
             )
-        obj = loaders[tag](path)
-        if tag == PLACEMENT_FORMAT and graph is not None:
-            try:
-                obj.check(graph, cluster)
-            except ValueError as e:
-                raise CliError(f"{path}: {e}") from None
-        print(f"{path}: ok ({tag}, {_describe(obj)})")
+        loaded.append((path, tag, loaders[tag](path)))
+    placements = any(tag == PLACEMENT_FORMAT for _, tag, _ in loaded)
+    graph = _reference(args.graph, load_graph, loaded, GRAPH_FORMAT, "graph", placements)
+    cluster = _reference(args.cluster, load_cluster, loaded, CLUSTER_FORMAT, "cluster", placements)
+    for path, tag, obj in loaded:
+        note = ""
+        if tag == PLACEMENT_FORMAT and graph is None:
+            note = "; not checked against a graph: add --graph"
+        elif tag == PLACEMENT_FORMAT:
+            check_fit(obj, path, graph[1], cluster and cluster[1])
+            note = f"; fits {graph[0]}" + (f" on {cluster[0]}" if cluster else "")
+        print(f"{path}: ok ({tag}, {_describe(obj)}{note})")
     return 0
+
+
+def _reference(option, load, loaded: list, tag: str, what: str, needed: bool):
+    """``(name, object)`` that placements are checked against: the ``--graph``
+    (``--cluster``) option, else the only graph (cluster) among the files, else None."""
+    if option:
+        return option, load(option)
+    found = [(path, obj) for path, t, obj in loaded if t == tag]
+    if len(found) > 1 and needed:
+        raise CliError(
+            f"--{what}: {len(found)} {what} files given ({', '.join(p for p, _ in found)}); "
+            f"say with --{what} which one the placements must fit"
+        )
+    return found[0] if found else None
 
 
 def _describe(obj) -> str:
@@ -150,6 +186,7 @@ def _describe(obj) -> str:
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
+    """List the cluster presets, or print one as cluster JSON."""
     from placegym.envs import get_preset, list_presets
 
     if args.name:
@@ -165,18 +202,15 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from placegym.train.demo import run_demo
-
-    run_demo(Path(args.out))
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
+    """The ``placegym`` argument parser with every subcommand."""
+    from placegym import __version__
+
     parser = argparse.ArgumentParser(
         prog="placegym",
         description="Device placement of dataflow graphs on work-conserving multi-GPU systems.",
     )
+    parser.add_argument("--version", action="version", version=f"placegym {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("simulate", help="simulate a placement and print its makespan")
@@ -195,32 +229,45 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("validate", help="check graph, cluster or placement JSON files")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--graph", help="also check that placements fit this graph")
-    p.add_argument("--cluster", help="... and this cluster (preset or JSON)")
+    p = sub.add_parser(
+        "validate",
+        help="check graph, cluster or placement JSON files",
+        description="Load each FILE by its format tag and report what it holds. Placements "
+        "are checked against the graph (and cluster) of --graph (--cluster), or else of the "
+        "only graph (cluster) among the FILEs.",
+    )
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a placegym graph, cluster or placement JSON file (told apart by its format tag)",
+    )
+    p.add_argument("--graph", help="graph JSON file that the placements must fit")
+    p.add_argument("--cluster", help="cluster (preset or JSON) that the placements must fit")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("clusters", help="list cluster presets, or print one as JSON")
     p.add_argument("name", nargs="?", help="a preset to print as cluster JSON")
     p.set_defaults(func=cmd_clusters)
 
-    p = sub.add_parser("demo", help="the five-minute tour, end to end")
-    p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
-    p.set_defaults(func=cmd_demo)
     add_graphs_parser(sub)
     add_bench_parser(sub)
+    add_suites_parser(sub)
+    add_anytime_parser(sub)
     add_calibrate_parser(sub)
     add_train_parser(sub)
+    add_report_parser(sub)
+    add_demo_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; bad input gives one line on stderr and exit code 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (CliError, ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+    except (CliError, ValueError, OSError) as e:
         msg = " ".join(str(e).split())
         print(f"placegym {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,21 +1,24 @@
-"""The agent report (``make agent-report``): trains (or loads) agents and prints the
-figures of the learned-agent targets as markdown tables.
+"""The agent report (``placegym report``, ``make agent-report``): trains (or loads)
+agents and prints the figures of the learned-agent targets as markdown tables.
 
 Parts (``--parts``, all by default), every run in its own folder under ``--out`` (a run
 that finished is loaded, a killed one resumes):
 
-- ``main``: the per-workload presets (``configs/<workload>.yaml``: phase I + II, each
-  with its ``restarts``; one run on ``doppler-unit-*``, where every placer scores the
+- ``main``: the per-workload presets (``configs/<workload>.yaml``, shipped with the
+  package, :func:`~placegym.train.config.presets_dir`: phase I + II, each with its
+  ``restarts``; one run on ``doppler-unit-*``, where every placer scores the
   same) on each cluster of :data:`CLUSTERS` (``--clusters``), best evaluated weights
   kept; greedy and best-of-16 makespans of the kept restart as ratios to critical_path
-  next to heft, nest and anneal (default budget), the mean ± std of the greedy ratio
-  over the restarts, the geometric mean per cluster and the target checks (greedy >= 20%
-  faster than critical_path, faster than every heuristic, best of 16 within 5% of
-  anneal), for the kept restarts and for their mean.
+  next to heft, nest, the baselines round_robin, metis and single_device (computed here,
+  so finished runs need no retraining) and anneal (default budget), the mean ± std of
+  the greedy ratio over the restarts, the geometric mean per cluster and the target
+  checks (greedy >= 20% faster than critical_path, faster than every heuristic, best of
+  16 within 5% of anneal; "every heuristic" counts the baselines too), for the kept
+  restarts and for their mean.
 - ``optimality``: one agent trained on :data:`SMALL_GRAPHS` small random DAGs on
   ``p100x4``; greedy and best-of-16 gap to the proven optimum (``optimal`` teacher).
 - ``ablation``: dual policy vs SEL-only vs PLC-only (the other phase answered by the
-  critical-path teacher, as :class:`placegym.envs.wrappers.SelectOnly` / ``PlaceOnly``),
+  critical-path teacher, as :class:`placegym.teachers.wrappers.SelectOnly` / ``PlaceOnly``),
   same reduced budget for all three.
 - ``reward``: phase II from scratch with the ``relative`` reward vs ``nest`` shaping:
   training episodes until the greedy policy reaches the critical_path level.
@@ -29,31 +32,37 @@ Every run is seeded (``seed`` 0, restart i with ``seed`` i; one torch thread).
 
 Usage::
 
-    python -m placegym.train.agent_report --out runs/report [--parts main,ablation]
+    placegym report --out runs/report [--parts main,ablation] [--clusters p100x4]
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from placegym.train.config import TrainConfig, apply_overrides, config_from_dict, load_config
+from placegym.train.config import (
+    TrainConfig,
+    apply_overrides,
+    config_from_dict,
+    load_preset,
+    presets_dir,
+)
 from placegym.train.restarts import finished_results, train
 
-__all__ = ["Budget", "main", "report"]
+__all__ = ["CLUSTERS", "PARTS", "Budget", "report"]
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 WORKLOADS = ("chainmm", "ffnn", "llama_block", "llama_layer")
 CLUSTERS = ("p100x4", "doppler-unit-4")
 HEURISTICS = ("critical_path", "heft", "nest")
+#: Placers without search, computed by the report itself (not by the training runs).
+BASELINES = ("round_robin", "metis", "single_device")
 SMALL_GRAPHS = 10
 PARTS = ("main", "optimality", "ablation", "reward", "transfer")
 _COMMON = ("progress=false", "wandb.mode=disabled", "eval.gantt=false", "restarts=1")
@@ -78,6 +87,7 @@ class Budget:
 
     @classmethod
     def quick(cls) -> Budget:
+        """Tiny budgets, for a smoke run of every part."""
         return cls(1, 2, 2, 1, 2, 2, 2, 1, 2, 1, 2, main_restarts=2)
 
 
@@ -92,12 +102,12 @@ def _train(cfg: TrainConfig, log: Path) -> dict[str, Any]:
         return results
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as fh, contextlib.redirect_stdout(fh):
-        train(cfg, base_dir=CONFIGS)
+        train(cfg, base_dir=presets_dir())
     return json.loads((cfg.run_dir / "results.json").read_text())
 
 
 def _preset(name: str, out: Path, overrides: Sequence[str]) -> TrainConfig:
-    return load_config(CONFIGS / f"{name}.yaml", [f"out={out}", *_COMMON, *overrides])
+    return load_preset(name, [f"out={out}", *_COMMON, *overrides])
 
 
 def _rows(results: dict[str, Any], split: str = "train") -> list[dict[str, Any]]:
@@ -125,7 +135,7 @@ def _last(metrics: Path, key: str) -> float:
 
 
 # ---------------------------------------------------------------------- parts
-_MAIN_KEYS = ("greedy", "best_of_16", *HEURISTICS, "anneal")
+_MAIN_KEYS = ("greedy", "best_of_16", *HEURISTICS, *BASELINES, "anneal")
 
 
 def _target_line(label: str, rows: Sequence[dict[str, float]]) -> str:
@@ -141,19 +151,34 @@ def _target_line(label: str, rows: Sequence[dict[str, float]]) -> str:
     )
 
 
-def _ratios(r: dict[str, Any]) -> dict[str, float]:
+def _ratios(r: dict[str, Any], baselines: dict[str, float]) -> dict[str, float]:
+    r = {**r, **baselines}
     out = {k: r[k] / r["critical_path"] for k in _MAIN_KEYS}
-    out["beats"] = float(r["greedy"] < min(r[h] for h in HEURISTICS))
+    out["beats"] = float(r["greedy"] < min(r[h] for h in (*HEURISTICS, *BASELINES)))
     return out
 
 
-def _restart_rows(run: Path) -> list[dict[str, float]]:
+def _baselines(cfg: TrainConfig) -> dict[str, float]:
+    """Makespans of the :data:`BASELINES` on the run's training graph and cluster."""
+    from placegym.envs import load_cluster
+    from placegym.envs.simulator import Dispatch
+    from placegym.train.evaluate import teacher_makespans
+
+    graph = cfg.data.graphs[0].graph(presets_dir())
+    cluster = load_cluster(cfg.data.cluster)
+    dispatch = cast(Dispatch, cfg.data.dispatch)  # validated: priority or fifo
+    return teacher_makespans(graph, cluster, list(BASELINES), seed=cfg.seed, dispatch=dispatch)
+
+
+def _restart_rows(run: Path, baselines: dict[str, float]) -> list[dict[str, float]]:
     """Ratios of every restart of a finished run ([] when it has none)."""
     summary = run / "restarts.json"
     if not summary.is_file():
         return []
     runs = [run / x["run"] for x in json.loads(summary.read_text())["restarts"]]
-    return [_ratios(_rows(json.loads((r / "results.json").read_text()))[0]) for r in runs]
+    return [
+        _ratios(_rows(json.loads((r / "results.json").read_text()))[0], baselines) for r in runs
+    ]
 
 
 def _main_config(w: str, cluster: str, out: Path, b: Budget) -> TrainConfig:
@@ -166,7 +191,7 @@ def _main_config(w: str, cluster: str, out: Path, b: Budget) -> TrainConfig:
     p2 = b.small_phase2 if small else b.main_phase2
     if p2 is not None:
         over.append(f"phase2.updates={p2}")
-    restarts = b.main_restarts or load_config(CONFIGS / f"{w}.yaml").restarts
+    restarts = b.main_restarts or load_preset(w).restarts
     over.append(f"restarts={1 if small else restarts}")
     return _preset(w, out / "main" / cluster / w, over)
 
@@ -175,9 +200,10 @@ def main_table(out: Path, b: Budget, clusters: Sequence[str] = CLUSTERS) -> str:
     """Per-workload presets on each cluster (with their ``restarts``): the kept run's
     ratios, and the mean ± std of the greedy ratio over the restarts."""
     lines = [
-        "| workload | cluster | greedy | greedy, mean of restarts | best of 16 | critical_path "
-        "| heft | nest | anneal |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| workload | cluster | greedy | greedy, mean of restarts | best of 16 | "
+        + " | ".join(_MAIN_KEYS[2:])
+        + " |",
+        "|---|---|" + "---|" * (len(_MAIN_KEYS) + 1),
     ]
     checks = []
     for cluster in clusters:
@@ -185,19 +211,26 @@ def main_table(out: Path, b: Budget, clusters: Sequence[str] = CLUSTERS) -> str:
         for w in WORKLOADS:
             cfg = _main_config(w, cluster, out, b)
             [r] = _rows(_train(cfg, out / "main" / "log.txt"))
-            kept.append(_ratios(r))
-            restarts = _restart_rows(cfg.run_dir) or [kept[-1]]
+            baselines = _baselines(cfg)
+            kept.append(_ratios(r, baselines))
+            restarts = _restart_rows(cfg.run_dir, baselines) or [kept[-1]]
             restarted |= len(restarts) > 1
             mean.append({k: float(np.mean([x[k] for x in restarts])) for k in restarts[0]})
-            g = [x["greedy"] for x in restarts]
-            spread = f"{np.mean(g):.3f} ± {np.std(g):.3f} ({len(g)})" if len(g) > 1 else ""
+            greedy = [x["greedy"] for x in restarts]
+            spread = (
+                f"{np.mean(greedy):.3f} ± {np.std(greedy):.3f} ({len(greedy)})"
+                if len(greedy) > 1
+                else ""
+            )
             cells = [f"{kept[-1][k]:.3f}" for k in _MAIN_KEYS]
             cells.insert(1, spread)
             lines.append(f"| {w} | {cluster} | " + " | ".join(cells) + " |")
         g, bb, a = (_geomean([m[k] for m in kept]) for k in ("greedy", "best_of_16", "anneal"))
         gm = _geomean([m["greedy"] for m in mean])
+        blanks = " |" * (len(_MAIN_KEYS) - 4)  # no geometric mean for the other placers
         lines.append(
-            f"| **geomean** | {cluster} | {g:.3f} | {gm:.3f} | {bb:.3f} | 1.000 | | | {a:.3f} |"
+            f"| **geomean** | {cluster} | {g:.3f} | {gm:.3f} | {bb:.3f} | 1.000 |{blanks} "
+            f"{a:.3f} |"
         )
         checks.append(_target_line(cluster, kept))
         if restarted:
@@ -375,36 +408,14 @@ def report(
         "reward": reward_table,
         "transfer": transfer_table,
     }
-    sections = []
-    for part in parts:
+    for part in parts:  # before any training
         if part not in makers:
             raise ValueError(f"parts: unknown part {part!r} (parts: {', '.join(PARTS)})")
+    sections = []
+    for part in parts:
         sections.append(makers[part](out, b))
         print(sections[-1] + "\n", flush=True)
     text = "\n\n".join(sections) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(text)
     return text
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="agent_report", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("runs/report"))
-    parser.add_argument("--parts", default=",".join(PARTS))
-    parser.add_argument("--quick", action="store_true", help="tiny budgets (smoke test)")
-    parser.add_argument("--clusters", default=",".join(CLUSTERS), help="main part's clusters")
-    args = parser.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(1)
-    report(
-        args.out,
-        args.parts.split(","),
-        Budget.quick() if args.quick else None,
-        clusters=args.clusters.split(","),
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
