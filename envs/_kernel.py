@@ -445,8 +445,8 @@ def _durations_of(costs, dev, factor):
 @njit(cache=True)
 def simulate_one(costs, factor, g, links, p, fifo, capacity, times, ints):
     """One placement with its full trace and memory; ``costs = (flops, io_bytes,
-    device flops, mem_bandwidth, launch_overhead, profiled table, profile class)`` are :func:`durations`' inputs (the
-    other packed arguments: see above).
+    device flops, mem_bandwidth, launch_overhead, profiled table, profile class)`` are
+    :func:`durations`' inputs (the other packed arguments: see above).
 
     Fills ``times`` (``2n + D + 3ne``) = start (n) | finish (n) | peak (D) | transfer
     start (ne) | arrival (ne) | bytes (ne) and ``ints`` (``3ne``) = transfer node (ne) |

@@ -36,7 +36,7 @@ FEATURE_MAX = 1e6
 
 @njit(cache=True, inline="always")
 def _block_sum(a, lo, hi):
-    """numpy's pairwise sum of at most 128 entries (8 accumulators)."""
+    """Numpy-exact pairwise sum of at most 128 entries (8 accumulators)."""
     n = hi - lo
     if n < 8:
         res = 0.0

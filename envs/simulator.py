@@ -269,8 +269,9 @@ def simulate(
     g, c, p, fifo, args = _prepare(graph, cluster, placement, noise, rng, dispatch)
     n, ne, k = g.num_nodes, g.num_edges, 2 * g.num_nodes + c.num_devices
     times, ints = np.empty(k + 3 * ne), np.empty(3 * ne, dtype=np.int64)
+    costs, factor, garr, links = args
     makespan, ntr, oom = _kernel.simulate_one(
-        *args, (p.device, p.rank, p.order), fifo, c.memory, times, ints
+        costs, factor, garr, links, (p.device, p.rank, p.order), fifo, c.memory, times, ints
     )
     if makespan < 0:  # pragma: no cover - a validated DAG always completes
         raise RuntimeError("simulation did not run every node")
@@ -302,7 +303,7 @@ def _frozen(cls: type, **fields: Any) -> Any:
     """An instance of the frozen dataclass ``cls`` built without its ``__init__``, which
     sets each field through ``object.__setattr__`` (a fifth of a small graph's whole
     simulation); ``fields`` must name every field."""
-    obj = object.__new__(cls)
+    obj: Any = object.__new__(cls)
     obj.__dict__.update(fields)
     return obj
 
@@ -319,7 +320,8 @@ def simulate_makespan(
     """The makespan :func:`simulate` would report, without building the schedule, the
     transfer trace or the memory profile (the lean path for search loops)."""
     _, _, p, fifo, args = _prepare(graph, cluster, placement, noise, rng, dispatch)
-    makespan = _kernel.makespan_one(*args, (p.device, p.rank, p.order), fifo)
+    costs, factor, garr, links = args
+    makespan = _kernel.makespan_one(costs, factor, garr, links, (p.device, p.rank, p.order), fifo)
     if makespan < 0:  # pragma: no cover - a validated DAG always completes
         raise RuntimeError("simulation did not run every node")
     return float(makespan)
@@ -338,7 +340,9 @@ def default_threads() -> int:
     env = os.environ.get("PLACEGYM_THREADS")
     if env:
         return max(1, int(env))
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:

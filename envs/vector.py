@@ -12,10 +12,11 @@ observations, rewards, terminations, infos and masks, step for step, given the s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from gymnasium.error import InvalidAction
+from gymnasium.spaces import Dict
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -58,7 +59,7 @@ class PlacementVectorEnv(VectorEnv):
     buffers, valid until the next step (faster on large graphs).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
+    metadata: dict[str, Any] = {  # noqa: RUF012
         "render_modes": [],
         "autoreset_mode": AutoresetMode.SAME_STEP,
     }
@@ -94,6 +95,8 @@ class PlacementVectorEnv(VectorEnv):
         self.observation_space = batch_space(proto.observation_space, self.num_envs)
         self.action_space = batch_space(proto.action_space, self.num_envs)
         self._cluster = proto.cluster
+        assert isinstance(proto.observation_space, Dict)
+        self._obs_spaces = proto.observation_space.spaces
         self._rngs: list[np.random.Generator] = [seeding.np_random()[0] for _ in range(num_envs)]
         self._graphs: list[Graph | None] = [None] * self.num_envs
         self._graph_data: dict[int, tuple[Graph, dict[str, Any]]] = {}
@@ -137,9 +140,11 @@ class PlacementVectorEnv(VectorEnv):
             np.zeros((b, n, 6), np.float32),  # node_dynamic
             np.zeros((b, d, 7), np.float32),  # device
         )
-        spaces = self.single_observation_space.spaces
-        self._static = {k: np.zeros((b, *spaces[k].shape), spaces[k].dtype) for k in _STATIC}
-        self._mask = np.zeros((b, self.single_action_space.n), np.int8)
+        boxes = {k: self._obs_spaces[k] for k in _STATIC}
+        self._static = {
+            k: np.zeros((b, *(box.shape or ())), box.dtype) for k, box in boxes.items()
+        }
+        self._mask = np.zeros((b, self._proto._num_actions), np.int8)
         self._steps = np.zeros(b, np.int64)
         self._limits = np.full(b, -1, np.int64)  # the environment's step limit (-1: none)
         self._rewards = np.zeros(b)
@@ -218,6 +223,7 @@ class PlacementVectorEnv(VectorEnv):
         return self._observe(), self._infos()
 
     def step(self, actions: Any):
+        """Step every environment with ``actions[i]``; ended ones reset in the same step."""
         acts = np.asarray(actions)
         if acts.shape != (self.num_envs,) or not np.issubdtype(acts.dtype, np.integer):
             raise ValueError(
@@ -248,15 +254,15 @@ class PlacementVectorEnv(VectorEnv):
             truncated |= self._steps >= self.max_episode_steps
         ended = np.flatnonzero(terminated | truncated)
         if len(ended):
-            for i in np.flatnonzero(terminated):  # the start state's mask, as PlacementEnv
-                graph = self._graphs[i]
+            for j in np.flatnonzero(terminated).tolist():  # the start state's mask
+                graph = self._graphs[j]
                 assert graph is not None
-                self._mask[i] = 0
-                self._mask[i, : graph.num_nodes] = graph.in_degree == 0
+                self._mask[j] = 0
+                self._mask[j, : graph.num_nodes] = graph.in_degree == 0
         infos = self._infos()
         if len(ended):
             final_obs = self._observe(copy=True)
-            for i in ended:
+            for i in ended.tolist():
                 info = self._row_info(infos, i)
                 if terminated[i]:
                     rewards[i] += self._finish(i, info)
@@ -292,6 +298,7 @@ class PlacementVectorEnv(VectorEnv):
         return super()._add_info(vector_infos, env_info, env_num)
 
     def close_extras(self, **kwargs: Any) -> None:
+        """Drop the per-graph caches."""
         self._graph_data.clear()
 
     # ------------------------------------------------------------------ helpers
@@ -309,7 +316,7 @@ class PlacementVectorEnv(VectorEnv):
     def _observe(self, copy: bool | None = None) -> dict[str, np.ndarray]:
         copy = self.copy if copy is None else copy
         obs: dict[str, np.ndarray] = {}
-        for key in self.single_observation_space.spaces:
+        for key in self._obs_spaces:
             if key in self._static:
                 arr = self._static[key]
             elif key == "node_dynamic":
@@ -346,6 +353,7 @@ class PlacementVectorEnv(VectorEnv):
         """Simulate environment ``i``'s finished placement; fill ``info`` as
         :class:`PlacementEnv` does and return the terminal reward."""
         proto, graph = self._proto, self._graphs[i]
+        assert graph is not None
         n = graph.num_nodes
         device = self._s[0][i, :n].copy()
         order = self._s[2][i, :n].copy()
