@@ -24,6 +24,7 @@ from gymnasium.vector.utils import batch_space
 from placegym.envs import _vector_kernel as K
 from placegym.envs.env import PlacementEnv, step_limit
 from placegym.envs.graph import Graph
+from placegym.envs.observation import observation_space
 from placegym.envs.placement import Placement
 from placegym.envs.reward import terminal_reward
 from placegym.envs.simulator import simulate
@@ -140,7 +141,8 @@ class PlacementVectorEnv(VectorEnv):
             np.zeros((b, n, 6), np.float32),  # node_dynamic
             np.zeros((b, d, 7), np.float32),  # device
         )
-        boxes = {k: self._obs_spaces[k] for k in _STATIC}
+        full = observation_space(n, e, d).spaces  # the statics, even for compact envs
+        boxes = {k: full[k] for k in _STATIC}
         self._static = {
             k: np.zeros((b, *(box.shape or ())), box.dtype) for k, box in boxes.items()
         }
