@@ -87,6 +87,10 @@ def test_rollout_is_seeded_and_scores_match(cluster):
         assert r.ret == pytest.approx(
             (r.info["reference_makespan"] - r.makespan) / r.info["reference_makespan"]
         )
+    lean = rollout(policy, envs, [0, 1, 2], rng=np.random.default_rng(5), keep_inputs=False)
+    for r, q in zip(a, lean):  # the same episodes, only the last steps' inputs kept
+        assert q.makespan == r.makespan and (q.plc_action == r.plc_action).all()
+        assert q.sel_dyn.shape == (1, 128, 6) and q.plc_placed.shape == (1, 128)
     scores = score(policy, a)
     for s in scores:
         assert s.logp.shape == (256,) and (s.logp <= 1e-6).all()
