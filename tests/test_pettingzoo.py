@@ -11,6 +11,9 @@ from placegym.envs.pettingzoo import env  # noqa: E402
 from placegym.envs.workloads import make_graph  # noqa: E402
 
 
+# api_test's advice (numpy observations, agent names like "player_0") does not fit two
+# roles with Dict observations of different sizes; its assertions are what counts
+@pytest.mark.filterwarnings("ignore::UserWarning:pettingzoo.test.api_test")
 def test_passes_pettingzoo_api_and_seed_tests():
     pettingzoo_test.api_test(env(graph="chainmm", cluster="p100x4"), num_cycles=300)
     graphs = [make_graph("ffnn"), make_graph("random_dag", nodes=40, seed=3)]
