@@ -14,7 +14,9 @@
   device, share of its inputs already there, load, free time, memory use, speed) plus
   their mean over devices as context, and the share of the node's siblings' bytes (the
   other producers of its consumers) already there (:func:`sibling_share`): where its
-  consumers will find their other inputs.
+  consumers will find their other inputs; with :attr:`PolicyConfig.hints`, also how the
+  node's hint mates (nodes a heuristic puts with it) are spread over the devices
+  (:func:`~placegym.agents.hints.hint_share`).
 
 Encoders run once per episode (their outputs are reused at every step), heads are small
 MLPs applied per node / per device, so the policy works for any graph size and any
@@ -29,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from placegym.agents.encoder import GraphEncoder, GraphInputs
+from placegym.agents.hints import HINT_FEATURES, hint_share
 from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC
 
 __all__ = ["SEL_CONTEXT", "DopplerPolicy", "Encoding", "PolicyConfig", "sel_context"]
@@ -54,16 +57,28 @@ class PolicyConfig:
             ablations).
         siblings: give PLC the share of the node's siblings' bytes on each device
             (:func:`sibling_share`); False feeds zeros (for ablations).
+        hints: teachers whose placements PLC sees as hints (e.g. ``("nest", "metis")``;
+            :mod:`placegym.agents.hints`), computed once per graph and cluster.
     """
 
     hidden: int = 64
     layers: int = 3
     learn: str = "both"
     siblings: bool = True
+    hints: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.learn not in LEARN:
             raise ValueError(f"learn: expected one of {', '.join(LEARN)}, got {self.learn!r}")
+        object.__setattr__(self, "hints", tuple(self.hints))
+        if (
+            "anneal" in self.hints
+            or "optimal" in self.hints
+            or len(set(self.hints)) != len(self.hints)
+        ):
+            raise ValueError(
+                f"hints: expected distinct single-pass teachers, got {list(self.hints)}"
+            )
 
 
 @dataclass
@@ -162,9 +177,8 @@ class DopplerPolicy(nn.Module):
         self.sel_static = nn.Linear(3 * h, h)
         self.sel_dynamic = nn.Linear(NODE_DYNAMIC + SEL_CONTEXT, h, bias=False)
         self.sel_tail = _mlp_tail(h)
-        self.plc_head = nn.Sequential(
-            nn.Linear(2 * h + 1 + 2 * DEVICE_FEATURES + 2, h), _mlp_tail(h)
-        )
+        plc_in = 2 * h + 1 + 2 * DEVICE_FEATURES + 2 + HINT_FEATURES * len(self.config.hints)
+        self.plc_head = nn.Sequential(nn.Linear(plc_in, h), _mlp_tail(h))
 
     @property
     def learns_selection(self) -> bool:
@@ -221,6 +235,12 @@ class DopplerPolicy(nn.Module):
                 lead,
                 sibling_share(enc.graph if self.config.siblings else None, node, onehot).unsqueeze(
                     -1
+                ),
+                hint_share(
+                    None if enc.graph is None else enc.graph.groups,
+                    node,
+                    onehot,
+                    len(self.config.hints),
                 ),
             ],
             dim=-1,

@@ -26,6 +26,8 @@ class GraphInputs:
         siblings: optional CSR ``(ptr (n+1,), idx (K,), weight (K,))`` of each node's
             siblings (the other producers of its consumers), weighted by the sibling's
             output size (summed over shared consumers).
+        groups: optional ``(n, K)`` long hint groups (device of each node in each hint
+            placement, :func:`placegym.agents.hints.hint_groups`).
     """
 
     x: Tensor
@@ -34,6 +36,7 @@ class GraphInputs:
     down: Tensor
     up: Tensor
     siblings: tuple[Tensor, Tensor, Tensor] | None = None
+    groups: Tensor | None = None
 
     @property
     def num_nodes(self) -> int:

@@ -138,3 +138,31 @@ def test_sibling_share_by_hand():
     none = sibling_share(gi, torch.tensor([4, 4]), onehot)
     assert none.tolist() == [[0.0, 0.0], [0.0, 0.0]]
     assert sibling_share(None, torch.tensor([0]), onehot[:1]).tolist() == [[0.0, 0.0]]
+
+
+def test_hint_share_by_hand():
+    from placegym.agents.hints import HINT_FEATURES, hint_share
+
+    # one hint: nodes 0, 1, 2 in group 5, nodes 3, 4 in group 7; 2 devices
+    groups = torch.tensor([[5], [5], [5], [7], [7]])
+    placed = torch.tensor([[0, 1, -1, 0, -1], [-1, -1, -1, -1, -1]])  # state 0, state 1
+    onehot = torch.zeros(2, 5, 3).scatter_(2, (placed + 1).unsqueeze(-1), 1.0)[:, :, 1:]
+    x = hint_share(groups, torch.tensor([2, 4]), onehot, 1)
+    assert x.shape == (2, 2, HINT_FEATURES)
+    # node 2: mates 0 (dev 0) and 1 (dev 1); dev 0 also holds 3 (another group)
+    torch.testing.assert_close(x[0], torch.tensor([[0.5, 0.5, 1.0], [0.5, 0.0, 1.0]]))
+    assert x[1].tolist() == [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]  # nothing placed
+    assert hint_share(None, torch.tensor([2]), onehot[:1], 2).shape == (1, 2, 2 * HINT_FEATURES)
+    assert hint_share(groups, torch.tensor([2]), onehot[:1], 0).shape == (1, 2, 0)
+
+
+def test_policy_with_hints_runs_and_rejects_search_teachers():
+    policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1, hints=["nest", "metis"]))
+    assert policy.config.hints == ("nest", "metis")
+    env = PlacementEnv("chainmm", "p100x4")
+    [rec] = rollout(policy, [env], [0], rng=np.random.default_rng(0))
+    assert rec.graph.groups.shape == (env.graph.num_nodes, 2)
+    [s] = score(policy, [rec])
+    assert torch.isfinite(s.logp).all()
+    with pytest.raises(ValueError, match="hints: expected distinct single-pass teachers"):
+        PolicyConfig(hints=("anneal",))

@@ -46,7 +46,7 @@ class EnvPool:
     def __init__(self, **env_kwargs: Any) -> None:
         self.env_kwargs = env_kwargs
         self._envs: dict[tuple[int, int], tuple[Graph, Cluster, list[PlacementEnv]]] = {}
-        self.graph_cache: dict[int, Any] = {}
+        self.graph_cache: dict[Any, Any] = {}
 
     def get(self, graph: Graph, cluster: Cluster, count: int) -> list[PlacementEnv]:
         """``count`` environments of ``graph`` on ``cluster`` (the same objects each call)."""
@@ -88,9 +88,9 @@ def evaluate_policy(
 ) -> EvalResult:
     """Greedy, sampled and best-of-``k`` evaluation of ``policy`` on ``graph``.
 
-    The greedy episode (its tie-breaks) and the ``k`` samples each draw from a fresh
-    ``np.random.default_rng(seed)``, so the result is a function of the weights, the
-    graph, the cluster, ``k`` and ``seed``, and the best of ``k`` is the placement that
+    The greedy episode depends on the weights, the graph and the cluster only (ties go by
+    a fixed rule, see :mod:`placegym.agents.rollout`); the ``k`` samples draw from a fresh
+    ``np.random.default_rng(seed)``, so the best of ``k`` is the placement that
     ``AgentPlacer(policy, mode="best_of_k", k=k).place(graph, cluster, seed)`` returns.
     """
     pool = pool or EnvPool()
