@@ -25,14 +25,15 @@ device count.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from placegym.agents.encoder import GraphEncoder, GraphInputs
+from placegym.agents.encoder import POSITION_FEATURES, GraphEncoder, GraphInputs
 from placegym.agents.hints import HINT_FEATURES, hint_share
-from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC
+from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC
 
 __all__ = ["SEL_CONTEXT", "DopplerPolicy", "Encoding", "PolicyConfig", "sel_context"]
 
@@ -59,6 +60,8 @@ class PolicyConfig:
             (:func:`sibling_share`); False feeds zeros (for ablations).
         hints: teachers whose placements PLC sees as hints (e.g. ``("nest", "metis")``;
             :mod:`placegym.agents.hints`), computed once per graph and cluster.
+        positions: the encoders also read each node's depth and position within its
+            depth level (:func:`~placegym.agents.encoder.node_positions`).
     """
 
     hidden: int = 64
@@ -66,6 +69,7 @@ class PolicyConfig:
     learn: str = "both"
     siblings: bool = True
     hints: tuple[str, ...] = ()
+    positions: bool = False
 
     def __post_init__(self) -> None:
         if self.learn not in LEARN:
@@ -170,8 +174,9 @@ class DopplerPolicy(nn.Module):
         super().__init__()
         self.config = config or PolicyConfig()
         h = self.config.hidden
-        self.sel_encoder = GraphEncoder(h, self.config.layers)
-        self.plc_encoder = GraphEncoder(h, self.config.layers)
+        node_dim = NODE_STATIC + (POSITION_FEATURES if self.config.positions else 0)
+        self.sel_encoder = GraphEncoder(h, self.config.layers, node_dim=node_dim)
+        self.plc_encoder = GraphEncoder(h, self.config.layers, node_dim=node_dim)
         # SEL head: Linear([h, cp, dyn]) split into a per-graph static part and a per-step
         # dynamic part, so only (node, step) pairs in the frontier are ever scored.
         self.sel_static = nn.Linear(3 * h, h)
@@ -203,6 +208,10 @@ class DopplerPolicy(nn.Module):
         return self._fixed
 
     def encode(self, g: GraphInputs) -> Encoding:
+        if self.config.positions:
+            if g.pos is None:
+                raise ValueError("graph inputs: the policy reads node positions, got none")
+            g = dataclasses.replace(g, x=torch.cat([g.x, g.pos], dim=-1))
         sel_h, sel_cp = self.sel_encoder(g)
         plc_h, _ = self.plc_encoder(g)
         static = self.sel_static(torch.cat([sel_h, sel_cp], -1))

@@ -8,16 +8,19 @@
    log-probability; actions whose logits tie exactly (structurally identical nodes, empty
    devices) are expanded once, by the greedy tie rule, so the beam holds distinct states;
 3. **samples**: episodes sampled from the policy at ``temperature`` (multi-start);
-4. **improve**: local search from the best placement found. Each step draws ``batch``
+4. **improve**: annealing from the best placement found. Each step draws ``batch``
    candidates around the incumbent and simulates them in one
    :func:`~placegym.envs.simulator.simulate_batch` call; the best is accepted by the
    Metropolis rule on its relative makespan change, with a temperature falling
-   geometrically from ``t_start`` to ``t_end`` as the budget is spent. Candidates are
-   *policy-guided*: the incumbent's decisions are replayed up to a node drawn at random,
-   and the PLC decisions of a window of the following nodes (1 to ``window`` of them,
-   in the incumbent's priority order) are sampled from the policy given that prefix; the
-   other nodes keep their devices. With probability ``swap``, a candidate also exchanges
-   the priorities of two nodes adjacent in the order on one device.
+   geometrically from ``t_start`` to ``t_end`` as the budget is spent. A share
+   ``policy_moves`` of the candidates is *policy-guided*: the incumbent's decisions are
+   replayed up to a node, and the PLC decisions of a window of the following nodes (1 to
+   ``window`` of them, in the incumbent's priority order) are sampled from the policy
+   given that prefix, the other nodes keeping their devices. The rest are the moves of
+   the anneal teacher (:mod:`placegym.teachers.anneal`: move, swap, neighbourhood, layer
+   exchange, adjacent priority swap), around a node of the incumbent's critical chain
+   with probability ``guide`` (finding the chain costs one call after each accepted step,
+   as in anneal). Priority swaps that would make the order non-topological are dropped.
 
 Budget: every placement simulated counts one call, and nothing else calls the simulator
 (decoding only uses the list-schedule estimates of
@@ -50,8 +53,11 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.observation import ObservationBuilder
 from placegym.envs.placement import Placement
-from placegym.envs.simulator import simulate_batch
+from placegym.envs.simulator import simulate, simulate_batch
 from placegym.envs.state import PlacementState
+
+# the annealing move set and critical chain of the anneal teacher, shared with it
+from placegym.teachers.anneal import MOVES, _critical_chain, _problem, _propose, _weights
 
 __all__ = ["SearchConfig", "SearchPlacer", "SearchResult", "policy_search"]
 
@@ -66,8 +72,12 @@ class SearchConfig:
         samples: sampled episodes (0: none).
         temperature: softmax temperature of the sampled episodes and windows (> 0).
         batch: candidates per local-search step (>= 1).
+        policy_moves: share of local-search candidates drawn as policy windows (the
+            others are annealing moves).
         window: longest window of re-sampled PLC decisions (>= 1).
-        swap: probability that a candidate also swaps two adjacent priorities.
+        guide: probability that a move is centred on the incumbent's critical chain.
+        move_weights: relative frequency of each annealing move
+            (:data:`placegym.teachers.anneal.MOVES`).
         t_start, t_end: acceptance temperatures of the local search (relative makespan
             change), ``0 < t_end <= t_start``.
     """
@@ -77,8 +87,10 @@ class SearchConfig:
     samples: int = 64
     temperature: float = 1.0
     batch: int = 16
+    policy_moves: float = 0.25
     window: int = 8
-    swap: float = 0.2
+    guide: float = 0.5
+    move_weights: tuple[float, ...] = (0.4, 0.25, 0.15, 0.1, 0.1)
     t_start: float = 0.02
     t_end: float = 1e-4
 
@@ -90,7 +102,8 @@ class SearchConfig:
             ("temperature", self.temperature > 0, "must be > 0"),
             ("batch", self.batch >= 1, "must be >= 1"),
             ("window", self.window >= 1, "must be >= 1"),
-            ("swap", 0 <= self.swap <= 1, "must be in [0, 1]"),
+            ("policy_moves", 0 <= self.policy_moves <= 1, "must be in [0, 1]"),
+            ("guide", 0 <= self.guide <= 1, "must be in [0, 1]"),
             ("t_end", 0 < self.t_end <= self.t_start, "must satisfy 0 < t_end <= t_start"),
         )
         for name, ok, rule in checks:
@@ -354,60 +367,84 @@ class _Calls:
             self.curve.append(self.best[1])
         return scores
 
+    def count_extra(self) -> None:
+        """Count one call made outside :meth:`simulate` (a schedule look-up)."""
+        self.curve.append(self.curve[-1] if self.curve else float("inf"))
+
     def offer(self, devs: np.ndarray, ords: np.ndarray) -> None:
         keep = self.new(devs, ords)
         if len(keep):
             self.simulate(devs[keep], ords[keep])
 
 
-def _swap_priority(
-    order: np.ndarray, device: np.ndarray, v: int, edges: np.ndarray, rng: np.random.Generator
-) -> None:
-    """Swap ``v``'s priority with the next or previous node of its device in ``order``,
-    in place, unless that breaks the topological order (which decoding replays)."""
+def _topological(order: np.ndarray, edges: np.ndarray) -> bool:
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    same = np.flatnonzero(device[order] == device[v])
-    i = int(np.searchsorted(same, rank[v]))
-    j = i + 1 if rng.random() < 0.5 else i - 1
-    if not 0 <= j < len(same):
-        return
-    a, b = int(same[i]), int(same[j])
-    rank[order[a]], rank[order[b]] = b, a
-    if len(edges) and (rank[edges[:, 0]] >= rank[edges[:, 1]]).any():
-        return
-    order[a], order[b] = order[b], order[a]
+    return not len(edges) or bool((rank[edges[:, 0]] < rank[edges[:, 1]]).all())
 
 
-def _improve(dec: _Decoder, calls: _Calls, cfg: SearchConfig, rng: np.random.Generator) -> None:
-    """The local search of stage 4 (module docstring), until the budget is spent."""
-    n, nd = dec.graph.num_nodes, dec.cluster.num_devices
-    edges = dec.graph.edges
-    cur, _, cur_dev, cur_ord = calls.best  # type: ignore[misc]
-    first, span, idle = len(calls.curve), max(calls.left, 1), 0
-    while calls.left > 0 and n > 0 and idle < 100:
-        temp = cfg.t_start * (cfg.t_end / cfg.t_start) ** ((len(calls.curve) - first) / span)
-        start = int(rng.integers(n))
-        lengths = 1 + rng.integers(cfg.window, size=cfg.batch)
-        devs = dec.windows(Placement(cur_dev, cur_ord), start, lengths, cfg.temperature, rng)
-        ords = np.tile(cur_ord, (cfg.batch, 1))
-        for b in range(cfg.batch):
-            window = cur_ord[start : start + lengths[b]]
-            if nd > 1 and (devs[b, window] == cur_dev[window]).all():
-                v = int(window[rng.integers(len(window))])  # the policy changed nothing
-                devs[b, v] = (cur_dev[v] + 1 + rng.integers(nd - 1)) % nd
-            if rng.random() < cfg.swap:
-                _swap_priority(ords[b], devs[b], int(window[0]), edges, rng)
-        keep = calls.new(devs, ords)
-        if not len(keep):
-            idle += 1
-            continue
-        idle = 0
-        scores = calls.simulate(devs[keep], ords[keep])
-        j = int(np.argmin(scores))
-        delta = (float(scores[j]) - cur) / max(cur, 1e-30)
-        if delta < 0 or rng.random() < np.exp(-delta / temp):
-            cur, cur_dev, cur_ord = float(scores[j]), devs[keep[j]], ords[keep[j]]
+class _Improver:
+    """The local search of stage 4 (module docstring): annealing over the moves of
+    :mod:`placegym.teachers.anneal` plus policy-sampled windows."""
+
+    def __init__(self, dec: _Decoder, calls: _Calls, cfg: SearchConfig, rng) -> None:
+        self.dec, self.calls, self.cfg, self.rng = dec, calls, cfg, rng
+        self.problem = _problem(dec.graph, dec.cluster)
+        w = _weights(cfg.move_weights, dec.graph.num_nodes, dec.cluster.num_devices)
+        self.weights = w / w.sum() if w.sum() > 0 else w
+        self.score, _, self.dev, self.order = calls.best  # type: ignore[misc]
+        self.chain: np.ndarray | None = None
+
+    def run(self) -> None:
+        calls, cfg = self.calls, self.cfg
+        first, span, idle = len(calls.curve), max(calls.left, 1), 0
+        while calls.left > 0 and self.dec.graph.num_nodes > 0 and idle < 100:
+            temp = cfg.t_start * (cfg.t_end / cfg.t_start) ** ((len(calls.curve) - first) / span)
+            devs, ords = self.candidates()
+            keep = calls.new(devs, ords)
+            if not len(keep):
+                idle += 1
+                continue
+            idle = 0
+            scores = calls.simulate(devs[keep], ords[keep])
+            j = int(np.argmin(scores))
+            delta = (float(scores[j]) - self.score) / max(self.score, 1e-30)
+            if delta < 0 or self.rng.random() < np.exp(-delta / temp):
+                self.score, self.dev, self.order = float(scores[j]), devs[keep[j]], ords[keep[j]]
+                self.chain = None
+
+    def focus(self) -> int:
+        """A node to move: on the incumbent's critical chain with probability ``guide``
+        (the chain costs one call after each accepted step), else uniform."""
+        cfg, rng, n = self.cfg, self.rng, self.dec.graph.num_nodes
+        if cfg.guide > 0 and self.chain is None and self.calls.left > 1:
+            schedule = simulate(self.dec.graph, self.dec.cluster, Placement(self.dev, self.order))
+            self.chain = _critical_chain(schedule)
+            self.calls.count_extra()
+        if self.chain is not None and len(self.chain) and rng.random() < cfg.guide:
+            return int(self.chain[rng.integers(len(self.chain))])
+        return int(rng.integers(n))
+
+    def candidates(self) -> tuple[np.ndarray, np.ndarray]:
+        """``batch`` candidate placements around the incumbent."""
+        cfg, rng, edges = self.cfg, self.rng, self.dec.graph.edges
+        k = cfg.batch
+        devs, ords = np.tile(self.dev, (k, 1)), np.tile(self.order, (k, 1))
+        rank = np.empty_like(self.order)
+        rank[self.order] = np.arange(len(self.order))
+        k_policy = int(rng.binomial(k, cfg.policy_moves))
+        if k_policy:
+            start = int(rank[self.focus()])
+            lengths = 1 + rng.integers(cfg.window, size=k_policy)
+            devs[:k_policy] = self.dec.windows(
+                Placement(self.dev, self.order), start, lengths, cfg.temperature, rng
+            )
+        for r in range(k_policy, k):
+            kind = int(rng.choice(len(MOVES), p=self.weights))
+            _propose(rng, self.problem, kind, self.focus(), devs[r], ords[r], rank)
+            if kind == MOVES.index("priority") and not _topological(ords[r], edges):
+                ords[r] = self.order  # decoding replays orders: keep them topological
+        return devs, ords
 
 
 @torch.no_grad()
@@ -443,7 +480,8 @@ def policy_search(
         devs = dec.sample(min(cfg.samples, calls.left), cfg.temperature, rng)
         stage("samples", devs, dec._orders)
     used = len(calls.curve)
-    _improve(dec, calls, cfg, rng)
+    if calls.left:
+        _Improver(dec, calls, cfg, rng).run()
     stages["improve"] = len(calls.curve) - used
     policy.train(was_training)
     _, ms, dev, order = calls.best  # type: ignore[misc]

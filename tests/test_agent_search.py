@@ -78,7 +78,7 @@ def test_placer_and_config_errors(policy):
         ({"budget": 0}, "budget: must be >= 1, got 0"),
         ({"temperature": 0.0}, "temperature: must be > 0"),
         ({"t_start": 1e-3, "t_end": 1e-2}, "t_end: must satisfy"),
-        ({"swap": 2.0}, r"swap: must be in \[0, 1\]"),
+        ({"policy_moves": 2.0}, r"policy_moves: must be in \[0, 1\]"),
     ):
         with pytest.raises(ValueError, match=msg):
             SearchConfig(**kw)

@@ -166,3 +166,17 @@ def test_policy_with_hints_runs_and_rejects_search_teachers():
     assert torch.isfinite(s.logp).all()
     with pytest.raises(ValueError, match="hints: expected distinct single-pass teachers"):
         PolicyConfig(hints=("anneal",))
+
+
+def test_node_positions_by_hand():
+    from placegym.agents.encoder import node_positions
+
+    # depths: 0, 0, 1, 2, 0 (node 3 is reached by 0 -> 2 -> 3)
+    edges = np.array([[0, 2], [1, 2], [2, 3], [0, 3], [4, 3]])
+    pos = node_positions(edges, 5)
+    assert pos[:, 0].tolist() == [0.0, 0.0, 0.5, 1.0, 0.0]
+    assert pos[:, 1].tolist() == [0.0, 0.5, 0.0, 0.0, 1.0]  # 0, 1, 4 share depth 0
+    assert node_positions(np.zeros((0, 2), dtype=np.int64), 2).tolist() == [[0, 0], [0, 1]]
+    policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1, positions=True))
+    [rec] = rollout(policy, [PlacementEnv("ffnn", "p100x4")], [0], rng=np.random.default_rng(0))
+    assert torch.isfinite(score(policy, [rec])[0].logp).all()
