@@ -62,6 +62,10 @@ class PolicyConfig:
             :mod:`placegym.agents.hints`), computed once per graph and cluster.
         positions: the encoders also read each node's depth and position within its
             depth level (:func:`~placegym.agents.encoder.node_positions`).
+        affinity: PLC also sees, per device, the largest and the mean learned affinity
+            (a scaled dot product of query and key projections of the PLC embeddings)
+            between the node and the nodes already there (:func:`device_affinity`): a
+            learned "put me with these nodes" that can express any grouping.
     """
 
     hidden: int = 64
@@ -70,6 +74,7 @@ class PolicyConfig:
     siblings: bool = True
     hints: tuple[str, ...] = ()
     positions: bool = False
+    affinity: bool = False
 
     def __post_init__(self) -> None:
         if self.learn not in LEARN:
@@ -88,13 +93,16 @@ class PolicyConfig:
 @dataclass
 class Encoding:
     """Per-graph encoder outputs: SEL ``h (n, H)``, ``cp (n, 2H)`` and their projection
-    into the SEL head ``sel_static (n, H)``; PLC ``h (n, H)``."""
+    into the SEL head ``sel_static (n, H)``; PLC ``h (n, H)`` and, with affinities, its
+    ``query`` and ``key`` projections ``(n, H)``."""
 
     sel_h: Tensor
     sel_cp: Tensor
     sel_static: Tensor
     plc_h: Tensor
     graph: GraphInputs | None = None
+    query: Tensor | None = None
+    key: Tensor | None = None
 
 
 def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
@@ -160,6 +168,32 @@ def sibling_share(g: GraphInputs | None, node: Tensor, onehot: Tensor) -> Tensor
     return share / total.clamp(min=1e-12).unsqueeze(-1)
 
 
+#: Features per device of :func:`device_affinity`.
+AFFINITY_FEATURES = 2
+
+
+def device_affinity(enc: Encoding, node: Tensor, onehot: Tensor) -> Tensor:
+    """``(S, D, 2)``: per state and device, the largest and the mean affinity
+    ``q_v · k_u / sqrt(H)`` between the state's node v and the nodes u already on the
+    device (0 on empty devices); ``(S, D, 0)`` when ``enc`` has no projections.
+
+    Args:
+        enc: the encoding (``query``, ``key``).
+        node: ``(S,)`` the node placed in each state.
+        onehot: ``(S, n, D)`` the placement of each state, one-hot over devices.
+    """
+    s, _, d = onehot.shape
+    if enc.query is None or enc.key is None:
+        return onehot.new_zeros(s, d, 0)
+    a = enc.query[node] @ enc.key.T / enc.key.shape[1] ** 0.5  # (S, n)
+    count = onehot.sum(dim=1)
+    mean = torch.einsum("sn,snd->sd", a, onehot) / count.clamp(min=1)
+    on = onehot > 0
+    top = torch.where(on, a.unsqueeze(-1), torch.full_like(onehot, -torch.inf)).amax(dim=1)
+    top = torch.where(count > 0, top, torch.zeros_like(top))
+    return torch.stack([top, mean], dim=-1)
+
+
 class DopplerPolicy(nn.Module):
     """Dual SEL/PLC policy (see the module docstring).
 
@@ -183,6 +217,10 @@ class DopplerPolicy(nn.Module):
         self.sel_dynamic = nn.Linear(NODE_DYNAMIC + SEL_CONTEXT, h, bias=False)
         self.sel_tail = _mlp_tail(h)
         plc_in = 2 * h + 1 + 2 * DEVICE_FEATURES + 2 + HINT_FEATURES * len(self.config.hints)
+        if self.config.affinity:
+            self.plc_query = nn.Linear(h, h)
+            self.plc_key = nn.Linear(h, h)
+            plc_in += AFFINITY_FEATURES
         self.plc_head = nn.Sequential(nn.Linear(plc_in, h), _mlp_tail(h))
 
     @property
@@ -215,7 +253,10 @@ class DopplerPolicy(nn.Module):
         sel_h, sel_cp = self.sel_encoder(g)
         plc_h, _ = self.plc_encoder(g)
         static = self.sel_static(torch.cat([sel_h, sel_cp], -1))
-        return Encoding(sel_h, sel_cp, static, plc_h, graph=g)
+        enc = Encoding(sel_h, sel_cp, static, plc_h, graph=g)
+        if self.config.affinity:
+            enc.query, enc.key = self.plc_query(plc_h), self.plc_key(plc_h)
+        return enc
 
     @staticmethod
     def sel_inputs(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
@@ -251,6 +292,7 @@ class DopplerPolicy(nn.Module):
                     onehot,
                     len(self.config.hints),
                 ),
+                device_affinity(enc, node, onehot),
             ],
             dim=-1,
         )

@@ -180,3 +180,20 @@ def test_node_positions_by_hand():
     policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1, positions=True))
     [rec] = rollout(policy, [PlacementEnv("ffnn", "p100x4")], [0], rng=np.random.default_rng(0))
     assert torch.isfinite(score(policy, [rec])[0].logp).all()
+
+
+def test_device_affinity_by_hand():
+    from placegym.agents.doppler import Encoding, device_affinity
+
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.0]])  # query of nodes 0, 1, 2
+    k = torch.tensor([[1.0, 1.0], [0.0, 2.0], [3.0, 0.0]])
+    enc = Encoding(q, q, q, q, query=q, key=k)
+    placed = torch.tensor([[0, 0, -1], [-1, -1, -1]])  # nodes 0, 1 on device 0 | nothing
+    onehot = torch.zeros(2, 3, 3).scatter_(2, (placed + 1).unsqueeze(-1), 1.0)[:, :, 1:]
+    x = device_affinity(enc, torch.tensor([2, 2]), onehot)
+    # node 2: q = (2, 0); k0 . q = 2, k1 . q = 0, scaled by 1/sqrt(2)
+    s = 2**0.5
+    torch.testing.assert_close(x[0], torch.tensor([[2 / s, 1 / s], [0.0, 0.0]]))
+    assert x[1].tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    no = Encoding(q, q, q, q)
+    assert device_affinity(no, torch.tensor([2]), onehot[:1]).shape == (1, 2, 0)
