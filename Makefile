@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 export WANDB_MODE ?= offline
 export MPLBACKEND ?= Agg
 
-.PHONY: install demo test test-all bench gpu-check lint format clean
+.PHONY: install demo test test-all bench gpu-check lint typecheck format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,21 +46,27 @@ gpu-check: $(STAMP)
 	WANDB_MODE=disabled $(PY) -m pytest -q -s -m gpu tests/test_backend_gpu.py
 	WANDB_MODE=disabled $(VENV)/bin/placegym train configs/phase3_gpu.yaml progress=false
 
-# Learned-agent report (about 35 minutes on 2 CPU cores; finished runs under runs/report are
+# Learned-agent report (about 70 minutes on 2 CPU cores; finished runs under runs/report are
 # loaded, not retrained): agents vs teachers on p100x4 and doppler-unit-4, optimality gap,
 # ablation, reward and transfer tables (markdown, also in runs/report/report.md).
 .PHONY: agent-report
 agent-report: $(STAMP)
-	WANDB_MODE=disabled $(PY) -m placegym.train.agent_report --out runs/report
+	WANDB_MODE=disabled $(VENV)/bin/placegym report --out runs/report
 
-lint: $(STAMP)
+lint: $(STAMP) typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# mypy on the installed namespace: the four folders linked as .typecheck/placegym/*
+typecheck: $(STAMP)
+	@mkdir -p .typecheck/placegym
+	@for d in envs teachers agents train; do ln -sfn ../../$$d .typecheck/placegym/$$d; done
+	$(VENV)/bin/mypy -p placegym.envs -p placegym.teachers -p placegym.agents -p placegym.train
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache .hypothesis .ruff_cache
+	rm -rf $(VENV) demo-out .pytest_cache .hypothesis .ruff_cache .mypy_cache .typecheck
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -156,11 +156,13 @@ class PlacetoPolicy(_FixedOrder):
         self.head = _readout(4 * c.hidden, c.hidden, c.max_devices)
 
     def encode(self, g: GraphInputs) -> PlacetoEncoding:
+        """The graph's inputs as they are: Placeto re-encodes the graph at every step."""
         return PlacetoEncoding(g)
 
     def plc_logits(
         self, enc: PlacetoEncoding, node: Tensor, placed: Tensor, dev: Tensor
     ) -> Tensor:
+        """Device logits ``(S, D)``: the GNN on each state's graph (placements as features)."""
         self._check_devices(dev.shape[1])
         s, n = placed.shape
         step = max(1, self.config.chunk_nodes // max(n, 1))
@@ -207,11 +209,13 @@ class GdpPolicy(_FixedOrder):
         self.head = _readout(c.hidden, c.hidden, c.max_devices)
 
     def encode(self, g: GraphInputs) -> GdpEncoding:
+        """Per-node device logits of the whole graph, once per episode (GNN + attention)."""
         h, cp = self.encoder(g)
         z = self.attention(self.proj(torch.cat([h, cp], dim=-1)).unsqueeze(0)).squeeze(0)
         return GdpEncoding(self.head(z))
 
     def plc_logits(self, enc: GdpEncoding, node: Tensor, placed: Tensor, dev: Tensor) -> Tensor:
+        """The rows of the selected nodes, cut to the cluster's ``D`` devices."""
         return self._cut(enc.logits[node], dev.shape[1])
 
 

@@ -42,6 +42,7 @@ class GraphInputs:
 
     @property
     def num_nodes(self) -> int:
+        """Number of nodes ``n``."""
         return int(self.x.shape[0])
 
     @classmethod
@@ -146,6 +147,7 @@ class GraphEncoder(nn.Module):
         self.pool = CriticalPathPool()
 
     def forward(self, g: GraphInputs) -> tuple[Tensor, Tensor]:
+        """Node embeddings ``(n, H)`` and their critical-path pooling ``(n, 2H)``."""
         h = self.inp(g.x)
         for conv in self.convs:
             h = conv(h, g.edge_index, g.edge_attr)

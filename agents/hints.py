@@ -43,7 +43,9 @@ def hint_groups(graph: Graph, cluster: Cluster, names: tuple[str, ...]) -> np.nd
 
 
 def hint_share(groups: Tensor | None, node: Tensor, onehot: Tensor, hints: int) -> Tensor:
-    """``(S, D, 3K)``: per hint k, for the node of each state and every device d,
+    """``(S, D, 3K)`` hint features of each state's node on every device.
+
+    Per hint k, for the node of each state and every device d:
 
     - the share of the node's placed hint mates that sit on d;
     - the share of d's placed nodes that are *not* its hint mates (d is taken by another
@@ -54,7 +56,8 @@ def hint_share(groups: Tensor | None, node: Tensor, onehot: Tensor, hints: int) 
 
     Args:
         groups: ``(n, K)`` hint groups (:func:`hint_groups`) or None.
-        node: ``(S,)`` the node placed in each state; onehot ``(S, n, D)`` placement.
+        node: ``(S,)`` the node placed in each state.
+        onehot: ``(S, n, D)`` the placement of each state, one-hot over devices.
         hints: K, the number of hint columns expected.
     """
     s, _, d = onehot.shape

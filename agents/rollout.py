@@ -30,6 +30,7 @@ False), scored the same way.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,9 +41,11 @@ from torch import Tensor
 from placegym.agents.doppler import DopplerPolicy, Encoding
 from placegym.agents.encoder import GraphInputs
 from placegym.agents.hints import hint_groups
+from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.env import PlacementEnv
 from placegym.envs.graph import Graph
+from placegym.envs.state import PlacementState
 from placegym.teachers.base import Teacher
 
 __all__ = [
@@ -94,10 +97,12 @@ class EpisodeRecord:
 
     @property
     def makespan(self) -> float:
+        """The episode's makespan (seconds)."""
         return float(self.info["makespan"])
 
     @property
     def ret(self) -> float:
+        """The episode's return (sum of its rewards)."""
         return float(self.rewards.sum())
 
 
@@ -131,6 +136,13 @@ class _Live:
             )
         }
     )
+
+    @property
+    def state(self) -> PlacementState:
+        """The environment's placement state (set by ``reset``)."""
+        state = self.env.state
+        assert state is not None
+        return state
 
 
 #: Logits within this of the largest count as tied for the greedy choice.
@@ -177,42 +189,43 @@ def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluste
 def rollout(
     policy: DopplerPolicy,
     envs: list[PlacementEnv],
-    seeds: list[int | None],
+    seeds: Sequence[int | None],
     *,
     rng: np.random.Generator,
     greedy: bool = False,
     teacher: Teacher | None = None,
     teacher_prob: float = 0.0,
     record_teacher: bool = False,
-    graph_cache: dict[Any, tuple[Any, GraphInputs, Any]] | None = None,
+    graph_cache: IdentityCache[GraphInputs] | None = None,
 ) -> list[EpisodeRecord]:
     """One episode per env (``env.reset(seed=seeds[i])``); see the module docstring.
 
     Envs that share a graph object share one encoding, and at every step their policy
     forwards run as one batched call (one per graph and phase), so many episodes of one
     graph cost little more than one; greedy envs get one call each (see the module
-    docstring). ``graph_cache`` (``id(graph) -> (graph, inputs)``)
-    keeps the :class:`GraphInputs` across calls (keyed by graph, cluster and hints).
+    docstring). ``graph_cache`` (unbounded, keyed by the graph and cluster objects; one
+    cache serves one policy, whose hints it holds) keeps the :class:`GraphInputs` across
+    calls.
     """
-    cache = {} if graph_cache is None else graph_cache
-    hints = _hints(policy)
+    cache: IdentityCache[GraphInputs] = (
+        IdentityCache(size=None) if graph_cache is None else graph_cache
+    )
     live: list[_Live] = []
     encodings: dict[int, Encoding] = {}
     for env, seed in zip(envs, seeds, strict=True):
         obs, info = env.reset(seed=seed)
         g = env.graph
-        key = (id(g), id(env.cluster), hints)
-        hit = cache.get(key)
-        if hit is None or hit[0] is not g or hit[2] is not env.cluster:
-            hit = (g, graph_inputs(policy, obs, g, env.cluster), env.cluster)
-            cache[key] = hit
-        if id(g) not in encodings:
-            encodings[id(g)] = policy.encode(hit[1])
+        inputs = cache.get(g, env.cluster)
+        if inputs is None:
+            inputs = graph_inputs(policy, obs, g, env.cluster)
+            cache.put(g, env.cluster, value=inputs)
+        if id(g) not in encodings:  # the graphs stay alive in the envs meanwhile
+            encodings[id(g)] = policy.encode(inputs)
         live.append(
-            _Live(env, obs, info, hit[1], encodings[id(g)], g.num_nodes, env.cluster.num_devices)
+            _Live(env, obs, info, inputs, encodings[id(g)], g.num_nodes, env.cluster.num_devices)
         )
     done: dict[int, EpisodeRecord] = {}
-    active = [i for i in range(len(live)) if not live[i].env.state.done]
+    active = [i for i in range(len(live)) if not live[i].state.done]
     for i in range(len(live)):
         if i not in active:
             done[i] = _finish(live[i], record_teacher)
@@ -226,7 +239,7 @@ def rollout(
             lv.buf["from_teacher"].append(t)
             lv.obs, reward, _, _, lv.info = lv.env.step(action)
             lv.buf["rewards"].append(reward)
-        for i in [i for i in active if live[i].env.state.done]:
+        for i in [i for i in active if live[i].state.done]:
             done[i] = _finish(live[i], record_teacher)
         active = [i for i in active if i not in done]
     return [done[i] for i in range(len(live))]
@@ -244,15 +257,16 @@ def _decide(
     """One action per live env: record each env's step inputs, ask the teacher where it
     acts (or its tie set is recorded), and batch the policy's forwards per graph."""
     actions: list[int | None] = [None] * len(lives)
-    groups: dict[tuple[bool, int], list[int]] = {}
+    groups: dict[tuple[bool, int, int], list[int]] = {}
     fixed_sel = not getattr(policy, "learns_selection", True)
     fixed_plc = not getattr(policy, "learns_placement", True)
     fixed_teacher: Teacher | None = getattr(policy, "fixed_teacher", None)
     for j, (lv, use) in enumerate(zip(lives, use_teacher)):
-        select = lv.env.state.selected < 0
+        state = lv.state
+        select = state.selected < 0
         ties = None
-        state = lv.env.state
         if use or record_teacher:
+            assert teacher is not None
             ties = teacher.select_actions(state) if select else teacher.place_actions(state)
         _record_inputs(lv, select, ties, record_teacher)
         if (select and fixed_sel) or (not select and fixed_plc):
@@ -266,6 +280,7 @@ def _decide(
             else:
                 actions[j] = _topological_first(lv)
         elif use:
+            assert ties is not None
             actions[j] = int(ties[rng.integers(len(ties))])
         else:  # greedy: one env per forward, so that batching cannot change a decision
             groups.setdefault((select, id(lv.enc), j if greedy else -1), []).append(j)
@@ -275,17 +290,18 @@ def _decide(
         )
         for j, a in zip(members, chosen):
             actions[j] = a
-    for lv, a in zip(lives, actions):
-        lv.buf["sel_action" if lv.env.state.selected < 0 else "plc_action"].append(a)
+    for lv, act in zip(lives, actions):
+        lv.buf["sel_action" if lv.state.selected < 0 else "plc_action"].append(act)
     return actions  # type: ignore[return-value]
 
 
 def _record_inputs(lv: _Live, select: bool, ties: np.ndarray | None, record: bool) -> None:
-    b, state = lv.buf, lv.env.state
+    b, state = lv.buf, lv.state
     if select:
         b["sel_dyn"].append(lv.obs["node_dynamic"][: lv.n].copy())
         b["sel_mask"].append(lv.info["action_mask"][: lv.n].copy())
         if record:
+            assert ties is not None
             b["sel_teacher"].append(_as_mask(ties, lv.n))
     else:
         b["plc_node"].append(state.selected)
@@ -293,6 +309,7 @@ def _record_inputs(lv: _Live, select: bool, ties: np.ndarray | None, record: boo
         b["plc_dev"].append(lv.obs["device"].copy())
         b["plc_mask"].append(lv.info["action_mask"][: lv.d].copy())
         if record:
+            assert ties is not None
             b["plc_teacher"].append(_as_mask(ties, lv.d))
 
 

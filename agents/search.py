@@ -131,6 +131,7 @@ class SearchResult:
 
     @property
     def calls(self) -> int:
+        """Simulator calls spent."""
         return len(self.curve)
 
 
@@ -347,7 +348,7 @@ class _Calls:
 
     def new(self, devs: np.ndarray, ords: np.ndarray) -> np.ndarray:
         """Indices of the rows never simulated (first of duplicates), at most ``left``."""
-        keep = []
+        keep: list[int] = []
         for b in range(len(devs)):
             key = devs[b].tobytes() + ords[b].tobytes()
             if key not in self.seen and len(keep) < self.left:
@@ -510,10 +511,12 @@ class SearchPlacer:
         self.last_result: SearchResult | None = None
 
     def place(self, graph: Graph, cluster: Cluster, seed: int = 0) -> Placement:
+        """The best placement :func:`policy_search` finds with ``seed``."""
         self.last_result = policy_search(self.policy, graph, cluster, self.config, seed=seed)
         return self.last_result.placement
 
     def __call__(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
+        """:meth:`place` (the benchmark's placer signature)."""
         return self.place(graph, cluster, seed)
 
     def __repr__(self) -> str:

@@ -8,11 +8,11 @@ Public API::
     schedule.makespan, schedule.start, schedule.finish, schedule.transfers
 """
 
-from placegym.envs.cluster import CLUSTER_FORMAT, Cluster, Device, Level, load_cluster
+from placegym.envs.cluster import CLUSTER_FORMAT, Cluster, Device, Level
 from placegym.envs.env import PlacementEnv
 from placegym.envs.graph import GRAPH_FORMAT, Graph, load_graph
 from placegym.envs.placement import PLACEMENT_FORMAT, Placement, load_placement
-from placegym.envs.presets import get_preset, list_presets
+from placegym.envs.presets import get_preset, list_presets, load_cluster
 from placegym.envs.registration import ENV_IDS, REAL_ENV_IDS, register_envs
 from placegym.envs.simulator import (
     BatchResult,

@@ -8,6 +8,9 @@ ordered device pairs ``a != b`` of ``latency + out_bytes / bandwidth`` (0 with o
   ``v``'s own compute included (HEFT's upward rank).
 - ``t_level[v]`` = cost of the longest such path from a source to ``v``, ``v`` excluded.
 - ``t_level + b_level`` is maximal (= the critical path length) on critical nodes.
+
+:func:`overflow_penalty` prices resident parameters beyond a device's memory (the memory
+term of NEST's cost and of the ``nest`` reward's potential).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placegym.envs._cache import IdentityCache
+from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 
@@ -28,6 +31,7 @@ __all__ = [
     "durations_on",
     "mean_comm",
     "mean_durations",
+    "overflow_penalty",
     "t_level",
 ]
 
@@ -94,6 +98,25 @@ def critical_path_length(graph: Graph, cluster: Cluster) -> float:
     if graph.num_nodes == 0:
         return 0.0
     return float(b_level(graph, cluster).max())
+
+
+def overflow_penalty(
+    param_bytes: np.ndarray, cluster: Cluster, *, overflow_weight: float = 1.0
+) -> float:
+    """Time to ship every device's resident parameters beyond its memory.
+
+    ``overflow_weight · Σ_e max(0, param_bytes_e − memory_e) / min_l bandwidth_l``: the
+    excess over the slowest network level. It is the memory term of
+    :func:`placegym.teachers.nest.nest_cost` and of the ``nest`` reward's potential.
+
+    Args:
+        param_bytes: ``(D,)`` resident parameter bytes per device.
+        cluster: the devices' memories and the network levels.
+        overflow_weight: multiplier of the penalty.
+    """
+    excess = np.maximum(np.asarray(param_bytes, dtype=np.float64) - cluster.memory, 0.0)
+    slowest = min(lv.bandwidth for lv in cluster.levels)
+    return float(overflow_weight * excess.sum() / slowest)
 
 
 @dataclass(frozen=True, eq=False)

@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from placegym.envs import _validate as V
+from placegym.envs import validate as V
 
 CLUSTER_FORMAT = "placegym.cluster/v1"
 
-__all__ = ["CLUSTER_FORMAT", "Cluster", "Device", "Level", "load_cluster"]
+__all__ = ["CLUSTER_FORMAT", "Cluster", "Device", "Level"]
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,7 @@ class Cluster:
     # ------------------------------------------------------------------ arrays
     @cached_property
     def num_devices(self) -> int:
+        """Number of devices ``D``."""
         return len(self.devices)
 
     def __len__(self) -> int:
@@ -161,6 +162,7 @@ class Cluster:
 
     @cached_property
     def launch_overhead(self) -> np.ndarray:
+        """``(D,)`` kernel launch overhead of each device (seconds)."""
         return _ro(np.array([d.launch_overhead for d in self.devices], dtype=np.float64))
 
     @cached_property
@@ -185,11 +187,13 @@ class Cluster:
 
     @cached_property
     def pair_latency(self) -> np.ndarray:
+        """``(D, D)`` latency of each device pair's network level."""
         lat = np.array([lv.latency for lv in self.levels], dtype=np.float64)
         return _ro(lat[self.pair_level])
 
     @cached_property
     def pair_bandwidth(self) -> np.ndarray:
+        """``(D, D)`` bandwidth of each device pair's network level."""
         bw = np.array([lv.bandwidth for lv in self.levels], dtype=np.float64)
         return _ro(bw[self.pair_level])
 
@@ -244,6 +248,7 @@ class Cluster:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``placegym.cluster/v1`` JSON document."""
         devs = []
         for d in self.devices:
             nd: dict[str, Any] = {"name": d.name, "flops": d.flops}
@@ -265,6 +270,7 @@ class Cluster:
         return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the cluster JSON to ``path``."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
@@ -305,19 +311,3 @@ class Cluster:
 def _ro(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)
     return a
-
-
-def load_cluster(source: Cluster | str | os.PathLike[str] | Mapping[str, Any]) -> Cluster:
-    """Load a cluster from a :class:`Cluster`, a preset name (see ``placegym clusters``),
-    a dict, or a JSON file path."""
-    from placegym.envs.presets import PRESETS, get_preset
-
-    if isinstance(source, Cluster):
-        return source
-    if isinstance(source, str) and source in PRESETS:
-        return get_preset(source)
-    if isinstance(source, str) and not Path(source).exists() and not source.endswith(".json"):
-        raise ValueError(
-            f"cluster: unknown preset or file {source!r} (presets: {', '.join(PRESETS)})"
-        )
-    return V.load_document(source, "cluster", Cluster.from_dict)

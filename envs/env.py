@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.error import InvalidAction
 
-from placegym.envs.cluster import Cluster, load_cluster
+from placegym.envs.cache import IdentityCache
+from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.observation import ObservationBuilder, observation_space
-from placegym.envs.reward import REWARDS, NestPotential, reference_makespan, terminal_reward
-from placegym.envs.simulator import simulate
+from placegym.envs.presets import load_cluster
+from placegym.envs.reward import (
+    DEFAULT_REFERENCE,
+    REWARDS,
+    NestPotential,
+    ReferencePlacer,
+    reference_makespan,
+    reference_placer,
+    terminal_reward,
+)
+from placegym.envs.simulator import Schedule, simulate
 from placegym.envs.sources import GraphSource, GraphSpec
 from placegym.envs.state import PlacementState
 
@@ -46,8 +56,9 @@ class PlacementEnv(gym.Env[dict, int]):
     :func:`placegym.envs.observation.obs_to_pyg` / ``batch_to_pyg`` do it).
 
     ## Rewards
-    With makespan ``T`` and ``T_ref`` the ``critical_path`` teacher's makespan on the same
-    graph and cluster (noiseless, computed once per graph):
+    With makespan ``T`` and ``T_ref`` the makespan of the ``reference`` placer's placement
+    on the same graph and cluster (the ``critical_path`` teacher's by default; noiseless,
+    computed once per graph):
 
     - ``"relative"`` (default): 0 until the end, then ``(T_ref - T) / T_ref`` (> 0 beats
       the teacher);
@@ -80,6 +91,10 @@ class PlacementEnv(gym.Env[dict, int]):
       for samplers. A drawn graph that exceeds them raises ``ValueError``.
     - ``reward``: ``"relative"``, ``"makespan"`` or ``"nest"``; ``shaping_gamma``: γ of
       the NEST shaping (1 keeps returns unchanged).
+    - ``reference``: the placer whose makespan is ``T_ref``: any object with
+      ``place(graph, cluster) -> Placement`` (a teacher), or an import path
+      ``"module:Class"`` of one built without arguments; default
+      :data:`~placegym.envs.reward.DEFAULT_REFERENCE`, the ``critical_path`` teacher.
     - ``memory_mask``, ``illegal_action``, ``dispatch`` (``"priority"``/``"fifo"``),
       ``noise`` (σ of the simulator's compute noise, drawn from ``self.np_random``),
       ``render_mode`` (``"ansi"`` or ``"rgb_array"``).
@@ -96,7 +111,7 @@ class PlacementEnv(gym.Env[dict, int]):
     - v0: initial release.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
 
     def __init__(
         self,
@@ -108,6 +123,7 @@ class PlacementEnv(gym.Env[dict, int]):
         max_edges: int | None = None,
         reward: Literal["relative", "makespan", "nest"] = "relative",
         shaping_gamma: float = 1.0,
+        reference: ReferencePlacer | str = DEFAULT_REFERENCE,
         memory_mask: bool = True,
         illegal_action: Literal["penalize", "raise"] = "penalize",
         dispatch: Literal["priority", "fifo"] = "priority",
@@ -136,11 +152,14 @@ class PlacementEnv(gym.Env[dict, int]):
         if backend not in ("sim", "torch"):
             raise ValueError(f"backend: expected 'sim' or 'torch', got {backend!r}")
         self.source = GraphSource(graph, graph_params)
+        self.reference = reference_placer(reference)
         self.real = None
         if backend == "torch":
             from placegym.envs.backend.measure import RealBackend
 
-            self.real = RealBackend(devices, scale=scale, repeats=repeats)
+            self.real = RealBackend(
+                devices, scale=scale, repeats=repeats, reference=self.reference
+            )
             self.source = self.real.wrap_source(self.source)
             cluster = self.real.cluster if cluster == "calibrate" else cluster
         self.cluster = load_cluster(cluster)
@@ -151,11 +170,13 @@ class PlacementEnv(gym.Env[dict, int]):
                 f"(cluster='calibrate' fits one to the devices)"
             )
         sizes = self.source.fixed_sizes
-        if sizes is None and (max_nodes is None or max_edges is None):
-            raise ValueError(
-                "max_nodes, max_edges: required when graph is a sampler, got "
-                f"{max_nodes!r}, {max_edges!r}"
-            )
+        if sizes is None:
+            if max_nodes is None or max_edges is None:
+                raise ValueError(
+                    "max_nodes, max_edges: required when graph is a sampler, got "
+                    f"{max_nodes!r}, {max_edges!r}"
+                )
+            sizes = (max_nodes, max_edges)
         self.max_nodes = int(max_nodes if max_nodes is not None else sizes[0])
         self.max_edges = int(max_edges if max_edges is not None else sizes[1])
         if self.max_nodes < 1:
@@ -164,14 +185,19 @@ class PlacementEnv(gym.Env[dict, int]):
         self.memory_mask, self.illegal_action = memory_mask, illegal_action
         self.dispatch, self.noise, self.render_mode = dispatch, float(noise), render_mode
         d = self.cluster.num_devices
-        self.action_space = spaces.Discrete(max(self.max_nodes, d))
+        self._num_actions = max(self.max_nodes, d)
+        self.action_space = spaces.Discrete(self._num_actions)  # type: ignore[assignment]
         self.observation_space = observation_space(self.max_nodes, self.max_edges, d)
-        self._cache: dict[int, tuple[Graph, ObservationBuilder, float]] = {}
+        # per graph: its observation builder and T_ref (a sampler's: the current one only)
+        self._prepared = IdentityCache(
+            self._build_for, size=1 if self.source.sampler is not None else None
+        )
         self.state: PlacementState | None = None
-        self._schedule = None
+        self._schedule: Schedule | None = None
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start an episode: draw a graph (with ``self.np_random``), nothing placed."""
         super().reset(seed=seed)
         graph = self.source.draw(self.np_random)
         self._check_size(graph)
@@ -188,6 +214,7 @@ class PlacementEnv(gym.Env[dict, int]):
         return self._builder.observe(mask, 0), self._info(mask)
 
     def step(self, action: int):
+        """Take one SEL or PLC action (see the class docstring)."""
         if self.state is None:
             raise gym.error.ResetNeeded("step: call reset() first")
         if self.state.done:
@@ -253,7 +280,7 @@ class PlacementEnv(gym.Env[dict, int]):
     def action_masks(self) -> np.ndarray:
         """Bool mask over ``Discrete(max(max_nodes, D))`` of the legal actions now (the one
         source of ``obs["action_mask"]`` and ``info["action_mask"]``)."""
-        out = np.zeros(self.action_space.n, dtype=bool)
+        out = np.zeros(self._num_actions, dtype=np.bool_)
         state = self.state
         if state is None or state.done:
             return out
@@ -264,6 +291,7 @@ class PlacementEnv(gym.Env[dict, int]):
         return out
 
     def render(self):
+        """Text (``ansi``) or an RGB Gantt chart of the partial schedule (``rgb_array``)."""
         if self.render_mode == "ansi":
             return self._render_text()
         if self.render_mode == "rgb_array":
@@ -281,22 +309,18 @@ class PlacementEnv(gym.Env[dict, int]):
             )
 
     def _prepare(self, graph: Graph) -> tuple[ObservationBuilder, float]:
-        hit = self._cache.get(id(graph))
-        if hit is None or hit[0] is not graph:
-            builder = ObservationBuilder(graph, self.cluster, self.max_nodes, self.max_edges)
-            if self.real is not None:
-                ref = self.real.reference(graph, self.cluster)
-            else:
-                ref = reference_makespan(graph, self.cluster, self.dispatch)
-            hit = (graph, builder, ref)
-            if self.source.sampler is not None:
-                self._cache.clear()  # a new graph every episode: keep only the current one
-            self._cache[id(graph)] = hit
-        builder = hit[1]
+        builder, ref = self._prepared(graph)
         builder.reset_dynamic()
-        return builder, hit[2]
+        return builder, ref
+
+    def _build_for(self, graph: Graph) -> tuple[ObservationBuilder, float]:
+        builder = ObservationBuilder(graph, self.cluster, self.max_nodes, self.max_edges)
+        if self.real is not None:
+            return builder, self.real.reference(graph, self.cluster)
+        return builder, reference_makespan(graph, self.cluster, self.reference, self.dispatch)
 
     def _info(self, mask: np.ndarray) -> dict[str, Any]:
+        assert self.state is not None
         return {"action_mask": mask, "phase": self.state.phase, "illegal_action": False}
 
     def _render_text(self) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from placegym.envs import _validate as V
+from placegym.envs import validate as V
 
 if TYPE_CHECKING:
     import networkx as nx
+    from numpy.typing import ArrayLike
     from torch_geometric.data import Data
 
 GRAPH_FORMAT = "placegym.graph/v1"
@@ -64,15 +65,30 @@ class Graph:
             a cycle is reported with a node on it.
     """
 
+    # the fields as __post_init__ leaves them (None becomes the default values)
     flops: np.ndarray
     out_bytes: np.ndarray
     edges: np.ndarray
-    param_bytes: np.ndarray | None = None
-    layer: np.ndarray | None = None
-    op: tuple[str, ...] | None = None
-    spec: tuple[Mapping[str, Any], ...] | None = None
+    param_bytes: np.ndarray = None  # type: ignore[assignment]
+    layer: np.ndarray = None  # type: ignore[assignment]
+    op: tuple[str, ...] = None  # type: ignore[assignment]
+    spec: tuple[Mapping[str, Any], ...] = None  # type: ignore[assignment]
     name: str = "graph"
     _topo: np.ndarray = field(init=False, repr=False)
+
+    if TYPE_CHECKING:  # what the constructor accepts
+
+        def __init__(
+            self,
+            flops: ArrayLike,
+            out_bytes: ArrayLike,
+            edges: ArrayLike,
+            param_bytes: ArrayLike | None = None,
+            layer: ArrayLike | None = None,
+            op: Sequence[str] | None = None,
+            spec: Sequence[Mapping[str, Any]] | None = None,
+            name: str = "graph",
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -170,10 +186,12 @@ class Graph:
     # ------------------------------------------------------------------ structure
     @cached_property
     def num_nodes(self) -> int:
+        """Number of nodes ``n``."""
         return int(self.flops.shape[0])
 
     @cached_property
     def num_edges(self) -> int:
+        """Number of edges ``E``."""
         return int(self.edges.shape[0])
 
     def __len__(self) -> int:
@@ -219,10 +237,12 @@ class Graph:
         return _readonly(self.out_bytes + self.param_bytes + self.in_bytes)
 
     def predecessors(self, v: int) -> np.ndarray:
+        """The producers of node ``v``."""
         ptr, idx = self.producer_csr
         return idx[ptr[v] : ptr[v + 1]]
 
     def successors(self, v: int) -> np.ndarray:
+        """The consumers of node ``v``."""
         ptr, idx = self.consumer_csr
         return idx[ptr[v] : ptr[v + 1]]
 
@@ -276,6 +296,7 @@ class Graph:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``placegym.graph/v1`` JSON document."""
         nodes = []
         for i in range(self.num_nodes):
             nd: dict[str, Any] = {
@@ -298,6 +319,7 @@ class Graph:
         }
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the graph JSON to ``path``."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
 
     # ------------------------------------------------------------------ conversions
@@ -306,7 +328,7 @@ class Graph:
         layer, spec) and edge attribute ``bytes`` (the producer's ``out_bytes``)."""
         import networkx as nx
 
-        g = nx.DiGraph(name=self.name)
+        g: nx.DiGraph = nx.DiGraph(name=self.name)
         for i in range(self.num_nodes):
             g.add_node(
                 i,
@@ -329,7 +351,7 @@ class Graph:
         index = {v: i for i, v in enumerate(g.nodes)}
         nodes = []
         for _, attrs in g.nodes(data=True):
-            nd = {
+            nd: dict[str, Any] = {
                 k: attrs[k]
                 for k in ("flops", "out_bytes", "param_bytes", "op", "spec")
                 if k in attrs

@@ -118,7 +118,7 @@ class ObservationBuilder:
         node_mask[:n] = 1
         edge_mask = np.zeros(max_edges, np.int8)
         edge_mask[:e] = 1
-        self.static = {
+        self.static: dict[str, np.ndarray] = {
             "node_static": static,
             "edge_index": edge_index,
             "edge_attr": edge_attr,
@@ -144,6 +144,7 @@ class ObservationBuilder:
         self.devices[:, 6] = self.cluster.flops / self.cluster.flops.max()
 
     def on_select(self, state: PlacementState, v: int) -> None:
+        """Update the dynamic features after node ``v`` was selected."""
         dyn = self.dynamic
         dyn[v, 2] = 0.0
         dyn[v, 3] = 1.0
@@ -152,6 +153,7 @@ class ObservationBuilder:
         self.devices[:, 1] = state.inputs_present(v)
 
     def on_place(self, state: PlacementState, v: int, device: int) -> None:
+        """Update the dynamic features after node ``v`` was placed on ``device``."""
         dyn = self.dynamic
         dyn[v, 0] = 1.0
         dyn[v, 1] = (device + 1) / self.cluster.num_devices

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from placegym.envs import _validate as V
+from placegym.envs import validate as V
 
 if TYPE_CHECKING:
     from placegym.envs.cluster import Cluster
@@ -82,6 +82,7 @@ class Placement:
 
     @property
     def num_nodes(self) -> int:
+        """Number of nodes ``n``."""
         return int(self.device.shape[0])
 
     def __len__(self) -> int:
@@ -118,6 +119,7 @@ class Placement:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Placement:
+        """Build from a ``placegym.placement/v1`` document (validated)."""
         data = V.as_mapping(data, "placement")
         V.check_format(data, PLACEMENT_FORMAT)
         dev = V.as_list(V.get(data, "device", ""), "device")
@@ -127,6 +129,7 @@ class Placement:
         return cls(device=np.array(dev, dtype=np.int64), order=np.array(order, dtype=np.int64))
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``placegym.placement/v1`` JSON document."""
         return {
             "format": PLACEMENT_FORMAT,
             "device": self.device.tolist(),
@@ -134,6 +137,7 @@ class Placement:
         }
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the placement JSON to ``path``."""
         Path(path).write_text(json.dumps(self.to_dict()) + "\n")
 
     @classmethod

@@ -1,4 +1,5 @@
-"""Cluster presets. Each number carries its source.
+"""Cluster presets, and :func:`load_cluster` (a preset name, a dict or a JSON file).
+Each number carries its source.
 
 Compute rates are the peak of the precision the preset models: FP32 for the DOPPLER-era
 PCIe/NVLink machines (``p100x4``, ``v100x8``; DOPPLER's kernels are float32), dense
@@ -10,9 +11,13 @@ teachers see one shape everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from functools import cache, partial
+from pathlib import Path
+from typing import Any
 
+from placegym.envs import validate as V
 from placegym.envs.cluster import Cluster, Device, Level
 
 GB = 1e9
@@ -149,3 +154,17 @@ def get_preset(name: str) -> Cluster:
 def list_presets() -> list[tuple[str, str]]:
     """``(name, description)`` for every preset."""
     return [(k, desc) for k, (desc, _) in PRESETS.items()]
+
+
+def load_cluster(source: Cluster | str | os.PathLike[str] | Mapping[str, Any]) -> Cluster:
+    """Load a cluster from a :class:`Cluster`, a preset name (see ``placegym clusters``),
+    a dict, or a JSON file path."""
+    if isinstance(source, Cluster):
+        return source
+    if isinstance(source, str) and source in PRESETS:
+        return get_preset(source)
+    if isinstance(source, str) and not Path(source).exists() and not source.endswith(".json"):
+        raise ValueError(
+            f"cluster: unknown preset or file {source!r} (presets: {', '.join(PRESETS)})"
+        )
+    return V.load_document(source, "cluster", Cluster.from_dict)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 def partial_schedule(env: PlacementEnv) -> Schedule:
     """A drawable :class:`Schedule` of the placed nodes' estimated times (no transfers)."""
     s = env.state
+    assert s is not None, "reset() first"
     n = env.graph.num_nodes
     empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
     horizon = float(np.nanmax(s.est_finish)) if s.num_placed else 0.0

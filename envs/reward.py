@@ -8,31 +8,82 @@
   partial assignment incrementally (O(degree) per placement) and equals
   :func:`placegym.teachers.nest.nest_cost` on every partial assignment (tested).
 
-``T_ref`` is the makespan of the ``critical_path`` teacher's placement (noiseless).
+``T_ref`` is the makespan (noiseless) of the placement of the environment's *reference
+placer*, any object with ``place(graph, cluster) -> Placement``. The environment takes it
+as an argument; its default, :data:`DEFAULT_REFERENCE`, is the critical-path teacher
+(DESIGN §4), named by import path and built on first use, so that this layer imports no
+teacher module (teachers are built on the environment layer, not the other way round).
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Protocol
+
+from placegym.envs.analysis import overflow_penalty
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
-from placegym.envs.simulator import simulate
+from placegym.envs.placement import Placement
+from placegym.envs.simulator import Dispatch, simulate
 from placegym.envs.state import PlacementState
 
 REWARDS = ("relative", "makespan", "nest")
 
-__all__ = ["REWARDS", "NestPotential", "reference_makespan", "terminal_reward"]
+#: The reference placer when none is given: ``"module:Class"`` of a placer built with no
+#: arguments (DESIGN §4: the critical-path teacher).
+DEFAULT_REFERENCE = "placegym.teachers.critical_path:CriticalPathTeacher"
+
+__all__ = [
+    "DEFAULT_REFERENCE",
+    "REWARDS",
+    "NestPotential",
+    "ReferencePlacer",
+    "reference_makespan",
+    "reference_placer",
+    "terminal_reward",
+]
 
 
-def reference_makespan(graph: Graph, cluster: Cluster, dispatch: str = "priority") -> float:
-    """``T_ref``: the simulated makespan of the critical_path teacher's placement."""
-    from placegym.teachers import get_teacher
+class ReferencePlacer(Protocol):
+    """What the rewards need of a reference: a whole placement of any graph."""
 
-    placement = get_teacher("critical_path").place(graph, cluster)
+    def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        """A placement of ``graph`` on ``cluster``."""
+        ...
+
+
+def reference_placer(spec: ReferencePlacer | str) -> ReferencePlacer:
+    """``spec`` itself, or for an import path ``"module:Class"`` a new instance of it.
+
+    Raises:
+        ValueError: ``spec`` has no ``place`` method, or the path cannot be loaded.
+    """
+    if not isinstance(spec, str):
+        if not callable(getattr(spec, "place", None)):
+            raise ValueError(
+                f"reference: expected a placer with place(graph, cluster) or an import "
+                f"path 'module:Class', got {spec!r}"
+            )
+        return spec
+    module, _, name = spec.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ValueError(f"reference: cannot load {spec!r} ('module:Class'): {e}") from None
+    return cls()
+
+
+def reference_makespan(
+    graph: Graph, cluster: Cluster, placer: ReferencePlacer, dispatch: Dispatch = "priority"
+) -> float:
+    """``T_ref``: the simulated makespan of ``placer``'s placement (1 when it is 0)."""
+    placement = placer.place(graph, cluster)
     t = simulate(graph, cluster, placement, dispatch=dispatch).makespan
     return t if t > 0 else 1.0
 
 
 def terminal_reward(kind: str, makespan: float, reference: float) -> float:
+    """The reward of the last step: ``relative`` or ``makespan`` (see the module docstring)."""
     if kind == "makespan":
         return -makespan / reference
     return (reference - makespan) / reference
@@ -43,8 +94,9 @@ class NestPotential:
 
     ``nest_cost`` = the largest per-device compute load + the transfer time
     (``latency + bytes / bandwidth`` at the pair's level) of every edge whose two ends are
-    placed on different devices + the memory-overflow penalty (see
-    :func:`placegym.teachers.nest.nest_cost`).
+    placed on different devices + the memory-overflow penalty
+    (:func:`~placegym.envs.analysis.overflow_penalty`); the NEST teacher's
+    ``nest_cost`` prices a whole assignment the same way.
     """
 
     def __init__(self, state: PlacementState, reference: float) -> None:
@@ -54,8 +106,7 @@ class NestPotential:
         self.phi = 0.0
 
     def cost(self) -> float:
-        from placegym.teachers.nest import overflow_penalty
-
+        """``nest_cost`` of the current partial assignment."""
         s = self.state
         return float(s.load.max()) + self.cut + overflow_penalty(s.param_used, s.cluster)
 

@@ -44,9 +44,10 @@ from typing import Any, Literal
 import numpy as np
 
 from placegym.envs import _kernel
-from placegym.envs.cluster import Cluster, Device, Level, load_cluster
+from placegym.envs.cluster import Cluster, Device, Level
 from placegym.envs.graph import Graph, load_graph
 from placegym.envs.placement import Placement, load_placement
+from placegym.envs.presets import load_cluster
 
 Dispatch = Literal["priority", "fifo"]
 RngLike = np.random.Generator | int | None
@@ -107,6 +108,7 @@ class Schedule:
 
     @property
     def duration(self) -> np.ndarray:
+        """``(n,)`` duration of each node (finish - start)."""
         return self.finish - self.start
 
     @cached_property
@@ -193,7 +195,9 @@ def simulate(
     """Simulate ``placement`` of ``graph`` on ``cluster`` under the rules of this module.
 
     Args:
-        graph, cluster, placement: objects, dicts, JSON paths (a cluster also by preset name).
+        graph: a :class:`Graph`, a dict or a JSON path.
+        cluster: a :class:`Cluster`, a dict, a JSON path or a preset name.
+        placement: a :class:`Placement`, a dict or a JSON path.
         noise: σ of the mean-preserving log-normal factor on compute times (0 = exact).
         rng: a ``numpy.random.Generator`` or an int seed; required when ``noise > 0``.
         dispatch: ``"priority"`` (lowest rank first) or ``"fifo"`` (earliest ready first).
@@ -286,8 +290,13 @@ def simulate_batch(
     ``B`` sequential :func:`simulate` calls on the same generator would get.
 
     Args:
+        graph: as in :func:`simulate`.
+        cluster: as in :func:`simulate`.
         devices: ``(B, n)`` device per node per placement.
         orders: ``(B, n)`` permutations (priority order) per placement.
+        noise: as in :func:`simulate`.
+        rng: as in :func:`simulate`.
+        dispatch: as in :func:`simulate`.
         memory: also compute peak memory and OOM (slightly slower).
     """
     g, c = _inputs(graph, cluster)

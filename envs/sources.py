@@ -5,14 +5,19 @@
 - a list/tuple of those: one drawn uniformly at every reset;
 - a :class:`WorkloadSampler` (or any picklable callable ``rng -> Graph``): a new graph at
   every reset, drawn with the environment's ``np_random``.
+
+:func:`resolve_graph` is the one place where a name or a file becomes a graph (the
+environment, ``placegym train``'s ``data.graphs`` and ``placegym bench --workloads`` use
+it).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -22,7 +27,7 @@ GraphSpec = (
     Graph | str | Path | Sequence[Graph | str | Path] | Callable[[np.random.Generator], Graph]
 )
 
-__all__ = ["GraphSource", "WorkloadSampler"]
+__all__ = ["GraphSource", "WorkloadSampler", "resolve_graph"]
 
 
 @dataclass(frozen=True)
@@ -39,21 +44,41 @@ class WorkloadSampler:
     ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def __call__(self, rng: np.random.Generator) -> Graph:
+        """A new graph drawn with ``rng``."""
         from placegym.envs.workloads import make_graph
 
         drawn = {k: int(rng.integers(lo, hi + 1)) for k, (lo, hi) in sorted(self.ranges.items())}
         return make_graph(self.name, seed=int(rng.integers(2**31 - 1)), **self.params, **drawn)
 
 
-def _one(spec: Graph | str | Path, params: Mapping[str, Any]) -> Graph:
+def resolve_graph(
+    spec: Graph | str | Path, params: Mapping[str, Any] | None = None, *, seed: int | None = None
+) -> Graph:
+    """The graph ``spec`` names: itself, a graph JSON file, or a workload generator's.
+
+    A path that ends in ``.json`` or is a file is loaded; any other string is a workload
+    name (``placegym graphs list``) built with ``params``, and with ``seed`` too when it is
+    given and the generator takes one (``params`` win).
+
+    Raises:
+        ValueError: an unknown workload (listing the known ones) or parameter, a bad file.
+        FileNotFoundError: a ``.json`` path that does not exist.
+    """
     if isinstance(spec, Graph):
         return spec
     text = str(spec)
     if text.endswith(".json") or Path(text).is_file():
         return load_graph(text)
-    from placegym.envs.workloads import make_graph
+    from placegym.envs.workloads import WORKLOADS, make_graph
 
-    return make_graph(text, **params)
+    if text not in WORKLOADS:
+        raise ValueError(
+            f"graph: unknown workload or file {text!r} (workloads: {', '.join(WORKLOADS)})"
+        )
+    kwargs = dict(params or {})
+    if seed is not None and "seed" in inspect.signature(WORKLOADS[text]).parameters:
+        kwargs.setdefault("seed", seed)
+    return make_graph(text, **kwargs)
 
 
 class GraphSource:
@@ -68,9 +93,9 @@ class GraphSource:
         elif isinstance(spec, list | tuple):
             if not spec:
                 raise ValueError("graph: expected at least one graph, got []")
-            self.graphs = [_one(s, params) for s in spec]
+            self.graphs = [resolve_graph(s, params) for s in spec]
         else:
-            self.graphs = [_one(spec, params)]
+            self.graphs = [resolve_graph(cast("Graph | str | Path", spec), params)]
 
     @property
     def fixed_sizes(self) -> tuple[int, int] | None:
@@ -80,6 +105,7 @@ class GraphSource:
         return (max(g.num_nodes for g in self.graphs), max(g.num_edges for g in self.graphs))
 
     def draw(self, rng: np.random.Generator) -> Graph:
+        """This episode's graph (a sampler's, or one of the fixed graphs, drawn with ``rng``)."""
         if self.sampler is not None:
             return self.sampler(rng)
         if len(self.graphs) == 1:

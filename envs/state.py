@@ -72,14 +72,17 @@ class PlacementState:
     # ------------------------------------------------------------------ phase and masks
     @property
     def phase(self) -> Phase:
+        """``select`` or ``place``: the phase of the next action."""
         return "select" if self.selected < 0 else "place"
 
     @property
     def num_placed(self) -> int:
+        """Number of nodes placed so far."""
         return self._num_placed
 
     @property
     def done(self) -> bool:
+        """Whether every node is placed."""
         return self._num_placed == self.graph.num_nodes
 
     def select_mask(self) -> np.ndarray:
@@ -188,6 +191,7 @@ class PlacementState:
         return row
 
     def earliest_finish(self, node: int | None = None) -> np.ndarray:
+        """``(D,)`` estimated finish of ``node`` (default: the selected one) on each device."""
         v = self.selected if node is None else node
         return self.earliest_start(v) + self.costs.duration[v]
 
@@ -216,6 +220,7 @@ class PlacementState:
         return Placement(device=self.device.copy(), order=np.array(self.order, dtype=np.int64))
 
     def copy(self) -> PlacementState:
+        """An independent copy of the state."""
         new = object.__new__(PlacementState)
         new.__dict__.update(
             {

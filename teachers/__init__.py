@@ -5,10 +5,16 @@
 
 Every teacher implements :class:`~placegym.teachers.base.Teacher`: ``place(graph,
 cluster)`` and, for imitation, the tie sets of best actions in any placement state.
+:func:`make_teacher` builds one for training and benchmarks (seeded, optionally
+label-invariant). Also here: :mod:`~placegym.teachers.canonical_plan` (imitating a plan up
+to device symmetries) and :mod:`~placegym.teachers.wrappers` (one-phase views of the
+environment in which a teacher plays the other phase).
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
@@ -20,9 +26,9 @@ _REGISTRY: dict[str, str] = {
     "heft": "placegym.teachers.heft:HeftTeacher",
     "nest": "placegym.teachers.nest:NestTeacher",
     "anneal": "placegym.teachers.anneal:AnnealTeacher",
-    "random": "placegym.teachers.baselines:RandomTeacher",
-    "round_robin": "placegym.teachers.baselines:RoundRobinTeacher",
-    "single_device": "placegym.teachers.baselines:SingleDeviceTeacher",
+    "random": "placegym.teachers.simple:RandomTeacher",
+    "round_robin": "placegym.teachers.simple:RoundRobinTeacher",
+    "single_device": "placegym.teachers.simple:SingleDeviceTeacher",
     "metis": "placegym.teachers.metis:MetisTeacher",
     "optimal": "placegym.teachers.optimal:OptimalTeacher",
 }
@@ -33,6 +39,7 @@ __all__ = [
     "Teacher",
     "get_teacher",
     "list_teachers",
+    "make_teacher",
     "teacher_class",
     "ties",
 ]
@@ -54,3 +61,39 @@ def teacher_class(name: str) -> type[Teacher]:
 def get_teacher(name: str, **kwargs: Any) -> Teacher:
     """Instantiate the teacher ``name`` with keyword arguments ``kwargs``."""
     return teacher_class(name)(**kwargs)
+
+
+def make_teacher(
+    name: str,
+    seed: int = 0,
+    *,
+    canonical: bool = False,
+    select: str | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+) -> Teacher:
+    """The teacher ``name`` built with ``kwargs``, given ``seed`` when its class takes one.
+
+    Args:
+        name: a registered teacher (:func:`list_teachers`).
+        seed: passed as ``seed=`` to teachers that take one (``kwargs`` win).
+        canonical: wrap a plan teacher (``anneal``, ``nest``, ...) in
+            :class:`~placegym.teachers.canonical_plan.CanonicalPlanTeacher`, so that its
+            device labels are imitated up to the cluster's symmetries; per-state rule
+            teachers are returned unchanged.
+        select: with ``canonical``, answer SEL with this teacher's tie sets (built with
+            the same ``seed``) instead of the plan's order.
+        kwargs: keyword arguments of the teacher's class.
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    cls = teacher_class(name)
+    kw = dict(kwargs or {})
+    if "seed" in inspect.signature(cls).parameters:
+        kw.setdefault("seed", seed)
+    teacher = cls(**kw)
+    if canonical and isinstance(teacher, PlanTeacher):
+        from placegym.teachers.canonical_plan import CanonicalPlanTeacher
+
+        return CanonicalPlanTeacher(teacher, make_teacher(select, seed) if select else None)
+    return teacher

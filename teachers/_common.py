@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placegym.envs._cache import IdentityCache
+from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 

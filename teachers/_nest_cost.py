@@ -468,7 +468,7 @@ class NestTables:
         first block of size ``b2`` after it that meets it at ``level``."""
         h = self.hier
         addr = np.arange(h.num_devices)
-        level0 = np.array([h.level(0, x) for x in addr])
+        level0 = np.array([h.level(0, int(x)) for x in addr])
         out = []
         for k in self.sizes:
             found = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -93,7 +93,7 @@ def _critical_chain(schedule: Schedule) -> np.ndarray:
     same = dev[by_device[1:]] == dev[by_device[:-1]]
     prev[by_device[1:][same]] = by_device[:-1][same]
     tol = 1e-12 * max(schedule.makespan, 1e-300)
-    v, chain = int(np.argmax(finish)), []
+    v, chain = int(np.argmax(finish)), list[int]()
     while v >= 0 and len(chain) < g.num_nodes:
         chain.append(v)
         s, nxt = float(start[v]), -1
@@ -320,7 +320,7 @@ class AnnealTeacher(PlanTeacher):
             raise ValueError(f"budget: must be >= {len(starts)} (one per start), got {budget}")
         self.budget, self.seed = int(budget), int(seed)
         self._starts: list[Teacher] = [get_teacher(s) for s in starts]
-        self.options = {
+        self.options: dict[str, Any] = {
             "batch": batch,
             "t_start": t_start,
             "t_end": t_end,
@@ -330,6 +330,7 @@ class AnnealTeacher(PlanTeacher):
         self.last_result: AnnealResult | None = None
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """Anneal from the start placers' placements (``budget`` simulations)."""
         starts = [t.place(graph, cluster) for t in self._starts]
         result = anneal(graph, cluster, starts, budget=self.budget, seed=self.seed, **self.options)
         self.last_result = result

@@ -23,7 +23,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from placegym.envs._cache import IdentityCache
+from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
@@ -69,6 +69,7 @@ class StepTeacher(Teacher):
     """A teacher given by per-state rules; :meth:`place` rolls them out."""
 
     def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        """Roll the per-state rules out from the empty state, first of each tie set."""
         state = PlacementState(graph, cluster)
         while not state.done:
             state.select(int(self.select_actions(state)[0]))
@@ -98,14 +99,17 @@ class PlanTeacher(Teacher):
         return placement
 
     def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        """The plan (computed once per (graph, cluster) pair)."""
         return self._plans(graph, cluster)
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
+        """The frontier node of lowest planned rank."""
         plan = self.place(state.graph, state.cluster)
         frontier = state.frontier()
         return np.array([frontier[np.argmin(plan.rank[frontier])]])
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
+        """The planned device when legal, else the legal devices of earliest start."""
         plan = self.place(state.graph, state.cluster)
         legal = state.place_mask()
         d = int(plan.device[state.selected])

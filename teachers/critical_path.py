@@ -38,12 +38,14 @@ class CriticalPathTeacher(StepTeacher):
         self._b_level = IdentityCache(b_level)
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
+        """The frontier nodes of maximum b-level."""
         frontier = state.frontier()
         if len(frontier) == 0:
             raise ValueError(f"state: no frontier node to select (phase {state.phase!r})")
         return ties(self._b_level(state.graph, state.cluster), frontier, best="max")
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
+        """The legal devices where the selected node can start earliest."""
         if state.selected < 0:
             raise ValueError("state: phase is 'select', no node awaits a device")
         legal = np.flatnonzero(state.place_mask())

@@ -112,6 +112,7 @@ class HeftTeacher(PlanTeacher):
     name: ClassVar[str] = "heft"
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """HEFT's list schedule (see the class docstring)."""
         dev, start, _ = heft_schedule(graph, cluster)
         rank_pos = np.empty(graph.num_nodes, dtype=np.int64)
         rank_pos[priority_order(graph, b_level(graph, cluster))] = np.arange(graph.num_nodes)

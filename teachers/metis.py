@@ -56,7 +56,7 @@ def metis_parts(
         graph_arg = {"adjacency": pymetis.CSRAdjacency(xadj.tolist(), dst[perm].tolist())}
     else:
         graph_arg = {"xadj": xadj.tolist(), "adjncy": dst[perm].tolist()}
-    result = pymetis.part_graph(
+    result = pymetis.part_graph(  # type: ignore[call-overload]  # either pymetis API
         nparts,
         **graph_arg,
         vweights=_int_weights(mean_durations(graph, cluster)).tolist(),
@@ -129,6 +129,7 @@ class MetisTeacher(PlanTeacher):
         self.seed = int(seed)
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """The METIS partition with a critical-path order (see the class docstring)."""
         n, nd = graph.num_nodes, cluster.num_devices
         order = priority_order(graph, b_level(graph, cluster))
         # Fastest devices first; parts sized in proportion to their speed.

@@ -21,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from placegym.envs.analysis import b_level
+from placegym.envs.analysis import b_level, overflow_penalty
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
@@ -43,7 +43,6 @@ __all__ = [
     "Run",
     "evaluate_plan",
     "nest_cost",
-    "overflow_penalty",
     "plan_devices",
     "priority_order",
     "run_overflow",
@@ -217,6 +216,7 @@ class NestTeacher(PlanTeacher):
         )
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """Solve NEST's DP and order the stages (see the class docstring)."""
         result = self.solve(graph, cluster)
         self.last_result = result
         return Placement(device=result.device, order=result.order)
@@ -232,11 +232,12 @@ class NestTeacher(PlanTeacher):
             return NestResult((), 0.0, 0.0, 0.0, "fits", empty, order, elapsed)
         cost, over = tables.run_tables()
         weight = self.overflow_weight / min(lv.bandwidth for lv in cluster.levels)
-        passes = {
+        options: dict[str, list[tuple[tuple[int, ...], float | None]]] = {
             "fallback": [((0,), None), (ALL_RELIEFS, None), (ALL_RELIEFS, weight)],
             "always": [(ALL_RELIEFS, None), (ALL_RELIEFS, weight)],
             "never": [((0,), None), ((0,), weight)],
-        }[self.relief]
+        }
+        passes = options[self.relief]
         for reliefs, penalty in passes:
             found = solve_dp(tables, cost, over, reliefs, penalty)
             if found is not None:
@@ -268,7 +269,9 @@ def solve_dp(
     """The optimal plan of the search space (see :class:`NestTeacher`).
 
     Args:
-        tables: the model; ``cost``, ``over`` its :meth:`NestTables.run_tables`.
+        tables: the model.
+        cost: the run costs of :meth:`NestTables.run_tables`.
+        over: the runs' memory overflow, of :meth:`NestTables.run_tables`.
         reliefs: the relief options allowed.
         penalty: ``None`` for the hard memory rule (runs that overflow are excluded),
             else the cost per byte of overflow.
@@ -481,8 +484,9 @@ def nest_cost(
              + overflow_penalty(Σ_{v ∈ A, d(v) = e} param_bytes_v for every e)  (memory)
 
     where ``dur`` is the rule-1 duration (DESIGN §3.1, no noise), latency and bandwidth
-    are those of the pair's network level, and :func:`overflow_penalty` prices resident
-    parameters beyond capacity. Every cut edge counts, as DESIGN §4 states (the simulator
+    are those of the pair's network level, and
+    :func:`~placegym.envs.analysis.overflow_penalty` prices resident parameters beyond
+    capacity. Every cut edge counts, as DESIGN §4 states (the simulator
     sends one transfer per producer and destination device, so a fan-out to several
     consumers on one device is charged once per edge here).
 
@@ -516,18 +520,3 @@ def nest_cost(
     )
     penalty = overflow_penalty(params, cluster, overflow_weight=overflow_weight)
     return float(load.max() + comm.sum() + penalty)
-
-
-def overflow_penalty(
-    param_bytes: np.ndarray, cluster: Cluster, *, overflow_weight: float = 1.0
-) -> float:
-    """The memory term of :func:`nest_cost`: ``overflow_weight · Σ_e max(0,
-    param_bytes_e − memory_e) / min_l bandwidth_l``, the time to ship every device's
-    resident parameters beyond its capacity over the slowest network level.
-
-    Args:
-        param_bytes: ``(D,)`` resident parameter bytes per device.
-    """
-    excess = np.maximum(np.asarray(param_bytes, dtype=np.float64) - cluster.memory, 0.0)
-    slowest = min(lv.bandwidth for lv in cluster.levels)
-    return float(overflow_weight * excess.sum() / slowest)

@@ -157,10 +157,12 @@ def solve(
     """The minimum-makespan placement of ``graph`` on ``cluster``, with proof.
 
     Args:
-        graph, cluster: the instance (at most ``max_nodes`` nodes, ``max_devices`` devices).
+        graph: the graph (at most ``max_nodes`` nodes).
+        cluster: the cluster (at most ``max_devices`` devices).
         time_limit: seconds after which the search stops and returns its incumbent with
             ``proven=False``; None searches to the end.
-        max_nodes, max_devices: size limits (the search is exponential in both).
+        max_nodes: size limit (the search is exponential in the nodes).
+        max_devices: size limit (and in the devices).
 
     Returns:
         An :class:`OptimalResult`; ``simulate(graph, cluster, result.placement).makespan``
@@ -228,6 +230,7 @@ class OptimalTeacher(PlanTeacher):
         )
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """The proven optimal placement (see the class docstring)."""
         return self.solve(graph, cluster).placement
 
     def __repr__(self) -> str:

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from placegym.train.bench import BenchConfig, markdown_table, run_benchmark
 from placegym.train.cli import main
+from placegym.train.harness.bench import BenchConfig, markdown_table, run_benchmark
 
 
 def test_records_ratios_and_reproducibility(tmp_path):

@@ -150,7 +150,7 @@ def test_console_script_runs_as_a_process(files):
 
 
 def test_demo_runs_end_to_end(tmp_path, capsys):
-    from placegym.train.demo import run_demo
+    from placegym.train.cli.demo import run_demo
 
     results = run_demo(tmp_path)
     assert set(results) == {"single_device", "round_robin", "layer_pipeline"}
@@ -158,3 +158,14 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
     assert (
         main(["validate", str(tmp_path / "graph.json"), str(tmp_path / "round_robin.json")]) == 0
     )
+
+
+def test_report_and_train_by_preset_name(capsys, tmp_path):
+    assert main(["train", "quickstart", "--print-config", "seed=4"]) == 0
+    out = capsys.readouterr().out
+    assert "name: quickstart" in out and "seed: 4" in out
+    assert main(["report", "--parts", "main,bogus", "--out", str(tmp_path)]) == 2
+    assert "parts: unknown part 'bogus'" in capsys.readouterr().err
+    assert main(["report", "--clusters", "p100x5", "--out", str(tmp_path)]) == 2
+    assert "unknown preset or file 'p100x5'" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # nothing was trained

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from placegym.envs import Cluster, Device, Graph, Level, Placement, load_cluster, simulate
+from placegym.envs.analysis import overflow_penalty
 from placegym.envs.state import PlacementState
 from placegym.envs.workloads import ffnn
 from placegym.teachers import get_teacher
@@ -17,7 +18,6 @@ from placegym.teachers.nest import (
     NestTeacher,
     evaluate_plan,
     nest_cost,
-    overflow_penalty,
     plan_devices,
     solve_dp,
 )

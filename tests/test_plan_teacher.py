@@ -13,9 +13,8 @@ from placegym.agents.rollout import rollout, score
 from placegym.envs import Placement, PlacementEnv, load_cluster, simulate
 from placegym.envs.state import PlacementState
 from placegym.envs.workloads import ffnn
-from placegym.teachers import get_teacher
-from placegym.train.imitation import make_teacher
-from placegym.train.plan_teacher import CanonicalPlanTeacher, automorphisms, device_mapping
+from placegym.teachers import get_teacher, make_teacher
+from placegym.teachers.canonical_plan import CanonicalPlanTeacher, automorphisms, device_mapping
 
 
 class _Fixed:
@@ -156,8 +155,7 @@ def test_self_imitation_and_keep_best_in_a_training_run(tmp_path):
             "updates": 4,
             "episodes_per_graph": 4,
             "lr": 0.01,
-            "imitation_coef": 0.5,
-            "imitation_teacher_kwargs": {"budget": 40},
+            "self_imitation": {"coef": 0.5, "teacher_kwargs": {"budget": 40}},
         },
         eval={
             "every": 2,
@@ -183,7 +181,7 @@ def test_self_imitation_and_keep_best_in_a_training_run(tmp_path):
 
 @pytest.mark.slow
 def test_agent_report_quick(tmp_path):
-    from placegym.train.agent_report import Budget, report
+    from placegym.train.harness.report import Budget, report
 
     text = report(tmp_path, ("main", "ablation"), Budget.quick())
     assert "geomean" in text and "SEL-only" in text
@@ -219,5 +217,5 @@ def test_select_teacher_names_are_validated():
 
     with pytest.raises(ValueError, match=r"phase1\.select_teacher"):
         config_from_dict({"phase1": {"teacher": "nest", "select_teacher": "oracle"}})
-    with pytest.raises(ValueError, match=r"phase2\.imitation_select_teacher"):
-        config_from_dict({"phase2": {"imitation_coef": 1.0, "imitation_select_teacher": "oracle"}})
+    with pytest.raises(ValueError, match=r"phase2\.self_imitation\.select_teacher"):
+        config_from_dict({"phase2": {"self_imitation": {"coef": 1.0, "select_teacher": "oracle"}}})

@@ -19,7 +19,7 @@ from placegym.agents.sb3 import (
     batch_graph_inputs,
     make_maskable_ppo,
 )
-from placegym.envs.wrappers import PlaceOnly, SelectOnly
+from placegym.teachers.wrappers import PlaceOnly, SelectOnly
 
 # small batched GNN calls: one torch thread avoids oversubscribing shared cores
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -115,11 +115,52 @@ def test_phase3_settings_and_their_errors(tmp_path):
         apply_overrides(TrainConfig(), ["phase3.devices=gpu"])
     with pytest.raises(ValueError, match=r"phase3\.scale: must be >= 1, got 0"):
         apply_overrides(TrainConfig(), ["phase3.scale=0"])
-    with pytest.raises(ValueError, match=r"phase3\.reward: expected 'relative'"):
-        apply_overrides(TrainConfig(), ["phase3.reward=nest"])
     p = tmp_path / "c.yaml"
     p.write_text("phase3:\n  updates: 10\n")
     assert load_config(p).phase3.updates == 10
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "phase3.imitation_coef=1",
+            r"phase3\.imitation_coef: unknown key .*self-imitation is a phase II setting",
+        ),
+        ("phase3.self_imitation.coef=1", r"phase3\.self_imitation: unknown key"),
+        (
+            "phase2.imitation_coef=1",
+            r"phase2\.imitation_coef: unknown key .*it is phase2\.self_imitation\.coef now",
+        ),
+        ("phase2.improve_every=5", r"phase2\.improve_every: unknown key .*; removed: "),
+        ("phase3.reward=relative", r"phase3\.reward: unknown key .*always relative"),
+        ("phase1.reward=nest", r"phase1\.reward: unknown key"),
+        ("phase1.entropy_coef=0.1", r"phase1\.entropy_coef: unknown key"),
+        ("phase2.self_imitation.coeff=1", r"self_imitation\.coeff: unknown key .*'coef'"),
+        ("phase2.self_imitation.coef=-1", r"phase2\.self_imitation\.coef: must be >= 0"),
+        ("phase2.self_imitation.states=all", r"self_imitation\.states: expected one of"),
+        ("policy.learn=neither", r"policy\.learn: expected one of both, select, place"),
+        ("policy.hidden=0", r"policy\.hidden: must be >= 1, got 0"),
+    ],
+)
+def test_keys_that_would_do_nothing_are_rejected(override, message):
+    """Each key lives where it acts: phase III has no self-imitation and no reward
+    choice, phase I no RL knobs; keys of earlier versions say where they went."""
+    with pytest.raises(ValueError, match=message):
+        apply_overrides(TrainConfig(), [override])
+
+
+def test_sections_share_one_base_and_the_policy_sizes_are_the_policys():
+    from placegym.agents.doppler import PolicyConfig
+    from placegym.train.config import PhaseConfig, RLConfig
+
+    cfg = TrainConfig()
+    assert isinstance(cfg.policy, PolicyConfig)
+    assert all(isinstance(getattr(cfg, p), PhaseConfig) for p in ("phase1", "phase2", "phase3"))
+    assert isinstance(cfg.phase2, RLConfig) and isinstance(cfg.phase3, RLConfig)
+    assert not hasattr(cfg.phase3, "self_imitation") and not hasattr(cfg.phase1, "algo")
+    cfg = apply_overrides(cfg, ["phase2.self_imitation.coef=1", "policy.hidden=16"])
+    assert cfg.phase2.self_imitation.coef == 1.0 and cfg.policy == PolicyConfig(hidden=16)
 
 
 def test_bad_yaml_and_unknown_section_key(tmp_path):

@@ -20,7 +20,7 @@ from placegym.envs.workloads import (
     parse_assignments,
     random_dag,
 )
-from placegym.envs.workloads._builder import DTYPE_BYTES
+from placegym.envs.workloads.builder import DTYPE_BYTES
 
 # (nodes, edges) of each generator's defaults, as its module docstring states.
 DEFAULTS = {

@@ -5,8 +5,8 @@ import pytest
 
 from placegym.envs import PlacementEnv, simulate
 from placegym.envs.placement import Placement
-from placegym.envs.wrappers import PlaceOnly, SelectOnly
 from placegym.teachers import get_teacher
+from placegym.teachers.wrappers import PlaceOnly, SelectOnly
 
 
 def play(env, seed=0):

@@ -19,6 +19,12 @@ key                 content
                     ``order`` (int lists), ``makespan`` (may be absent or empty)
 ==================  ==========================================================
 
+Versions: v2 gave the PLC head the sibling share (v1 files are refused: their weights
+do not fit); v3 reshaped ``config`` (phase II's ``imitation_*`` keys became its
+``self_imitation`` section; ``improve_*`` and phase III's RL-only keys went).
+:func:`load_checkpoint` reads v2 files by converting their ``config``
+(:func:`convert_v2_config`); everything else is unchanged.
+
 :func:`save_checkpoint` writes to a temporary file in the same folder, flushes it to disk
 and renames it over the target, so a run killed at any moment leaves either the old or
 the new checkpoint, never a torn one.
@@ -35,10 +41,12 @@ import torch
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 
-CHECKPOINT_FORMAT = "placegym.checkpoint/v2"  # v2: PLC input gained the sibling share
+CHECKPOINT_FORMAT = "placegym.checkpoint/v3"
+_V2 = "placegym.checkpoint/v2"
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "convert_v2_config",
     "load_checkpoint",
     "policy_from_checkpoint",
     "rng_state",
@@ -61,11 +69,12 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint with ``weights_only=True`` and check its format tag.
+    """Load a checkpoint with ``weights_only=True``, check its format tag, and convert a
+    v2 checkpoint to the current format.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: not a placegym checkpoint.
+        ValueError: not a placegym checkpoint, or one of an unreadable version.
     """
     path = Path(path)
     if not path.is_file():
@@ -75,11 +84,32 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     except Exception as e:  # torch raises several types for foreign files
         raise ValueError(f"checkpoint: cannot read {str(path)!r}: {e}") from None
     tag = ckpt.get("format") if isinstance(ckpt, dict) else None
-    if tag != CHECKPOINT_FORMAT:
+    if tag == _V2:
+        ckpt = dict(ckpt, format=CHECKPOINT_FORMAT, config=convert_v2_config(ckpt["config"]))
+    elif tag != CHECKPOINT_FORMAT:
         raise ValueError(
             f"checkpoint: format: expected {CHECKPOINT_FORMAT!r} in {str(path)!r}, got {tag!r}"
         )
     return ckpt
+
+
+def convert_v2_config(old: dict[str, Any]) -> dict[str, Any]:
+    """A v2 checkpoint's ``config`` in the current shape: phase II's ``imitation_*`` keys
+    go to its ``self_imitation`` section (:data:`~placegym.train.config.MOVED_KEYS`);
+    the keys that are gone (:data:`~placegym.train.config.REMOVED_KEYS`) are dropped."""
+    from placegym.train.config import MOVED_KEYS, REMOVED_KEYS
+
+    new = {k: dict(v) if isinstance(v, dict) else v for k, v in old.items()}
+    for key, target in MOVED_KEYS.items():
+        section, name = key.split(".")
+        if name in new.get(section, {}):
+            value = new[section].pop(name)
+            _, sub, field = target.split(".")
+            new[section].setdefault(sub, {})[field] = value
+    for key in REMOVED_KEYS:
+        section, name = key.split(".")
+        new.get(section, {}).pop(name, None)
+    return new
 
 
 def policy_from_checkpoint(ckpt: dict[str, Any]) -> DopplerPolicy:

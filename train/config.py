@@ -1,23 +1,30 @@
-"""The typed configuration of ``placegym train``, loaded from YAML with ``key=value`` overrides.
+r"""The typed configuration of ``placegym train``, loaded from YAML with ``key=value`` overrides.
 
-CleanRL style: every knob is a dataclass field with a docstring, grouped by role
-(``policy``, ``data``, ``phase1``, ``phase2``, ``phase3``, ``eval``, ``wandb``). A YAML
+CleanRL style: every knob is a dataclass field with a docstring, grouped by role. A YAML
 file sets any subset of them; command-line overrides use dotted keys, with values parsed
 as YAML::
 
-    placegym train configs/quickstart.yaml phase2.updates=50 phase2.lr=3e-4 \\
-        data.graphs=[ffnn,chainmm] wandb.mode=disabled
+    placegym train configs/quickstart.yaml phase2.updates=50 phase2.lr=3e-4 \
+        data.graphs=[ffnn,chainmm] phase2.self_imitation.coef=1 wandb.mode=disabled
+
+Sections: ``policy`` (:class:`~placegym.agents.doppler.PolicyConfig`, the policy's own
+sizes), ``data``, ``phase1`` (:class:`ImitationConfig`), ``phase2``
+(:class:`SimRLConfig`, with its ``self_imitation`` sub-section), ``phase3``
+(:class:`RealRLConfig`), ``eval``, ``wandb``. The three phases share
+:class:`PhaseConfig` (length, batches, optimiser); phases II and III share
+:class:`RLConfig` (the policy-gradient algorithm); what only one phase uses is only in
+its section, so every key does something.
 
 Unknown keys, wrong types and out-of-range values raise ``ValueError`` naming the dotted
-key and the offending value.
+key and the offending value (:mod:`placegym.train.dataclass_io` reads the YAML); a key of
+an earlier version names its new place (:data:`MOVED_KEYS`) or why it went
+(:data:`REMOVED_KEYS`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import difflib
-import types
+import importlib.util
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,23 +32,100 @@ from typing import Any
 
 import yaml
 
+from placegym.agents.doppler import PolicyConfig
+from placegym.train.dataclass_io import build, set_dotted
+
+if typing.TYPE_CHECKING:
+    from placegym.envs import Graph
+
 __all__ = [
+    "MOVED_KEYS",
+    "REMOVED_KEYS",
     "DataConfig",
     "EvalConfig",
     "GraphSpec",
     "ImitationConfig",
-    "PolicySizes",
+    "PhaseConfig",
+    "PolicyConfig",
     "RLConfig",
     "RealRLConfig",
+    "SelfImitationConfig",
+    "SimRLConfig",
     "TrainConfig",
     "WandbConfig",
     "apply_overrides",
     "config_from_dict",
     "load_config",
+    "load_preset",
+    "presets_dir",
+    "resolve_path",
 ]
 
 PHASES = ("phase1", "phase2", "phase3")
 LR_SCHEDULES = ("constant", "linear", "cosine")
+
+_SELF_IMITATION = {
+    "imitation_coef": "coef",
+    "imitation_states": "states",
+    "imitation_teacher": "teacher",
+    "imitation_teacher_kwargs": "teacher_kwargs",
+    "imitation_select_teacher": "select_teacher",
+}
+#: Keys of earlier versions that moved: old dotted key -> new dotted key.
+MOVED_KEYS: dict[str, str] = {
+    f"phase2.{old}": f"phase2.self_imitation.{new}" for old, new in _SELF_IMITATION.items()
+}
+_NO_EXPERT_ITERATION = (
+    "removed: annealing the policy's own placements into its plans did not make the "
+    "policy better (see the README)"
+)
+#: Keys of earlier versions that are gone: old dotted key -> why.
+REMOVED_KEYS: dict[str, str] = {
+    "phase2.improve_every": _NO_EXPERT_ITERATION,
+    "phase2.improve_budget": _NO_EXPERT_ITERATION,
+    "phase3.improve_every": _NO_EXPERT_ITERATION,
+    "phase3.improve_budget": _NO_EXPERT_ITERATION,
+    "phase3.reward": "phase III rewards are always relative (measured makespans are not shaped)",
+    **{
+        f"phase3.{old}": "self-imitation is a phase II setting (phase2.self_imitation)"
+        for old in _SELF_IMITATION
+    },
+}
+
+
+def presets_dir() -> Path:
+    """The folder of the shipped YAML presets (``configs/`` of the source tree, installed
+    as the data package ``placegym.configs``).
+
+    Raises:
+        FileNotFoundError: the presets are not installed.
+    """
+    spec = importlib.util.find_spec("placegym.configs")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("presets: the package data placegym.configs is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def load_preset(name: str, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """The shipped preset ``name`` (``quickstart``, ``ffnn``, ...) with ``overrides``.
+
+    Raises:
+        ValueError: no preset of that name (listing them), or a bad override.
+    """
+    path = presets_dir() / f"{name}.yaml"
+    if not path.is_file():
+        names = sorted(p.stem for p in presets_dir().glob("*.yaml"))
+        raise ValueError(f"preset: unknown name {name!r} (presets: {', '.join(names)})")
+    return load_config(path, overrides)
+
+
+def resolve_path(path: str | Path, base: Path | None) -> Path:
+    """``path`` as given when it exists (relative to the working directory), else relative
+    to ``base`` (the config file's folder) when it exists there."""
+    p = Path(path)
+    if p.exists() or p.is_absolute() or base is None:
+        return p
+    return base / p if (base / p).exists() else p
 
 
 @dataclass
@@ -55,6 +139,11 @@ class GraphSpec:
     params: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the generator (ignored for JSON files)."""
 
+    @classmethod
+    def from_str(cls, name: str) -> GraphSpec:
+        """The YAML shorthand: a bare name or path."""
+        return cls(name)
+
     @property
     def label(self) -> str:
         """A short name for tables and metric keys."""
@@ -62,24 +151,14 @@ class GraphSpec:
         extra = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
         return f"{base}[{extra}]" if extra else base
 
+    def graph(self, base: Path | None = None) -> Graph:
+        """The graph: the JSON file (found relative to ``base``, the config file's folder,
+        when not as given) or the generator's
+        (:func:`placegym.envs.sources.resolve_graph`)."""
+        from placegym.envs.sources import resolve_graph
 
-@dataclass
-class PolicySizes:
-    """Sizes of the DOPPLER dual policy (:class:`placegym.agents.doppler.PolicyConfig`)."""
-
-    hidden: int = 64
-    """Embedding width of both encoders and heads."""
-    layers: int = 3
-    """Message-passing rounds per encoder."""
-    learn: str = "both"
-    """Phases the agent decides: ``both`` (the dual policy), ``select`` (SEL only, every
-    PLC by the critical-path teacher) or ``place`` (PLC only, SEL by critical path), as
-    :class:`placegym.envs.wrappers.SelectOnly` / ``PlaceOnly`` (DOPPLER's ablations)."""
-    siblings: bool = True
-    """Give the PLC head where each node's siblings (other producers of its consumers)
-    already are; False for the ablation. It is what lets PLC clone a plan's device map:
-    behaviour cloning of anneal's chainmm map (300 updates) ends at a PLC loss of 0.29
-    with it and 0.64 without (greedy 0.80 vs 0.88 of critical_path)."""
+        spec = resolve_path(self.name, base) if self.name.endswith(".json") else self.name
+        return resolve_graph(spec, self.params)
 
 
 @dataclass
@@ -99,24 +178,11 @@ class DataConfig:
 
 
 @dataclass
-class ImitationConfig:
-    """Phase I: DAgger-style imitation of a teacher's tie sets."""
+class PhaseConfig:
+    """What every phase has: its length, its batches and its optimiser (Adam)."""
 
     updates: int = 100
-    """Gradient updates (one batch of episodes each)."""
-    teacher: str = "critical_path"
-    """Teacher to imitate (``critical_path`` as in DOPPLER, ``nest`` or ``anneal``; any
-    registered teacher with per-state tie sets works)."""
-    teacher_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the teacher, e.g. ``{budget: 20000}`` for ``anneal``."""
-    canonical_labels: bool = True
-    """Imitate a plan teacher's (``anneal``, ``nest``) device labels up to the cluster's
-    symmetries (:class:`placegym.train.plan_teacher.CanonicalPlanTeacher`): a plan's labels
-    of interchangeable devices are arbitrary. False imitates them literally."""
-    select_teacher: str | None = None
-    """With a plan teacher and ``canonical_labels``: imitate SEL from this teacher's tie
-    sets (e.g. ``critical_path``) and only PLC from the plan. A plan's device map carries
-    most of its value and its order little, and a b-level order is easy to learn."""
+    """Gradient updates (one batch of episodes each; PPO: iterations)."""
     graphs_per_update: int = 1
     """Training graphs drawn per update (all of them if larger than their number)."""
     episodes_per_graph: int = 8
@@ -127,40 +193,52 @@ class ImitationConfig:
     """``constant``, ``linear`` or ``cosine`` decay to ``lr * lr_end_factor``."""
     lr_end_factor: float = 0.1
     """Final learning rate as a fraction of ``lr`` (linear and cosine schedules)."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping by global norm (0 disables it)."""
+
+
+@dataclass
+class ImitationConfig(PhaseConfig):
+    """Phase I: DAgger-style imitation of a teacher's tie sets."""
+
+    teacher: str = "critical_path"
+    """Teacher to imitate (``critical_path`` as in DOPPLER, ``nest`` or ``anneal``; any
+    registered teacher with per-state tie sets works)."""
+    teacher_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the teacher, e.g. ``{budget: 20000}`` for ``anneal``."""
+    canonical_labels: bool = True
+    """Imitate a plan teacher's (``anneal``, ``nest``) device labels up to the cluster's
+    symmetries (:class:`placegym.teachers.canonical_plan.CanonicalPlanTeacher`): a plan's
+    labels of interchangeable devices are arbitrary. False imitates them literally."""
+    select_teacher: str | None = None
+    """With a plan teacher and ``canonical_labels``: imitate SEL from this teacher's tie
+    sets (e.g. ``critical_path``) and only PLC from the plan. A plan's device map carries
+    most of its value and its order little, and a b-level order is easy to learn."""
     eps_start: float = 1.0
     """Roll-in probability of following the teacher at the first update (1 = teacher)."""
     eps_end: float = 0.0
     """Roll-in probability at the end of the decay (0 = the learner's own actions)."""
     eps_decay: float = 0.5
     """Fraction of the updates over which the roll-in probability decays linearly."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping by global norm (0 disables it)."""
 
 
 @dataclass
-class RLConfig:
-    """Phase II: policy-gradient RL against the simulator environment."""
+class RLConfig(PhaseConfig):
+    """Policy-gradient RL (phases II and III): REINFORCE or value-free PPO with a
+    per-graph mean baseline (:mod:`placegym.train.rl`)."""
 
     updates: int = 200
     """Gradient updates (REINFORCE) or PPO iterations."""
-    algo: str = "reinforce"
-    """``reinforce`` (DOPPLER's recipe) or ``ppo`` (value-free clipped surrogate)."""
-    reward: str = "relative"
-    """Environment reward: ``relative`` (terminal) or ``nest`` (shaped; reward-to-go)."""
-    graphs_per_update: int = 1
-    """Training graphs drawn per update (all of them if larger than their number)."""
     episodes_per_graph: int = 16
     """Sampled episodes per graph per update; their mean return is the baseline."""
     lr: float = 3e-4
     """Adam learning rate at the start of the phase."""
     lr_schedule: str = "cosine"
     """``constant``, ``linear`` or ``cosine`` decay to ``lr * lr_end_factor``."""
-    lr_end_factor: float = 0.1
-    """Final learning rate as a fraction of ``lr`` (linear and cosine schedules)."""
+    algo: str = "reinforce"
+    """``reinforce`` (DOPPLER's recipe) or ``ppo`` (value-free clipped surrogate)."""
     entropy_coef: float = 0.01
     """Weight of the entropy bonus (mean entropy per step)."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping by global norm (0 disables it)."""
     normalize_advantages: bool = True
     """Divide advantages by their standard deviation over the batch."""
     ppo_epochs: int = 4
@@ -171,33 +249,43 @@ class RLConfig:
     """PPO: clipping range of the probability ratio."""
     target_kl: float | None = None
     """PPO: stop the passes early when the approximate KL exceeds this."""
-    imitation_coef: float = 0.0
-    """Self-imitation (expert iteration): weight of an imitation loss toward the best
-    placement known per graph (``imitation_teacher``'s plan at first, replaced by every
-    better sampled episode), label-invariant; 0 turns it off."""
-    imitation_states: str = "sampled"
-    """States the self-imitation loss is taken on: ``sampled`` (the batch's own episodes,
-    labelled with the plan's tie sets, DAgger-style) or ``plan`` (one extra episode per
-    graph that follows the plan, behaviour cloning along its own trajectory)."""
-    imitation_teacher: str = "anneal"
-    """Plan teacher whose placement is the first best-known placement of each graph."""
-    imitation_teacher_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of ``imitation_teacher`` (``{budget: 20000}``)."""
-    improve_every: int = 0
-    """Expert iteration: every this many updates, anneal each graph's greedy and best
-    sampled placements (``improve_budget`` simulations) and offer the result as the
-    best-known plan (needs ``imitation_coef`` > 0); 0 turns it off."""
-    improve_budget: int = 1000
-    """Simulations per graph of each :attr:`improve_every` annealing."""
-    imitation_select_teacher: str | None = None
-    """Self-imitation of SEL from this teacher's tie sets (e.g. ``critical_path``)
-    instead of the plan's order; see :attr:`ImitationConfig.select_teacher`."""
+
+
+@dataclass
+class SelfImitationConfig:
+    """Phase II self-imitation (expert iteration, :mod:`placegym.train.self_imitation`):
+    an imitation loss toward the best placement known per graph, label-invariant."""
+
+    coef: float = 0.0
+    """Weight of the imitation loss in the RL loss; 0 turns self-imitation off."""
+    states: str = "sampled"
+    """States the loss is taken on: ``sampled`` (the batch's own episodes, labelled with
+    the plan's tie sets, DAgger-style) or ``plan`` (one extra episode per graph that
+    follows the plan, behaviour cloning along its own trajectory)."""
+    teacher: str = "anneal"
+    """Plan teacher whose placement is each graph's first best-known placement."""
+    teacher_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``teacher`` (``{budget: 20000}``)."""
+    select_teacher: str | None = None
+    """Imitate SEL from this teacher's tie sets (e.g. ``critical_path``) instead of the
+    plan's order; see :attr:`ImitationConfig.select_teacher`."""
+
+
+@dataclass
+class SimRLConfig(RLConfig):
+    """Phase II: RL against the simulator environment."""
+
+    reward: str = "relative"
+    """Environment reward: ``relative`` (terminal) or ``nest`` (shaped; reward-to-go)."""
+    self_imitation: SelfImitationConfig = field(default_factory=SelfImitationConfig)
+    """Self-imitation of the best placement found so far (off by default)."""
 
 
 @dataclass
 class RealRLConfig(RLConfig):
-    """Phase III: the phase II algorithm with rewards from real execution
-    (:mod:`placegym.envs.backend`): every episode's placement is run and timed."""
+    """Phase III: RL with rewards from real execution (:mod:`placegym.envs.backend`):
+    every episode's placement is run and timed; the reward is ``relative`` to the
+    measured makespan of critical_path's placement."""
 
     updates: int = 5
     """Gradient updates on measured rewards (each costs real execution time)."""
@@ -282,16 +370,17 @@ class TrainConfig:
     ``<run>/restart<i>``; the one of best final greedy makespan on the training graphs
     (geometric mean of the ratios to critical_path) becomes the run's result
     (:func:`placegym.train.restarts.train`). Seeds matter: see the README's figures."""
-    policy: PolicySizes = field(default_factory=PolicySizes)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
     data: DataConfig = field(default_factory=DataConfig)
     phase1: ImitationConfig = field(default_factory=ImitationConfig)
-    phase2: RLConfig = field(default_factory=RLConfig)
+    phase2: SimRLConfig = field(default_factory=SimRLConfig)
     phase3: RealRLConfig = field(default_factory=RealRLConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
 
     @property
     def run_dir(self) -> Path:
+        """The run folder: ``out``, else ``runs/<name>``."""
         return Path(self.out) if self.out else Path("runs") / self.name
 
     def to_dict(self) -> dict[str, Any]:
@@ -299,6 +388,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def to_yaml(self) -> str:
+        """The config as YAML (loads back to an equal config)."""
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
@@ -325,7 +415,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 
 def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     """Build and validate a :class:`TrainConfig` from a nested dict."""
-    cfg = _build(TrainConfig, raw, "")
+    cfg = build(TrainConfig, raw, hint=_hint)
     validate(cfg)
     return cfg
 
@@ -342,109 +432,15 @@ def apply_overrides(cfg: TrainConfig, overrides: list[str] | tuple[str, ...]) ->
             value = yaml.safe_load(text) if text.strip() else ""
         except yaml.YAMLError:
             value = text
-        _set_dotted(data, key, value)
+        set_dotted(data, TrainConfig, key, value, hint=_hint)
     return config_from_dict(data)
 
 
-def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    node, cls, parts = data, TrainConfig, key.split(".")
-    for i, part in enumerate(parts):
-        names = {f.name: f for f in dataclasses.fields(cls)}
-        where = ".".join(parts[: i + 1])
-        if part not in names:
-            raise ValueError(_unknown(where, part, names))
-        if i == len(parts) - 1:
-            node[part] = value
-            return
-        tp = _hints(cls)[part]
-        if not dataclasses.is_dataclass(tp):
-            raise ValueError(f"{where}: is a {_type_name(tp)}, it has no keys")
-        sub = tp
-        node, cls = node.setdefault(part, {}), sub
-
-
-def _unknown(where: str, part: str, names: dict[str, Any]) -> str:
-    close = difflib.get_close_matches(part, list(names), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{where}: unknown key (expected one of {', '.join(names)}){hint}"
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def _build(cls: type, raw: Any, where: str) -> Any:
-    if isinstance(raw, cls):
-        return raw
-    if cls is GraphSpec and isinstance(raw, str):
-        raw = {"name": raw}
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where or 'config'}: expected a mapping, got {raw!r}")
-    hints, names = _hints(cls), {f.name: f for f in dataclasses.fields(cls)}
-    kwargs = {}
-    for key, value in raw.items():
-        path = f"{where}.{key}" if where else str(key)
-        if key not in names:
-            raise ValueError(_unknown(path, str(key), names))
-        kwargs[key] = _coerce(value, hints[key], path)
-    return cls(**kwargs)
-
-
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """``value`` as type ``tp`` (numbers from strings, ints as floats), else ValueError."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(value, inner[0], where)
-    if origin is list:
-        items = value if isinstance(value, list | tuple) else None
-        if items is None:
-            raise ValueError(f"{where}: expected a list, got {value!r}")
-        return [_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(items)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ValueError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, where)
-    return _scalar(value, tp, where)
-
-
-def _scalar(value: Any, tp: Any, where: str) -> Any:
-    if tp is Any:
-        return value
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ValueError(f"{where}: expected true or false, got {value!r}")
-    if tp in (int, float):
-        if isinstance(value, str):
-            with contextlib.suppress(ValueError):
-                value = float(value) if tp is float else int(value)
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if ok and tp is int and float(value).is_integer():
-            return int(value)
-        if ok and tp is float:
-            return float(value)
-        raise ValueError(
-            f"{where}: expected {'an integer' if tp is int else 'a number'}, got {value!r}"
-        )
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise ValueError(f"{where}: expected a string, got {value!r}")
-    raise TypeError(f"{where}: unsupported field type {tp!r}")  # a bug in this module
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", str(tp))
+def _hint(where: str) -> str | None:
+    """Where a key of an earlier version went, or why it was removed."""
+    if where in MOVED_KEYS:
+        return f"it is {MOVED_KEYS[where]} now"
+    return REMOVED_KEYS.get(where)
 
 
 # ---------------------------------------------------------------------- validation
@@ -466,78 +462,58 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.checkpoint_every >= 1, "checkpoint_every", "must be >= 1", cfg.checkpoint_every)
     _check(cfg.threads >= 1, "threads", "must be >= 1", cfg.threads)
     _check(cfg.restarts >= 1, "restarts", "must be >= 1", cfg.restarts)
-    _check(cfg.policy.hidden >= 1, "policy.hidden", "must be >= 1", cfg.policy.hidden)
-    _check(cfg.policy.layers >= 0, "policy.layers", "must be >= 0", cfg.policy.layers)
-    _one_of(cfg.policy.learn, ("both", "select", "place"), "policy.learn")
     _check(bool(cfg.data.graphs), "data.graphs", "expected at least one graph", cfg.data.graphs)
     _one_of(cfg.data.dispatch, ("priority", "fifo"), "data.dispatch")
-    for name, ph in (("phase1", cfg.phase1), ("phase2", cfg.phase2), ("phase3", cfg.phase3)):
-        _check(ph.updates >= 0, f"{name}.updates", "must be >= 0", ph.updates)
-        _check(
-            ph.graphs_per_update >= 1,
-            f"{name}.graphs_per_update",
-            "must be >= 1",
-            ph.graphs_per_update,
-        )
-        _check(ph.lr > 0, f"{name}.lr", "must be > 0", ph.lr)
-        _one_of(ph.lr_schedule, LR_SCHEDULES, f"{name}.lr_schedule")
-        _check(
-            0 <= ph.lr_end_factor <= 1,
-            f"{name}.lr_end_factor",
-            "must be in [0, 1]",
-            ph.lr_end_factor,
-        )
-        _check(ph.max_grad_norm >= 0, f"{name}.max_grad_norm", "must be >= 0", ph.max_grad_norm)
     _validate_phase1(cfg.phase1)
-    _validate_phase2(cfg.phase2, "phase2")
-    _validate_phase2(cfg.phase3, "phase3")
+    _validate_phase2(cfg.phase2)
     _validate_phase3(cfg.phase3)
     _check(cfg.eval.every >= 0, "eval.every", "must be >= 0", cfg.eval.every)
     _check(cfg.eval.k >= 1, "eval.k", "must be >= 1", cfg.eval.k)
     _one_of(cfg.wandb.mode, ("auto", "online", "offline", "disabled"), "wandb.mode")
 
 
-def _validate_phase1(p: ImitationConfig) -> None:
-    from placegym.teachers import list_teachers
-
-    _one_of(p.teacher, tuple(list_teachers()), "phase1.teacher")
-    if p.select_teacher is not None:
-        _one_of(p.select_teacher, tuple(list_teachers()), "phase1.select_teacher")
+def _validate_phase(p: PhaseConfig, name: str, min_episodes: int, why: str = "") -> None:
+    """Checks of the fields every phase has."""
+    _check(p.updates >= 0, f"{name}.updates", "must be >= 0", p.updates)
     _check(
-        p.episodes_per_graph >= 1,
-        "phase1.episodes_per_graph",
-        "must be >= 1",
+        p.graphs_per_update >= 1, f"{name}.graphs_per_update", "must be >= 1", p.graphs_per_update
+    )
+    _check(
+        p.episodes_per_graph >= min_episodes,
+        f"{name}.episodes_per_graph",
+        f"must be >= {min_episodes}{why}",
         p.episodes_per_graph,
     )
+    _check(p.lr > 0, f"{name}.lr", "must be > 0", p.lr)
+    _one_of(p.lr_schedule, LR_SCHEDULES, f"{name}.lr_schedule")
+    _check(
+        0 <= p.lr_end_factor <= 1, f"{name}.lr_end_factor", "must be in [0, 1]", p.lr_end_factor
+    )
+    _check(p.max_grad_norm >= 0, f"{name}.max_grad_norm", "must be >= 0", p.max_grad_norm)
+
+
+def _teacher_name(value: str, where: str) -> None:
+    from placegym.teachers import list_teachers
+
+    _one_of(value, tuple(list_teachers()), where)
+
+
+def _validate_phase1(p: ImitationConfig) -> None:
+    _validate_phase(p, "phase1", 1)
+    _teacher_name(p.teacher, "phase1.teacher")
+    if p.select_teacher is not None:
+        _teacher_name(p.select_teacher, "phase1.select_teacher")
     for key in ("eps_start", "eps_end", "eps_decay"):
         v = getattr(p, key)
         _check(0 <= v <= 1, f"phase1.{key}", "must be in [0, 1]", v)
 
 
-def _validate_phase2(p: RLConfig, name: str) -> None:
+def _validate_rl(p: RLConfig, name: str) -> None:
+    """Checks of the policy-gradient fields of phases II and III."""
+    why = " (the baseline is the mean return of a graph's episodes)"
+    _validate_phase(p, name, 2, why)
     _one_of(p.algo, ("reinforce", "ppo"), f"{name}.algo")
-    _one_of(p.reward, ("relative", "nest"), f"{name}.reward")
-    _check(
-        p.episodes_per_graph >= 2,
-        f"{name}.episodes_per_graph",
-        "must be >= 2 (the baseline is the mean return of a graph's episodes)",
-        p.episodes_per_graph,
-    )
     _check(p.entropy_coef >= 0, f"{name}.entropy_coef", "must be >= 0", p.entropy_coef)
-    _check(p.imitation_coef >= 0, f"{name}.imitation_coef", "must be >= 0", p.imitation_coef)
-    _one_of(p.imitation_states, ("sampled", "plan"), f"{name}.imitation_states")
-    _check(p.improve_every >= 0, f"{name}.improve_every", "must be >= 0", p.improve_every)
-    _check(p.improve_budget >= 2, f"{name}.improve_budget", "must be >= 2", p.improve_budget)
-    if p.imitation_coef > 0:
-        from placegym.teachers import list_teachers
-
-        _one_of(p.imitation_teacher, tuple(list_teachers()), f"{name}.imitation_teacher")
-        if p.imitation_select_teacher is not None:
-            _one_of(
-                p.imitation_select_teacher,
-                tuple(list_teachers()),
-                f"{name}.imitation_select_teacher",
-            )
     _check(p.ppo_epochs >= 1, f"{name}.ppo_epochs", "must be >= 1", p.ppo_epochs)
     _check(p.ppo_minibatches >= 1, f"{name}.ppo_minibatches", "must be >= 1", p.ppo_minibatches)
     _check(p.ppo_clip > 0, f"{name}.ppo_clip", "must be > 0", p.ppo_clip)
@@ -549,18 +525,25 @@ def _validate_phase2(p: RLConfig, name: str) -> None:
     )
 
 
+def _validate_phase2(p: SimRLConfig) -> None:
+    _validate_rl(p, "phase2")
+    _one_of(p.reward, ("relative", "nest"), "phase2.reward")
+    si, where = p.self_imitation, "phase2.self_imitation"
+    _check(si.coef >= 0, f"{where}.coef", "must be >= 0", si.coef)
+    _one_of(si.states, ("sampled", "plan"), f"{where}.states")
+    if si.coef > 0:
+        _teacher_name(si.teacher, f"{where}.teacher")
+        if si.select_teacher is not None:
+            _teacher_name(si.select_teacher, f"{where}.select_teacher")
+
+
 def _validate_phase3(p: RealRLConfig) -> None:
     from placegym.envs.backend.devices import parse_devices
 
+    _validate_rl(p, "phase3")
     try:
         parse_devices(p.devices)
     except ValueError as e:
         raise ValueError(f"phase3.{e}") from None
     _check(p.scale >= 1, "phase3.scale", "must be >= 1", p.scale)
     _check(p.repeats >= 1, "phase3.repeats", "must be >= 1", p.repeats)
-    _check(
-        p.reward == "relative",
-        "phase3.reward",
-        "expected 'relative' (measured makespans have no per-step shaping)",
-        p.reward,
-    )

@@ -1,4 +1,5 @@
-"""Evaluation of trained agents, and agents as placers for ``placegym bench``.
+"""Evaluation of trained agents: during a run, in its results, and as placers for
+``placegym bench``.
 
 Three modes, all seeded:
 
@@ -7,13 +8,18 @@ Three modes, all seeded:
 - ``best_of_k``: ``k`` sampled episodes (played in one batched rollout), keep the one of
   smallest makespan (an inference-time search that costs ``k`` simulations).
 
-:func:`evaluate_policy` reports all of them for one graph; :class:`AgentPlacer` wraps a
-policy as a placer ``place(graph, cluster)`` (and ``(graph, cluster, seed)`` for the
-benchmark); :func:`load_agent` builds one from a checkpoint, for any graph and cluster.
+:func:`evaluate_policy` reports all of them for one graph; :func:`evaluate_run` does it
+for every graph of a training run against the teachers (rows for :func:`results_table`,
+``eval/...`` metrics: ratios to critical_path and their geometric means).
+:class:`AgentPlacer` wraps a policy as a placer ``place(graph, cluster)`` (and
+``(graph, cluster, seed)`` for the benchmark); :func:`load_agent` builds one from a
+checkpoint, for any graph and cluster.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,41 +27,49 @@ from typing import Any
 import numpy as np
 
 from placegym.agents.doppler import DopplerPolicy
+from placegym.agents.encoder import GraphInputs
 from placegym.agents.rollout import EpisodeRecord, rollout
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate
+from placegym.envs.cache import IdentityCache
+from placegym.envs.simulator import Dispatch
 from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
 
 MODES = ("greedy", "sample", "best_of_k")
+#: The teacher every makespan is compared with (ratios, the relative reward).
+REFERENCE = "critical_path"
 
 __all__ = [
     "MODES",
+    "REFERENCE",
     "AgentPlacer",
     "EnvPool",
     "EvalResult",
+    "RunEvaluation",
+    "episode_metrics",
     "episode_placement",
     "evaluate_policy",
+    "evaluate_run",
+    "geomean",
     "load_agent",
+    "results_table",
     "teacher_makespans",
+    "train_greedy_ratio",
 ]
 
 
 class EnvPool:
     """Environments per (graph, cluster), created on demand and reused (each caches its
-    observation builder and reference makespan for its graph)."""
+    observation builder and reference makespan for its graph), and the policy inputs of
+    their graphs (``graph_cache`` for :func:`~placegym.agents.rollout.rollout`)."""
 
     def __init__(self, **env_kwargs: Any) -> None:
         self.env_kwargs = env_kwargs
-        self._envs: dict[tuple[int, int], tuple[Graph, Cluster, list[PlacementEnv]]] = {}
-        self.graph_cache: dict[Any, Any] = {}
+        self._envs: IdentityCache[list[PlacementEnv]] = IdentityCache(lambda g, c: [], size=None)
+        self.graph_cache: IdentityCache[GraphInputs] = IdentityCache(size=None)
 
     def get(self, graph: Graph, cluster: Cluster, count: int) -> list[PlacementEnv]:
         """``count`` environments of ``graph`` on ``cluster`` (the same objects each call)."""
-        key = (id(graph), id(cluster))
-        hit = self._envs.get(key)
-        if hit is None or hit[0] is not graph or hit[1] is not cluster:
-            hit = (graph, cluster, [])
-            self._envs[key] = hit
-        envs = hit[2]
+        envs = self._envs(graph, cluster)
         while len(envs) < count:
             envs.append(PlacementEnv(graph, cluster, **self.env_kwargs))
         return envs[:count]
@@ -125,16 +139,127 @@ def evaluate_policy(
 
 
 def teacher_makespans(
-    graph: Graph, cluster: Cluster, names: list[str], *, seed: int = 0, dispatch: str = "priority"
+    graph: Graph,
+    cluster: Cluster,
+    names: Sequence[str],
+    *,
+    seed: int = 0,
+    dispatch: Dispatch = "priority",
 ) -> dict[str, float]:
     """Simulated makespan of each teacher's placement (``seed`` for seeded teachers)."""
-    from placegym.train.bench import teacher_placer
+    from placegym.teachers import make_teacher
 
     out = {}
     for name in names:
-        placement = teacher_placer(name)(graph, cluster, seed)
+        placement = make_teacher(name, seed).place(graph, cluster)
         out[name] = simulate(graph, cluster, placement, dispatch=dispatch).makespan
     return out
+
+
+def geomean(xs: Sequence[float]) -> float:
+    """Geometric mean (nan for no values)."""
+    return float(math.exp(np.mean(np.log(xs)))) if len(xs) else float("nan")
+
+
+def train_greedy_ratio(rows: Sequence[dict[str, Any]]) -> float:
+    """Geometric mean over the training graphs of greedy / critical_path makespan (of
+    evaluation ``rows``): what ``eval.keep_best`` and ``restarts`` select by."""
+    return geomean([r["greedy"] / r[REFERENCE] for r in rows if r["split"] == "train"])
+
+
+def episode_metrics(records: Sequence[EpisodeRecord]) -> dict[str, float]:
+    """``charts/...`` of a batch of training episodes: mean makespan (ms), mean and best
+    ratio to the reference makespan, mean return."""
+    ratios = [r.makespan / r.info["reference_makespan"] for r in records]
+    return {
+        "charts/makespan_ms": float(np.mean([r.makespan for r in records])) * 1e3,
+        "charts/ratio_to_critical_path": float(np.mean(ratios)),
+        "charts/best_ratio": float(np.min(ratios)),
+        "charts/return_mean": float(np.mean([r.ret for r in records])),
+    }
+
+
+@dataclass
+class RunEvaluation:
+    """The evaluation of a run's policy at one moment.
+
+    Attributes:
+        rows: per graph: ``split``, ``graph`` (label), ``greedy``, ``sampled``,
+            ``best_of_<k>`` and each teacher's makespan (seconds).
+        metrics: ``eval/<split>/<graph>/{greedy,best,sampled}_ratio`` and ``greedy_ms``,
+            and ``eval/<split>/{greedy,best}_ratio_geomean``.
+        best_placements: the best-of-k placement of each row.
+    """
+
+    rows: list[dict[str, Any]]
+    metrics: dict[str, float]
+    best_placements: list[Placement]
+
+
+def evaluate_run(
+    policy: DopplerPolicy,
+    graphs: Sequence[tuple[str, str, Graph]],
+    cluster: Cluster,
+    teacher_times: Callable[[Graph], dict[str, float]],
+    *,
+    k: int,
+    seed: int,
+    pool: EnvPool | None = None,
+) -> RunEvaluation:
+    """:func:`evaluate_policy` on every ``(split, label, graph)`` next to the teachers.
+
+    ``teacher_times(graph)`` gives each compared teacher's makespan, the reference
+    (:data:`REFERENCE`) included; ratios are to the reference.
+    """
+    rows: list[dict[str, Any]] = []
+    metrics: dict[str, float] = {}
+    best: list[Placement] = []
+    for split, label, graph in graphs:
+        res = evaluate_policy(policy, graph, cluster, k=k, seed=seed, pool=pool)
+        teachers = teacher_times(graph)
+        rows.append(
+            {
+                "split": split,
+                "graph": label,
+                "greedy": res.greedy,
+                "sampled": res.sampled,
+                f"best_of_{k}": res.best,
+                **teachers,
+            }
+        )
+        best.append(res.best_placement)
+        cp, key = teachers[REFERENCE], f"eval/{split}/{label}"
+        metrics[f"{key}/greedy_ratio"] = res.greedy / cp
+        metrics[f"{key}/best_ratio"] = res.best / cp
+        metrics[f"{key}/sampled_ratio"] = res.sampled / cp
+        metrics[f"{key}/greedy_ms"] = res.greedy * 1e3
+    for split in ("train", "heldout"):
+        rs = [r for r in rows if r["split"] == split]
+        for mode, col in (("greedy", "greedy"), ("best", f"best_of_{k}")):
+            if rs:
+                metrics[f"eval/{split}/{mode}_ratio_geomean"] = geomean(
+                    [r[col] / r[REFERENCE] for r in rs]
+                )
+    return RunEvaluation(rows, metrics, best)
+
+
+def results_table(rows: Sequence[dict[str, Any]], k: int, seconds: float) -> str:
+    """Markdown: per graph, the agent's greedy and best-of-k makespans and each teacher's,
+    in ms with the ratio to critical_path."""
+    if not rows:
+        return "(no evaluation)"
+    fixed = {"split", "graph"}
+    cols = [c for c in rows[0] if c not in fixed]
+    head = "| split | graph | " + " | ".join(cols) + " |"
+    lines = [head, "|---|---|" + "---|" * len(cols)]
+    for r in rows:
+        cp = r[REFERENCE]
+        cells = [f"{r[c] * 1e3:.3f} ({r[c] / cp:.2f}x)" for c in cols]
+        lines.append(f"| {r['split']} | {r['graph']} | " + " | ".join(cells) + " |")
+    lines.append(
+        f"\ntraining time {seconds:.1f} s (evaluation excluded); best_of_{k}: best of {k} samples"
+    )
+    return "\n".join(lines)
 
 
 class AgentPlacer:
@@ -173,6 +298,7 @@ class AgentPlacer:
         return episode_placement(min(records, key=lambda r: r.makespan))
 
     def __call__(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
+        """The placer interface of ``placegym bench``: :meth:`place` with ``seed``."""
         return self.place(graph, cluster, seed)
 
     def __repr__(self) -> str:

@@ -7,59 +7,24 @@ otherwise; the teacher labels *every* visited state with its tie set of best act
 from ``eps_start`` (1: pure teacher roll-in, behaviour cloning) to ``eps_end`` (0: the
 learner's own state distribution, DAgger) over the first ``eps_decay`` of the updates.
 
-The loss is the negative mean over steps of ``log π(tie set)``, the log of the total
-probability the policy gives to the teacher's equally good actions, so ties cost nothing
-and the policy may spread its mass over them (DOPPLER imitates the critical-path
-teacher this way).
+The loss (:func:`placegym.train.losses.imitation_loss`) is the negative mean over steps
+of ``log π(tie set)``, the log of the total probability the policy gives to the teacher's
+equally good actions, so ties cost nothing and the policy may spread its mass over them
+(DOPPLER imitates the critical-path teacher this way). Teachers come from
+:func:`placegym.teachers.make_teacher` (plan teachers imitated up to device symmetries).
 """
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import torch
-from torch import Tensor
 
 from placegym.agents.doppler import DopplerPolicy
-from placegym.agents.rollout import EpisodeRecord, Scores, score
-from placegym.teachers.base import Teacher
+from placegym.agents.rollout import EpisodeRecord, score
+from placegym.train.losses import entropy_by_phase, imitation_loss
 from placegym.train.optim import clipped_step
-from placegym.train.rl import entropy_by_phase
 
-__all__ = [
-    "epsilon",
-    "imitation_loss",
-    "imitation_update",
-    "make_teacher",
-    "teacher_agreement",
-]
-
-
-def make_teacher(
-    name: str,
-    seed: int = 0,
-    *,
-    canonical: bool = False,
-    kwargs: dict | None = None,
-    select: str | None = None,
-) -> Teacher:
-    """The teacher ``name`` (keyword arguments ``kwargs``), given ``seed`` when its class
-    takes one; with ``canonical``, a plan teacher (``anneal``, ``nest``, ...) is wrapped in
-    :class:`~placegym.train.plan_teacher.CanonicalPlanTeacher` so that its device labels
-    are imitated up to the cluster's symmetries (per-state rule teachers are unchanged),
-    its SEL answers taken from the teacher ``select`` when given."""
-    from placegym.teachers import PlanTeacher, teacher_class
-    from placegym.train.plan_teacher import CanonicalPlanTeacher
-
-    cls = teacher_class(name)
-    kw = dict(kwargs or {})
-    if "seed" in inspect.signature(cls).parameters:
-        kw.setdefault("seed", seed)
-    teacher = cls(**kw)
-    if canonical and isinstance(teacher, PlanTeacher):
-        return CanonicalPlanTeacher(teacher, make_teacher(select) if select else None)
-    return teacher
+__all__ = ["epsilon", "imitation_update", "teacher_agreement"]
 
 
 def epsilon(update: int, total: int, start: float, end: float, decay: float) -> float:
@@ -69,17 +34,6 @@ def epsilon(update: int, total: int, start: float, end: float, decay: float) -> 
     if span <= 0:
         return end
     return start + (end - start) * min(update / span, 1.0)
-
-
-def imitation_loss(scores: list[Scores]) -> Tensor:
-    """``-mean`` over all steps of all episodes of ``log π(teacher tie set)``.
-
-    Raises:
-        ValueError: an episode was recorded without the teacher's tie sets.
-    """
-    if any(s.teacher_logp is None for s in scores):
-        raise ValueError("imitation_loss: episodes must be recorded with record_teacher=True")
-    return -torch.cat([s.teacher_logp for s in scores]).mean()  # type: ignore[misc]
 
 
 def teacher_agreement(records: list[EpisodeRecord]) -> float:
@@ -110,7 +64,9 @@ def imitation_update(
     grad_norm = clipped_step(optimizer, list(policy.parameters()), max_grad_norm)
     with torch.no_grad():
         entropy = float(torch.cat([s.entropy for s in scores]).mean())
-        in_ties = float(torch.cat([s.teacher_logp for s in scores]).exp().mean())
+        in_ties = float(
+            torch.cat([x for s in scores if (x := s.teacher_logp) is not None]).exp().mean()
+        )
     return {
         "losses/imitation": loss.item(),
         "losses/grad_norm": grad_norm,

@@ -57,9 +57,11 @@ def clipped_step(
     """Clip gradients to ``max_grad_norm`` (0: no clipping), step, and return the
     pre-clipping global gradient norm."""
     grads = [p for p in params if p.grad is not None]
+    norm: torch.Tensor | float
     if max_grad_norm > 0:
         norm = torch.nn.utils.clip_grad_norm_(grads, max_grad_norm)
     else:
-        norm = torch.norm(torch.stack([p.grad.norm() for p in grads])) if grads else 0.0
+        norms = [g.norm() for p in grads if (g := p.grad) is not None]
+        norm = torch.norm(torch.stack(norms)) if norms else 0.0
     optimizer.step()
     return float(norm)

@@ -1,4 +1,8 @@
-"""Restarts: several independent runs of one config, the best one kept.
+"""The run layer: train a config's ``init`` config first when needed, then the config
+itself, or several independent restarts of it with the best one kept.
+
+``init: other.yaml`` names the final checkpoint of that config's run; when it does not
+exist yet, :func:`train` trains that config first (the trainer itself only loads it).
 
 Training outcomes vary with the seed far more than with most knobs (the README's
 three-seed figures), so a config may ask for ``restarts: R``. :func:`train` then runs it R
@@ -22,10 +26,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from placegym.train.config import TrainConfig
-from placegym.train.trainer import Trainer, train_greedy_ratio
+from placegym.train.config import TrainConfig, resolve_path
+from placegym.train.evaluate import train_greedy_ratio
+from placegym.train.trainer import Trainer, init_checkpoint
 
-__all__ = ["finished_results", "restart_configs", "train"]
+__all__ = ["finished_results", "restart_configs", "train", "train_init_first"]
 
 
 def restart_configs(cfg: TrainConfig) -> list[TrainConfig]:
@@ -59,9 +64,20 @@ def _rows(cfg: TrainConfig, base_dir: Path | None) -> list[dict[str, Any]]:
     return results["rows"] if results else Trainer(cfg, base_dir=base_dir).run()
 
 
+def train_init_first(cfg: TrainConfig, base_dir: Path | None = None) -> None:
+    """Train the config that ``cfg.init`` names when its final checkpoint is missing."""
+    if not cfg.init:
+        return
+    path, src = init_checkpoint(cfg.init, base_dir)
+    if src is not None and not path.is_file():
+        print(f"init: training {src.name} first ({path} does not exist)")
+        train(src, base_dir=resolve_path(cfg.init, base_dir).parent)
+
+
 def train(cfg: TrainConfig, base_dir: Path | None = None) -> list[dict[str, Any]]:
-    """Run ``cfg`` (all its restarts) and return the final evaluation rows of the run
-    (of the chosen restart)."""
+    """Run ``cfg`` (its ``init`` config first when needed, then all its restarts) and
+    return the final evaluation rows of the run (of the chosen restart)."""
+    train_init_first(cfg, base_dir)
     if cfg.restarts == 1:
         return Trainer(cfg, base_dir=base_dir).run()
     runs = [(sub, _rows(sub, base_dir)) for sub in restart_configs(cfg)]

@@ -1,4 +1,4 @@
-"""Phase II: policy-gradient RL against the simulator environment.
+"""Phases II and III: policy-gradient RL on simulated (II) or measured (III) makespans.
 
 DOPPLER's recipe: each update samples several episodes of each drawn graph with the
 current policy; the **baseline** of an episode is the mean return of the episodes of the
@@ -21,16 +21,10 @@ update rules share them:
   critic it is REINFORCE with a trust region, which lets one batch of episodes be
   reused safely for several steps.
 
-**Self-imitation** (``imitation_coef`` > 0; expert iteration): ``imitation_coef *
-(-mean log π(tie set))`` toward the best placement known for each graph (label-invariant,
-see :mod:`placegym.train.plan_teacher`) is added to the loss, taken either on the sampled
-episodes' own states (``imitation_states="sampled"``, DAgger-style: the episodes carry the
-plan's tie sets) or on one extra episode per graph that follows the plan itself
-(``"plan"``, behaviour cloning along the plan's trajectory, whose labels are always
-consistent with the states they are asked in).
-
-Every mean is over steps, so the entropy bonus and the policy term have comparable
-scales on graphs of any size.
+An extra imitation term (:class:`~placegym.train.losses.ImitationTerm`: self-imitation
+of the best placements found, :mod:`placegym.train.self_imitation`) may be added to
+either loss. Every mean is over steps (:func:`~placegym.train.losses.mean_steps`), so
+the entropy bonus and the policy term have comparable scales on graphs of any size.
 """
 
 from __future__ import annotations
@@ -44,16 +38,10 @@ from torch import Tensor
 from placegym.agents.doppler import DopplerPolicy
 from placegym.agents.rollout import EpisodeRecord, Scores, score
 from placegym.train.config import RLConfig
+from placegym.train.losses import ImitationTerm, entropy_by_phase, mean_steps
 from placegym.train.optim import clipped_step
 
-__all__ = [
-    "entropy_by_phase",
-    "group_advantages",
-    "ppo_update",
-    "reinforce_update",
-    "rl_update",
-    "self_imitation_loss",
-]
+__all__ = ["group_advantages", "ppo_update", "reinforce_update", "rl_update"]
 
 
 def group_advantages(
@@ -98,47 +86,9 @@ def group_advantages(
     return [torch.from_numpy(a.astype(np.float32)) for a in adv]
 
 
-def entropy_by_phase(scores: Sequence[Scores]) -> dict[str, float]:
-    """Mean entropy of the SEL steps and of the PLC steps (steps alternate SEL, PLC)."""
-    with torch.no_grad():
-        ent = torch.cat([s.entropy.view(-1, 2) for s in scores])
-    return {
-        "charts/entropy_sel": float(ent[:, 0].mean()),
-        "charts/entropy_plc": float(ent[:, 1].mean()),
-    }
-
-
-def _mean_steps(values: Sequence[Tensor]) -> Tensor:
-    """Mean over episodes of the per-episode mean over steps."""
-    return torch.stack([v.mean() for v in values]).mean()
-
-
 def _pg_terms(scores: list[Scores], adv: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
-    policy_loss = -_mean_steps([s.logp * a for s, a in zip(scores, adv)])
-    return policy_loss, _mean_steps([s.entropy for s in scores])
-
-
-def self_imitation_loss(scores: Sequence[Scores]) -> Tensor | None:
-    """``-mean log π(plan tie set)`` over the steps of episodes recorded with the
-    best-known plans' tie sets (self-imitation), or None when none were recorded."""
-    if not scores or any(s.teacher_logp is None for s in scores):
-        return None
-    return -torch.cat([s.teacher_logp for s in scores]).mean()  # type: ignore[misc]
-
-
-def _imitation_term(
-    policy: DopplerPolicy,
-    scores: Sequence[Scores],
-    plan_records: Sequence[EpisodeRecord] | None,
-    cfg: RLConfig,
-) -> Tensor | None:
-    """The self-imitation loss: on ``plan_records`` (episodes that followed the plans)
-    when given, else on the sampled episodes' ``scores``; None when it is off."""
-    if cfg.imitation_coef <= 0:
-        return None
-    if plan_records:
-        return self_imitation_loss(score(policy, list(plan_records)))
-    return self_imitation_loss(scores)
+    policy_loss = -mean_steps([s.logp * a for s, a in zip(scores, adv)])
+    return policy_loss, mean_steps([s.entropy for s in scores])
 
 
 def reinforce_update(
@@ -147,17 +97,17 @@ def reinforce_update(
     records: list[EpisodeRecord],
     advantages: list[Tensor],
     cfg: RLConfig,
-    plan_records: Sequence[EpisodeRecord] | None = None,
+    imitation: ImitationTerm | None = None,
 ) -> dict[str, float]:
     """One REINFORCE step with entropy bonus and gradient clipping; returns metrics."""
     scores = score(policy, records)
     policy_loss, entropy = _pg_terms(scores, advantages)
     loss = policy_loss - cfg.entropy_coef * entropy
     extra = {}
-    imitation = _imitation_term(policy, scores, plan_records, cfg)
     if imitation is not None:
-        loss = loss + cfg.imitation_coef * imitation
-        extra["losses/self_imitation"] = imitation.item()
+        term = imitation.loss(policy, scores)
+        loss = loss + imitation.coef * term
+        extra["losses/self_imitation"] = term.item()
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = clipped_step(optimizer, list(policy.parameters()), cfg.max_grad_norm)
@@ -178,7 +128,7 @@ def ppo_update(
     advantages: list[Tensor],
     cfg: RLConfig,
     rng: np.random.Generator,
-    plan_records: Sequence[EpisodeRecord] | None = None,
+    imitation: ImitationTerm | None = None,
 ) -> dict[str, float]:
     """PPO epochs over minibatches of whole episodes (order drawn from ``rng``)."""
     with torch.no_grad():
@@ -188,7 +138,7 @@ def ppo_update(
     for _ in range(cfg.ppo_epochs):
         for mb in np.array_split(rng.permutation(len(records)), n_mb):
             stats.append(
-                _ppo_step(policy, optimizer, records, advantages, old, mb, cfg, plan_records)
+                _ppo_step(policy, optimizer, records, advantages, old, mb, cfg, imitation)
             )
             if cfg.target_kl is not None and stats[-1]["losses/approx_kl"] > cfg.target_kl:
                 break
@@ -209,7 +159,7 @@ def _ppo_step(
     old: list[Tensor],
     mb: np.ndarray,
     cfg: RLConfig,
-    plan_records: Sequence[EpisodeRecord] | None = None,
+    imitation: ImitationTerm | None = None,
 ) -> dict[str, float]:
     """One clipped-surrogate gradient step on the episodes ``mb``."""
     scores = score(policy, [records[i] for i in mb])
@@ -219,12 +169,11 @@ def _ppo_step(
         torch.minimum(r * advantages[i], r.clamp(lo, hi) * advantages[i])
         for r, i in zip(ratio, mb)
     ]
-    policy_loss = -_mean_steps(surr)
-    entropy = _mean_steps([s.entropy for s in scores])
+    policy_loss = -mean_steps(surr)
+    entropy = mean_steps([s.entropy for s in scores])
     loss = policy_loss - cfg.entropy_coef * entropy
-    imitation = _imitation_term(policy, scores, plan_records, cfg)
     if imitation is not None:
-        loss = loss + cfg.imitation_coef * imitation
+        loss = loss + imitation.coef * imitation.loss(policy, scores)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = clipped_step(optimizer, list(policy.parameters()), cfg.max_grad_norm)
@@ -249,17 +198,26 @@ def rl_update(
     groups: Sequence[int],
     cfg: RLConfig,
     rng: np.random.Generator,
-    plan_records: Sequence[EpisodeRecord] | None = None,
+    *,
+    reward_to_go: bool = False,
+    imitation: ImitationTerm | None = None,
 ) -> dict[str, float]:
-    """Advantages against the per-graph mean, then one REINFORCE step or a PPO round;
-    ``plan_records`` (episodes that followed the best-known plans, with their tie sets)
-    carry the self-imitation loss when given."""
+    """Advantages against the per-graph mean, then one REINFORCE step or a PPO round.
+
+    Args:
+        policy: the policy to update.
+        optimizer: its optimiser.
+        records: the batch's episodes.
+        groups: the graph index of each episode (the baseline groups).
+        cfg: the algorithm (``algo``, PPO settings, entropy, clipping).
+        rng: PPO's minibatch order.
+        reward_to_go: per-step returns (shaped rewards, ``reward="nest"``) instead of the
+            whole return at every step.
+        imitation: an imitation term added to the loss (self-imitation), or None.
+    """
     adv = group_advantages(
-        records,
-        groups,
-        reward_to_go=cfg.reward == "nest",
-        normalize=cfg.normalize_advantages,
+        records, groups, reward_to_go=reward_to_go, normalize=cfg.normalize_advantages
     )
     if cfg.algo == "ppo":
-        return ppo_update(policy, optimizer, records, adv, cfg, rng, plan_records)
-    return reinforce_update(policy, optimizer, records, adv, cfg, plan_records)
+        return ppo_update(policy, optimizer, records, adv, cfg, rng, imitation)
+    return reinforce_update(policy, optimizer, records, adv, cfg, imitation)

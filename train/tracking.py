@@ -20,7 +20,7 @@ import math
 import netrc
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlparse
 
 import numpy as np
@@ -35,7 +35,7 @@ def api_key_configured() -> bool:
     host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
     path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
     try:
-        return bool(host) and netrc.netrc(path).authenticators(host) is not None
+        return host is not None and netrc.netrc(path).authenticators(host) is not None
     except (OSError, netrc.NetrcParseError):
         return False
 
@@ -87,7 +87,7 @@ class Tracker:
                 name=name,
                 id=f"{name}-{digest}",
                 dir=os.environ.get("WANDB_DIR") or str(self.run_dir),
-                mode=self.mode,
+                mode=cast(Any, self.mode),  # resolve_wandb_mode gives online/offline
                 config=config,
                 resume="allow",
                 settings=wandb.Settings(quiet=True),  # no run-history dump over our table
@@ -95,7 +95,7 @@ class Tracker:
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         """Scalars at global update ``step`` (non-finite values are kept as null locally)."""
-        row = {"step": step}
+        row: dict[str, float | None] = {"step": step}
         row.update(
             {k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()}
         )
@@ -121,10 +121,12 @@ class Tracker:
             self.run.log_artifact(art)
 
     def summary(self, values: dict[str, Any]) -> None:
+        """Values of the W&B run's summary."""
         if self.run is not None:
             self.run.summary.update(values)
 
     def finish(self) -> None:
+        """Close ``metrics.jsonl`` and the W&B run."""
         self._metrics.close()
         if self.run is not None:
             self.run.finish()

@@ -1,22 +1,30 @@
-"""One ``placegym train`` run: phases, checkpoints, resume, evaluation, logging.
-
-Reads top to bottom like a CleanRL script, split into methods:
+"""One ``placegym train`` run, read top to bottom: seeding, resume, phases, evaluation.
 
 1. **Seeding**: ``torch.manual_seed(seed)`` and one ``numpy`` generator drive every draw
    (graph choice, reset seeds, roll-in coins, action samples, PPO minibatch order).
    Evaluation uses its own generators seeded from ``seed``, so evaluating never changes
    the training trajectory.
 2. **Resume or init**: the run folder's ``checkpoints/latest.pt`` when present (policy,
-   optimiser, scheduler, random states, counters), else the ``init`` weights, else fresh.
-3. **Phases** (``phases`` in order): phase I imitation (:mod:`placegym.train.imitation`),
-   phase II RL on the simulator and phase III RL on the real backend
-   (:mod:`placegym.train.rl`; phase III's rewards are measured makespans and it logs the
-   sim-vs-real gap ``charts/sim_real_gap``), each with its own Adam and learning-rate
-   schedule, a tqdm bar, metrics every update, a checkpoint every ``checkpoint_every``
-   updates and at the phase end, and an evaluation every ``eval.every`` updates.
-4. **Final**: evaluation against the teachers on training and held-out graphs, a
-   markdown table (printed and written to ``results.md``, with ``results.json``),
-   ``checkpoints/final.pt`` logged as a W&B artifact.
+   optimiser, scheduler, random states, counters, self-imitation plans), else the
+   ``init`` weights (:func:`init_checkpoint`; the run layer,
+   :func:`placegym.train.restarts.train`, trains an ``init`` config first), else fresh.
+3. **Phases** (``phases`` in order), each with its own Adam and learning-rate schedule, a
+   tqdm bar, metrics every update, a checkpoint every ``checkpoint_every`` updates and at
+   the phase end, and an evaluation every ``eval.every`` updates. An update draws a batch
+   (:meth:`Trainer._batch`: graphs, ``episodes_per_graph`` environments each, reset
+   seeds), plays it with :func:`~placegym.agents.rollout.rollout` and takes one step:
+
+   - phase I: imitation of a teacher's tie sets with DAgger roll-in
+     (:func:`~placegym.train.imitation.imitation_update`);
+   - phase II: REINFORCE or PPO on the simulator (:func:`~placegym.train.rl.rl_update`),
+     with optional self-imitation of the best plans
+     (:class:`~placegym.train.self_imitation.SelfImitation`);
+   - phase III: the same RL on measured makespans of the real backend, logging the
+     sim-vs-real gap ``charts/sim_real_gap``.
+4. **Final**: evaluation against the teachers on training and held-out graphs
+   (:func:`~placegym.train.evaluate.evaluate_run`), a markdown table (printed and written
+   to ``results.md``, with ``results.json``), ``checkpoints/final.pt`` logged as a W&B
+   artifact.
 
 A run killed at any moment resumes from its latest checkpoint and repeats at most
 ``checkpoint_every`` updates; with the same config the resumed run ends with the same
@@ -28,16 +36,20 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
-from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+from placegym.agents.doppler import DopplerPolicy
 from placegym.agents.rollout import EpisodeRecord, rollout
-from placegym.envs import Graph, Placement, load_cluster, load_graph, simulate
+from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate
+from placegym.envs.cache import IdentityCache
+from placegym.envs.simulator import Dispatch
+from placegym.teachers import make_teacher
 from placegym.train.checkpoint import (
     CHECKPOINT_FORMAT,
     load_checkpoint,
@@ -45,22 +57,33 @@ from placegym.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from placegym.train.config import GraphSpec, TrainConfig, load_config
-from placegym.train.evaluate import (
-    EnvPool,
-    episode_placement,
-    evaluate_policy,
-    teacher_makespans,
+from placegym.train.config import (
+    ImitationConfig,
+    RealRLConfig,
+    RLConfig,
+    SimRLConfig,
+    TrainConfig,
+    load_config,
+    resolve_path,
 )
-from placegym.train.imitation import epsilon, imitation_update, make_teacher
+from placegym.train.evaluate import (
+    REFERENCE,
+    EnvPool,
+    episode_metrics,
+    evaluate_run,
+    results_table,
+    teacher_makespans,
+    train_greedy_ratio,
+)
+from placegym.train.imitation import epsilon, imitation_update
 from placegym.train.optim import make_optimizer
-from placegym.train.plan_teacher import CanonicalPlanTeacher
 from placegym.train.rl import rl_update
+from placegym.train.self_imitation import SelfImitation
 from placegym.train.tracking import Tracker
 
-__all__ = ["Progress", "Trainer", "resolve_graph", "resolve_path"]
+__all__ = ["Progress", "Trainer", "init_checkpoint"]
 
-REFERENCE = "critical_path"
+Step = Callable[[torch.optim.Optimizer], tuple[list[EpisodeRecord], dict[str, float]]]
 
 
 @dataclass
@@ -76,22 +99,18 @@ class Progress:
     best_eval: float = math.inf  # best train greedy geomean ratio (eval.keep_best)
 
 
-def resolve_path(path: str, base: Path | None) -> Path:
-    """``path`` as given when it exists (relative to the working directory), else
-    relative to ``base`` (the config file's folder) when it exists there."""
-    p = Path(path)
-    if p.exists() or p.is_absolute() or base is None:
-        return p
-    return base / p if (base / p).exists() else p
+def init_checkpoint(init: str, base_dir: Path | None) -> tuple[Path, TrainConfig | None]:
+    """The checkpoint an ``init`` value names, and the config it names (or None).
 
-
-def resolve_graph(spec: GraphSpec, base: Path | None = None) -> Graph:
-    """The graph of a :class:`GraphSpec`: a JSON file or a generator with parameters."""
-    from placegym.envs.workloads import make_graph
-
-    if spec.name.endswith(".json"):
-        return load_graph(resolve_path(spec.name, base))
-    return make_graph(spec.name, **spec.params)
+    A ``.pt`` path is the checkpoint itself; a ``.yaml`` / ``.yml`` config names its
+    run's ``checkpoints/final.pt``. Paths are found as given, else relative to
+    ``base_dir`` (the config file's folder).
+    """
+    path = resolve_path(init, base_dir)
+    if path.suffix in (".yaml", ".yml"):
+        src = load_config(path)
+        return src.run_dir / "checkpoints" / "final.pt", src
+    return path, None
 
 
 class Trainer:
@@ -99,7 +118,8 @@ class Trainer:
 
     Args:
         cfg: the run configuration.
-        base_dir: folder of the config file, for relative ``init`` and graph paths.
+        base_dir: folder of the config file, for relative ``init``, cluster and graph
+            paths.
     """
 
     def __init__(self, cfg: TrainConfig, *, base_dir: Path | None = None) -> None:
@@ -109,25 +129,32 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(cfg.threads)
         self.rng = np.random.default_rng(cfg.seed)
-        self.policy = DopplerPolicy(
-            PolicyConfig(
-                cfg.policy.hidden, cfg.policy.layers, cfg.policy.learn, cfg.policy.siblings
-            )
-        )
+        self.policy = DopplerPolicy(cfg.policy)
         self.cluster = load_cluster(str(resolve_path(cfg.data.cluster, base_dir)))
-        self.graphs = [resolve_graph(s, base_dir) for s in cfg.data.graphs]
-        self.heldout = [resolve_graph(s, base_dir) for s in cfg.data.heldout]
+        self.graphs = [s.graph(base_dir) for s in cfg.data.graphs]
+        self.heldout = [s.graph(base_dir) for s in cfg.data.heldout]
         env_kw = {"memory_mask": cfg.data.memory_mask, "dispatch": cfg.data.dispatch}
         self.pools = {r: EnvPool(reward=r, **env_kw) for r in ("relative", "nest")}
         self.eval_pool = EnvPool(**env_kw)
+        teachers = list(dict.fromkeys([REFERENCE, *cfg.eval.teachers]))
+        self.teacher_times: IdentityCache[dict[str, float]] = IdentityCache(
+            lambda g: teacher_makespans(
+                g, self.cluster, teachers, seed=cfg.seed, dispatch=self._dispatch
+            ),
+            size=None,
+        )
         self.progress = Progress()
-        self._teachers: dict[int, dict[str, float]] = {}
+        self.tracker: Tracker | None = None
         self.last_eval: list[dict[str, Any]] = []
         self._eval_step = -1  # global update of last_eval
-        self.tracker: Tracker | None = None
-        self._real: tuple[EnvPool, Any] | None = None  # phase III envs, made on first use
-        self._best_plans: CanonicalPlanTeacher | None = None  # self-imitation targets
+        self._session = 0  # updates done by this process (stop_after)
+        self._real: tuple[EnvPool, Cluster] | None = None  # phase III envs, made on first use
+        self.self_imitation: SelfImitation | None = None  # made when phase II starts
         self._saved_plans: dict[int, dict[str, Any]] = {}  # from a resumed checkpoint
+
+    @property
+    def _dispatch(self) -> Dispatch:
+        return cast(Dispatch, self.cfg.data.dispatch)  # validated: priority or fifo
 
     # ------------------------------------------------------------------ entry point
     def run(self, stop_after: int | None = None) -> list[dict[str, Any]]:
@@ -184,15 +211,12 @@ class Trainer:
         return None
 
     def _load_init(self, init: str) -> None:
-        path = resolve_path(init, self.base_dir)
-        if path.suffix in (".yaml", ".yml"):
-            src = load_config(path)
-            path = src.run_dir / "checkpoints" / "final.pt"
-            if not path.is_file():
-                print(f"init: training {src.name} first ({path} does not exist)")
-                from placegym.train.restarts import train
-
-                train(src, base_dir=resolve_path(init, self.base_dir).parent)
+        path, src = init_checkpoint(init, self.base_dir)
+        if src is not None and not path.is_file():
+            raise FileNotFoundError(
+                f"init: {init} has no final checkpoint {path} yet; train it first "
+                "(placegym train does)"
+            )
         ckpt = load_checkpoint(path)
         mine = {"hidden": self.cfg.policy.hidden, "layers": self.cfg.policy.layers}
         if {k: ckpt["policy_config"].get(k) for k in mine} != mine:
@@ -217,15 +241,7 @@ class Trainer:
         if states is not None and states["optimizer"] is not None:
             opt.load_state_dict(states["optimizer"])
             sched.load_state_dict(states["scheduler"])
-        teacher = None
-        if phase == "phase1":
-            teacher = make_teacher(
-                pcfg.teacher,
-                self.cfg.seed,
-                canonical=pcfg.canonical_labels,
-                kwargs=pcfg.teacher_kwargs,
-                select=pcfg.select_teacher,
-            )
+        step = self._phase_step(phase, pcfg)
         bar = tqdm(
             total=pcfg.updates,
             initial=self.progress.update,
@@ -238,11 +254,11 @@ class Trainer:
             if stop_after is not None and self._session >= stop_after:
                 bar.close()
                 return False
-            metrics = self._update(phase, pcfg, opt, teacher)
+            metrics = self._update(phase, step, opt)
             sched.step()
             self._session += 1
             bar.update()
-            bar.set_postfix_str(self._postfix(metrics))
+            bar.set_postfix_str(_postfix(metrics))
             p = self.progress
             if p.update % self.cfg.checkpoint_every == 0 and p.update < pcfg.updates:
                 self._save("latest.pt", opt, sched)
@@ -255,20 +271,39 @@ class Trainer:
             self._evaluate()
         return True
 
-    def _update(self, phase: str, pcfg: Any, opt: torch.optim.Optimizer, teacher) -> dict:
-        """Collect one batch of episodes and take one update; returns the metrics logged."""
+    def _phase_step(self, phase: str, pcfg: Any) -> Step:
+        """The update step of ``phase``: batch, rollout and learning step."""
+        if phase == "phase1":
+            teacher = make_teacher(
+                pcfg.teacher,
+                self.cfg.seed,
+                canonical=pcfg.canonical_labels,
+                select=pcfg.select_teacher,
+                kwargs=pcfg.teacher_kwargs,
+            )
+            return lambda opt: self._imitation_step(pcfg, opt, teacher)
+        if phase == "phase2":
+            self._start_self_imitation(pcfg)
+            return lambda opt: self._rl_step(
+                pcfg,
+                opt,
+                self.pools[pcfg.reward],
+                reward_to_go=pcfg.reward == "nest",
+                self_imitation=self.self_imitation,
+            )
+        return lambda opt: self._real_step(pcfg, opt)
+
+    def _update(self, phase: str, step: Step, opt: torch.optim.Optimizer) -> dict[str, float]:
+        """Take one update and log its metrics (``charts/``, ``losses/``)."""
         t0 = time.perf_counter()
         lr = opt.param_groups[0]["lr"]
         self.policy.train()
-        if phase == "phase1":
-            records, metrics = self._imitation_step(pcfg, opt, teacher)
-        else:
-            records, metrics = self._rl_step(pcfg, opt, real=phase == "phase3")
+        records, metrics = step(opt)
         secs = time.perf_counter() - t0
         p = self.progress
         p.update, p.global_update = p.update + 1, p.global_update + 1
         p.episodes, p.seconds = p.episodes + len(records), p.seconds + secs
-        metrics.update(_episode_metrics(records))
+        metrics.update(episode_metrics(records))
         metrics.update(
             {
                 "charts/learning_rate": lr,
@@ -277,13 +312,33 @@ class Trainer:
                 "charts/phase": float(self.cfg.phases.index(phase) + 1),
             }
         )
-        self.tracker.log(metrics, step=p.global_update)
+        self._tracker.log(metrics, step=p.global_update)
         return metrics
 
-    def _imitation_step(self, pcfg: Any, opt: torch.optim.Optimizer, teacher) -> tuple:
-        pool = self.pools["relative"]
-        envs, _ = self._batch_envs(pcfg, pool)
+    def _batch(
+        self, pcfg: Any, pool: EnvPool, cluster: Cluster | None = None
+    ) -> tuple[list[PlacementEnv], list[int], list[int]]:
+        """This update's environments (``episodes_per_graph`` per drawn graph), the graph
+        index of each (the baseline groups) and their reset seeds."""
+        n = len(self.graphs)
+        if pcfg.graphs_per_update >= n:
+            chosen = list(range(n))
+        else:
+            chosen = sorted(self.rng.choice(n, pcfg.graphs_per_update, replace=False).tolist())
+        envs: list[PlacementEnv] = []
+        groups: list[int] = []
+        for gi in chosen:
+            envs += pool.get(self.graphs[gi], cluster or self.cluster, pcfg.episodes_per_graph)
+            groups += [gi] * pcfg.episodes_per_graph
         seeds = self.rng.integers(2**31 - 1, size=len(envs)).tolist()
+        return envs, groups, seeds
+
+    def _imitation_step(
+        self, pcfg: ImitationConfig, opt: torch.optim.Optimizer, teacher: Any
+    ) -> tuple[list[EpisodeRecord], dict[str, float]]:
+        """Phase I: episodes with teacher roll-in (probability ε), labelled by the teacher."""
+        pool = self.pools["relative"]
+        envs, _, seeds = self._batch(pcfg, pool)
         eps = epsilon(
             self.progress.update, pcfg.updates, pcfg.eps_start, pcfg.eps_end, pcfg.eps_decay
         )
@@ -301,129 +356,67 @@ class Trainer:
         metrics["charts/epsilon"] = eps
         return records, metrics
 
-    def _rl_step(self, pcfg: Any, opt: torch.optim.Optimizer, real: bool = False) -> tuple:
-        pool, cluster = self._real_pool(pcfg) if real else (self.pools[pcfg.reward], None)
-        envs, groups = self._batch_envs(pcfg, pool, cluster)
-        seeds = self.rng.integers(2**31 - 1, size=len(envs)).tolist()
-        plans = self._self_imitation(pcfg) if not real else None
-        on_plan = plans is not None and pcfg.imitation_states == "plan"
+    def _rl_step(
+        self,
+        pcfg: RLConfig,
+        opt: torch.optim.Optimizer,
+        pool: EnvPool,
+        *,
+        cluster: Cluster | None = None,
+        reward_to_go: bool = False,
+        self_imitation: SelfImitation | None = None,
+    ) -> tuple[list[EpisodeRecord], dict[str, float]]:
+        """Phases II and III: sampled episodes, then REINFORCE or PPO (with the
+        ``self_imitation`` term when given)."""
+        si = self_imitation
+        envs, groups, seeds = self._batch(pcfg, pool, cluster)
         records = rollout(
             self.policy,
             envs,
             seeds,
             rng=self.rng,
             graph_cache=pool.graph_cache,
-            teacher=plans,
-            record_teacher=plans is not None and not on_plan,
+            teacher=None if si is None else si.plans,
+            record_teacher=si is not None and si.labels_batch,
         )
-        plan_records = None
-        if plans is not None:
-            best = self._best_per_graph(envs, groups, records)
-            offered = self._offer_best(plans, best)
-            every = pcfg.improve_every
-            if every > 0 and self.progress.update % every == 0:
-                offered.update(self._improve_plans(plans, best, pcfg, pool))
-        if on_plan:  # one episode per graph along its (just updated) best plan
-            firsts = [env for env, _ in best]
-            plan_records = rollout(
-                self.policy,
-                firsts,
-                self.rng.integers(2**31 - 1, size=len(firsts)).tolist(),
-                rng=self.rng,
-                graph_cache=pool.graph_cache,
-                teacher=plans,
-                teacher_prob=1.0,
-                record_teacher=True,
+        term, extra = None, dict[str, float]()
+        if si is not None:
+            term, extra = si.step(
+                self.policy, envs, groups, records, rng=self.rng, graph_cache=pool.graph_cache
             )
-        metrics = rl_update(self.policy, opt, records, groups, pcfg, self.rng, plan_records)
-        if plans is not None:
-            metrics.update(offered)
-        if real:
-            measured = np.array([r.makespan for r in records])
-            simulated = np.array([r.info["simulated_makespan"] for r in records])
-            metrics["charts/measured_makespan_ms"] = float(measured.mean()) * 1e3
-            metrics["charts/simulated_makespan_ms"] = float(simulated.mean()) * 1e3
-            metrics["charts/sim_real_gap"] = float(np.mean(measured / simulated) - 1.0)
+        metrics = rl_update(
+            self.policy,
+            opt,
+            records,
+            groups,
+            pcfg,
+            self.rng,
+            reward_to_go=reward_to_go,
+            imitation=term,
+        )
+        metrics.update(extra)
         return records, metrics
 
-    def _self_imitation(self, pcfg: Any) -> CanonicalPlanTeacher | None:
-        """The best-known placement per graph (self-imitation targets), or None when
-        ``imitation_coef`` is 0; starts from ``imitation_teacher``'s plans."""
-        if pcfg.imitation_coef <= 0:
-            return None
-        if self._best_plans is None:
-            source = make_teacher(
-                pcfg.imitation_teacher, self.cfg.seed, kwargs=pcfg.imitation_teacher_kwargs
-            )
-            select = pcfg.imitation_select_teacher
-            self._best_plans = CanonicalPlanTeacher(
-                source, make_teacher(select) if select else None
-            )
-            for i, saved in self._saved_plans.items():  # plans of a resumed run
-                placement = Placement(device=saved["device"], order=saved["order"])
-                self._best_plans.offer(
-                    self.graphs[int(i)], self.cluster, placement, saved["makespan"]
-                )
-        return self._best_plans
+    def _real_step(
+        self, pcfg: RealRLConfig, opt: torch.optim.Optimizer
+    ) -> tuple[list[EpisodeRecord], dict[str, float]]:
+        """Phase III: the RL step on measured makespans, plus the sim-vs-real gap."""
+        pool, cluster = self._real_pool(pcfg)
+        records, metrics = self._rl_step(pcfg, opt, pool, cluster=cluster)
+        measured = np.array([r.makespan for r in records])
+        simulated = np.array([r.info["simulated_makespan"] for r in records])
+        metrics["charts/measured_makespan_ms"] = float(measured.mean()) * 1e3
+        metrics["charts/simulated_makespan_ms"] = float(simulated.mean()) * 1e3
+        metrics["charts/sim_real_gap"] = float(np.mean(measured / simulated) - 1.0)
+        return records, metrics
 
-    @staticmethod
-    def _best_per_graph(
-        envs: list, groups: list[int], records: list[EpisodeRecord]
-    ) -> list[tuple[Any, EpisodeRecord]]:
-        """(an env, the best sampled episode) of each graph of the batch, in batch order."""
-        best: dict[int, tuple[Any, EpisodeRecord]] = {}
-        for g, env, r in zip(groups, envs, records, strict=True):
-            if g not in best:
-                best[g] = (env, r)
-            elif r.makespan < best[g][1].makespan:
-                best[g] = (best[g][0], r)
-        return list(best.values())
+    def _start_self_imitation(self, pcfg: SimRLConfig) -> None:
+        """Phase II's plans (``self_imitation.coef`` > 0), a resumed run's restored."""
+        if pcfg.self_imitation.coef > 0 and self.self_imitation is None:
+            self.self_imitation = SelfImitation(pcfg.self_imitation, self.cfg.seed)
+            self.self_imitation.restore(self._saved_plans, self.graphs, self.cluster)
 
-    @staticmethod
-    def _offer_best(
-        plans: CanonicalPlanTeacher, best: list[tuple[Any, EpisodeRecord]]
-    ) -> dict[str, float]:
-        """Offer each graph's best sampled episode as its new plan; returns metrics."""
-        adopted, ratios = 0, []
-        for env, r in best:
-            adopted += plans.offer(env.graph, env.cluster, episode_placement(r), r.makespan)
-            ratios.append(
-                plans.plan_makespan(env.graph, env.cluster) / r.info["reference_makespan"]
-            )
-        return {
-            "charts/plans_improved": float(adopted),
-            "charts/plan_ratio": float(np.mean(ratios)),
-        }
-
-    def _improve_plans(
-        self,
-        plans: CanonicalPlanTeacher,
-        best: list[tuple[Any, EpisodeRecord]],
-        pcfg: Any,
-        pool: EnvPool,
-    ) -> dict[str, float]:
-        """Expert iteration: anneal (``improve_budget`` simulations) from each graph's
-        greedy placement and best sampled one, and offer the result as its plan, so the
-        plans improve from the policy's own solutions."""
-        from placegym.teachers.anneal import anneal
-
-        adopted = 0
-        for env, sampled in best:
-            seed = int(self.rng.integers(2**31 - 1))
-            [greedy] = rollout(
-                self.policy,
-                [env],
-                [seed],
-                rng=self.rng,
-                greedy=True,
-                graph_cache=pool.graph_cache,
-            )
-            starts = [episode_placement(greedy), episode_placement(sampled)]
-            res = anneal(env.graph, env.cluster, starts, budget=pcfg.improve_budget, seed=seed)
-            adopted += plans.offer(env.graph, env.cluster, res.placement, res.makespan)
-        return {"charts/plans_annealed": float(adopted)}
-
-    def _real_pool(self, pcfg: Any) -> tuple[EnvPool, Any]:
+    def _real_pool(self, pcfg: RealRLConfig) -> tuple[EnvPool, Cluster]:
         """The phase III environments (real backend) and the cluster they observe; the
         cluster is calibrated on the devices once when ``phase3.cluster`` is
         ``calibrate``."""
@@ -446,132 +439,61 @@ class Trainer:
             self._real = (pool, cluster)
         return self._real
 
-    def _batch_envs(self, pcfg: Any, pool: EnvPool, cluster: Any = None) -> tuple[list, list[int]]:
-        """Environments of this update's graphs, ``episodes_per_graph`` each, and the
-        graph index of each (the baseline groups)."""
-        n = len(self.graphs)
-        if pcfg.graphs_per_update >= n:
-            chosen = list(range(n))
-        else:
-            chosen = sorted(self.rng.choice(n, pcfg.graphs_per_update, replace=False).tolist())
-        envs, groups = [], []
-        for gi in chosen:
-            envs += pool.get(self.graphs[gi], cluster or self.cluster, pcfg.episodes_per_graph)
-            groups += [gi] * pcfg.episodes_per_graph
-        return envs, groups
-
-    @staticmethod
-    def _postfix(m: dict[str, float]) -> str:
-        loss = m.get("losses/imitation", m.get("losses/policy", float("nan")))
-        return (
-            f"loss {loss:.3g} ratio {m['charts/ratio_to_critical_path']:.3f} "
-            f"best {m['charts/best_ratio']:.3f} {m['charts/episodes_per_second']:.1f} ep/s"
-        )
-
     # ------------------------------------------------------------------ checkpoints
-    def _payload(self, opt, sched) -> dict[str, Any]:
-        return {
+    def _save(self, name: str, opt: torch.optim.Optimizer | None, sched: Any | None) -> Path:
+        plans = self.self_imitation
+        payload = {
             "format": CHECKPOINT_FORMAT,
             "name": self.cfg.name,
             "config": self.cfg.to_dict(),
-            "policy_config": {
-                "hidden": self.cfg.policy.hidden,
-                "layers": self.cfg.policy.layers,
-                "learn": self.cfg.policy.learn,
-                "siblings": self.cfg.policy.siblings,
-            },
+            "policy_config": asdict(self.cfg.policy),
             "policy": self.policy.state_dict(),
             "optimizer": None if opt is None else opt.state_dict(),
             "scheduler": None if sched is None else sched.state_dict(),
             "progress": asdict(self.progress),
             "rng": rng_state(self.rng),
-            "best_plans": self._plans_state(),
+            "best_plans": self._saved_plans
+            if plans is None
+            else plans.state(self.graphs, self.cluster),
         }
-
-    def _plans_state(self) -> dict[int, dict[str, Any]]:
-        """The self-imitation plans found so far, by training-graph index."""
-        plans, out = self._best_plans, {}
-        if plans is None:
-            return out
-        for i, graph in enumerate(self.graphs):
-            if plans.has_plan(graph, self.cluster):
-                p = plans.place(graph, self.cluster)
-                out[i] = {
-                    "device": p.device.tolist(),
-                    "order": p.order.tolist(),
-                    "makespan": plans.plan_makespan(graph, self.cluster),
-                }
-        return out
-
-    def _save(self, name: str, opt, sched) -> Path:
-        return save_checkpoint(self.ckpt_dir / name, self._payload(opt, sched))
+        return save_checkpoint(self.ckpt_dir / name, payload)
 
     # ------------------------------------------------------------------ evaluation
-    def _teacher_times(self, graph: Graph) -> dict[str, float]:
-        names = list(dict.fromkeys([REFERENCE, *self.cfg.eval.teachers]))
-        if id(graph) not in self._teachers:
-            self._teachers[id(graph)] = teacher_makespans(
-                graph, self.cluster, names, seed=self.cfg.seed, dispatch=self.cfg.data.dispatch
-            )
-        return self._teachers[id(graph)]
+    @property
+    def _tracker(self) -> Tracker:
+        assert self.tracker is not None, "the tracker exists while run() runs"
+        return self.tracker
 
     def _evaluate(self) -> list[dict[str, Any]]:
-        """Greedy / sampled / best-of-k on every training and held-out graph; logs
-        ``eval/...`` metrics (ratios to critical_path, geometric means) and a Gantt chart."""
+        """Evaluate on every training and held-out graph; log ``eval/...`` metrics and a
+        Gantt chart; keep the best weights (``eval.keep_best``)."""
         cfg, step = self.cfg, self.progress.global_update
-        rows, metrics = [], {}
-        splits = (
-            ("train", cfg.data.graphs, self.graphs),
-            ("heldout", cfg.data.heldout, self.heldout),
+        graphs = [("train", s.label, g) for s, g in zip(cfg.data.graphs, self.graphs)]
+        graphs += [("heldout", s.label, g) for s, g in zip(cfg.data.heldout, self.heldout)]
+        ev = evaluate_run(
+            self.policy,
+            graphs,
+            self.cluster,
+            self.teacher_times,
+            k=cfg.eval.k,
+            seed=cfg.seed,
+            pool=self.eval_pool,
         )
-        for split, specs, graphs in splits:
-            for spec, graph in zip(specs, graphs):
-                res = evaluate_policy(
-                    self.policy,
-                    graph,
-                    self.cluster,
-                    k=cfg.eval.k,
-                    seed=cfg.seed,
-                    pool=self.eval_pool,
-                )
-                teachers = self._teacher_times(graph)
-                row = {
-                    "split": split,
-                    "graph": spec.label,
-                    "greedy": res.greedy,
-                    "sampled": res.sampled,
-                    f"best_of_{cfg.eval.k}": res.best,
-                    **teachers,
-                }
-                rows.append(row)
-                cp = teachers[REFERENCE]
-                key = f"eval/{split}/{spec.label}"
-                metrics[f"{key}/greedy_ratio"] = res.greedy / cp
-                metrics[f"{key}/best_ratio"] = res.best / cp
-                metrics[f"{key}/sampled_ratio"] = res.sampled / cp
-                metrics[f"{key}/greedy_ms"] = res.greedy * 1e3
-                if split == "train" and len(rows) == 1 and cfg.eval.gantt:
-                    self._gantt(graph, res.best_placement, step)
-        for split in ("train", "heldout"):
-            rs = [r for r in rows if r["split"] == split]
-            for mode, col in (("greedy", "greedy"), ("best", f"best_of_{cfg.eval.k}")):
-                if rs:
-                    metrics[f"eval/{split}/{mode}_ratio_geomean"] = _geomean(
-                        [r[col] / r[REFERENCE] for r in rs]
-                    )
-        self.tracker.log(metrics, step=step)
-        self.last_eval, self._eval_step = rows, step
-        score = metrics.get("eval/train/greedy_ratio_geomean", math.inf)
+        if cfg.eval.gantt:
+            self._gantt(self.graphs[0], ev.best_placements[0], step)
+        self._tracker.log(ev.metrics, step=step)
+        self.last_eval, self._eval_step = ev.rows, step
+        score = ev.metrics.get("eval/train/greedy_ratio_geomean", math.inf)
         if cfg.eval.keep_best and score < self.progress.best_eval:
             self.progress.best_eval = score
             self._save("best.pt", None, None)
-        return rows
+        return ev.rows
 
-    def _gantt(self, graph: Graph, placement, step: int) -> None:
+    def _gantt(self, graph: Graph, placement: Placement, step: int) -> None:
         from placegym.envs.gantt import gantt_rgb
 
-        schedule = simulate(graph, self.cluster, placement, dispatch=self.cfg.data.dispatch)
-        self.tracker.image(
+        schedule = simulate(graph, self.cluster, placement, dispatch=self._dispatch)
+        self._tracker.image(
             "charts/gantt",
             gantt_rgb(schedule),
             step,
@@ -594,45 +516,14 @@ class Trainer:
         (self.run_dir / "results.json").write_text(
             json.dumps({"progress": asdict(self.progress), "rows": self.last_eval}, indent=1)
         )
-        self.tracker.summary({f"final/{k}": v for k, v in asdict(self.progress).items()})
-        self.tracker.artifact(final)
+        self._tracker.summary({f"final/{k}": v for k, v in asdict(self.progress).items()})
+        self._tracker.artifact(final)
         return final
 
 
-def _geomean(xs: list[float]) -> float:
-    return float(math.exp(np.mean(np.log(xs)))) if xs else float("nan")
-
-
-def train_greedy_ratio(rows: list[dict[str, Any]]) -> float:
-    """Geometric mean over the training graphs of greedy / critical_path makespan (of
-    evaluation ``rows``): what ``eval.keep_best`` and ``restarts`` select by."""
-    return _geomean([r["greedy"] / r[REFERENCE] for r in rows if r["split"] == "train"])
-
-
-def _episode_metrics(records: list[EpisodeRecord]) -> dict[str, float]:
-    ratios = [r.makespan / r.info["reference_makespan"] for r in records]
-    return {
-        "charts/makespan_ms": float(np.mean([r.makespan for r in records])) * 1e3,
-        "charts/ratio_to_critical_path": float(np.mean(ratios)),
-        "charts/best_ratio": float(np.min(ratios)),
-        "charts/return_mean": float(np.mean([r.ret for r in records])),
-    }
-
-
-def results_table(rows: list[dict[str, Any]], k: int, seconds: float) -> str:
-    """Markdown: per graph, the agent's greedy and best-of-k makespans and each teacher's,
-    in ms with the ratio to critical_path."""
-    if not rows:
-        return "(no evaluation)"
-    fixed = {"split", "graph"}
-    cols = [c for c in rows[0] if c not in fixed]
-    head = "| split | graph | " + " | ".join(cols) + " |"
-    lines = [head, "|---|---|" + "---|" * len(cols)]
-    for r in rows:
-        cp = r[REFERENCE]
-        cells = [f"{r[c] * 1e3:.3f} ({r[c] / cp:.2f}x)" for c in cols]
-        lines.append(f"| {r['split']} | {r['graph']} | " + " | ".join(cells) + " |")
-    lines.append(
-        f"\ntraining time {seconds:.1f} s (evaluation excluded); best_of_{k}: best of {k} samples"
+def _postfix(m: dict[str, float]) -> str:
+    loss = m.get("losses/imitation", m.get("losses/policy", float("nan")))
+    return (
+        f"loss {loss:.3g} ratio {m['charts/ratio_to_critical_path']:.3f} "
+        f"best {m['charts/best_ratio']:.3f} {m['charts/episodes_per_second']:.1f} ep/s"
     )
-    return "\n".join(lines)

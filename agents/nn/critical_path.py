@@ -43,6 +43,7 @@ class CriticalPathPool(nn.Module):
     """
 
     def forward(self, h: Tensor, pointer: Tensor) -> Tensor:
+        """Mean of ``h`` along each node's pointer chain (see the class docstring)."""
         n = h.shape[0]
         if n == 0:
             return h

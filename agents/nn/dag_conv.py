@@ -42,6 +42,7 @@ class DAGConv(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Re-initialise the layer's weights."""
         for m in (self.forward_msg, self.backward_msg, self.update):
             for layer in m:
                 if isinstance(layer, nn.Linear):
@@ -49,6 +50,7 @@ class DAGConv(nn.Module):
         self.norm.reset_parameters()
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor) -> Tensor:
+        """One round of messages along the edges (see the class docstring)."""
         src, dst = edge_index
         n = x.shape[0]
         fwd = self.forward_msg(torch.cat([x[src], edge_attr], dim=-1))
@@ -67,7 +69,7 @@ class _MeanAggregate(MessagePassing):
     def __init__(self) -> None:
         super().__init__(aggr="mean")
 
-    def forward(self, messages: Tensor, index: Tensor, n: int) -> Tensor:  # type: ignore[override]
+    def forward(self, messages: Tensor, index: Tensor, n: int) -> Tensor:
         return self.aggr_module(messages, index, dim_size=n)
 
 

@@ -30,7 +30,7 @@ __all__ = ["calibrate", "rank_check", "spearman"]
 
 def _chain(kind: str, size: int, count: int) -> Graph:
     """``count`` independent kernels of one kind: square matmuls or elementwise sums."""
-    from placegym.envs.workloads._builder import GraphBuilder
+    from placegym.envs.workloads.builder import GraphBuilder
 
     b = GraphBuilder()
     for _ in range(count):
@@ -88,7 +88,7 @@ def _pair_cost(
     ``latency + bytes / bandwidth`` across tensor sizes. This is the channel's occupancy,
     which is what a FIFO channel of the simulator models; thread wake-ups that overlap
     other work are not part of it."""
-    from placegym.envs.workloads._builder import GraphBuilder
+    from placegym.envs.workloads.builder import GraphBuilder
 
     burst = 8
     nbytes, per_copy = [], []
@@ -126,9 +126,13 @@ def calibrate(
     """Measure ``devices`` and return the fitted :class:`Cluster` (module docstring).
 
     Args:
+        devices: the backend devices (``cpu#k``, ``cuda:i``, ``cuda:i#k``, comma lists).
         size: side of the calibration matmuls (elementwise sums use twice it).
         copy_sizes: sides of the square tensors sent between devices.
+        repeats: timed runs per measurement.
+        level_gap: relative bandwidth difference under which device pairs share a level.
         memory: bytes per device (default: the GPU's memory, or host RAM / device count).
+        name: the cluster's name (default ``calibrated-<devices>``).
     """
     vds = parse_devices(devices)
     rates = [_device_rates(devices, d, size, repeats) for d in range(len(vds))]

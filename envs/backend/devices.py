@@ -25,6 +25,7 @@ class VirtualDevice:
 
     @property
     def is_cuda(self) -> bool:
+        """Whether the device is a CUDA one."""
         return self.torch_device.startswith("cuda")
 
 

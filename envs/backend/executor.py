@@ -97,6 +97,7 @@ class TorchExecutor:
 
     @property
     def num_devices(self) -> int:
+        """Number of backend devices."""
         return len(self.devices)
 
     # ------------------------------------------------------------------ data

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from placegym.envs.graph import Graph
-from placegym.envs.workloads._builder import DTYPE_BYTES, einsum_flops
+from placegym.envs.workloads.builder import DTYPE_BYTES, einsum_flops
 
 __all__ = ["Kernel", "build_kernels", "scale_graph"]
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from placegym.envs._cache import IdentityCache
 from placegym.envs.backend.executor import Measurement, TorchExecutor
 from placegym.envs.backend.kernels import scale_graph
+from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
+from placegym.envs.reward import ReferencePlacer
 from placegym.envs.sources import GraphSource
 
 __all__ = ["RealBackend"]
@@ -20,16 +21,21 @@ class RealBackend:
         devices: backend device spec (``"cpu#2"``, ``"cuda:0#4"``, ...).
         scale: tensor dimensions are divided by it (:func:`scale_graph`).
         repeats: timed runs per measurement (the median is reported).
+        reference: the placer whose measured makespan is the reference of the rewards.
     """
 
-    def __init__(self, devices: str, *, scale: int = 1, repeats: int = 3) -> None:
+    def __init__(
+        self, devices: str, *, scale: int = 1, repeats: int = 3, reference: ReferencePlacer
+    ) -> None:
         self.devices, self.scale, self.repeats = devices, int(scale), int(repeats)
-        self._executors: dict[int, tuple[Graph, TorchExecutor]] = {}
+        self.placer = reference
+        self._executors = IdentityCache(self._new_executor, size=8)
         self._references = IdentityCache(self._measure_reference, size=16)
         self._cluster: Cluster | None = None
 
     @property
     def num_devices(self) -> int:
+        """Number of backend devices."""
         from placegym.envs.backend.devices import parse_devices
 
         return len(parse_devices(self.devices))
@@ -54,25 +60,22 @@ class RealBackend:
         return scaled
 
     def executor(self, graph: Graph) -> TorchExecutor:
-        hit = self._executors.get(id(graph))
-        if hit is None or hit[0] is not graph:
-            if len(self._executors) > 8:
-                self._executors.clear()
-            hit = (graph, TorchExecutor(graph, self.devices, repeats=self.repeats))
-            self._executors[id(graph)] = hit
-        return hit[1]
+        """The executor of ``graph`` (built once; the last 8 graphs' are kept)."""
+        return self._executors(graph)
 
     def measure(self, graph: Graph, placement: Placement) -> Measurement:
+        """Run ``placement`` of ``graph`` on the devices and time it."""
         return self.executor(graph).run(placement)
 
     def reference(self, graph: Graph, cluster: Cluster) -> float:
-        """The measured makespan of the critical_path teacher's placement."""
+        """The measured makespan of the reference placer's placement (once per pair)."""
         return self._references(graph, cluster)
 
-    def _measure_reference(self, graph: Graph, cluster: Cluster) -> float:
-        from placegym.teachers import get_teacher
+    def _new_executor(self, graph: Graph) -> TorchExecutor:
+        return TorchExecutor(graph, self.devices, repeats=self.repeats)
 
-        t = self.measure(graph, get_teacher("critical_path").place(graph, cluster)).makespan
+    def _measure_reference(self, graph: Graph, cluster: Cluster) -> float:
+        t = self.measure(graph, self.placer.place(graph, cluster)).makespan
         return t if t > 0 else 1.0
 
 

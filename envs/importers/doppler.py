@@ -22,7 +22,7 @@ increasing original id; ``comp_cost`` becomes ``flops`` and ``comm_cost`` become
 becomes ``op`` (default ``"op"``); ``spec`` is ``{"kind": "opaque", "vertex": original
 id}`` (the files carry costs, not kernels). Duplicate edges are merged.
 
-Errors are ``ValueError``\\ s naming the file, the line number and the offending text.
+Errors raise ``ValueError`` naming the file, the line number and the offending text.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import os
 import re
 from pathlib import Path
 
-from placegym.envs._validate import read_text
 from placegym.envs.graph import Graph
+from placegym.envs.validate import read_text
 
 _SEP = re.compile(r"[\s,]+")
 

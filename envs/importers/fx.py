@@ -54,7 +54,7 @@ from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
 from placegym.envs.graph import Graph
-from placegym.envs.workloads._builder import einsum_flops
+from placegym.envs.workloads.builder import einsum_flops
 
 # Views, copies and gathers move data but do no arithmetic (dropout: eval-mode identity).
 ZERO_FLOP = frozenset(
@@ -142,7 +142,7 @@ def mha_flops(mod: nn.MultiheadAttention, q: list[int], k: list[int]) -> float:
 
 
 def _module_cost(node: fx.Node, gm: fx.GraphModule, op: str, out: int) -> _Cost:
-    mod = gm.get_submodule(str(node.target))
+    mod: Any = gm.get_submodule(str(node.target))  # a Linear, Conv or MultiheadAttention
     params = [(list(p.shape), float(p.numel() * p.element_size())) for p in mod.parameters()]
     x = _shape(node.args[0]) if node.args else None
     if op == "linear":

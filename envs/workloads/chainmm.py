@@ -21,7 +21,7 @@ product ``P_m``.
 from __future__ import annotations
 
 from placegym.envs.graph import Graph
-from placegym.envs.workloads._builder import GraphBuilder, split
+from placegym.envs.workloads.builder import GraphBuilder, split
 
 
 def chainmm(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from placegym.envs.graph import Graph
-from placegym.envs.workloads._builder import GraphBuilder, split
+from placegym.envs.workloads.builder import GraphBuilder, split
 
 
 def ffnn(

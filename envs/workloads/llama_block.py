@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placegym.envs.graph import Graph
-from placegym.envs.workloads._builder import GraphBuilder, split
+from placegym.envs.workloads.builder import GraphBuilder, split
 
 NORM_FLOPS = 4  # per element: square, accumulate, scale by 1/rms, scale by the gain
 SOFTMAX_FLOPS = 5  # per element: scale, subtract the max, exp, sum, divide
@@ -49,10 +49,12 @@ class LlamaShape:
 
     @property
     def d_model(self) -> int:
+        """Model width: heads × head size."""
         return self.heads * self.head_dim
 
     @property
     def group_heads(self) -> int:
+        """Query heads per key/value head (grouped-query attention)."""
         return self.heads // self.groups
 
     @property

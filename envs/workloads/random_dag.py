@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from placegym.envs.graph import Graph
-from placegym.envs.workloads._builder import GraphBuilder
+from placegym.envs.workloads.builder import GraphBuilder
 
 
 def _check(nodes: int, width: int, fan_in: float, window: int, rows: int, dim: int) -> None:

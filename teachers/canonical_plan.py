@@ -45,6 +45,7 @@ from typing import ClassVar
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, simulate
+from placegym.envs.cache import IdentityCache
 from placegym.envs.state import PlacementState
 from placegym.teachers.base import Teacher, ties
 
@@ -78,25 +79,27 @@ def _mismatch(
 
 #: Clusters up to this many devices get their automorphism group enumerated.
 MAX_ENUMERATED_DEVICES = 8
-_AUTOMORPHISMS: dict[int, tuple[Cluster, np.ndarray | None]] = {}
+
+
+def _automorphisms(cluster: Cluster) -> np.ndarray | None:
+    d = cluster.num_devices
+    if d > MAX_ENUMERATED_DEVICES:
+        return None
+    perms = np.array(list(itertools.permutations(range(d))), dtype=np.int64).reshape(-1, d)
+    sig, level = _signature(cluster), cluster.pair_level
+    ok = (sig[perms] == sig[None]).all(axis=(1, 2))
+    ok &= (level[perms[:, :, None], perms[:, None, :]] == level[None]).all(axis=(1, 2))
+    return perms[ok]
+
+
+_AUTOMORPHISMS = IdentityCache(_automorphisms, size=16)
 
 
 def automorphisms(cluster: Cluster) -> np.ndarray | None:
     """``(K, D)`` every device permutation that preserves device attributes and network
-    levels (identity included), or None beyond :data:`MAX_ENUMERATED_DEVICES` devices."""
-    hit = _AUTOMORPHISMS.get(id(cluster))
-    if hit is not None and hit[0] is cluster:
-        return hit[1]
-    d = cluster.num_devices
-    out = None
-    if d <= MAX_ENUMERATED_DEVICES:
-        perms = np.array(list(itertools.permutations(range(d))), dtype=np.int64).reshape(-1, d)
-        sig, level = _signature(cluster), cluster.pair_level
-        ok = (sig[perms] == sig[None]).all(axis=(1, 2))
-        ok &= (level[perms[:, :, None], perms[:, None, :]] == level[None]).all(axis=(1, 2))
-        out = perms[ok]
-    _AUTOMORPHISMS[id(cluster)] = (cluster, out)
-    return out
+    levels (identity included), or None beyond :data:`MAX_ENUMERATED_DEVICES` devices
+    (computed once per cluster object)."""
+    return _AUTOMORPHISMS(cluster)
 
 
 def _best_free(
@@ -164,39 +167,36 @@ class CanonicalPlanTeacher(Teacher):
     def __init__(self, source: Teacher, select: Teacher | None = None) -> None:
         self.source = source
         self.select = select
-        self._plans: dict[tuple[int, int], tuple[Graph, Cluster, Placement, float]] = {}
+        # (plan, its simulated makespan) per (graph, cluster), the source's until offered
+        self._plans = IdentityCache(self._source_plan, size=None)
 
-    def _entry(self, graph: Graph, cluster: Cluster) -> tuple[Graph, Cluster, Placement, float]:
-        key = (id(graph), id(cluster))
-        hit = self._plans.get(key)
-        if hit is None or hit[0] is not graph or hit[1] is not cluster:
-            plan = self.source.place(graph, cluster)
-            hit = (graph, cluster, plan, simulate(graph, cluster, plan).makespan)
-            self._plans[key] = hit
-        return hit
+    def _source_plan(self, graph: Graph, cluster: Cluster) -> tuple[Placement, float]:
+        plan = self.source.place(graph, cluster)
+        return plan, simulate(graph, cluster, plan).makespan
 
     def place(self, graph: Graph, cluster: Cluster) -> Placement:
-        return self._entry(graph, cluster)[2]
+        """The current plan of ``graph`` on ``cluster``."""
+        return self._plans(graph, cluster)[0]
 
     def has_plan(self, graph: Graph, cluster: Cluster) -> bool:
         """Whether the plan of ``graph`` has been computed (or offered) already."""
-        hit = self._plans.get((id(graph), id(cluster)))
-        return hit is not None and hit[0] is graph and hit[1] is cluster
+        return self._plans.get(graph, cluster) is not None
 
     def plan_makespan(self, graph: Graph, cluster: Cluster) -> float:
         """Simulated makespan of the current plan of ``graph``."""
-        return self._entry(graph, cluster)[3]
+        return self._plans(graph, cluster)[1]
 
     def offer(self, graph: Graph, cluster: Cluster, placement: Placement, makespan: float) -> bool:
         """Adopt ``placement`` (of simulated ``makespan``) as the plan if it is better;
         returns whether it was adopted."""
-        entry = self._entry(graph, cluster)
-        if makespan < entry[3]:
-            self._plans[(id(graph), id(cluster))] = (graph, cluster, placement, float(makespan))
+        if makespan < self.plan_makespan(graph, cluster):
+            self._plans.put(graph, cluster, value=(placement, float(makespan)))
             return True
         return False
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
+        """The select teacher's tie set, else the frontier nodes first in plan rank on
+        their device."""
         if self.select is not None:
             return self.select.select_actions(state)
         plan = self.place(state.graph, state.cluster)
@@ -211,6 +211,7 @@ class CanonicalPlanTeacher(Teacher):
         return np.sort(best) if len(best) else np.array([frontier[np.argmin(rank)]])
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
+        """The learner's device of the node's plan label (see the module docstring)."""
         if state.selected < 0:
             raise ValueError("state: phase is 'select', no node awaits a device")
         plan = self.place(state.graph, state.cluster)

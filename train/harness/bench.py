@@ -21,7 +21,6 @@ without noise unless ``noise`` > 0 (then with ``rng=seed``).
 from __future__ import annotations
 
 import csv
-import inspect
 import json
 import math
 import time
@@ -32,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from placegym.envs import Cluster, Graph, Placement, load_cluster, load_graph, simulate
+from placegym.envs import Cluster, Graph, Placement, load_cluster, simulate
+from placegym.envs.sources import resolve_graph
 
 REFERENCE = "critical_path"
 OPTIMAL_MAX_NODES = 12
@@ -45,7 +45,8 @@ Placer = Callable[[Graph, Cluster, int], Placement]
 
 @dataclass
 class BenchConfig:
-    """What to run. Names are resolved by :func:`resolve_workload` / :func:`load_cluster`."""
+    """What to run. Names are resolved by :func:`~placegym.envs.sources.resolve_graph`
+    (with the seed) / :func:`load_cluster`."""
 
     teachers: Sequence[str] = DEFAULT_TEACHERS
     workloads: Sequence[str] = ("ffnn",)
@@ -59,6 +60,8 @@ class BenchConfig:
 
 @dataclass
 class Record:
+    """One benchmark result: a placer's makespan on one workload, cluster and seed."""
+
     workload: str
     cluster: str
     seed: int
@@ -70,30 +73,15 @@ class Record:
     seconds: float
 
 
-def resolve_workload(spec: str, seed: int) -> Graph:
-    """A graph from a JSON path or a generator name (``seed`` is passed when accepted)."""
-    if spec.endswith(".json") or Path(spec).is_file():
-        return load_graph(spec)
-    from placegym.envs.workloads import WORKLOADS, make_graph
-
-    if spec not in WORKLOADS:
-        raise ValueError(
-            f"workloads: unknown workload or file {spec!r} (workloads: {', '.join(WORKLOADS)})"
-        )
-    params = {"seed": seed} if "seed" in inspect.signature(WORKLOADS[spec]).parameters else {}
-    return make_graph(spec, **params)
-
-
 def teacher_placer(name: str) -> Placer:
-    """Wrap the teacher ``name``; a ``seed`` argument is passed when its class takes one."""
-    from placegym.teachers import teacher_class
+    """The teacher ``name`` as a placer, built for each call with the call's seed
+    (:func:`placegym.teachers.make_teacher`)."""
+    from placegym.teachers import make_teacher, teacher_class
 
-    cls = teacher_class(name)  # fails early on unknown names
-    takes_seed = "seed" in inspect.signature(cls).parameters
+    teacher_class(name)  # fails early on unknown names
 
     def place(graph: Graph, cluster: Cluster, seed: int) -> Placement:
-        teacher = cls(seed=seed) if takes_seed else cls()
-        return teacher.place(graph, cluster)
+        return make_teacher(name, seed).place(graph, cluster)
 
     return place
 
@@ -112,7 +100,7 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
         total=len(jobs) * len(placers), disable=not progress, desc="bench", unit="run", leave=False
     )
     for wname, cluster, seed in jobs:
-        graph = resolve_workload(wname, seed)
+        graph = resolve_graph(wname, seed=seed)
         label = Path(wname).stem if wname.endswith(".json") else wname
 
         ref_makespan = _run_placer(ref, graph, cluster, seed, cfg.noise)[0]

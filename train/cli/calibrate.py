@@ -8,6 +8,7 @@ import time
 
 
 def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``calibrate`` on the CLI's subparsers."""
     p = sub.add_parser("calibrate", help="measure devices and write their cluster JSON")
     p.add_argument(
         "--devices",
@@ -31,9 +32,10 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Calibrate the devices, write the cluster JSON, optionally rank-check it."""
     from placegym.envs.backend.calibrate import calibrate, rank_check
     from placegym.envs.backend.kernels import scale_graph
-    from placegym.train.bench import resolve_workload
+    from placegym.envs.sources import resolve_graph
 
     t0 = time.perf_counter()
     cluster = calibrate(args.devices, size=args.size, repeats=args.repeats)
@@ -44,7 +46,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     )
     for d in cluster.devices:
         print(
-            f"  {d.name:<10} {d.flops / 1e9:8.1f} GFLOP/s  {d.mem_bandwidth / 1e9:7.1f} GB/s"
+            f"  {d.name:<10} {d.flops / 1e9:8.1f} GFLOP/s  "
+            f"{(d.mem_bandwidth or 0) / 1e9:7.1f} GB/s"
             f"  launch {d.launch_overhead * 1e6:7.1f} us"
         )
     for lv in cluster.levels:
@@ -52,7 +55,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             f"  {lv.name:<10} {lv.bandwidth / 1e9:8.2f} GB/s  latency {lv.latency * 1e6:8.1f} us"
         )
     if args.check:
-        graph = scale_graph(resolve_workload(args.graph, args.seed), args.scale)
+        graph = scale_graph(resolve_graph(args.graph, seed=args.seed), args.scale)
         rho, sim, real = rank_check(
             graph,
             cluster,

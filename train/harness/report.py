@@ -1,11 +1,12 @@
-"""The agent report (``make agent-report``): trains (or loads) agents and prints the
-figures of the learned-agent targets as markdown tables.
+"""The agent report (``placegym report``, ``make agent-report``): trains (or loads)
+agents and prints the figures of the learned-agent targets as markdown tables.
 
 Parts (``--parts``, all by default), every run in its own folder under ``--out`` (a run
 that finished is loaded, a killed one resumes):
 
-- ``main``: the per-workload presets (``configs/<workload>.yaml``: phase I + II, each
-  with its ``restarts``; one run on ``doppler-unit-*``, where every placer scores the
+- ``main``: the per-workload presets (``configs/<workload>.yaml``, shipped with the
+  package, :func:`~placegym.train.config.presets_dir`: phase I + II, each with its
+  ``restarts``; one run on ``doppler-unit-*``, where every placer scores the
   same) on each cluster of :data:`CLUSTERS` (``--clusters``), best evaluated weights
   kept; greedy and best-of-16 makespans of the kept restart as ratios to critical_path
   next to heft, nest and anneal (default budget), the mean ± std of the greedy ratio
@@ -15,7 +16,7 @@ that finished is loaded, a killed one resumes):
 - ``optimality``: one agent trained on :data:`SMALL_GRAPHS` small random DAGs on
   ``p100x4``; greedy and best-of-16 gap to the proven optimum (``optimal`` teacher).
 - ``ablation``: dual policy vs SEL-only vs PLC-only (the other phase answered by the
-  critical-path teacher, as :class:`placegym.envs.wrappers.SelectOnly` / ``PlaceOnly``),
+  critical-path teacher, as :class:`placegym.teachers.wrappers.SelectOnly` / ``PlaceOnly``),
   same reduced budget for all three.
 - ``reward``: phase II from scratch with the ``relative`` reward vs ``nest`` shaping:
   training episodes until the greedy policy reaches the critical_path level.
@@ -29,12 +30,11 @@ Every run is seeded (``seed`` 0, restart i with ``seed`` i; one torch thread).
 
 Usage::
 
-    python -m placegym.train.agent_report --out runs/report [--parts main,ablation]
+    placegym report --out runs/report [--parts main,ablation] [--clusters p100x4]
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -45,12 +45,17 @@ from typing import Any
 
 import numpy as np
 
-from placegym.train.config import TrainConfig, apply_overrides, config_from_dict, load_config
+from placegym.train.config import (
+    TrainConfig,
+    apply_overrides,
+    config_from_dict,
+    load_preset,
+    presets_dir,
+)
 from placegym.train.restarts import finished_results, train
 
-__all__ = ["Budget", "main", "report"]
+__all__ = ["CLUSTERS", "PARTS", "Budget", "report"]
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 WORKLOADS = ("chainmm", "ffnn", "llama_block", "llama_layer")
 CLUSTERS = ("p100x4", "doppler-unit-4")
 HEURISTICS = ("critical_path", "heft", "nest")
@@ -78,6 +83,7 @@ class Budget:
 
     @classmethod
     def quick(cls) -> Budget:
+        """Tiny budgets, for a smoke run of every part."""
         return cls(1, 2, 2, 1, 2, 2, 2, 1, 2, 1, 2, main_restarts=2)
 
 
@@ -92,12 +98,12 @@ def _train(cfg: TrainConfig, log: Path) -> dict[str, Any]:
         return results
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as fh, contextlib.redirect_stdout(fh):
-        train(cfg, base_dir=CONFIGS)
+        train(cfg, base_dir=presets_dir())
     return json.loads((cfg.run_dir / "results.json").read_text())
 
 
 def _preset(name: str, out: Path, overrides: Sequence[str]) -> TrainConfig:
-    return load_config(CONFIGS / f"{name}.yaml", [f"out={out}", *_COMMON, *overrides])
+    return load_preset(name, [f"out={out}", *_COMMON, *overrides])
 
 
 def _rows(results: dict[str, Any], split: str = "train") -> list[dict[str, Any]]:
@@ -166,7 +172,7 @@ def _main_config(w: str, cluster: str, out: Path, b: Budget) -> TrainConfig:
     p2 = b.small_phase2 if small else b.main_phase2
     if p2 is not None:
         over.append(f"phase2.updates={p2}")
-    restarts = b.main_restarts or load_config(CONFIGS / f"{w}.yaml").restarts
+    restarts = b.main_restarts or load_preset(w).restarts
     over.append(f"restarts={1 if small else restarts}")
     return _preset(w, out / "main" / cluster / w, over)
 
@@ -189,8 +195,12 @@ def main_table(out: Path, b: Budget, clusters: Sequence[str] = CLUSTERS) -> str:
             restarts = _restart_rows(cfg.run_dir) or [kept[-1]]
             restarted |= len(restarts) > 1
             mean.append({k: float(np.mean([x[k] for x in restarts])) for k in restarts[0]})
-            g = [x["greedy"] for x in restarts]
-            spread = f"{np.mean(g):.3f} ± {np.std(g):.3f} ({len(g)})" if len(g) > 1 else ""
+            greedy = [x["greedy"] for x in restarts]
+            spread = (
+                f"{np.mean(greedy):.3f} ± {np.std(greedy):.3f} ({len(greedy)})"
+                if len(greedy) > 1
+                else ""
+            )
             cells = [f"{kept[-1][k]:.3f}" for k in _MAIN_KEYS]
             cells.insert(1, spread)
             lines.append(f"| {w} | {cluster} | " + " | ".join(cells) + " |")
@@ -375,36 +385,14 @@ def report(
         "reward": reward_table,
         "transfer": transfer_table,
     }
-    sections = []
-    for part in parts:
+    for part in parts:  # before any training
         if part not in makers:
             raise ValueError(f"parts: unknown part {part!r} (parts: {', '.join(PARTS)})")
+    sections = []
+    for part in parts:
         sections.append(makers[part](out, b))
         print(sections[-1] + "\n", flush=True)
     text = "\n\n".join(sections) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(text)
     return text
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="agent_report", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("runs/report"))
-    parser.add_argument("--parts", default=",".join(PARTS))
-    parser.add_argument("--quick", action="store_true", help="tiny budgets (smoke test)")
-    parser.add_argument("--clusters", default=",".join(CLUSTERS), help="main part's clusters")
-    args = parser.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(1)
-    report(
-        args.out,
-        args.parts.split(","),
-        Budget.quick() if args.quick else None,
-        clusters=args.clusters.split(","),
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

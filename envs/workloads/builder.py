@@ -25,6 +25,7 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 
 
 def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of ``dtype``."""
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"dtype: expected one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
     return DTYPE_BYTES[dtype]
@@ -45,6 +46,7 @@ class GraphBuilder:
 
     @property
     def itemsize(self) -> int:
+        """Bytes per element of the builder's dtype."""
         return dtype_bytes(self.dtype)
 
     def add(
@@ -79,6 +81,7 @@ class GraphBuilder:
         return v
 
     def input(self, shape: Sequence[int], layer: int = 0) -> int:
+        """Add an input data block of ``shape`` (no operands); returns its node id."""
         return self.add("input", flops=0.0, shape=shape, layer=layer)
 
     def einsum(
@@ -100,6 +103,7 @@ class GraphBuilder:
         )
 
     def build(self, name: str) -> Graph:
+        """The graph built so far, named ``name``."""
         return Graph(
             flops=self.flops,
             out_bytes=self.out_bytes,

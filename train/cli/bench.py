@@ -18,7 +18,8 @@ def _seeds(text: str) -> list[int]:
 
 
 def add_bench_parser(sub: argparse._SubParsersAction) -> None:
-    from placegym.train.bench import DEFAULT_TEACHERS
+    """Register ``bench`` on the CLI's subparsers."""
+    from placegym.train.harness.bench import DEFAULT_TEACHERS
 
     p = sub.add_parser("bench", help="benchmark teachers over workloads and clusters")
     p.add_argument(
@@ -80,7 +81,8 @@ def agent_placers(paths: list[str], k: int) -> dict:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from placegym.train.bench import BenchConfig, markdown_table, run_benchmark
+    """Run the benchmark, print its table and write its files."""
+    from placegym.train.harness.bench import BenchConfig, markdown_table, run_benchmark
 
     cfg = BenchConfig(
         teachers=_csv(args.teachers),

@@ -55,6 +55,7 @@ class RandomTeacher(Teacher):
         self.seed = int(seed)
 
     def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        """A random placement (see the class docstring)."""
         rng = np.random.default_rng(self.seed)
         n = graph.num_nodes
         ptr, idx = graph.consumer_csr
@@ -76,10 +77,12 @@ class RandomTeacher(Teacher):
         return Placement(device=device, order=order)
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
+        """Every frontier node (any is as good as another)."""
         _check_state(state, "select")
         return state.frontier()
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
+        """Every legal device."""
         _check_state(state, "place")
         return np.flatnonzero(state.place_mask())
 
@@ -106,12 +109,14 @@ class RoundRobinTeacher(StepTeacher):
         self._position = IdentityCache(_topological_position)
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
+        """The frontier node first in topological order."""
         _check_state(state, "select")
         frontier = state.frontier()
         pos = self._position(state.graph, state.cluster)
         return frontier[[int(np.argmin(pos[frontier]))]]
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
+        """The next device in turn among the legal ones."""
         _check_state(state, "place")
         nd = state.cluster.num_devices
         prev = state.device[state.order[-2]] if len(state.order) > 1 else -1
@@ -143,6 +148,7 @@ class SingleDeviceTeacher(PlanTeacher):
     name: ClassVar[str] = "single_device"
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
+        """Everything on the best single device (see the class docstring)."""
         order = priority_order(graph, b_level(graph, cluster))
         n = graph.num_nodes
         kinds = np.stack(

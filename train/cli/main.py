@@ -1,8 +1,9 @@
 """The ``placegym`` command line.
 
-Subcommands: ``simulate``, ``show``, ``validate``, ``clusters``, ``graphs``, ``bench``,
-``demo``. Bad input files give a one-line error naming the problem and exit code 2,
-never a traceback.
+Subcommands: ``simulate``, ``show``, ``validate``, ``clusters`` (here), ``graphs``,
+``bench``, ``calibrate``, ``train``, ``report`` and ``demo`` (a module each in
+:mod:`placegym.train.cli`). Bad input gives a one-line error naming the problem and exit
+code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from placegym.train.cli_bench import add_bench_parser
-from placegym.train.cli_calibrate import add_calibrate_parser
-from placegym.train.cli_graphs import add_graphs_parser
-from placegym.train.cli_train import add_train_parser
+from placegym.train.cli.bench import add_bench_parser
+from placegym.train.cli.calibrate import add_calibrate_parser
+from placegym.train.cli.demo import add_demo_parser
+from placegym.train.cli.graphs import add_graphs_parser
+from placegym.train.cli.report import add_report_parser
+from placegym.train.cli.train import add_train_parser
 
 EXIT_BAD_INPUT = 2
 
@@ -69,6 +71,7 @@ def _fmt_bytes(x: float) -> str:
 
 
 def print_summary(summary: dict, out=None) -> None:
+    """Print a schedule summary (:meth:`Schedule.summary`) as a small table."""
     out = out or sys.stdout
     print(
         f"makespan: {summary['makespan']:.6g} s   oom: {'yes' if summary['oom'] else 'no'}   "
@@ -87,6 +90,7 @@ def print_summary(summary: dict, out=None) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    """Simulate a placement; print its summary (or one JSON object)."""
     s = _schedule(args)
     if args.json:
         print(json.dumps(s.summary()))
@@ -96,6 +100,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """Simulate a placement and draw its Gantt chart."""
     from placegym.envs.gantt import save_gantt
 
     s = _schedule(args)
@@ -105,15 +110,17 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Check graph, cluster and placement files (placements against ``--graph``)."""
     from placegym.envs import (
         CLUSTER_FORMAT,
         GRAPH_FORMAT,
         PLACEMENT_FORMAT,
+        Placement,
         load_cluster,
         load_graph,
         load_placement,
     )
-    from placegym.envs._validate import read_json
+    from placegym.envs.validate import read_json
 
     loaders = {
         GRAPH_FORMAT: load_graph,
@@ -130,7 +137,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 f"{', '.join(map(repr, loaders))}, got {tag!r}"
             )
         obj = loaders[tag](path)
-        if tag == PLACEMENT_FORMAT and graph is not None:
+        if isinstance(obj, Placement) and graph is not None:
             try:
                 obj.check(graph, cluster)
             except ValueError as e:
@@ -150,6 +157,7 @@ def _describe(obj) -> str:
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
+    """List the cluster presets, or print one as cluster JSON."""
     from placegym.envs import get_preset, list_presets
 
     if args.name:
@@ -165,14 +173,8 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from placegym.train.demo import run_demo
-
-    run_demo(Path(args.out))
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
+    """The ``placegym`` argument parser with every subcommand."""
     parser = argparse.ArgumentParser(
         prog="placegym",
         description="Device placement of dataflow graphs on work-conserving multi-GPU systems.",
@@ -205,17 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", help="a preset to print as cluster JSON")
     p.set_defaults(func=cmd_clusters)
 
-    p = sub.add_parser("demo", help="the five-minute tour, end to end")
-    p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
-    p.set_defaults(func=cmd_demo)
     add_graphs_parser(sub)
     add_bench_parser(sub)
     add_calibrate_parser(sub)
     add_train_parser(sub)
+    add_report_parser(sub)
+    add_demo_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; bad input gives one line on stderr and exit code 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

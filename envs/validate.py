@@ -85,12 +85,14 @@ def get(obj: Mapping[str, Any], key: str, where: str, default: Any = ...) -> Any
 
 
 def as_list(value: Any, where: str) -> list[Any]:
+    """``value`` as a list, else the error naming ``where``."""
     if not isinstance(value, list | tuple):
         raise fail(where, "expected a list", value)
     return list(value)
 
 
 def as_mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """``value`` as a mapping, else the error naming ``where``."""
     if not isinstance(value, Mapping):
         raise fail(where, "expected an object", value)
     return value

@@ -1,4 +1,5 @@
-"""``placegym train CONFIG.yaml [key=value ...]``: phase I/II training from a YAML preset."""
+"""``placegym train CONFIG.yaml [key=value ...]``: phase I/II/III training from a YAML config
+(a file, or a preset shipped with the package by name: ``placegym train quickstart``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 
 def add_train_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``train`` on the CLI's subparsers."""
     p = sub.add_parser(
         "train",
         help="train a placement agent (imitation, then RL) from a YAML config",
@@ -17,7 +19,7 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
             "from its folder's latest checkpoint (resume=false starts over)."
         ),
     )
-    p.add_argument("config", help="YAML config file")
+    p.add_argument("config", help="YAML config file, or a shipped preset's name (quickstart)")
     # REMAINDER so that options may also follow the overrides (argparse would stop there)
     p.add_argument(
         "overrides", nargs=argparse.REMAINDER, metavar="KEY=VALUE", help="config overrides"
@@ -29,7 +31,8 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from placegym.train.config import load_config
+    """Train (or print the resolved config of) a config file or a shipped preset."""
+    from placegym.train.config import load_config, presets_dir
 
     overrides = []
     for item in args.overrides:
@@ -39,11 +42,15 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise ValueError(f"train: unknown option {item!r} (options: --print-config)")
         else:
             overrides.append(item)
-    cfg = load_config(args.config, overrides)
+    given, preset = Path(args.config), presets_dir() / f"{args.config}.yaml"
+    if not given.exists() and not given.suffix and preset.is_file():
+        cfg, base = load_config(preset, overrides), preset.parent  # placegym train quickstart
+    else:
+        cfg, base = load_config(given, overrides), given.resolve().parent
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
     from placegym.train.restarts import train
 
-    train(cfg, base_dir=Path(args.config).resolve().parent)
+    train(cfg, base_dir=base)
     return 0

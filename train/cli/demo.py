@@ -1,4 +1,4 @@
-"""The five-minute tour behind ``make demo`` / ``placegym demo``.
+"""``placegym demo``: the five-minute tour behind ``make demo``.
 
 Loads the ``p100x4`` preset and a block-partitioned FFNN, simulates three simple
 placements, writes their files and the Gantt chart of the best one, and prints the
@@ -7,13 +7,13 @@ commands that reproduce each step.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from placegym.envs import Placement, load_cluster, simulate
-from placegym.envs.gantt import save_gantt
 from placegym.envs.workloads import ffnn
 
 
@@ -53,6 +53,8 @@ def run_demo(out: Path, stream=None) -> dict[str, float]:
             f"{len(s.transfers):4d}   peak memory {s.peak_memory.max() / 1e6:8.1f} MB",
             file=stream,
         )
+    from placegym.envs.gantt import save_gantt
+
     best = min(results, key=results.__getitem__)
     s = simulate(graph, cluster, Placement(device=candidates[best], order=topo.copy()))
     save_gantt(s, out / "gantt.png")
@@ -66,3 +68,16 @@ def run_demo(out: Path, stream=None) -> dict[str, float]:
         file=stream,
     )
     return results
+
+
+def add_demo_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``demo`` on the CLI's subparsers."""
+    p = sub.add_parser("demo", help="the five-minute tour, end to end")
+    p.add_argument("--out", default="demo-out", help="output folder (default demo-out)")
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the tour into ``--out``."""
+    run_demo(Path(args.out))
+    return 0

@@ -7,16 +7,19 @@
 
 One wrapper step is the agent's step plus the teacher's; rewards of both are summed.
 ``obs["action_mask"]`` and ``action_masks()`` are cut to the wrapper's action space.
+They live with the teachers, not with the environment, because a teacher plays one phase.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from placegym.envs import PlacementEnv
+from placegym.envs.state import PlacementState
 from placegym.teachers import Teacher, get_teacher
 
 __all__ = ["PlaceOnly", "SelectOnly"]
@@ -27,16 +30,27 @@ class _OnePhase(gym.Wrapper):
 
     def __init__(self, env: gym.Env, teacher: Teacher | str) -> None:
         super().__init__(env)
-        base = env.unwrapped
+        base = self.placement_env
         self.teacher = get_teacher(teacher) if isinstance(teacher, str) else teacher
         n = base.max_nodes if self.agent_phase == "select" else base.cluster.num_devices
+        self._n = n
         self.action_space = spaces.Discrete(n)
-        obs_spaces = dict(env.observation_space.spaces)
+        obs_spaces = dict(cast(spaces.Dict, env.observation_space).spaces)
         obs_spaces["action_mask"] = spaces.Box(0, 1, (n,), np.int8)
         self.observation_space = spaces.Dict(obs_spaces)
 
+    @property
+    def placement_env(self) -> PlacementEnv:
+        """The :class:`~placegym.envs.env.PlacementEnv` underneath."""
+        return cast(PlacementEnv, self.env.unwrapped)
+
+    def _state(self) -> PlacementState:
+        state = self.placement_env.state
+        assert state is not None, "reset() first"
+        return state
+
     def _cut(self, obs: dict[str, Any], info: dict[str, Any]):
-        n = self.action_space.n
+        n = self._n
         obs = dict(obs)
         obs["action_mask"] = obs["action_mask"][:n]
         info = dict(info)
@@ -44,7 +58,7 @@ class _OnePhase(gym.Wrapper):
         return obs, info
 
     def _teacher_action(self) -> int:
-        state = self.env.unwrapped.state
+        state = self._state()
         acts = (
             self.teacher.select_actions(state)
             if state.phase == "select"
@@ -54,7 +68,7 @@ class _OnePhase(gym.Wrapper):
 
     def _advance(self, obs, reward, term, trunc, info):
         """Let the teacher act until it is the agent's phase again (or the end)."""
-        state = self.env.unwrapped.state
+        state = self._state()
         while not term and not info.get("illegal_action") and state.phase != self.agent_phase:
             obs, r, term, trunc, info = self.env.step(self._teacher_action())
             reward += r
@@ -71,7 +85,8 @@ class _OnePhase(gym.Wrapper):
         return obs, float(out[1]), out[2], out[3], info
 
     def action_masks(self) -> np.ndarray:
-        return self.env.unwrapped.action_masks()[: self.action_space.n]
+        """The legal actions of the agent's phase (the environment's mask, cut)."""
+        return self.placement_env.action_masks()[: self._n]
 
 
 class SelectOnly(_OnePhase):

@@ -1,0 +1,152 @@
+"""Typed dataclasses from nested dicts (parsed YAML), and dotted ``key=value`` overrides.
+
+:func:`build` turns a nested dict into a dataclass, section by section, following the
+field annotations: numbers from strings, ints as floats, lists, mappings, optional
+values and nested dataclasses (a dataclass with a ``from_str`` classmethod also accepts
+a bare string). :func:`set_dotted` writes one dotted key into such a dict. Every error is
+a ``ValueError`` that names the dotted key and the offending value; an unknown key lists
+the known ones and either the closest one or, from ``hint(key)``, why the key is not
+there (a key that moved or was removed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Hint", "build", "set_dotted"]
+
+#: ``hint(dotted_key)``: why an unknown key is not there, or None.
+Hint = Callable[[str], "str | None"]
+
+
+def build(cls: type, raw: Any, where: str = "", hint: Hint | None = None) -> Any:
+    """The dataclass ``cls`` from the mapping ``raw`` (its fields coerced to their types).
+
+    Raises:
+        ValueError: an unknown key, a wrong type or value, or the dataclass's own checks
+            (prefixed with the dotted key ``where``).
+    """
+    if isinstance(raw, cls):
+        return raw
+    if isinstance(raw, str) and hasattr(cls, "from_str"):
+        return cls.from_str(raw)
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where or 'config'}: expected a mapping, got {raw!r}")
+    hints, names = _hints(cls), _names(cls)
+    kwargs = {}
+    for key, value in raw.items():
+        path = f"{where}.{key}" if where else str(key)
+        if key not in names:
+            raise ValueError(_unknown(path, str(key), names, hint))
+        kwargs[key] = _coerce(value, hints[key], path, hint)
+    try:
+        return cls(**kwargs)
+    except ValueError as e:  # a section's own checks (PolicyConfig) name the field
+        raise ValueError(f"{where}.{e}" if where else str(e)) from None
+
+
+def set_dotted(
+    data: dict[str, Any], cls: type, key: str, value: Any, hint: Hint | None = None
+) -> None:
+    """Set ``data[a][b][c] = value`` for ``key = "a.b.c"``, checking each part against the
+    fields of the dataclass ``cls`` that ``data`` describes (the value is checked later,
+    by :func:`build`).
+
+    Raises:
+        ValueError: an unknown key, or a key below a field that is not a section.
+    """
+    node, parts = data, key.split(".")
+    section: Any = cls  # the dataclass of the section ``node`` holds
+    for i, part in enumerate(parts):
+        names = _names(section)
+        where = ".".join(parts[: i + 1])
+        if part not in names:
+            raise ValueError(_unknown(where, part, names, hint))
+        if i == len(parts) - 1:
+            node[part] = value
+            return
+        tp = _hints(section)[part]
+        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
+            raise ValueError(f"{where}: is a {_type_name(tp)}, it has no keys")
+        node, section = node.setdefault(part, {}), tp
+
+
+def _names(cls: Any) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _unknown(where: str, part: str, names: list[str], hint: Hint | None) -> str:
+    why = hint(where) if hint is not None else None
+    if why is None:
+        close = difflib.get_close_matches(part, names, n=1)
+        why = f"did you mean {close[0]!r}?" if close else None
+    return f"{where}: unknown key (expected one of {', '.join(names)})" + (
+        f"; {why}" if why else ""
+    )
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _coerce(value: Any, tp: Any, where: str, hint: Hint | None) -> Any:
+    """``value`` as type ``tp`` (numbers from strings, ints as floats), else ValueError."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], where, hint)
+    if origin is list:
+        items = value if isinstance(value, list | tuple) else None
+        if items is None:
+            raise ValueError(f"{where}: expected a list, got {value!r}")
+        return [_coerce(v, args[0], f"{where}[{i}]", hint) for i, v in enumerate(items)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected a mapping, got {value!r}")
+        return dict(value)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return build(tp, value, where, hint)
+    return _scalar(value, tp, where)
+
+
+def _scalar(value: Any, tp: Any, where: str) -> Any:
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ValueError(f"{where}: expected true or false, got {value!r}")
+    if tp in (int, float):
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = float(value) if tp is float else int(value)
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok and tp is int and float(value).is_integer():
+            return int(value)
+        if ok and tp is float:
+            return float(value)
+        raise ValueError(
+            f"{where}: expected {'an integer' if tp is int else 'a number'}, got {value!r}"
+        )
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ValueError(f"{where}: expected a string, got {value!r}")
+    raise TypeError(f"{where}: unsupported field type {tp!r}")  # a bug in this module
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
