@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 export WANDB_MODE ?= offline
 export MPLBACKEND ?= Agg
 
-.PHONY: install demo test test-all bench gpu-check lint typecheck format clean
+.PHONY: install demo test test-all bench gpu-check wheelhouse lint typecheck format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,8 @@ demo: $(STAMP)
 	$(VENV)/bin/placegym demo --out demo-out
 	@# train the quickstart agent (resumes, or only re-evaluates, when run again)
 	$(VENV)/bin/placegym train configs/quickstart.yaml out=demo-out/quickstart
-	@# the agent (greedy and best of 16 samples) next to the teachers
-	$(VENV)/bin/placegym bench --teachers critical_path,heft,nest,anneal --workloads ffnn \
+	@# the agent (greedy and best of 16 samples) next to every teacher and baseline
+	$(VENV)/bin/placegym bench --workloads ffnn \
 		--agents demo-out/quickstart/checkpoints/final.pt --agent-k 16 --out demo-out/bench
 
 test: $(STAMP)
@@ -39,12 +39,36 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	WANDB_MODE=disabled $(PY) -m pytest -q -s -m benchmark tests/benchmarks
 
-# On a machine with a CUDA GPU (about 5 minutes on one H200): the real backend on four
-# streams of cuda:0, calibration with its rank check, GPU tests, a few phase III updates.
-gpu-check: $(STAMP)
-	$(VENV)/bin/placegym calibrate --devices cuda:0#4 --out runs/cuda0x4.json --check --scale 1
-	WANDB_MODE=disabled $(PY) -m pytest -q -s -m gpu tests/test_backend_gpu.py
-	WANDB_MODE=disabled $(VENV)/bin/placegym train configs/phase3_gpu.yaml progress=false
+# On a machine with a CUDA GPU (at most 5 minutes on one H200), with the interpreter that
+# has the machine's CUDA torch (GPU_PYTHON) and no network: placegym itself is installed
+# into it without dependencies, whatever else is missing comes from WHEELHOUSE (made by
+# `make wheelhouse` on a networked machine). Checks correctness against the CPU, profiled
+# calibration of cuda:0, the cuda:0 + cpu#2 rank check and a few phase III updates;
+# the report goes to runs/gpu-check. Never part of `make test`.
+# GPU_CHECK_ARGS=--dry-run runs the same on CPU workers (any machine).
+GPU_PYTHON ?= python3
+WHEELHOUSE ?= wheelhouse
+GPU_CHECK_ARGS ?=
+gpu-check:
+	$(GPU_PYTHON) -c 'import placegym.train.gpu_check' 2>/dev/null || \
+		$(GPU_PYTHON) -m pip install --no-index --find-links $(WHEELHOUSE) --no-deps -e .
+	$(GPU_PYTHON) -m placegym.train.gpu_check --wheelhouse $(WHEELHOUSE) --out runs/gpu-check \
+		$(GPU_CHECK_ARGS)
+
+# Wheels of everything placegym needs besides torch, for a GPU machine without network:
+# run here (networked, after `make install`), copy the folder along with the checkout.
+# The platforms are the manylinux tags a glibc >= 2.28 machine runs (that of torch's own
+# CUDA wheels); pip does not expand such tags by itself.
+WHEEL_PYTHON    ?= 3.12
+WHEEL_ARCH      ?= x86_64
+WHEEL_PLATFORMS ?= manylinux_2_28 manylinux_2_27 manylinux_2_26 manylinux_2_24 manylinux_2_17 \
+	manylinux2014 manylinux_2_12 manylinux2010 manylinux_2_5 manylinux1
+wheelhouse: $(STAMP)
+	mkdir -p $(WHEELHOUSE)
+	$(PY) -m placegym.train.wheelhouse $(WHEEL_PYTHON) > $(WHEELHOUSE)/requirements.txt
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --dest $(WHEELHOUSE) \
+		$(foreach p,$(WHEEL_PLATFORMS),--platform $(p)_$(WHEEL_ARCH)) \
+		--python-version $(WHEEL_PYTHON) -r $(WHEELHOUSE)/requirements.txt
 
 # Learned-agent report (about 70 minutes on 2 CPU cores; finished runs under runs/report are
 # loaded, not retrained): agents vs teachers on p100x4 and doppler-unit-4, optimality gap,

@@ -101,15 +101,21 @@ def _group_consumers(cons_ptr, cons_idx, dev, ndev):
 
 
 @njit(cache=True)
-def durations(flops, io, dflops, dmembw, dlaunch, dev, factor):
-    """Rule 1: ``max(flops/F, io/B) * factor + launch`` per node on its device."""
+def durations(flops, io, dflops, dmembw, dlaunch, dev, factor, table, dclass):
+    """Rule 1: ``t * factor + launch`` per node on its device, where ``t`` is the profiled
+    ``table[v, dclass[d]]`` when ``dclass[d] >= 0`` and that entry is not NaN, else the
+    roofline ``max(flops/F, io/B)`` (:mod:`placegym.envs.costs`)."""
     n = flops.shape[0]
     dur = np.empty(n)
     for v in range(n):
         d = dev[v]
-        a = flops[v] / dflops[d]
-        b = io[v] / dmembw[d]
-        dur[v] = (a if a >= b else b) * factor[v] + dlaunch[d]
+        c = dclass[d]
+        t = table[v, c] if c >= 0 else np.nan
+        if t != t:
+            a = flops[v] / dflops[d]
+            b = io[v] / dmembw[d]
+            t = a if a >= b else b
+        dur[v] = t * factor[v] + dlaunch[d]
     return dur
 
 
@@ -365,15 +371,18 @@ def run_batch(
     factors,
     fifo,
     with_memory,
+    table,
+    dclass,
 ):
-    """Makespan (and peak memory) of many placements of one graph, one call."""
+    """Makespan (and peak memory) of many placements of one graph, one call; ``table``
+    and ``dclass`` are the profiled costs of :func:`durations`."""
     nb = devs.shape[0]
     ndev = dflops.shape[0]
     makespans = np.empty(nb)
     peaks = np.zeros((nb, ndev))
     for i in range(nb):
         dev = devs[i]
-        dur = durations(flops, io, dflops, dmembw, dlaunch, dev, factors[i])
+        dur = durations(flops, io, dflops, dmembw, dlaunch, dev, factors[i], table, dclass)
         res = run(
             dur, out_bytes, cons_ptr, cons_idx, npred, pair_lat, pair_bw, dev, ranks[i], fifo
         )

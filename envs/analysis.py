@@ -1,7 +1,8 @@
 """Static analysis of a graph on a cluster: mean costs, b-level, t-level.
 
 Costs follow HEFT's convention: a node's compute cost is the mean over devices of its
-rule-1 duration (DESIGN §3.1, no noise), an edge's communication cost is the mean over
+rule-1 duration (DESIGN §3.1 with profiled costs where given, no noise;
+:mod:`placegym.envs.costs`), an edge's communication cost is the mean over
 ordered device pairs ``a != b`` of ``latency + out_bytes / bandwidth`` (0 with one device).
 
 - ``b_level[v]`` = cost of the longest compute + communication path from ``v`` to a sink,
@@ -21,6 +22,7 @@ import numpy as np
 
 from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
+from placegym.envs.costs import node_durations
 from placegym.envs.graph import Graph
 
 __all__ = [
@@ -37,11 +39,10 @@ __all__ = [
 
 
 def durations_on(graph: Graph, cluster: Cluster, nodes: np.ndarray | int | None = None):
-    """Rule-1 durations (no noise): ``(n, D)`` for all nodes, or ``(D,)`` for one node."""
-    idx = slice(None) if nodes is None else nodes
-    flops = np.asarray(graph.flops[idx], dtype=np.float64)[..., None]
-    io = np.asarray(graph.io_bytes[idx], dtype=np.float64)[..., None]
-    return np.maximum(flops / cluster.flops, io / cluster.mem_bandwidth) + cluster.launch_overhead
+    """Rule-1 durations (no noise, profiled costs where the cluster has them):
+    ``(n, D)`` for all nodes, or ``(D,)`` for one node."""
+    idx = np.arange(graph.num_nodes) if nodes is None else np.asarray(nodes)
+    return node_durations(graph, cluster, idx[..., None], np.arange(cluster.num_devices))
 
 
 def mean_durations(graph: Graph, cluster: Cluster) -> np.ndarray:

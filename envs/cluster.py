@@ -17,8 +17,16 @@ File format (DESIGN §2)::
 
 Required per device: ``flops`` (> 0) and ``memory`` (> 0). Optional: ``name`` (default
 ``dev{i}``), ``mem_bandwidth`` (> 0; absent = no roofline term), ``launch_overhead``
-(>= 0, default 0), ``path`` (default ``[]``). Required per level: ``bandwidth`` (> 0);
-optional ``latency`` (>= 0, default 0) and ``name``.
+(>= 0, default 0), ``path`` (default ``[]``), ``kind`` (the device's class for a
+profile). Required per level: ``bandwidth`` (> 0); optional ``latency`` (>= 0, default 0)
+and ``name``.
+
+Optional ``profile`` (profiled kernel costs, DESIGN §6; :mod:`placegym.envs.costs`):
+``{kind: {kernel signature: seconds}}``. A node whose kernel signature is in the profile
+of its device's ``kind`` runs for the profiled seconds instead of the roofline term::
+
+     "devices": [{"name": "cpu#0", ..., "kind": "cpu"}, ...],
+     "profile": {"cpu": {"<signature>": 1.2e-4, ...}}
 """
 
 from __future__ import annotations
@@ -42,7 +50,8 @@ __all__ = ["CLUSTER_FORMAT", "Cluster", "Device", "Level"]
 
 @dataclass(frozen=True)
 class Device:
-    """One accelerator. ``mem_bandwidth=None`` disables the roofline memory term."""
+    """One accelerator. ``mem_bandwidth=None`` disables the roofline memory term;
+    ``kind`` names its class of identical devices in the cluster's ``profile``."""
 
     name: str
     flops: float
@@ -50,6 +59,7 @@ class Device:
     mem_bandwidth: float | None = None
     launch_overhead: float = 0.0
     path: tuple[int, ...] = ()
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,7 @@ class Cluster:
     levels: tuple[Level, ...]
     level_matrix: np.ndarray | None = None
     name: str = "cluster"
+    profile: Mapping[str, Mapping[str, float]] | None = None
 
     def __post_init__(self) -> None:
         devs = tuple(self.devices)
@@ -91,6 +102,8 @@ class Cluster:
             if d.mem_bandwidth is not None:
                 V.number(d.mem_bandwidth, f"{w}.mem_bandwidth", positive=True)
             V.number(d.launch_overhead, f"{w}.launch_overhead")
+            if d.kind is not None and (not isinstance(d.kind, str) or not d.kind):
+                raise V.fail(f"{w}.kind", "expected a non-empty string", d.kind)
             for j, p in enumerate(d.path):
                 V.integer(p, f"{w}.path[{j}]", lo=0)
             if len(d.path) != len(devs[0].path):
@@ -113,6 +126,8 @@ class Cluster:
             )
         if self.level_matrix is not None:
             object.__setattr__(self, "level_matrix", self._check_matrix(self.level_matrix))
+        if self.profile is not None:
+            object.__setattr__(self, "profile", _check_profile(self.profile))
 
     def _check_matrix(self, m: Any) -> np.ndarray:
         d = len(self.devices)
@@ -164,6 +179,27 @@ class Cluster:
     def launch_overhead(self) -> np.ndarray:
         """``(D,)`` kernel launch overhead of each device (seconds)."""
         return _ro(np.array([d.launch_overhead for d in self.devices], dtype=np.float64))
+
+    @cached_property
+    def profile_kinds(self) -> tuple[str, ...]:
+        """The device kinds that have a profile, in order of their first device."""
+        prof = self.profile or {}
+        kinds = dict.fromkeys(d.kind for d in self.devices if d.kind in prof)
+        return tuple(k for k in kinds if k is not None)
+
+    @cached_property
+    def profile_class(self) -> np.ndarray:
+        """``(D,)`` index of each device's kind in :attr:`profile_kinds` (-1: none)."""
+        index = {k: i for i, k in enumerate(self.profile_kinds)}
+        kinds = [-1 if d.kind is None else index.get(d.kind, -1) for d in self.devices]
+        return _ro(np.array(kinds, dtype=np.int64))
+
+    @cached_property
+    def device_traits(self) -> np.ndarray:
+        """``(D, 5)`` FLOP/s, memory bandwidth, launch overhead, memory and profile class
+        of each device: devices with equal rows compute alike (their network aside)."""
+        cols = [self.flops, self.mem_bandwidth, self.launch_overhead, self.memory]
+        return _ro(np.stack([*cols, self.profile_class.astype(np.float64)], axis=1))
 
     @cached_property
     def paths(self) -> np.ndarray:
@@ -227,6 +263,7 @@ class Cluster:
                         d.get("launch_overhead", 0.0), f"{w}.launch_overhead"
                     ),
                     path=tuple(V.integer(p, f"{w}.path[{j}]", lo=0) for j, p in enumerate(path)),
+                    kind=d.get("kind"),
                 )
             )
         levels = []
@@ -245,6 +282,7 @@ class Cluster:
             levels=tuple(levels),
             level_matrix=data.get("level_matrix"),
             name=str(data.get("name", "cluster")),
+            profile=data.get("profile"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -255,6 +293,8 @@ class Cluster:
             if d.mem_bandwidth is not None:
                 nd["mem_bandwidth"] = d.mem_bandwidth
             nd.update(memory=d.memory, launch_overhead=d.launch_overhead, path=list(d.path))
+            if d.kind is not None:
+                nd["kind"] = d.kind
             devs.append(nd)
         out: dict[str, Any] = {
             "format": CLUSTER_FORMAT,
@@ -267,6 +307,8 @@ class Cluster:
         }
         if self.level_matrix is not None:
             out["level_matrix"] = self.level_matrix.tolist()
+        if self.profile is not None:
+            out["profile"] = {k: dict(t) for k, t in self.profile.items()}
         return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -303,9 +345,21 @@ class Cluster:
                     device.mem_bandwidth,
                     device.launch_overhead,
                     path,
+                    device.kind,
                 )
             )
         return cls(devices=tuple(devs), levels=tuple(levels), level_matrix=level_matrix, name=name)
+
+
+def _check_profile(profile: Any) -> dict[str, dict[str, float]]:
+    """A validated copy of ``{kind: {signature: seconds}}``."""
+    out: dict[str, dict[str, float]] = {}
+    for kind, table in V.as_mapping(profile, "profile").items():
+        w = f"profile[{kind!r}]"
+        out[str(kind)] = {
+            str(sig): V.number(t, f"{w}[{sig!r}]") for sig, t in V.as_mapping(table, w).items()
+        }
+    return out
 
 
 def _ro(a: np.ndarray) -> np.ndarray:

@@ -28,7 +28,24 @@ from placegym.envs.simulator import Schedule, simulate
 from placegym.envs.sources import GraphSource, GraphSpec
 from placegym.envs.state import PlacementState
 
-__all__ = ["PlacementEnv"]
+__all__ = ["STEP_LIMIT_FACTOR", "PlacementEnv", "step_limit"]
+
+#: Default episode step limit, as a multiple of the 2n steps of a legal episode.
+STEP_LIMIT_FACTOR = 4
+
+
+def step_limit(num_nodes: int, factor: int | None = STEP_LIMIT_FACTOR) -> int | None:
+    """Steps after which an episode on an ``num_nodes``-node graph is truncated."""
+    return None if factor is None else factor * 2 * num_nodes
+
+
+def _as_int(action: Any) -> int | None:
+    """``action`` as an int, or None when it is not an integer (a float, an array, ...)."""
+    if isinstance(action, int | np.integer) and not isinstance(action, bool | np.bool_):
+        return int(action)
+    if isinstance(action, np.ndarray) and action.shape == () and action.dtype.kind in "iu":
+        return int(action)
+    return None
 
 
 class PlacementEnv(gym.Env[dict, int]):
@@ -44,10 +61,15 @@ class PlacementEnv(gym.Env[dict, int]):
 
     ## Action Space
     ``Discrete(max(max_nodes, D))``, read by phase: a node id in SEL, a device index in
-    PLC. Legal actions: ``env.action_masks()`` (sb3-contrib), ``obs["action_mask"]`` and
-    ``info["action_mask"]``, all from one function. SEL: the frontier. PLC with
-    ``memory_mask=True``: devices whose resident params plus the node's own fit in memory;
-    if that masks every device, none is masked (the OOM shows in the outcome).
+    PLC. Legal actions: ``env.unwrapped.action_masks()`` (sb3-contrib finds it through
+    the wrappers), ``obs["action_mask"]`` and ``info["action_mask"]``, all from one
+    function. SEL: the frontier. PLC with ``memory_mask=True``: devices whose resident
+    params plus the node's own fit in memory; if that masks every device, none is masked
+    (the OOM shows in the outcome). Once the episode has terminated, the mask is that of
+    its start state (the graph's sources), which is where a vector env's autoreset goes
+    next: a masked policy always has an action, and the autoreset discards it.
+    An action must be an integer (``int``, a numpy integer or a 0-d integer array); any
+    other value, e.g. ``2.7``, is illegal.
 
     ## Observation Space
     A flat ``Dict`` of fixed-shape ``Box`` es padded to ``max_nodes`` / ``max_edges``; see
@@ -79,14 +101,21 @@ class PlacementEnv(gym.Env[dict, int]):
     ## Episode End
     ``terminated`` when every node is placed; ``info`` then has ``makespan``,
     ``reference_makespan``, ``placement`` (device per node), ``order``, ``peak_memory``
-    and ``oom``. No truncation (wrap in ``TimeLimit`` when using unmasked agents). With the
-    simulator, no wall-clock value appears in ``info``: two runs with the same seed give
-    equal infos.
+    and ``oom``. ``truncated`` after ``step_limit_factor × 2n`` steps (default 4 × 2n, so
+    up to 6n illegal steps beside the 2n legal ones) without the end, so that a policy
+    stuck on illegal actions cannot loop forever; stepping on after that raises
+    ``ResetNeeded``. Ids with a fixed graph (or a bounded sampler) also register that
+    limit as ``max_episode_steps`` (Gymnasium's ``TimeLimit``, for the largest graph);
+    ``placegym/Placement-v0`` and ``placegym/Real-v0``, whose graph comes by keyword,
+    rely on this limit alone. With the simulator, no wall-clock value appears in
+    ``info``: two runs with the same seed give equal infos.
 
     ## Arguments
-    - ``graph``: a ``Graph``, a graph JSON path, a workload name (with ``graph_params``),
-      a list of those, or a sampler ``rng -> Graph`` (``WorkloadSampler``).
-    - ``cluster``: a ``Cluster``, a preset name or a cluster JSON path.
+    - ``graph``: a ``Graph``, a ``placegym.graph/v1`` dict, a graph JSON path, a workload
+      name (with ``graph_params``), a list of those, or a sampler ``rng -> Graph``
+      (``WorkloadSampler``).
+    - ``cluster``: a ``Cluster``, a preset name or a cluster JSON path; default
+      ``"p100x4"`` with the simulator and ``"calibrate"`` with ``backend="torch"``.
     - ``max_nodes`` / ``max_edges``: padding sizes; default the largest graph's; required
       for samplers. A drawn graph that exceeds them raises ``ValueError``.
     - ``reward``: ``"relative"``, ``"makespan"`` or ``"nest"``; ``shaping_gamma``: γ of
@@ -97,18 +126,24 @@ class PlacementEnv(gym.Env[dict, int]):
       :data:`~placegym.envs.reward.DEFAULT_REFERENCE`, the ``critical_path`` teacher.
     - ``memory_mask``, ``illegal_action``, ``dispatch`` (``"priority"``/``"fifo"``),
       ``noise`` (σ of the simulator's compute noise, drawn from ``self.np_random``),
-      ``render_mode`` (``"ansi"`` or ``"rgb_array"``).
+      ``render_mode`` (``"ansi"`` or ``"rgb_array"``; every frame of an env has the
+      same size, set by its device count).
+    - ``step_limit_factor``: truncate after ``step_limit_factor × 2n`` steps (``None``:
+      never).
     - ``backend``: ``"sim"`` (default) or ``"torch"``: the final placement is executed
       for real (:mod:`placegym.envs.backend`) on ``devices`` (``"cpu#k"``,
-      ``"cuda:i"``, ``"cuda:i#k"``), graphs shrunk by ``scale``, the median of
-      ``repeats`` timed runs; the reward uses the measured makespans (the reference is
-      critical_path's placement, measured once per graph), ``info`` carries
-      ``makespan`` (measured), ``measured_makespans`` and ``simulated_makespan``, and
-      ``cluster="calibrate"`` fits the cluster to the devices first. Such runs are not
+      ``"cuda:i"``, ``"cuda:i#k"``, ``"cuda:0,cpu#2"``, ...), graphs shrunk by
+      ``scale`` (grown when < 1), the median of ``repeats`` timed runs; the reward uses
+      the measured makespans (the reference is critical_path's placement, measured once
+      per graph), ``info`` carries ``makespan`` (measured), ``measured_makespans`` and
+      ``simulated_makespan``, and ``cluster="calibrate"`` fits the cluster to the
+      devices first, with the kernels of fixed graphs profiled. Such runs are not
       reproducible (ids registered with ``nondeterministic=True``).
 
     ## Version History
-    - v0: initial release.
+    - v0: initial release (before 0.1.0 shipped it also gained the step limit, the
+      start-state mask at an episode's end and the rule that non-integer actions are
+      illegal).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
@@ -116,7 +151,7 @@ class PlacementEnv(gym.Env[dict, int]):
     def __init__(
         self,
         graph: GraphSpec = "ffnn",
-        cluster: Cluster | str = "p100x4",
+        cluster: Cluster | str | None = None,
         *,
         graph_params: Mapping[str, Any] | None = None,
         max_nodes: int | None = None,
@@ -131,8 +166,9 @@ class PlacementEnv(gym.Env[dict, int]):
         render_mode: str | None = None,
         backend: Literal["sim", "torch"] = "sim",
         devices: str = "cpu#2",
-        scale: int = 1,
+        scale: float = 1,
         repeats: int = 3,
+        step_limit_factor: int | None = STEP_LIMIT_FACTOR,
     ) -> None:
         if reward not in REWARDS:
             raise ValueError(f"reward: expected one of {', '.join(REWARDS)}, got {reward!r}")
@@ -151,6 +187,14 @@ class PlacementEnv(gym.Env[dict, int]):
             raise ValueError(f"noise: must be a finite number >= 0, got {noise!r}")
         if backend not in ("sim", "torch"):
             raise ValueError(f"backend: expected 'sim' or 'torch', got {backend!r}")
+        if step_limit_factor is not None and (
+            not isinstance(step_limit_factor, int | np.integer) or step_limit_factor < 1
+        ):
+            raise ValueError(
+                f"step_limit_factor: expected an integer >= 1 or None, got {step_limit_factor!r}"
+            )
+        if cluster is None:
+            cluster = "calibrate" if backend == "torch" else "p100x4"
         self.source = GraphSource(graph, graph_params)
         self.reference = reference_placer(reference)
         self.real = None
@@ -161,7 +205,8 @@ class PlacementEnv(gym.Env[dict, int]):
                 devices, scale=scale, repeats=repeats, reference=self.reference
             )
             self.source = self.real.wrap_source(self.source)
-            cluster = self.real.cluster if cluster == "calibrate" else cluster
+            if cluster == "calibrate":  # fitted to the devices, the fixed graphs profiled
+                cluster = self.real.calibrated(self.source.graphs)
         self.cluster = load_cluster(cluster)
         if self.real is not None and self.real.num_devices != self.cluster.num_devices:
             raise ValueError(
@@ -184,6 +229,9 @@ class PlacementEnv(gym.Env[dict, int]):
         self.reward_kind, self.shaping_gamma = reward, float(shaping_gamma)
         self.memory_mask, self.illegal_action = memory_mask, illegal_action
         self.dispatch, self.noise, self.render_mode = dispatch, float(noise), render_mode
+        self.step_limit_factor = step_limit_factor
+        self.max_steps: int | None = None  # of the current episode (set by reset)
+        self._steps, self._truncated = 0, False
         d = self.cluster.num_devices
         self._num_actions = max(self.max_nodes, d)
         self.action_space = spaces.Discrete(self._num_actions)  # type: ignore[assignment]
@@ -210,6 +258,8 @@ class PlacementEnv(gym.Env[dict, int]):
             else None
         )
         self._schedule = None
+        self._steps, self._truncated = 0, False
+        self.max_steps = step_limit(graph.num_nodes, self.step_limit_factor)
         mask = self.action_masks()
         return self._builder.observe(mask, 0), self._info(mask)
 
@@ -219,18 +269,16 @@ class PlacementEnv(gym.Env[dict, int]):
             raise gym.error.ResetNeeded("step: call reset() first")
         if self.state.done:
             raise gym.error.ResetNeeded("step: the episode has terminated; call reset()")
-        a = int(action)
+        if self._truncated:
+            raise gym.error.ResetNeeded(
+                f"step: the episode was truncated at its step limit ({self.max_steps} "
+                "steps); call reset()"
+            )
+        self._steps += 1
+        a = _as_int(action)
         state = self.state
-        if not state.is_legal(a):
-            mask = self.action_masks()
-            if self.illegal_action == "raise":
-                raise InvalidAction(
-                    f"phase {state.phase!r}: action {a} is illegal "
-                    f"({int(mask.sum())} legal actions)"
-                )
-            info = self._info(mask)
-            info["illegal_action"] = True
-            return self._builder.observe(mask, int(state.selected >= 0)), -1.0, False, False, info
+        if a is None or not state.is_legal(a):
+            return self._illegal_step(action, a)
         reward = 0.0
         if state.selected < 0:
             state.select(a)
@@ -273,7 +321,7 @@ class PlacementEnv(gym.Env[dict, int]):
             self._builder.observe(mask, int(state.selected >= 0)),
             float(reward),
             state.done,
-            False,
+            not state.done and self._truncate(),
             info,
         )
 
@@ -282,9 +330,11 @@ class PlacementEnv(gym.Env[dict, int]):
         source of ``obs["action_mask"]`` and ``info["action_mask"]``)."""
         out = np.zeros(self._num_actions, dtype=np.bool_)
         state = self.state
-        if state is None or state.done:
+        if state is None:
             return out
-        if state.selected < 0:
+        if state.done:  # the start state's mask: see "Action Space"
+            out[: state.graph.num_nodes] = state.graph.in_degree == 0
+        elif state.selected < 0:
             out[: state.graph.num_nodes] = state._frontier
         else:
             out[: self.cluster.num_devices] = state.place_mask()
@@ -301,6 +351,24 @@ class PlacementEnv(gym.Env[dict, int]):
         return None
 
     # ------------------------------------------------------------------ helpers
+    def _illegal_step(self, action: Any, a: int | None):
+        """The step of an illegal ``action`` (``a``: it as an int, None if not one)."""
+        state = self.state
+        assert state is not None  # step() checked it
+        mask = self.action_masks()
+        if self.illegal_action == "raise":
+            why = "not an integer" if a is None else f"{int(mask.sum())} legal actions"
+            raise InvalidAction(f"phase {state.phase!r}: action {action!r} is illegal ({why})")
+        info = self._info(mask)
+        info["illegal_action"] = True
+        obs = self._builder.observe(mask, int(state.selected >= 0))
+        return obs, -1.0, False, self._truncate(), info
+
+    def _truncate(self) -> bool:
+        """Whether this step reached the episode's step limit (then the episode is over)."""
+        self._truncated = self.max_steps is not None and self._steps >= self.max_steps
+        return self._truncated
+
     def _check_size(self, graph: Graph) -> None:
         if graph.num_nodes > self.max_nodes or graph.num_edges > self.max_edges:
             raise ValueError(
@@ -327,10 +395,17 @@ class PlacementEnv(gym.Env[dict, int]):
         s = self.state
         if s is None:
             return "PlacementEnv (call reset())"
+        if s.done:
+            status = "done"
+        elif self._truncated:
+            status = f"truncated at the step limit ({self.max_steps} steps)"
+        else:
+            status = f"phase {s.phase.upper()}" + (
+                f" (node {s.selected} selected)" if s.selected >= 0 else ""
+            )
         lines = [
             f"{self.graph.name} on {self.cluster.name}: {s.num_placed}/"
-            f"{self.graph.num_nodes} placed, phase {s.phase.upper()}"
-            + (f" (node {s.selected} selected)" if s.selected >= 0 else "")
+            f"{self.graph.num_nodes} placed, {status}"
         ]
         for d, dev in enumerate(self.cluster.devices):
             nodes = [v for v in s.order if s.device[v] == d]

@@ -1,7 +1,8 @@
 """Gantt charts of schedules (matplotlib, headless).
 
 One lane per device for compute, then one lane per channel that carried a transfer
-(``gpu0→gpu1``). Compute bars are coloured by layer or by op kind.
+(``gpu0→gpu1``, grey bars). Compute bars are coloured by layer or by op kind. Times are
+in one unit (s, ms or µs, by the makespan) in the title and on the axis.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 ColorBy = Literal["auto", "layer", "op", "device"]
 
-__all__ = ["gantt_figure", "gantt_rgb", "save_gantt"]
+__all__ = ["figure_height", "format_time", "gantt_figure", "gantt_rgb", "save_gantt"]
 
 
 def _categories(schedule: Schedule, color_by: ColorBy) -> tuple[list[str], np.ndarray]:
@@ -43,10 +44,13 @@ def gantt_figure(
     color_by: ColorBy = "auto",
     title: str | None = None,
     width: float = 12.0,
+    height: float | None = None,
 ) -> Figure:
-    """Draw ``schedule`` and return the matplotlib ``Figure`` (no pyplot state is used)."""
+    """Draw ``schedule`` and return the matplotlib ``Figure`` (no pyplot state is used).
+
+    ``height`` (inches) defaults to one that fits every lane; a fixed one keeps the
+    figure's size whatever the schedule (lanes are squeezed to fit it)."""
     from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
 
     c = schedule.cluster
     names, codes = _categories(schedule, color_by)
@@ -56,7 +60,7 @@ def gantt_figure(
     lanes = [d.name for d in c.devices] + [
         f"{c.devices[a].name}→{c.devices[b].name}" for a, b in channels
     ]
-    fig = Figure(figsize=(width, 1.2 + 0.32 * len(lanes)), layout="constrained")
+    fig = Figure(figsize=(width, height or figure_height(len(lanes))), layout="constrained")
     ax = fig.add_subplot()
     scale, unit = _time_unit(schedule.makespan)
     start, finish = schedule.start * scale, schedule.finish * scale
@@ -89,19 +93,27 @@ def gantt_figure(
     g = schedule.graph
     ax.set_title(
         title
-        or f"{g.name} on {c.name}: makespan {schedule.makespan:.6g} s"
+        or f"{g.name} on {c.name}: makespan {format_time(schedule.makespan)}"
         f"{'  (OOM)' if schedule.oom else ''}",
         fontsize=10,
     )
-    if len(names) <= 24:
-        ax.legend(
-            handles=[Patch(color=cmap[k], label=nm) for k, nm in enumerate(names)],
-            loc="upper left",
-            bbox_to_anchor=(1.0, 1.0),
-            fontsize=7,
-            frameon=False,
-        )
+    _legend(ax, names, cmap, transfers=bool(channels))
     return fig
+
+
+def _legend(ax, names: list[str], cmap: list, *, transfers: bool) -> None:
+    """Beside the axes: the colour of each category (up to 24), then the transfer bars."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=cmap[k], label=nm) for k, nm in enumerate(names)]
+    if len(names) > 24:
+        handles = []  # too many categories to list
+    if transfers:
+        handles.append(Patch(facecolor="0.65", edgecolor="0.3", label="transfer (src→dst)"))
+    if handles:
+        ax.legend(
+            handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False
+        )
 
 
 def save_gantt(
@@ -111,15 +123,33 @@ def save_gantt(
     gantt_figure(schedule, color_by=color_by).savefig(path, dpi=dpi)
 
 
-def gantt_rgb(schedule: Schedule, *, color_by: ColorBy = "auto", dpi: int = 80) -> np.ndarray:
-    """The chart as an ``(H, W, 3)`` uint8 array (for ``render_mode="rgb_array"``)."""
+def figure_height(lanes: int) -> float:
+    """Height in inches of a chart of ``lanes`` lanes."""
+    return 1.2 + 0.32 * lanes
+
+
+def gantt_rgb(
+    schedule: Schedule,
+    *,
+    color_by: ColorBy = "auto",
+    dpi: int = 80,
+    height: float | None = None,
+) -> np.ndarray:
+    """The chart as an ``(H, W, 3)`` uint8 array (for ``render_mode="rgb_array"``);
+    ``height`` as in :func:`gantt_figure`."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    fig = gantt_figure(schedule, color_by=color_by)
+    fig = gantt_figure(schedule, color_by=color_by, height=height)
     canvas = FigureCanvasAgg(fig)
     fig.set_dpi(dpi)
     canvas.draw()
     return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+
+
+def format_time(seconds: float) -> str:
+    """``seconds`` in the unit the chart's axis uses, 4 significant digits (``2.227 ms``)."""
+    scale, unit = _time_unit(seconds)
+    return f"{seconds * scale:.4g} {unit}"
 
 
 def _time_unit(makespan: float) -> tuple[float, str]:

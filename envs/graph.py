@@ -92,7 +92,7 @@ class Graph:
 
     def __post_init__(self) -> None:
         s = object.__setattr__
-        flops = np.array(self.flops, dtype=np.float64).reshape(-1)
+        flops = _as_array(self.flops, "flops", np.float64)
         n = flops.shape[0]
         s(self, "flops", _readonly(flops))
         s(self, "out_bytes", _readonly(self._node_array(self.out_bytes, "out_bytes", n, 0.0)))
@@ -123,14 +123,14 @@ class Graph:
     def _node_array(value: Any, key: str, n: int, default: float, dtype: Any = np.float64):
         if value is None:
             return np.full(n, default, dtype=dtype)
-        arr = np.array(value, dtype=dtype).reshape(-1)
+        arr = _as_array(value, key, dtype)
         if arr.shape[0] != n:
             raise V.fail(key, f"expected {n} entries (one per node)", arr.shape[0])
         return arr
 
     @staticmethod
     def _check_edges(edges: Any, n: int) -> np.ndarray:
-        e = np.array(edges, dtype=np.int64)
+        e = _as_array(edges, "edges", np.int64, flat=False)
         if e.size == 0:
             return np.zeros((0, 2), dtype=np.int64)
         if e.ndim != 2 or e.shape[1] != 2:
@@ -384,6 +384,16 @@ class Graph:
             layer=torch.tensor(self.layer, dtype=torch.long),
             num_nodes=self.num_nodes,
         )
+
+
+def _as_array(value: Any, key: str, dtype: Any, *, flat: bool = True) -> np.ndarray:
+    """``value`` as an array of ``dtype`` (flattened); a value that does not convert
+    (a string, a ragged list, a number beyond the dtype's range) raises naming ``key``."""
+    try:
+        arr = np.array(value, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        raise V.fail(key, f"expected {np.dtype(dtype).name} numbers", value) from None
+    return arr.reshape(-1) if flat else arr
 
 
 def _csr(keys: np.ndarray, vals: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

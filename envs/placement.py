@@ -104,8 +104,7 @@ class Placement:
         if self.num_nodes != graph.num_nodes:
             raise V.fail(
                 "device",
-                f"placement has one entry per node; the graph has "
-                f"{graph.num_nodes} nodes, the placement",
+                f"expected {graph.num_nodes} entries (one per node of graph {graph.name!r})",
                 self.num_nodes,
             )
         if cluster is not None and self.num_nodes and self.device.max() >= cluster.num_devices:

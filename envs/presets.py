@@ -110,6 +110,10 @@ PRESETS: dict[str, tuple[str, Callable[[], Cluster]]] = {
         "4x P100 16 GB over PCIe 3.0 (DOPPLER's setting)",
         lambda: Cluster.homogeneous(_P100, 4, _PCIE_LEVELS, name="p100x4"),
     ),
+    "p100x8": (
+        "8x P100 16 GB over PCIe 3.0 in one server (p100x4's links, 8 devices)",
+        lambda: Cluster.homogeneous(_P100, 8, _PCIE_LEVELS, name="p100x8"),
+    ),
     "v100x8": (
         "DGX-1V: 8x V100 16 GB, NVLink hybrid cube-mesh (level_matrix)",
         lambda: Cluster.homogeneous(

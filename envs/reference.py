@@ -13,6 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from placegym.envs.costs import profiled_seconds
 from placegym.envs.placement import Placement, load_placement
 from placegym.envs.simulator import (
     Dispatch,
@@ -57,10 +58,15 @@ def simulate_reference(
     dflops, dbw, launch = c.flops.tolist(), c.mem_bandwidth.tolist(), c.launch_overhead.tolist()
     lat, bw = c.pair_latency.tolist(), c.pair_bandwidth.tolist()
 
+    table, kind = profiled_seconds(g, c), c.profile_class.tolist()
+
     def duration(v: int) -> float:
         d = dev[v]
-        io = out_b[v] + par_b[v] + sum(out_b[u] for u in producers[v])
-        return max(flops[v] / dflops[d], io / dbw[d]) * factor[v] + launch[d]
+        t = float(table[v, kind[d]]) if kind[d] >= 0 else math.nan
+        if math.isnan(t):  # not profiled: the roofline
+            io = out_b[v] + par_b[v] + sum(out_b[u] for u in producers[v])
+            t = max(flops[v] / dflops[d], io / dbw[d])
+        return t * factor[v] + launch[d]
 
     dur = [duration(v) for v in range(n)]
     missing = [len(producers[v]) for v in range(n)]

@@ -15,14 +15,25 @@ placegym/RandomDAG-v0          random_dag sampler  p100x4       a new 64-160 nod
 placegym/Placement-v0          any (keywords)      any          defaults: ffnn on p100x4
 placegym/FFNN-CPU-v0           ffnn (scale 8)      calibrated   real backend, cpu#2 workers,
                                                                 nondeterministic
-placegym/Real-v0               any (keywords)      any          real backend, by keyword
+placegym/Real-v0               any (keywords)      calibrated   real backend, by keyword
 =============================  ==================  ===========  =============================
+
+Every id registers ``max_episode_steps`` (Gymnasium's ``TimeLimit``) where its graph size
+is known: ``step_limit_factor × 2n`` (default 4 × 2n) for its graph, or for the largest
+graph of a sampler. ``placegym/Placement-v0`` and ``placegym/Real-v0`` take their graph
+by keyword, so their limit is the environment's own, from the graph of each episode
+(:class:`~placegym.envs.env.PlacementEnv` truncates there). Overriding ``graph=`` on an id
+with a registered limit keeps that limit: pass ``max_episode_steps=`` with it, or use
+``placegym/Placement-v0``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 
+from placegym.envs.env import step_limit
 from placegym.envs.sources import WorkloadSampler
 
 ENTRY_POINT = "placegym.envs.env:PlacementEnv"
@@ -61,13 +72,28 @@ REAL_ENV_IDS: dict[str, dict] = {
 }
 
 
+def max_episode_steps(kwargs: dict[str, Any]) -> int | None:
+    """The registered step limit of an id's keywords: for a workload name, its graph's;
+    for a sampler, its ``max_nodes``'; None when the graph comes by keyword."""
+    graph = kwargs.get("graph")
+    if isinstance(graph, str):
+        from placegym.envs.workloads import make_graph
+
+        return step_limit(make_graph(graph).num_nodes)
+    if graph is not None and "max_nodes" in kwargs:
+        return step_limit(kwargs["max_nodes"])
+    return None
+
+
 def register_envs() -> None:
     """Register every id of :data:`ENV_IDS` and :data:`REAL_ENV_IDS` (idempotent)."""
-    for env_id, kwargs in ENV_IDS.items():
-        if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs))
-    for env_id, kwargs in REAL_ENV_IDS.items():
-        if env_id not in gym.registry:
-            gym.register(
-                id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs), nondeterministic=True
-            )
+    for ids, nondeterministic in ((ENV_IDS, False), (REAL_ENV_IDS, True)):
+        for env_id, kwargs in ids.items():
+            if env_id not in gym.registry:
+                gym.register(
+                    id=env_id,
+                    entry_point=ENTRY_POINT,
+                    kwargs=dict(kwargs),
+                    max_episode_steps=max_episode_steps(kwargs),
+                    nondeterministic=nondeterministic,
+                )

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from placegym.envs.gantt import gantt_rgb
+from placegym.envs.gantt import figure_height, gantt_rgb
 from placegym.envs.placement import Placement
 from placegym.envs.simulator import Schedule, TransferTrace
 
@@ -35,7 +35,15 @@ def partial_schedule(env: PlacementEnv) -> Schedule:
     )
 
 
+def frame_lanes(num_devices: int) -> int:
+    """Lanes a frame has room for: the devices plus up to ``D + 8`` transfer channels
+    (all ``D(D-1)`` of them for D <= 4); more channels are squeezed into that room."""
+    d = num_devices
+    return d + min(d * (d - 1), d + 8)
+
+
 def schedule_rgb(env: PlacementEnv) -> np.ndarray:
-    """``(H, W, 3)`` uint8 image of the current (partial or final) schedule."""
+    """``(H, W, 3)`` uint8 image of the current (partial or final) schedule; every frame
+    of an env has the same size (960 px wide, the height set by its device count)."""
     schedule = env._schedule if env._schedule is not None else partial_schedule(env)
-    return gantt_rgb(schedule)
+    return gantt_rgb(schedule, height=figure_height(frame_lanes(env.cluster.num_devices)))

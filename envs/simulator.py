@@ -7,6 +7,10 @@ Rules, which define the simulated time of a placement exactly:
    out_bytes_u over the producers u of v`` (no second term without ``mem_bandwidth``).
    ``f_v = 1`` without noise; with noise σ > 0, ``f_v = exp(σ z_v − σ²/2)``,
    ``z = rng.standard_normal(n)`` drawn in node-id order (mean-preserving).
+   Profiled costs (an extension of DESIGN §3.1, :mod:`placegym.envs.costs`): when the
+   cluster carries a ``profile`` and ``d``'s ``kind`` has ``v``'s kernel signature in it,
+   the profiled seconds replace the ``max(...)`` term (noise and launch overhead apply
+   alike). Without a profile, the roofline is the rule.
 2. A transfer of ``b`` bytes at level ``l`` takes ``latency_l + b / bandwidth_l``.
 3. Each ordered device pair is one FIFO channel, independent of the others; compute and
    transfers overlap freely.
@@ -45,6 +49,7 @@ import numpy as np
 
 from placegym.envs import _kernel
 from placegym.envs.cluster import Cluster, Device, Level
+from placegym.envs.costs import profiled_seconds
 from placegym.envs.graph import Graph, load_graph
 from placegym.envs.placement import Placement, load_placement
 from placegym.envs.presets import load_cluster
@@ -215,7 +220,15 @@ def simulate(
     factor = _noise_factors(float(noise), rng, (g.num_nodes,))
     dev = p.device
     dur = _kernel.durations(
-        g.flops, g.io_bytes, c.flops, c.mem_bandwidth, c.launch_overhead, dev, factor
+        g.flops,
+        g.io_bytes,
+        c.flops,
+        c.mem_bandwidth,
+        c.launch_overhead,
+        dev,
+        factor,
+        profiled_seconds(g, c),
+        c.profile_class,
     )
     ptr, idx = g.consumer_csr
     (makespan, start, finish, cons, _, tr_node, tr_dst, tr_start, tr_arr, tr_lo, tr_hi) = (
@@ -339,6 +352,8 @@ def simulate_batch(
         factors,
         fifo,
         bool(memory),
+        profiled_seconds(g, c),
+        c.profile_class,
     )
     oom = (peaks > c.memory).any(axis=1) if memory else np.zeros(len(devs), dtype=bool)
     return BatchResult(makespan=makespans, peak_memory=peaks, oom=oom)

@@ -1,7 +1,8 @@
 """Where an environment's graphs come from: one graph, a list, or a sampler.
 
-- a :class:`~placegym.envs.graph.Graph`, a graph JSON path, or a workload name (with
-  ``graph_params``): the same graph every episode;
+- a :class:`~placegym.envs.graph.Graph`, a ``placegym.graph/v1`` document (a dict), a
+  graph JSON path, or a workload name (with ``graph_params``): the same graph every
+  episode;
 - a list/tuple of those: one drawn uniformly at every reset;
 - a :class:`WorkloadSampler` (or any picklable callable ``rng -> Graph``): a new graph at
   every reset, drawn with the environment's ``np_random``.
@@ -14,6 +15,7 @@ it).
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +26,12 @@ import numpy as np
 from placegym.envs.graph import Graph, load_graph
 
 GraphSpec = (
-    Graph | str | Path | Sequence[Graph | str | Path] | Callable[[np.random.Generator], Graph]
+    Graph
+    | str
+    | Path
+    | Mapping[str, Any]
+    | Sequence[Graph | str | Path | Mapping[str, Any]]
+    | Callable[[np.random.Generator], Graph]
 )
 
 __all__ = ["GraphSource", "WorkloadSampler", "resolve_graph"]
@@ -52,21 +59,36 @@ class WorkloadSampler:
 
 
 def resolve_graph(
-    spec: Graph | str | Path, params: Mapping[str, Any] | None = None, *, seed: int | None = None
+    spec: Graph | str | os.PathLike[str] | Mapping[str, Any],
+    params: Mapping[str, Any] | None = None,
+    *,
+    seed: int | None = None,
 ) -> Graph:
-    """The graph ``spec`` names: itself, a graph JSON file, or a workload generator's.
+    """The graph ``spec`` names: itself, a graph document (dict), a graph JSON file, or a
+    workload generator's.
 
-    A path that ends in ``.json`` or is a file is loaded; any other string is a workload
-    name (``placegym graphs list``) built with ``params``, and with ``seed`` too when it is
-    given and the generator takes one (``params`` win).
+    A path object is loaded, and so is a string that ends in ``.json`` or is a file; any
+    other string is a workload name (``placegym graphs list``) built with ``params``, and
+    with ``seed`` too when it is given and the generator takes one (``params`` win).
 
     Raises:
-        ValueError: an unknown workload (listing the known ones) or parameter, a bad file.
-        FileNotFoundError: a ``.json`` path that does not exist.
+        ValueError: an unknown workload (listing the known ones) or parameter, a bad file
+            or document (``graph: nodes[3].flops: ...``), a spec of another type.
+        FileNotFoundError: a path that does not exist.
     """
-    if isinstance(spec, Graph):
-        return spec
-    text = str(spec)
+    if isinstance(spec, Graph | os.PathLike):
+        return load_graph(spec)
+    if isinstance(spec, Mapping):
+        try:
+            return load_graph(spec)
+        except ValueError as e:
+            raise ValueError(f"graph: {e}") from None
+    if not isinstance(spec, str):
+        raise ValueError(
+            "graph: expected a Graph, a graph document (dict), a JSON path or a workload "
+            f"name, got {type(spec).__name__}"
+        )
+    text = spec
     if text.endswith(".json") or Path(text).is_file():
         return load_graph(text)
     from placegym.envs.workloads import WORKLOADS, make_graph
@@ -95,7 +117,9 @@ class GraphSource:
                 raise ValueError("graph: expected at least one graph, got []")
             self.graphs = [resolve_graph(s, params) for s in spec]
         else:
-            self.graphs = [resolve_graph(cast("Graph | str | Path", spec), params)]
+            self.graphs = [
+                resolve_graph(cast("Graph | str | Path | Mapping[str, Any]", spec), params)
+            ]
 
     @property
     def fixed_sizes(self) -> tuple[int, int] | None:

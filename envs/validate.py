@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,23 +20,36 @@ T = TypeVar("T")
 Source = str | os.PathLike[str] | Mapping[str, Any]
 
 
+#: Longest value shown in a message; longer ones are cut (``...``).
+SHOWN_CHARS = 100
+
+
 def fail(where: str, problem: str, value: Any = None, *, show_value: bool = True) -> ValueError:
     """Build the ValueError for field ``where``; the value is appended when given."""
     msg = f"{where}: {problem}"
     if show_value:
-        msg += f", got {value!r}"
+        shown = repr(value)
+        if len(shown) > SHOWN_CHARS:
+            shown = shown[: SHOWN_CHARS - 3] + "..."
+        msg += f", got {shown}"
     return ValueError(msg)
 
 
 def read_text(path: str | os.PathLike[str], what: str) -> str:
-    """The text of a file; a missing file or a directory gives an error naming the path."""
+    """The UTF-8 text of a file; a missing file, a directory or a binary (non-UTF-8) file
+    gives an error naming the path."""
     p = Path(path)
     try:
-        return p.read_text()
+        return p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise FileNotFoundError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise ValueError(f"{p}: is a directory, not a {what} file") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{p}: not a {what} file (not UTF-8 text: byte 0x{e.object[e.start]:02x} "
+            f"at offset {e.start})"
+        ) from None
 
 
 def read_json(source: Source, what: str) -> dict[str, Any]:
@@ -50,6 +64,13 @@ def read_json(source: Source, what: str) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except ValueError:  # json raises it for an integer beyond Python's digit limit
+        raise ValueError(
+            f"{path}: not a usable {what} file (an integer of more than "
+            f"{sys.get_int_max_str_digits()} digits)"
+        ) from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a usable {what} file (nested too deeply)") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
@@ -103,7 +124,10 @@ def number(value: Any, where: str, *, positive: bool = False) -> float:
     ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
     if not ok:
         raise fail(where, "expected a number", value)
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an int beyond the float range (about 1.8e308)
+        raise fail(where, "too large for a float", _short(value)) from None
     if not math.isfinite(x):
         raise fail(where, "must be finite", value)
     if positive and x <= 0:
@@ -113,8 +137,12 @@ def number(value: Any, where: str, *, positive: bool = False) -> float:
     return x
 
 
+#: Integers in documents must fit int64 (they are stored in int64 arrays).
+INT_RANGE = (-(2**63), 2**63)
+
+
 def integer(value: Any, where: str, *, lo: int | None = None, hi: int | None = None) -> int:
-    """An integer in ``[lo, hi)`` (either bound optional)."""
+    """An integer in ``[lo, hi)`` (either bound optional), always within int64."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -122,10 +150,30 @@ def integer(value: Any, where: str, *, lo: int | None = None, hi: int | None = N
             raise fail(where, "expected an integer", value)
     v = int(value)
     if lo is not None and v < lo:
-        raise fail(where, f"must be >= {lo}", v)
+        raise fail(where, f"must be >= {lo}", _short(v))
     if hi is not None and v >= hi:
-        raise fail(where, f"out of range (must be < {hi})", v)
+        raise fail(where, f"out of range (must be < {hi})", _short(v))
+    if not INT_RANGE[0] <= v < INT_RANGE[1]:
+        raise fail(where, "out of range (must fit in 64 bits)", _short(v))
     return v
+
+
+class _Shown:
+    """A value as shown in a message (its ``repr`` is the text as is)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _short(value: Any) -> Any:
+    """``value``, or for an integer of more than 20 digits its size instead of its digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        digits = math.floor(math.log10(abs(value))) + 1
+        return _Shown(f"{'a negative' if value < 0 else 'an'} integer of about {digits} digits")
+    return value
 
 
 def check_array(arr: np.ndarray, where: str, *, positive: bool = False) -> None:

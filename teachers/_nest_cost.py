@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placegym.envs.cluster import Cluster
+from placegym.envs.costs import node_durations
 from placegym.envs.graph import Graph
 
 __all__ = [
@@ -529,12 +530,11 @@ def _empty_tables(m: int, nk: int, nl: int) -> tuple:
 
 
 def durations_fn(graph: Graph, cluster: Cluster) -> DurationFn:
-    """The :data:`DurationFn` of ``graph`` on ``cluster`` (DESIGN §3.1, no noise)."""
+    """The :data:`DurationFn` of ``graph`` on ``cluster`` (DESIGN §3.1 with profiled costs,
+    no noise)."""
 
     def dur(nodes: np.ndarray, devs: np.ndarray) -> np.ndarray:
-        compute = graph.flops[nodes] / cluster.flops[devs]
-        memory = graph.io_bytes[nodes] / cluster.mem_bandwidth[devs]
-        return np.maximum(compute, memory) + cluster.launch_overhead[devs]
+        return node_durations(graph, cluster, nodes, devs)
 
     return dur
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -228,8 +229,14 @@ def anneal(
     t_end: float = 1e-4,
     guide: float = 0.5,
     move_weights: tuple[float, ...] = (0.4, 0.25, 0.15, 0.1, 0.1),
+    observe: Callable[[int, float], None] | None = None,
 ) -> AnnealResult:
-    """Simulated annealing from the best of ``start`` (see :class:`AnnealTeacher`)."""
+    """Simulated annealing from the best of ``start`` (see :class:`AnnealTeacher`).
+
+    ``observe(simulations, best_makespan)``, when given, is called once the starts are
+    scored and after every step: the search's anytime curve (best so far vs placements
+    simulated).
+    """
     starts = [start] if isinstance(start, Placement) else list(start)
     if not starts:
         raise ValueError("start: need at least one placement, got none")
@@ -244,9 +251,13 @@ def anneal(
     w = _weights(move_weights, graph.num_nodes, cluster.num_devices)
     search = _Search(_problem(graph, cluster), starts, budget, seed)
     first, span = search.used, max(budget - search.used, 1)
+    if observe is not None:
+        observe(search.used, search.best[3])
     while search.used < budget and w.sum() > 0:
         temp = t_start * (t_end / t_start) ** ((search.used - first) / span)
         search.step(batch, temp, w / w.sum(), guide)
+        if observe is not None:
+            observe(search.used, search.best[3])
     dev, order, _, best = search.best
     placement = Placement(device=dev, order=order)
     return AnnealResult(placement, best, search.start_makespan, search.used, search.accepted)

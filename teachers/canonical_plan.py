@@ -53,16 +53,8 @@ __all__ = ["CanonicalPlanTeacher", "device_mapping"]
 
 
 def _signature(cluster: Cluster) -> np.ndarray:
-    """``(D, 4)`` per-device attributes that must match for two devices to swap."""
-    return np.stack(
-        [
-            np.asarray(cluster.flops, dtype=np.float64),
-            np.asarray(cluster.memory, dtype=np.float64),
-            np.asarray(cluster.mem_bandwidth, dtype=np.float64),
-            np.asarray(cluster.launch_overhead, dtype=np.float64),
-        ],
-        axis=1,
-    )
+    """``(D, 5)`` per-device attributes that must match for two devices to swap."""
+    return cluster.device_traits
 
 
 def _mismatch(

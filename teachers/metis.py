@@ -155,9 +155,7 @@ class MetisTeacher(PlanTeacher):
         np.add.at(cut, (part[e[:, 0]], part[e[:, 1]]), graph.out_bytes[e[:, 0]])
         cost = 1.0 / cluster.pair_bandwidth
         np.fill_diagonal(cost, 0.0)
-        kinds = np.stack(
-            [cluster.flops, cluster.mem_bandwidth, cluster.launch_overhead, cluster.memory], 1
-        )
+        kinds = cluster.device_traits
         _, kind = np.unique(kinds, axis=0, return_inverse=True)
         return _swap_pass(cut, cost, kind.reshape(-1), m)
 

@@ -151,9 +151,7 @@ class SingleDeviceTeacher(PlanTeacher):
         """Everything on the best single device (see the class docstring)."""
         order = priority_order(graph, b_level(graph, cluster))
         n = graph.num_nodes
-        kinds = np.stack(
-            [cluster.flops, cluster.mem_bandwidth, cluster.launch_overhead, cluster.memory], 1
-        )
+        kinds = cluster.device_traits
         _, first = np.unique(kinds, axis=0, return_index=True)
         cand = np.sort(first)
         res = simulate_batch(

@@ -69,7 +69,9 @@ class _OnePhase(gym.Wrapper):
     def _advance(self, obs, reward, term, trunc, info):
         """Let the teacher act until it is the agent's phase again (or the end)."""
         state = self._state()
-        while not term and not info.get("illegal_action") and state.phase != self.agent_phase:
+        while (
+            not (term or trunc or info.get("illegal_action")) and state.phase != self.agent_phase
+        ):
             obs, r, term, trunc, info = self.env.step(self._teacher_action())
             reward += r
         return obs, reward, term, trunc, info

@@ -1,12 +1,28 @@
 """The real backend on CPU workers: kernels, work-conserving execution, calibration."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
 from placegym.envs import Placement, load_cluster, simulate
 from placegym.envs.backend import BackendError, TorchExecutor, parse_devices, scale_graph
-from placegym.envs.backend.calibrate import calibrate, spearman
+from placegym.envs.backend.calibrate import calibrate, rank_check, spearman
+from placegym.envs.backend.devices import shared_hardware
+from placegym.envs.backend.executor import copy_side, copy_tensor
+from placegym.envs.backend.kernels import build_kernels
+from placegym.envs.backend.probes import (
+    Sharing,
+    copy_times,
+    dispatch_overhead,
+    hop_latency,
+    measure_sharing,
+    node_errors,
+    node_times,
+)
+from placegym.envs.backend.profile import profile_kernels, time_kernel
+from placegym.envs.costs import signatures
 from placegym.envs.graph import Graph
 from placegym.envs.workloads import WORKLOADS, make_graph
 
@@ -32,14 +48,32 @@ def test_parse_devices():
         ("cuda:0", 1),
     ]
     assert len(parse_devices("cuda:0,cuda:1")) == 2
+    (part,) = parse_devices("cuda:1%32")
+    assert (part.name, part.torch_device, part.index, part.sms) == ("cuda:1%32", "cuda:1", 1, 32)
+    mixed = parse_devices("cuda:0,cpu#2")
+    assert [(d.name, d.is_cuda) for d in mixed] == [
+        ("cuda:0", True),
+        ("cpu#0", False),
+        ("cpu#1", False),
+    ]
     with pytest.raises(
         ValueError,
-        match=r"devices: expected 'cpu#k', 'cuda:i' or 'cuda:i#k', "
-        r"got 'tpu:0'",
+        match=r"devices: expected 'cpu#k', 'cuda:i', 'cuda:i#k' or 'cuda:i%N', got 'tpu:0'",
     ):
         parse_devices("tpu:0")
     with pytest.raises(ValueError, match=r"devices: 'cpu' is listed twice"):
         parse_devices("cpu,cpu")
+    for bad in ("cpu%4", "cuda:0%8#2", "cuda:0%0"):
+        with pytest.raises(ValueError, match=r"devices: an SM partition is 'cuda:i%N' with N"):
+            parse_devices(bad)
+
+
+def test_shared_hardware_is_named_by_construction():
+    assert shared_hardware(parse_devices("cuda:0,cuda:1,cpu#2"), cores=4) == []
+    (note,) = shared_hardware(parse_devices("cuda:0#2,cpu#1"), cores=4)
+    assert note.startswith("cuda:0#0, cuda:0#1 share cuda:0 (streams or SM partitions")
+    (note,) = shared_hardware(parse_devices("cpu#3"), cores=2)
+    assert note.startswith("cpu#0, cpu#1, cpu#2: 3 CPU workers on 2 usable cores")
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
@@ -51,9 +85,28 @@ def test_scaled_graph_is_consistent(name):
     for v in range(s.num_nodes):
         spec = s.spec[v]
         assert s.out_bytes[v] == np.prod(spec["shape"]) * 4
-    assert scale_graph(g, 1) is g
-    with pytest.raises(ValueError, match=r"scale: must be an integer >= 1, got 0"):
-        scale_graph(g, 0)
+    assert scale_graph(g, 1) is g and scale_graph(g, 1.0) is g
+    for bad in (0, -2, float("nan"), "4"):
+        with pytest.raises(ValueError, match=r"scale: must be a number > 0, got"):
+            scale_graph(g, bad)
+
+
+@pytest.mark.parametrize("name", ["ffnn", "chainmm"])
+def test_a_scale_below_one_grows_blocks(name):
+    """Halving then doubling every dimension is the same graph as halving once, and
+    scale 0.25 makes every large block dimension 4x larger (64x the matmul FLOP)."""
+    g = make_graph(name)
+    back = scale_graph(scale_graph(g, 8), 0.5)
+    four = scale_graph(g, 4)
+    assert back.name.endswith("/scale8/scale0.5")
+    assert [s["shape"] for s in back.spec] == [s["shape"] for s in four.spec]
+    np.testing.assert_allclose(back.flops, four.flops, rtol=1e-12)
+    np.testing.assert_array_equal(back.out_bytes, four.out_bytes)
+    big = scale_graph(g, 0.25)
+    for s, t in zip(g.spec, big.spec, strict=True):
+        assert t["shape"] == [d if d <= 16 else 4 * d for d in s["shape"]]
+    mm = [v for v in range(g.num_nodes) if g.spec[v]["kind"] == "einsum"]
+    np.testing.assert_allclose(big.flops[mm], 64 * g.flops[mm], rtol=1e-12)
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
@@ -136,10 +189,83 @@ def test_calibration_writes_a_valid_cluster(tmp_path):
     c = calibrate("cpu#2", size=64, copy_sizes=(16, 64), repeats=1)
     assert c.num_devices == 2 and c.level_matrix is not None
     assert (c.flops > 0).all() and (c.mem_bandwidth > 0).all()
+    assert [d.kind for d in c.devices] == ["cpu", "cpu"] and c.profile is None
     c.save(tmp_path / "c.json")
     g = small("ffnn")
     p = Placement(device=np.arange(g.num_nodes) % 2, order=g.topological_order.copy())
     assert simulate(g, tmp_path / "c.json", p).makespan > 0
+
+
+def test_profile_times_every_distinct_kernel_once_per_kind():
+    g = small("ffnn")
+    prof = profile_kernels([g, small("ffnn")], "cpu#2", warmup=0, repeats=2)
+    assert list(prof) == ["cpu"]
+    assert set(prof["cpu"]) == set(signatures(g)) - {None}
+    assert all(t > 0 for t in prof["cpu"].values())
+    times = time_kernel(g, build_kernels(g), 9, parse_devices("cpu")[0], repeats=3)
+    assert times.shape == (3,) and (times > 0).all()
+
+
+def test_profiled_calibration_gives_each_kernel_its_measured_time(tmp_path):
+    g = small("ffnn")
+    c = calibrate("cpu#2", graphs=[g], size=64, copy_sizes=(16, 64), repeats=1)
+    c.save(tmp_path / "c.json")
+    c = load_cluster(tmp_path / "c.json")
+    assert c.profile_kinds == ("cpu",) and c.profile_class.tolist() == [0, 0]
+    p = Placement(device=np.arange(g.num_nodes) % 2, order=g.topological_order.copy())
+    s = simulate(g, c, p)
+    sig = signatures(g)
+    want = [c.profile["cpu"][sig[v]] + c.launch_overhead[p.device[v]] for v in range(g.num_nodes)]
+    np.testing.assert_allclose(s.duration, want, rtol=1e-9)
+
+
+def test_copy_side_and_copies_between_cpu_workers():
+    cpu0, cpu1, gpu0, gpu1 = parse_devices("cpu#2,cuda:0,cuda:1")
+    assert copy_side(cpu0, gpu0) is gpu0 and copy_side(gpu0, cpu0) is gpu0
+    assert copy_side(gpu0, gpu1) is gpu1 and not copy_side(cpu0, cpu1).is_cuda
+    x = torch.randn(4, 4)
+    y = copy_tensor(x, cpu1, None)
+    assert y is not x and torch.equal(x, y)
+    t = copy_times(cpu0, cpu1, [16, 64], repeats=2)
+    assert t.shape == (2,) and (t > 0).all()
+    assert hop_latency("cpu#2", 0, 1, count=8, repeats=1) >= 0
+
+
+def test_probes_on_cpu_workers(monkeypatch):
+    assert 0 <= dispatch_overhead("cpu#1", 0, count=16, repeats=2) < 5e-3
+    sh = measure_sharing("cpu#2", length=2, repeats=1)
+    assert sh.names == ["cpu#0", "cpu#1"] and (sh.alone > 0).all() and (sh.together > 0).all()
+    g = small("ffnn")
+    p, measured = node_times(g, "cpu#1", repeats=1)
+    assert np.isnan(measured).sum() == 1 and (measured[np.isfinite(measured)] > 0).all()
+    c = calibrate("cpu#1", graphs=[g], size=64, repeats=1)
+    assert node_errors(g, c, p, measured).shape == (g.num_nodes - 1,)
+
+
+def test_sharing_verdicts():
+    apart = Sharing(["a", "b"], np.array([1.0, 2.0]), np.array([1.1, 2.1]))
+    assert apart.shared == [] and apart.parallel_speedup == pytest.approx(3.0 / 2.1)
+    assert apart.lines()[-1] == "independent: parallel speedup 1.43 of 2"
+    streams = Sharing(["s0", "s1"], np.array([1.0, 1.0]), np.array([2.0, 1.2]))
+    assert streams.shared == ["s0"]
+    assert streams.lines()[-1].startswith("shared hardware: s0 slow down more than 1.5x")
+
+
+def test_rank_check_refuses_devices_that_share_hardware(monkeypatch):
+    import placegym.envs.backend.devices as devices
+
+    monkeypatch.setattr(devices, "usable_cores", lambda: 2)
+    g = small("ffnn")
+    c = calibrate("cpu#3", size=64, copy_sizes=(16,), repeats=1)
+    with pytest.raises(
+        ValueError,
+        match=r"devices: 'cpu#3' are not independent devices \(cpu#0, cpu#1, cpu#2: 3 CPU "
+        r"workers on 2 usable cores",
+    ):
+        rank_check(g, c, "cpu#3", placements=2)
+    res = rank_check(g, c, "cpu#3", placements=3, repeats=1, allow_shared=True)
+    assert res.simulated.shape == res.measured.shape == (3,)
+    assert 0 < res.cpu_share <= 1.1 and res.median_relative_error >= 0
 
 
 def test_real_backend_environment_episode():
@@ -170,47 +296,77 @@ def test_real_backend_environment_episode():
     assert env.unwrapped.graph.name.endswith("/scale8")
 
 
-def test_calibrate_cli_writes_the_cluster_and_reports_the_rank_check(tmp_path, capsys):
+def test_calibrate_cli_writes_the_cluster_and_refuses_shared_devices(tmp_path, capsys):
     from placegym.train.cli import main
 
     out = tmp_path / "cpu2.json"
-    assert (
-        main(
-            [
-                "calibrate",
-                "--devices",
-                "cpu#2",
-                "--out",
-                str(out),
-                "--size",
-                "64",
-                "--repeats",
-                "1",
-                "--check",
-                "--scale",
-                "8",
-                "--placements",
-                "4",
-            ]
-        )
-        == 0
-    )
+    args = ["calibrate", "--devices", "cpu#2", "--out", str(out), "--size", "64"]
+    assert main([*args, "--repeats", "1"]) == 0
     text = capsys.readouterr().out
-    assert "Spearman rank correlation, simulated vs measured:" in text
-    assert load_cluster(out).num_devices == 2
+    assert "sharing probe (matmul chains, each device alone vs all at once):" in text
+    assert load_cluster(out).num_devices == 2 and load_cluster(out).profile is None
     assert main(["calibrate", "--devices", "tpu", "--out", str(out)]) == 2
     assert "devices: expected 'cpu#k'" in capsys.readouterr().err
+    assert main(["calibrate", "--devices", "cuda:0#2", "--check", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("placegym calibrate: error: --check: cuda:0#0, cuda:0#1 share cuda:0")
+    assert "pass --allow-shared" in err
+
+
+#: The CPU workers count as undisturbed when they ran at least this share of the time
+#: they were ready to run (``RankCheck.cpu_share``).
+QUIET = 0.9
+
+
+def profiled_check(tmp_path, capsys, scale: str, placements: str, repeats: str):
+    """``placegym calibrate --devices cpu#2 --profile --check``: (summary, printed text)."""
+    from placegym.train.cli import main
+
+    out = tmp_path / "cpu2.json"
+    argv = ["calibrate", "--devices", "cpu#2", "--out", str(out), "--profile", "--check"]
+    argv += ["--scale", scale, "--placements", placements, "--repeats", repeats]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    summary = json.loads(next(x for x in text.splitlines() if x.startswith("{")))
+    assert load_cluster(out).profile_kinds == ("cpu",)
+    assert summary["profiled"] and summary["placements"] == int(placements)
+    assert len(summary["simulated_ms"]) == len(summary["measured_ms"]) == int(placements)
+    print(text)
+    return summary, text
+
+
+def test_profiled_calibration_predicts_cpu_makespans(tmp_path, capsys):
+    """The issue's check at tiny size (FFNN / 8, 20 placements, on 2 CPU workers):
+    Spearman >= 0.95 and median relative error <= 10% between simulated and measured
+    makespans, with profiled costs.
+
+    Wall-clock times on a shared machine include the other processes' load, which no
+    simulator of this graph can predict; under it two workers are not two independent
+    devices. The check measures both: ``cpu_share`` (of the time the workers were ready
+    to run, the share they ran) and the sharing probe (each worker alone vs both busy).
+    The thresholds are asserted when the workers had their cores (share >= QUIET and
+    not found shared, as on an otherwise idle CI machine); on a busier machine the
+    figures are reported and the test is skipped, naming them, rather than asserting
+    something it cannot show.
+    """
+    summary, text = profiled_check(tmp_path, capsys, "8", "20", "3")
+    assert "median relative error, simulated vs measured:" in text
+    assert_when_quiet(summary)
+
+
+def assert_when_quiet(summary) -> None:
+    rho, err, share = summary["spearman"], summary["median_relative_error"], summary["cpu_share"]
+    if share < QUIET or summary["shared_hardware"]:
+        pytest.skip(
+            f"machine busy: the CPU workers ran {share:.0%} of the time they were ready to "
+            f"run, shared: {summary['shared_hardware']} (Spearman {rho:.3f}, median "
+            f"relative error {err:.1%})"
+        )
+    assert rho >= 0.95 and err <= 0.10, (rho, err, share)
 
 
 @pytest.mark.slow
-def test_calibrated_simulator_ranks_real_placements():
-    """The issue's acceptance check: Spearman >= 0.8 over 20 random placements of a small
-    FFNN on two CPU workers (timing-based, so marked slow)."""
-    from placegym.envs.backend.calibrate import rank_check
-
-    cluster = calibrate("cpu#2")
-    rho, sim, real = rank_check(
-        scale_graph(make_graph("ffnn"), 2), cluster, "cpu#2", placements=20
-    )
-    print(f"\nSpearman {rho:.3f}")
-    assert rho >= 0.8
+def test_profiled_calibration_predicts_cpu_makespans_at_default_size(tmp_path, capsys):
+    """The same at the CLI's default size (FFNN / 2, 20 placements): the strict twin."""
+    summary, _ = profiled_check(tmp_path, capsys, "2", "20", "5")
+    assert_when_quiet(summary)

@@ -109,3 +109,10 @@ def test_cli_prints_the_table(tmp_path, capsys):
         == 2
     )
     assert "unknown workload or file 'nope'" in capsys.readouterr().err
+
+
+def test_the_default_teachers_are_every_placer_but_optimal():
+    from placegym.teachers import list_teachers
+    from placegym.train.harness.bench import DEFAULT_TEACHERS
+
+    assert sorted(DEFAULT_TEACHERS) == sorted(set(list_teachers()) - {"optimal"})

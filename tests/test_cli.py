@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from test_io import CLUSTER, GRAPH, PLACEMENT
@@ -69,7 +70,10 @@ def test_validate_each_format(files, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith("ok (placegym.graph/v1, 3 nodes, 3 edges)")
     assert out[1].endswith("ok (placegym.cluster/v1, 2 devices, 3 levels)")
-    assert out[2].endswith("ok (placegym.placement/v1, 3 nodes on 2 devices)")
+    assert out[2] == (
+        f"{files['placement']}: ok (placegym.placement/v1, 3 nodes on 2 devices; "
+        f"fits {files['graph']} on {files['cluster']})"
+    )
 
 
 def test_validate_checks_a_placement_against_graph_and_cluster(files, capsys):
@@ -169,3 +173,147 @@ def test_report_and_train_by_preset_name(capsys, tmp_path):
     assert main(["report", "--clusters", "p100x5", "--out", str(tmp_path)]) == 2
     assert "unknown preset or file 'p100x5'" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # nothing was trained
+
+
+# ------------------------------------------------------------------ one-line errors
+def one_line_error(capsys, command: str) -> str:
+    """The message of the one-line error ``command`` printed (stdout aside)."""
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    prefix = f"placegym {command}: error: "
+    assert err.startswith(prefix), err
+    return err[len(prefix) : -1]
+
+
+def test_a_number_too_large_for_a_float(files, capsys):
+    doc = json.loads(files["graph"].read_text())
+    doc["nodes"][0]["flops"] = 10**400
+    files["graph"].write_text(json.dumps(doc))
+    expected = (
+        f"{files['graph']}: nodes[0].flops: too large for a float, "
+        "got an integer of about 401 digits"
+    )
+    assert main(["validate", str(files["graph"])]) == 2
+    assert one_line_error(capsys, "validate") == expected
+    assert main(["simulate", *problem_args(files)]) == 2
+    assert one_line_error(capsys, "simulate") == expected
+
+
+def test_a_binary_file_is_named(files, capsys):
+    files["graph"].write_bytes(b"\xbf\x00\xff binary")
+    assert main(["validate", str(files["graph"])]) == 2
+    assert one_line_error(capsys, "validate") == (
+        f"{files['graph']}: not a placegym JSON file (not UTF-8 text: byte 0xbf at offset 0)"
+    )
+    assert main(["simulate", *problem_args(files)]) == 2
+    assert one_line_error(capsys, "simulate") == (
+        f"{files['graph']}: not a graph JSON file (not UTF-8 text: byte 0xbf at offset 0)"
+    )
+
+
+def test_a_placement_of_the_wrong_length_names_its_file(files, capsys):
+    short = {"format": "placegym.placement/v1", "device": [0, 1], "order": [1, 0]}
+    files["placement"].write_text(json.dumps(short))
+    expected = (
+        f"{files['placement']}: device: expected 3 entries (one per node of graph 'tiny'), got 2"
+    )
+    for command in ("simulate", "show"):
+        assert main([command, *problem_args(files)]) == 2
+        assert one_line_error(capsys, command) == expected
+    # validate checks placements against the graph among its files, --graph or not
+    assert main(["validate", str(files["graph"]), str(files["placement"])]) == 2
+    assert one_line_error(capsys, "validate") == expected
+
+
+def test_validate_says_which_graph_placements_fit(files, tmp_path, capsys):
+    assert main(["validate", str(files["placement"])]) == 0
+    assert capsys.readouterr().out == (
+        f"{files['placement']}: ok (placegym.placement/v1, 3 nodes on 2 devices; "
+        "not checked against a graph: add --graph)\n"
+    )
+    other = tmp_path / "other.json"
+    other.write_text(files["graph"].read_text())
+    paths = [str(files["graph"]), str(other), str(files["placement"])]
+    assert main(["validate", *paths]) == 2
+    assert one_line_error(capsys, "validate") == (
+        f"--graph: 2 graph files given ({files['graph']}, {other}); say with --graph which "
+        "one the placements must fit"
+    )
+    assert main(["validate", *paths, "--graph", str(other)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"; fits {other})")
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "{}\n", "null\n"])
+def test_train_refuses_an_empty_config(tmp_path, capsys, text):
+    cfg = tmp_path / "empty.yaml"
+    cfg.write_text(text)
+    assert main(["train", str(cfg)]) == 2
+    assert one_line_error(capsys, "train") == (
+        f"{cfg}: the config is empty; expected a mapping of keys (phases, data, phase1, ...; "
+        "see configs/quickstart.yaml)"
+    )
+    cfg.write_text("- phase1\n")
+    assert main(["train", str(cfg)]) == 2
+    assert one_line_error(capsys, "train") == f"{cfg}: expected a mapping of keys, got list"
+
+
+def test_a_corrupt_checkpoint_is_one_line_naming_it(tmp_path, capsys):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint " * 20)
+    expected = (
+        f"{bad}: not a placegym checkpoint (torch.load(weights_only=True) failed: "
+        "UnpicklingError); use a .pt file written by placegym train"
+    )
+    args = ["bench", "--workloads", "ffnn", "--teachers", "critical_path", "--agents", str(bad)]
+    assert main([*args, "--out", str(tmp_path / "b")]) == 2
+    assert one_line_error(capsys, "bench") == expected
+    quickstart = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
+    overrides = [f"out={tmp_path / 'run'}", f"init={bad}", "wandb.mode=disabled"]
+    assert main(["train", str(quickstart), *overrides]) == 2
+    assert one_line_error(capsys, "train") == expected
+
+
+def test_bench_errors_do_not_share_the_progress_bar_line(capsys):
+    assert main(["bench", "--workloads", "ffnn,nosuch", "--teachers", "critical_path"]) == 2
+    assert capsys.readouterr().err == (
+        "placegym bench: error: graph: unknown workload or file 'nosuch' (workloads: "
+        "chainmm, ffnn, llama_block, llama_layer, moe, random_dag)\n"
+    )
+
+
+# ------------------------------------------------------------------ help and listings
+def test_graphs_list_shows_each_generators_parameters(capsys):
+    import inspect
+
+    from placegym.envs.workloads import WORKLOADS
+
+    assert main(["graphs", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "--param defaults: batch=1024 dims=2048,4096,4096,2048 batch_blocks=2 " in out
+    for fn in WORKLOADS.values():
+        for name in inspect.signature(fn).parameters:
+            assert f" {name}=" in out
+
+
+def test_graphs_export_help_example_runs(tmp_path, capsys, monkeypatch):
+    from placegym.train.cli.main import build_parser
+
+    helptext = build_parser()._subparsers._group_actions[0].choices["graphs"]
+    export = helptext._subparsers._group_actions[0].choices["export"].format_help()
+    example = export.split("example:\n")[1].strip()
+    assert example.startswith("placegym graphs export ffnn ")
+    monkeypatch.chdir(tmp_path)
+    assert main(example.split()[1:]) == 0
+    assert "ffnn.json: ffnn-" in capsys.readouterr().out
+
+
+def test_calibrate_and_validate_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for default in ("cpu#2", "cluster.json", "256", "5", "ffnn", "2", "20", "0"):
+        assert f"(default: {default})" in out
+    with pytest.raises(SystemExit):
+        main(["validate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "FILE a placegym graph, cluster or placement JSON file" in out

@@ -1,17 +1,12 @@
-"""Importers: torch.fx models with hand-counted nodes and FLOP, DOPPLER text files, and the
-``placegym graphs import-doppler`` command."""
+"""The torch.fx importer: models with hand-counted nodes and FLOP (DOPPLER files:
+test_doppler_format.py)."""
 
-import json
-
-import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from placegym.envs import Placement, load_cluster, load_graph, simulate
-from placegym.envs.importers import from_doppler, from_fx, parse_doppler
+from placegym.envs.importers import from_fx
 from placegym.envs.importers.fx import mha_flops
-from placegym.train.cli import main
 
 
 def check_args(g):
@@ -183,108 +178,3 @@ def test_fx_errors():
         from_fx(mlp(), torch.randn(4, 5))
     with pytest.raises(ValueError, match=r"parts: must be >= 1, got 0"):
         from_fx(mlp(), torch.randn(4, 16), parts=0)
-
-
-# ------------------------------------------------------------------ DOPPLER files
-# 7 vertices, inputs 0 and 1; edge 3 -> 5 twice; mixed separators and blank lines.
-DOPPLER = """7
-0 1
-0, 1,2 2 3 3 4 5
-2,2,3,4,5,5,6,6
-
-100,10,matmul
-200 , 20
-
-300,30
-400,40,add
-500,50
-
-"""
-
-
-def test_doppler_drops_inputs_renumbers_and_merges(tmp_path):
-    path = tmp_path / "chain.txt"
-    path.write_text(DOPPLER)
-    g = from_doppler(path)
-    assert g.name == "chain"
-    assert g.flops.tolist() == [100, 200, 300, 400, 500]
-    assert g.out_bytes.tolist() == [10, 20, 30, 40, 50]
-    assert g.op == ("matmul", "op", "op", "add", "op")
-    assert [s["vertex"] for s in g.spec] == [2, 3, 4, 5, 6]  # new id i was vertex kept[i]
-    # 2->3, 2->4, 3->5 (merged), 4->6, 5->6; the edges from inputs 0 and 1 are gone
-    assert g.edges.tolist() == [[0, 1], [0, 2], [1, 3], [2, 4], [3, 4]]
-    assert g.param_bytes.sum() == 0
-
-
-def test_doppler_costs_are_cost_units_on_the_unit_presets():
-    g = parse_doppler("3\n0\n0 1\n1 2\n2e10,1e10\n3e10,5e9\n")
-    c = load_cluster("doppler-unit-4")
-    one = simulate(g, c, Placement(device=np.array([0, 0]), order=np.array([0, 1])))
-    assert one.makespan == pytest.approx(5.0)  # (2e10 + 3e10) / 1e10
-    two = simulate(g, c, Placement(device=np.array([0, 1]), order=np.array([0, 1])))
-    assert two.makespan == pytest.approx(6.0)  # plus the 1e10 comm units of vertex 1
-    assert load_cluster("doppler-unit-8").num_devices == 8
-
-
-def test_doppler_without_inputs_or_edges_and_leading_blank_lines():
-    g = parse_doppler("2\n\n\n\n1,2\n3,4\n")
-    assert g.num_nodes == 2 and g.num_edges == 0
-    g = parse_doppler("\r\n\n3\r\n0\r\n1,\r\n2\r\n1,2\r\n3,4\r\n")  # CRLF, trailing comma
-    assert g.flops.tolist() == [1, 3] and g.edges.tolist() == [[0, 1]]
-    with pytest.raises(ValueError, match=r"^line 5: edge sources: expected integers"):
-        parse_doppler("\n\n3\n0\n1,x\n2\n1,2\n3,4\n")
-
-
-@pytest.mark.parametrize(
-    ("text", "match"),
-    [
-        ("x\n\n\n\n", r"^line 1: vertex count: expected integers, 'x' is not one, got 'x'"),
-        ("0\n\n\n\n", r"^line 1: vertex count: expected one integer >= 1, got '0'"),
-        ("3\n0\n", r"^line 3: missing \(edge sources\); the file has 2 lines"),
-        ("3\n0\n0,a\n1,2\n", r"^line 3: edge sources: expected integers, 'a' is not one"),
-        ("3\n0\n0 1\n1\n1,1\n1,1\n", r"^line 4: edge destinations: 1 entries for the 2 sources"),
-        ("3\n7\n0\n1\n", r"^line 2: input vertex ids: vertex id 7 out of range 0..2, got '7'"),
-        ("3\n0\n0\n9\n", r"^line 4: edge destinations: vertex id 9 out of range 0..2"),
-        ("3\n0\n1\n1\n", r"^line 3: edge 0 is a self-loop on vertex 1, got '1'"),
-        ("3\n0\n1\n0\n", r"^line 4: edge 0 \(1 -> 0\) points into input vertex 0"),
-        ("3\n0\n1\n2\n1,2\n1,2,op,x\n", r"^line 6: expected comp_cost,comm_cost\[,op_type\], got"),
-        ("3\n0\n1\n2\n1,2\n-1,2\n", r"^line 6: comp_cost: must be a finite number >= 0, not '-1'"),
-        ("3\n0\n1\n2\nabc,2\n1,2\n", r"^line 5: comp_cost: expected a number, 'abc' is not one"),
-        ("3\n0\n1\n2\n1,inf\n1,2\n", r"^line 5: comm_cost: must be a finite number >= 0"),
-        ("3\n0\n1\n2\n1,2\n", r"^line 6: end of file after 1 cost lines, expected 2"),
-        ("3\n0\n1\n2\n1,2\n1,2\n\n3,4\n", r"^line 8: more cost lines than the 2 non-input"),
-        ("3\n\n1 2\n2 1\n1,1\n1,1\n1,1\n", r"edges: the graph has a cycle"),
-    ],
-)
-def test_doppler_errors_name_the_line_and_text(text, match):
-    with pytest.raises(ValueError, match=match):
-        parse_doppler(text)
-
-
-def test_doppler_file_errors_name_the_file(tmp_path):
-    path = tmp_path / "bad.txt"
-    path.write_text("3\n0\n0,a\n1,2\n")
-    with pytest.raises(ValueError, match=r"bad.txt: line 3: edge sources"):
-        from_doppler(path)
-    with pytest.raises(FileNotFoundError, match=r"missing.txt: no such file"):
-        from_doppler(tmp_path / "missing.txt")
-
-
-# ------------------------------------------------------------------ CLI
-def test_cli_import_doppler(tmp_path, capsys):
-    src, out = tmp_path / "g.txt", tmp_path / "g.json"
-    src.write_text(DOPPLER)
-    assert main(["graphs", "import-doppler", str(src), "--out", str(out)]) == 0
-    assert "5 nodes, 5 edges" in capsys.readouterr().out
-    assert load_graph(out).to_dict() == from_doppler(src).to_dict()
-    assert json.loads(out.read_text())["nodes"][0]["spec"] == {"kind": "opaque", "vertex": 2}
-
-
-def test_cli_import_doppler_bad_file_is_one_line_exit_2(tmp_path, capsys):
-    src = tmp_path / "bad.txt"
-    src.write_text("3\n0\n0,a\n1,2\n")
-    assert main(["graphs", "import-doppler", str(src), "--out", str(tmp_path / "o.json")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "line 3: edge sources" in err
-    assert main(["graphs", "import-doppler", str(tmp_path / "nope.txt"), "--out", "x"]) == 2
-    assert "no such file" in capsys.readouterr().err

@@ -300,8 +300,7 @@ def test_placement_must_fit_graph_and_cluster():
     short = {"format": "placegym.placement/v1", "device": [0, 1], "order": [1, 0]}
     with pytest.raises(
         ValueError,
-        match=r"device: placement has one entry per node; the graph "
-        r"has 3 nodes, the placement, got 2",
+        match=r"^device: expected 3 entries \(one per node of graph 'tiny'\), got 2$",
     ):
         simulate(GRAPH, CLUSTER, short)
 
@@ -376,6 +375,7 @@ def test_every_preset_loads_and_simulates():
     names = [name for name, _ in list_presets()]
     assert names == [
         "p100x4",
+        "p100x8",
         "v100x8",
         "h100x8",
         "h100-2x8",

@@ -1,10 +1,15 @@
-"""Every code folder installs under the ``placegym`` namespace."""
+"""Every code folder installs under the ``placegym`` package (which carries the version),
+the presets as its data package ``placegym.configs``."""
 
+import subprocess
+import sys
 import tomllib
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {
+    "placegym": "placegym",
     "envs": "placegym.envs",
     "agents": "placegym.agents",
     "teachers": "placegym.teachers",
@@ -22,8 +27,20 @@ def test_every_package_folder_is_listed_in_pyproject():
             rel = init.parent.relative_to(ROOT / folder).parts
             found.add(".".join((pkg, *rel)))
     assert set(cfg["packages"]) == found
+    # nothing installs bare; the top package holds only the version
+    assert all(p == "placegym" or p.startswith("placegym.") for p in cfg["packages"])
+    assert [p.name for p in (ROOT / "placegym").iterdir() if p.suffix == ".py"] == ["__init__.py"]
 
-    assert all(p.startswith("placegym.") for p in cfg["packages"])  # nothing installs bare
+
+def test_version_from_python_and_the_command_line():
+    import placegym
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert placegym.__version__ == version("placegym") == project["version"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "placegym.train.cli", "--version"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and proc.stdout == f"placegym {project['version']}\n"
 
 
 def test_the_presets_ship_as_package_data():

@@ -52,3 +52,55 @@ def test_readme_training_snippet_runs_on_a_small_budget(index, tmp_path, monkeyp
     small = shrunk(BLOCKS[index])
     assert small != BLOCKS[index] and "total_timesteps=64" in small
     run(small, index)
+
+
+ROOT = README.parent
+
+
+def _flat(path: Path) -> str:
+    return " ".join(path.read_text().split())
+
+
+def test_readme_calls_action_masks_where_it_exists():
+    # a gym.make env has no action_masks attribute: the README calls it on env.unwrapped
+    text = _flat(README).replace("env.unwrapped.action_masks()", "")
+    assert "env.action_masks()" not in text
+    import gymnasium as gym
+
+    import placegym.envs  # noqa: F401
+
+    env = gym.make("placegym/ChainMM-v0")
+    env.reset(seed=0)
+    assert not hasattr(env, "action_masks")
+    mask = env.unwrapped.action_masks()
+    assert (env.get_wrapper_attr("action_masks")() == mask).all() and mask.any()
+
+
+def test_readme_names_what_make_demo_writes():
+    recipe = (ROOT / "Makefile").read_text().split("\ndemo:")[1].split("\n\n")[0]
+    outs = re.findall(r"(?:--out |out=)(\S+)", recipe)
+    assert outs == ["demo-out", "demo-out/quickstart", "demo-out/bench"]
+    text = _flat(README)
+    for folder in outs:
+        assert f"`{folder}/`" in text
+
+
+def _minutes(text: str, anchor: str) -> int:
+    """The N of the first "about N min(utes)" after ``anchor`` in ``text``."""
+    found = re.search(re.escape(anchor) + r".*?about (\d+) min", text, flags=re.I)
+    assert found, anchor
+    return int(found.group(1))
+
+
+def test_time_figures_agree_everywhere():
+    readme, configs = _flat(README), _flat(ROOT / "configs" / "README.md")
+    quickstart = _flat(ROOT / "configs" / "quickstart.yaml")
+    report = _flat(ROOT / "train" / "harness" / "report.py")
+    make = _flat(ROOT / "Makefile")
+    line = "placegym train configs/quickstart.yaml #"
+    assert _minutes(readme, line) == _minutes(configs, line) == _minutes(quickstart, "#")
+    assert (
+        _minutes(readme, "make agent-report")
+        == _minutes(make, "# Learned-agent report")
+        == _minutes(report, "The whole report takes")
+    )

@@ -109,12 +109,17 @@ def test_phase3_settings_and_their_errors(tmp_path):
     )
     with pytest.raises(
         ValueError,
-        match=r"phase3\.devices: expected 'cpu#k', 'cuda:i' or "
-        r"'cuda:i#k', got 'gpu'",
+        match=r"phase3\.devices: expected 'cpu#k', 'cuda:i', 'cuda:i#k' or 'cuda:i%N', got 'gpu'",
     ):
         apply_overrides(TrainConfig(), ["phase3.devices=gpu"])
-    with pytest.raises(ValueError, match=r"phase3\.scale: must be >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"phase3\.scale: must be > 0, got 0"):
         apply_overrides(TrainConfig(), ["phase3.scale=0"])
+    grown = apply_overrides(TrainConfig(), ["phase3.scale=0.25", "phase3.devices='cuda:0,cpu#2'"])
+    assert (grown.phase3.scale, grown.phase3.devices, grown.phase3.profile) == (
+        0.25,
+        "cuda:0,cpu#2",
+        True,
+    )
     p = tmp_path / "c.yaml"
     p.write_text("phase3:\n  updates: 10\n")
     assert load_config(p).phase3.updates == 10

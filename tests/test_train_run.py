@@ -80,12 +80,19 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tmp_path, algo, stop):
     assert out.keys() == ref.keys()
     for k in ref:
         torch.testing.assert_close(out[k], ref[k], rtol=0, atol=0)
-    # the metrics of the repeated updates are logged again; the last ones agree
-    rows = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
-    ref_rows = [
-        json.loads(x) for x in (full.cfg.run_dir / "metrics.jsonl").read_text().splitlines()
-    ]
-    assert rows[-1] == ref_rows[-1]
+    # the log was cut back to the checkpoint: the redone updates appear once, and the
+    # whole log is the uninterrupted run's (but for the wall-clock rates)
+    rows, ref_rows = _metric_rows(cfg.run_dir), _metric_rows(full.cfg.run_dir)
+    assert [r["step"] for r in rows] == [r["step"] for r in ref_rows]
+    assert rows == ref_rows
+
+
+def _metric_rows(run_dir: Path) -> list[dict]:
+    """The rows of a run's ``metrics.jsonl`` without its wall-clock rates."""
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for r in rows:
+        r.pop("charts/episodes_per_second", None)
+    return rows
 
 
 def test_checkpoint_contents_are_weights_only_and_schedule_is_applied(tmp_path):
@@ -241,7 +248,11 @@ def test_load_agent_places_any_graph_on_any_cluster(tmp_path):
         load_agent(cfg.run_dir / "checkpoints" / "final.pt", mode="beam")
     bad = tmp_path / "bad.pt"
     torch.save({"format": "other"}, bad)
-    with pytest.raises(ValueError, match="checkpoint: format: expected"):
+    with pytest.raises(
+        ValueError,
+        match=r"bad\.pt: format: expected 'placegym\.checkpoint/v3' \(a placegym checkpoint\), "
+        r"got 'other'$",
+    ):
         load_agent(bad)
 
 
@@ -326,3 +337,14 @@ def test_restarts_keep_the_run_of_best_training_greedy(tmp_path, capsys):
     assert (chosen / "checkpoints" / "final.pt").stat().st_mtime_ns == mtime
     with pytest.raises(ValueError, match="restarts"):
         tiny_config(tmp_path / "bad", restarts=0)
+
+
+def test_truncate_metrics_keeps_steps_up_to_the_checkpoint(tmp_path):
+    from placegym.train.tracking import truncate_metrics
+
+    log = tmp_path / "metrics.jsonl"
+    rows = [{"step": s, "x": s} for s in (0, 1, 2, 2, 3, 4)]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 5, "x"')
+    assert truncate_metrics(log, 2) == 3  # steps 3 and 4, and the torn line
+    assert [json.loads(x) for x in log.read_text().splitlines()] == rows[:4]
+    assert truncate_metrics(log, 2) == 0

@@ -290,8 +290,10 @@ def test_cli_graphs_list(capsys):
     assert main(["graphs", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["name", "nodes", "edges"]
-    rows = {ln.split()[0]: ln.split()[1:3] for ln in lines[1:]}
+    # a row per workload, each followed by an indented line of its parameters
+    rows = {ln.split()[0]: ln.split()[1:3] for ln in lines[1::2]}
     assert rows == {n: [str(a), str(b)] for n, (a, b) in DEFAULTS.items()}
+    assert all(ln.strip().startswith("--param defaults: ") for ln in lines[2::2])
 
 
 def test_cli_graphs_export_writes_the_graph(tmp_path, capsys):

@@ -78,17 +78,20 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint: no such file {str(path)!r}")
+        raise FileNotFoundError(f"{path}: no such checkpoint file")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises several types for foreign files
-        raise ValueError(f"checkpoint: cannot read {str(path)!r}: {e}") from None
+    except Exception as e:  # torch raises several types for foreign or torn files
+        raise ValueError(
+            f"{path}: not a placegym checkpoint (torch.load(weights_only=True) failed: "
+            f"{type(e).__name__}); use a .pt file written by placegym train"
+        ) from None
     tag = ckpt.get("format") if isinstance(ckpt, dict) else None
     if tag == _V2:
         ckpt = dict(ckpt, format=CHECKPOINT_FORMAT, config=convert_v2_config(ckpt["config"]))
     elif tag != CHECKPOINT_FORMAT:
         raise ValueError(
-            f"checkpoint: format: expected {CHECKPOINT_FORMAT!r} in {str(path)!r}, got {tag!r}"
+            f"{path}: format: expected {CHECKPOINT_FORMAT!r} (a placegym checkpoint), got {tag!r}"
         )
     return ckpt
 

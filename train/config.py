@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from placegym.agents.doppler import PolicyConfig
+from placegym.envs.validate import read_text
 from placegym.train.dataclass_io import build, set_dotted
 
 if typing.TYPE_CHECKING:
@@ -294,14 +295,19 @@ class RealRLConfig(RLConfig):
     lr: float = 1e-4
     """Adam learning rate (small: fine-tuning a phase I/II policy)."""
     devices: str = "cpu#2"
-    """Backend devices: ``cpu#k``, ``cuda:i``, ``cuda:i#k`` (comma-separated lists too)."""
-    scale: int = 4
-    """Graphs run with every tensor dimension divided by this (1 = full size)."""
+    """Backend devices: ``cpu#k``, ``cuda:i``, ``cuda:i#k``, ``cuda:i%N``, comma-separated
+    lists (``cuda:0,cpu#2``: a GPU with two CPU workers)."""
+    scale: float = 4
+    """Graphs run with every tensor dimension divided by this (1 = full size, < 1 grows
+    them: 0.25 makes blocks 4× larger, so GPU kernels outlast their dispatch)."""
     repeats: int = 1
     """Timed executions per episode (the median is the measured makespan)."""
     cluster: str = "calibrate"
     """The cluster the policy observes: ``calibrate`` (fitted to ``devices`` once at the
     start of the phase) or a preset / JSON with as many devices as ``devices``."""
+    profile: bool = True
+    """With ``cluster: calibrate``: also time every distinct kernel of the training graphs
+    on the devices, so the simulator and the observations use measured kernel costs."""
 
 
 @dataclass
@@ -401,12 +407,16 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         FileNotFoundError: ``path`` does not exist.
     """
     path = Path(path)
-    text = path.read_text()
+    text = read_text(path, "YAML config")
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ValueError(f"{path}: not valid YAML: {e}") from None
-    raw = {} if raw is None else raw
+    if raw is None or raw == {}:
+        raise ValueError(
+            f"{path}: the config is empty; expected a mapping of keys "
+            f"(phases, data, phase1, ...; see configs/quickstart.yaml)"
+        )
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping of keys, got {type(raw).__name__}")
     raw.setdefault("name", path.stem)
@@ -545,5 +555,5 @@ def _validate_phase3(p: RealRLConfig) -> None:
         parse_devices(p.devices)
     except ValueError as e:
         raise ValueError(f"phase3.{e}") from None
-    _check(p.scale >= 1, "phase3.scale", "must be >= 1", p.scale)
+    _check(p.scale > 0, "phase3.scale", "must be > 0", p.scale)
     _check(p.repeats >= 1, "phase3.repeats", "must be >= 1", p.repeats)

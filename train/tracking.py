@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-__all__ = ["Tracker", "api_key_configured", "resolve_wandb_mode"]
+__all__ = ["Tracker", "api_key_configured", "resolve_wandb_mode", "truncate_metrics"]
 
 
 def api_key_configured() -> bool:
@@ -50,6 +50,27 @@ def resolve_wandb_mode(mode: str) -> str:
     return "online" if api_key_configured() else "offline"
 
 
+def truncate_metrics(path: Path, step: int) -> int:
+    """Drop the rows of ``path`` (a ``metrics.jsonl``) after global update ``step``, and a
+    torn last line; returns the number of rows dropped. The file is replaced atomically."""
+    kept, dropped = [], 0
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a kill
+            dropped += 1
+            continue
+        if isinstance(row, dict) and row.get("step", 0) > step:
+            dropped += 1
+        else:
+            kept.append(line + "\n")
+    if dropped:
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text("".join(kept))
+        os.replace(tmp, path)
+    return dropped
+
+
 class Tracker:
     """Logs scalars, images and the final model artifact of one run.
 
@@ -59,6 +80,9 @@ class Tracker:
         config: the run's config as a dict (logged to W&B).
         wandb_cfg: the ``wandb`` section of the config.
         fresh: start ``metrics.jsonl`` over (a new run) instead of appending (a resumed one).
+        resume_step: for a resumed run, the global update of its checkpoint: rows of
+            later steps (logged before the run was killed, and about to be redone) are
+            dropped from ``metrics.jsonl``, so that every step appears once.
     """
 
     def __init__(
@@ -69,11 +93,15 @@ class Tracker:
         wandb_cfg: Any,
         *,
         fresh: bool = False,
+        resume_step: int | None = None,
     ) -> None:
         self.run_dir, self.name = Path(run_dir), name
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.mode = resolve_wandb_mode(wandb_cfg.mode)
-        self._metrics = open(self.run_dir / "metrics.jsonl", "w" if fresh else "a")  # noqa: SIM115
+        log = self.run_dir / "metrics.jsonl"
+        if resume_step is not None and not fresh and log.is_file():
+            truncate_metrics(log, resume_step)
+        self._metrics = open(log, "w" if fresh else "a")  # noqa: SIM115
         self.run = None
         if self.mode != "disabled":
             import wandb

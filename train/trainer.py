@@ -173,6 +173,7 @@ class Trainer:
             cfg.to_dict(),
             cfg.wandb,
             fresh=self.progress.global_update == 0,
+            resume_step=self.progress.global_update,
         )
         self._session = 0
         try:
@@ -424,7 +425,10 @@ class Trainer:
             from placegym.envs.backend.calibrate import calibrate
 
             if pcfg.cluster == "calibrate":
-                cluster = calibrate(pcfg.devices)
+                from placegym.envs.backend.kernels import scale_graph
+
+                graphs = [scale_graph(g, pcfg.scale) for g in self.graphs] if pcfg.profile else ()
+                cluster = calibrate(pcfg.devices, graphs=graphs)
             else:
                 cluster = load_cluster(str(resolve_path(pcfg.cluster, self.base_dir)))
             pool = EnvPool(

@@ -5,53 +5,54 @@ itself, so per-node and per-copy overheads of the runtime are part of the figure
 
 - per device: FLOP/s from a chain of square matmuls (``2 m³`` FLOP each), memory
   bandwidth from a chain of large elementwise sums (3 × size bytes each), and the launch
-  overhead as the intercept of a least-squares fit of node time against work;
-- per ordered device pair: bursts of copies through the channel for several tensor
-  sizes; the channel's time per copy is fitted as ``latency + bytes / bandwidth``;
+  overhead: what the executor adds to every kernel beyond the kernel's own time
+  (:func:`~placegym.envs.backend.probes.dispatch_overhead`);
+- with ``graphs`` (``placegym calibrate --profile``): the cost of every distinct kernel
+  of the graphs on every device kind, timed alone (:mod:`.profile`), written as the
+  cluster's ``profile``; every device names its ``kind``. The simulator then uses those
+  costs instead of the roofline for those kernels (:mod:`placegym.envs.costs`);
+- per ordered device pair: the bandwidth from the time of one copy alone (as a channel
+  makes it) for several tensor sizes, and the latency from a chain of tiny kernels
+  alternating between the two devices (:func:`~placegym.envs.backend.probes.hop_latency`:
+  what a dependency across devices adds, wake-ups included), so a transfer takes
+  ``latency + bytes / bandwidth`` as in the simulator;
 - pairs are grouped into levels by bandwidth (sorted, split where consecutive
   bandwidths differ by more than ``level_gap``), written as a ``level_matrix``.
 
-:func:`rank_check` reports the Spearman rank correlation between simulated and measured
-makespans of random placements (``placegym calibrate --check``).
+:func:`rank_check` reports the Spearman rank correlation and the median relative error
+of simulated vs measured makespans of random placements (``placegym calibrate --check``).
+It refuses device sets that share hardware by construction
+(:func:`~placegym.envs.backend.devices.shared_hardware`), whose contention the simulator
+does not model, unless told to run anyway.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 
-from placegym.envs.backend.devices import parse_devices
+from placegym.envs.backend.devices import (
+    VirtualDevice,
+    device_kind,
+    parse_devices,
+    shared_hardware,
+)
 from placegym.envs.backend.executor import TorchExecutor
+from placegym.envs.backend.probes import (
+    chains,
+    copy_times,
+    dispatch_overhead,
+    hop_latency,
+    probe_size,
+)
+from placegym.envs.backend.profile import profile_kernels
 from placegym.envs.cluster import Cluster, Device, Level
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 
-__all__ = ["calibrate", "rank_check", "spearman"]
-
-
-def _chain(kind: str, size: int, count: int) -> Graph:
-    """``count`` independent kernels of one kind: square matmuls or elementwise sums."""
-    from placegym.envs.workloads.builder import GraphBuilder
-
-    b = GraphBuilder()
-    for _ in range(count):
-        x = b.input([size, size])
-        if kind == "matmul":
-            b.einsum(
-                "ik,kj->ij",
-                [{"node": x}, {"param": [size, size]}],
-                [size, size],
-                0,
-                [[size, size], [size, size]],
-            )
-        else:
-            b.add(
-                "sum",
-                flops=size * size,
-                shape=[size, size],
-                layer=0,
-                args=[{"node": x}, {"node": x}],
-            )
-    return b.build(f"calibrate-{kind}")
+__all__ = ["RankCheck", "calibrate", "rank_check", "spearman"]
 
 
 def _measure(graph: Graph, devices: str, device: np.ndarray, repeats: int):
@@ -62,62 +63,40 @@ def _measure(graph: Graph, devices: str, device: np.ndarray, repeats: int):
 def _device_rates(devices: str, d: int, size: int, repeats: int) -> tuple[float, float, float]:
     """(FLOP/s, bytes/s, launch overhead s) of device ``d``.
 
-    The launch overhead is the time per node of many tiny nodes (the runtime's dispatch
-    cost, gaps included); FLOP/s and bytes/s come from kernel times, with the bytes the
-    simulator counts for a sum (output + each distinct input once).
+    FLOP/s and bytes/s come from kernel times, with the bytes the simulator counts for a
+    sum (output + each distinct input once); the launch overhead is the executor's
+    per-kernel cost (:func:`~placegym.envs.backend.probes.dispatch_overhead`).
     """
-    tiny = _chain("sum", 4, 32)
-    launch = _measure(tiny, devices, np.full(tiny.num_nodes, d), repeats).makespan
-    launch /= tiny.num_nodes
-    mm = _chain("matmul", size, 6)
+    launch = dispatch_overhead(devices, d, count=32, repeats=repeats)
+    mm = chains([size] * 6, 1, "matmul")
     m = _measure(mm, devices, np.full(mm.num_nodes, d), repeats)
     flops = 2.0 * size**3 / max(float(np.median((m.finish - m.start)[1::2])), 1e-9)
     big = 4 * size
-    add = _chain("sum", big, 6)
+    add = chains([big] * 6, 1, "sum")
     m = _measure(add, devices, np.full(add.num_nodes, d), repeats)
     bandwidth = 2.0 * big * big * 4 / max(float(np.median((m.finish - m.start)[1::2])), 1e-9)
     return flops, bandwidth, launch
 
 
-def _pair_cost(
-    devices: str, a: int, b: int, sizes: list[int], repeats: int
-) -> tuple[float, float]:
-    """(latency s, bandwidth B/s) of channel ``a -> b``: ``burst`` producers on ``a`` each
-    feed a consumer on ``b``; the channel copies their outputs back to back, and its time
-    per copy (first copy start to last arrival, over the copies) is fitted as
-    ``latency + bytes / bandwidth`` across tensor sizes. This is the channel's occupancy,
-    which is what a FIFO channel of the simulator models; thread wake-ups that overlap
-    other work are not part of it."""
-    from placegym.envs.workloads.builder import GraphBuilder
+def _pair_bandwidth(src: VirtualDevice, dst: VirtualDevice, sizes, repeats: int) -> float:
+    """Bytes/s of copies ``src -> dst``: the inverse slope of copy time over bytes."""
+    nbytes = 4.0 * np.asarray(sizes, dtype=np.float64) ** 2
+    times = copy_times(src, dst, sizes, repeats=repeats)
+    slope = np.polyfit(nbytes, times, 1)[0] if len(set(sizes)) > 1 else 0.0
+    return float(1.0 / slope) if slope > 0 else float(nbytes.max() / times.max())
 
-    burst = 8
-    nbytes, per_copy = [], []
-    for size in sizes:
-        bld = GraphBuilder()
-        for _ in range(burst):
-            x = bld.input([size, size])
-            bld.add(
-                "sum",
-                flops=size * size,
-                shape=[size, size],
-                layer=0,
-                args=[{"node": x}, {"node": x}],
-            )
-        g = bld.build("calibrate-copy")
-        m = _measure(g, devices, np.array([a, b] * burst), repeats)
-        tr = m.transfers
-        nbytes.append(size * size * 4.0)
-        per_copy.append((tr[:, 4].max() - tr[:, 3].min()) / len(tr))
-    slope, intercept = np.polyfit(np.array(nbytes), np.array(per_copy), 1)
-    bandwidth = 1.0 / slope if slope > 0 else float(max(nbytes) / max(max(per_copy), 1e-9))
-    return max(float(intercept), 0.0), float(bandwidth)
+
+def _copy_sizes(src: VirtualDevice, dst: VirtualDevice) -> tuple[int, ...]:
+    """Sides of the square tensors sent over a channel: larger when a GPU is involved."""
+    return (256, 1024, 2048, 4096) if src.is_cuda or dst.is_cuda else (64, 256, 512, 1024)
 
 
 def calibrate(
     devices: str = "cpu#2",
     *,
-    size: int = 256,
-    copy_sizes: tuple[int, ...] = (64, 256, 512, 1024),
+    graphs: Sequence[Graph] = (),
+    size: int | None = None,
+    copy_sizes: tuple[int, ...] | None = None,
     repeats: int = 5,
     level_gap: float = 0.25,
     memory: float | None = None,
@@ -126,46 +105,71 @@ def calibrate(
     """Measure ``devices`` and return the fitted :class:`Cluster` (module docstring).
 
     Args:
-        devices: the backend devices (``cpu#k``, ``cuda:i``, ``cuda:i#k``, comma lists).
-        size: side of the calibration matmuls (elementwise sums use twice it).
-        copy_sizes: sides of the square tensors sent between devices.
+        devices: the backend devices (``cpu#k``, ``cuda:i``, ``cuda:i#k``, ``cuda:i%N``,
+            comma lists).
+        graphs: profile every distinct kernel of these graphs on every device kind.
+        size: side of the calibration matmuls (elementwise sums use 4× it); default 256
+            on CPU workers, 2048 on GPUs.
+        copy_sizes: sides of the square tensors sent between devices (default: 64-1024
+            between CPU workers, 256-4096 when a GPU is involved).
         repeats: timed runs per measurement.
         level_gap: relative bandwidth difference under which device pairs share a level.
-        memory: bytes per device (default: the GPU's memory, or host RAM / device count).
+        memory: bytes per device (default: the GPU's memory, or host RAM, shared by the
+            virtual devices on it).
         name: the cluster's name (default ``calibrated-<devices>``).
     """
     vds = parse_devices(devices)
-    rates = [_device_rates(devices, d, size, repeats) for d in range(len(vds))]
-    mem = memory or _default_memory(vds)
+    rates = [_device_rates(devices, d, size or probe_size(v), repeats) for d, v in enumerate(vds)]
+    profile = profile_kernels(graphs, vds) if graphs else None
     k = len(vds)
     lat = np.zeros((k, k))
     bw = np.full((k, k), np.inf)
     for a in range(k):
         for b in range(k):
+            if a < b:  # a dependency's round trip a -> b -> a measures both directions
+                lat[a, b] = lat[b, a] = hop_latency(devices, a, b, repeats=repeats)
             if a != b:
-                lat[a, b], bw[a, b] = _pair_cost(devices, a, b, list(copy_sizes), repeats)
+                sizes = copy_sizes or _copy_sizes(vds[a], vds[b])
+                bw[a, b] = _pair_bandwidth(vds[a], vds[b], sizes, repeats)
     levels, matrix = _group_levels(lat, bw, level_gap)
     depth = len(levels) - 1
+    mem = _default_memory(vds) if memory is None else [float(memory)] * k
     devs = tuple(
-        Device(v.name, flops=f, memory=mem, mem_bandwidth=m, launch_overhead=o, path=(0,) * depth)
-        for v, (f, m, o) in zip(vds, rates, strict=True)
+        Device(
+            v.name,
+            flops=f,
+            memory=mv,
+            mem_bandwidth=m,
+            launch_overhead=o,
+            path=(0,) * depth,
+            kind=device_kind(v),
+        )
+        for v, (f, m, o), mv in zip(vds, rates, mem, strict=True)
     )
     return Cluster(
         devices=devs,
         levels=levels,
         level_matrix=matrix if k > 1 else None,
         name=name or f"calibrated-{devices}",
+        profile=profile,
     )
 
 
-def _default_memory(vds) -> float:
-    if vds[0].is_cuda:
-        import torch
+def _default_memory(vds: list[VirtualDevice]) -> list[float]:
+    """Per device: its GPU's memory, or host RAM, split among the virtual devices on it."""
+    share = {d.torch_device: sum(e.torch_device == d.torch_device for e in vds) for d in vds}
+    out = []
+    for d in vds:
+        if d.is_cuda:
+            import torch
 
-        return float(torch.cuda.get_device_properties(vds[0].torch_device).total_memory)
-    import psutil
+            total = float(torch.cuda.get_device_properties(d.index).total_memory)
+        else:
+            import psutil
 
-    return float(psutil.virtual_memory().total) / len(vds)
+            total = float(psutil.virtual_memory().total)
+        out.append(total / share[d.torch_device])
+    return out
 
 
 def _group_levels(lat: np.ndarray, bw: np.ndarray, gap: float):
@@ -216,6 +220,34 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
+@dataclass(frozen=True)
+class RankCheck:
+    """Simulated vs measured makespans of the same placements.
+
+    Attributes:
+        spearman: rank correlation of ``simulated`` and ``measured``.
+        simulated, measured: ``(P,)`` makespans (s); measured ones are medians of rounds.
+        cpu_share: how undisturbed the CPU workers were during the measurements
+            (:attr:`~placegym.envs.backend.executor.Measurement.cpu_share`: about 1 on
+            an otherwise idle machine, NaN without CPU workers).
+    """
+
+    spearman: float
+    simulated: np.ndarray
+    measured: np.ndarray
+    cpu_share: float = float("nan")
+
+    @property
+    def relative_errors(self) -> np.ndarray:
+        """``|simulated - measured| / measured`` per placement."""
+        return np.abs(self.simulated - self.measured) / self.measured
+
+    @property
+    def median_relative_error(self) -> float:
+        """The median of :attr:`relative_errors`."""
+        return float(np.median(self.relative_errors))
+
+
 def rank_check(
     graph: Graph,
     cluster: Cluster,
@@ -224,8 +256,10 @@ def rank_check(
     placements: int = 20,
     seed: int = 0,
     repeats: int = 3,
-) -> tuple[float, np.ndarray, np.ndarray]:
-    """(Spearman, simulated, measured) over random placements with topological orders.
+    allow_shared: bool = False,
+) -> RankCheck:
+    """Spearman and errors of simulated vs measured makespans of random placements with
+    topological orders.
 
     Each placement draws device shares ``w ~ Dirichlet(1)`` and then every node's device
     from ``w``, so the sample spans balanced and lopsided placements (uniform devices
@@ -234,9 +268,22 @@ def rank_check(
     Measurements are interleaved to cancel drift (the machine warming up, other load):
     one untimed round over all placements, then ``repeats`` timed rounds, each running
     every placement once; a placement's measured makespan is its median over the rounds.
+
+    Raises:
+        ValueError: ``devices`` share hardware by construction (streams or partitions of
+            one GPU, more CPU workers than cores) and ``allow_shared`` is False: their
+            contention is not in the simulator, so no correlation can be expected.
     """
     from placegym.envs.simulator import simulate
 
+    notes = shared_hardware(parse_devices(devices))
+    if notes and not allow_shared:
+        raise ValueError(
+            f"devices: {devices!r} are not independent devices ({notes[0]}); a rank check "
+            f"on them measures contention the simulator does not model. Use several GPUs "
+            f"('cuda:0,cuda:1'), CPU workers ('cpu#2') or a GPU with CPU workers "
+            f"('cuda:0,cpu#2'), or allow shared devices explicitly"
+        )
     rng = np.random.default_rng(seed)
     ex = TorchExecutor(graph, devices, warmup=0, repeats=1)
     d = cluster.num_devices
@@ -250,6 +297,8 @@ def rank_check(
     sim = np.array([simulate(graph, cluster, p).makespan for p in chosen])
     for p in chosen:
         ex.run(p)
-    rounds = np.array([[ex.run(p).makespan for p in chosen] for _ in range(repeats)])
-    real = np.median(rounds, axis=0)
-    return spearman(sim, real), sim, real
+    runs = [[ex.run(p) for p in chosen] for _ in range(repeats)]
+    real = np.median([[m.makespan for m in r] for r in runs], axis=0)
+    shares = [m.cpu_share for r in runs for m in r if np.isfinite(m.cpu_share)]
+    share = float(np.median(shares)) if shares else float("nan")
+    return RankCheck(spearman(sim, real), sim, real, share)

@@ -11,11 +11,18 @@ Semantics follow the simulator (DESIGN §3) with real kernels and real copies:
 - a node is ready when every producer's output is on its device.
 
 Devices (:mod:`.devices`): ``cpu#k`` runs ``k`` worker threads on host memory (a copy is a
-``clone``; torch releases the GIL inside kernels, so workers run in parallel),
-``cuda:i`` / ``cuda:i#k`` run on GPU
-streams (each worker and copy thread has its own stream and synchronises it, so
-decisions are taken on completed work). Every worker and copy thread sets its own torch
-intra-op thread count (``threads``). Times are host wall-clock (``perf_counter``).
+``clone``; torch releases the GIL inside kernels, so workers run in parallel); ``cuda:i``,
+``cuda:i#k`` and ``cuda:i%N`` run on GPU streams: each worker and copy thread makes its
+own stream current once and synchronises it after each kernel or copy, so decisions are
+taken on completed work. A copy between a GPU and a CPU worker is a real host↔device copy
+on the GPU side's stream. Every worker and copy thread sets its own torch intra-op thread
+count (``threads``). Times are host wall-clock (``perf_counter``).
+
+Dispatch cost: the threads share one lock, but each waits on its own condition and is
+woken only when its own queue changes (a worker when one of its nodes becomes ready, a
+channel when it has a copy to make), and a worker whose next node is ready goes on
+without sleeping; everything that depends only on the graph or the placement is computed
+once per executor or placement, not per node.
 
 Each :meth:`TorchExecutor.run` does ``warmup`` untimed and ``repeats`` timed executions and
 reports the median makespan with the per-node times of that run.
@@ -23,33 +30,43 @@ reports the median makespan with the per-node times of that run.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from placegym.envs.backend.devices import VirtualDevice, parse_devices
-from placegym.envs.backend.kernels import Kernel, build_kernels, param_seed
+from placegym.envs.backend.devices import VirtualDevice, open_stream, parse_devices
+from placegym.envs.backend.kernels import Kernel, build_kernels, make_tensors
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 
-__all__ = ["Measurement", "TorchExecutor"]
+__all__ = ["BackendError", "Measurement", "TorchExecutor", "copy_side", "copy_tensor"]
 
 
 @dataclass(frozen=True)
 class Measurement:
     """A timed execution: the median ``makespan`` (s) over ``makespans`` (every repeat),
     and of the median run (s from its start): ``start`` / ``finish`` ``(n,)`` per node and
-    ``transfers`` ``(k, 5)`` rows ``(node, src, dst, start, arrival)`` per copy."""
+    ``transfers`` ``(k, 5)`` rows ``(node, src, dst, start, arrival)`` per copy.
+
+    ``cpu_share`` is how undisturbed the CPU workers were: of the time their threads were
+    ready to run, the share they ran (Linux scheduler statistics; over every timed
+    repeat). About 1 on an otherwise idle machine with a core per worker; on a busy one
+    the workers wait for a CPU and wall times grow: the share says by how much. NaN
+    without CPU workers or scheduler statistics.
+    """
 
     makespan: float
     makespans: np.ndarray
     start: np.ndarray
     finish: np.ndarray
     transfers: np.ndarray
+    cpu_share: float = float("nan")
 
 
 class BackendError(RuntimeError):
@@ -62,7 +79,7 @@ class TorchExecutor:
     Args:
         graph: the graph; every node's ``spec`` must be executable (use
             :func:`~placegym.envs.backend.kernels.scale_graph` to shrink it first).
-        devices: a device spec such as ``"cpu#2"`` or ``"cuda:0#4"``.
+        devices: a device spec such as ``"cpu#2"``, ``"cuda:0,cpu#2"`` or ``"cuda:0#4"``.
         threads: torch intra-op threads of each worker (1 suits ``cpu#k`` on k cores).
         warmup, repeats: untimed and timed executions per :meth:`run`.
         seed: seed of the input data and parameters.
@@ -94,6 +111,13 @@ class TorchExecutor:
         torch.set_num_threads(threads)
         self._streams: dict[str, object] = {}
         self._tensors: dict[tuple[int, str], tuple[list, object]] = {}
+        cptr, cidx = graph.consumer_csr
+        #: per node: its consumers, and its producers in the spec's ``args`` order
+        self.consumers = [cidx[cptr[v] : cptr[v + 1]].tolist() for v in range(graph.num_nodes)]
+        self.args_of = [
+            [int(a["node"]) for a in graph.spec[v].get("args", []) if "node" in a]
+            for v in range(graph.num_nodes)
+        ]
 
     @property
     def num_devices(self) -> int:
@@ -103,68 +127,57 @@ class TorchExecutor:
     # ------------------------------------------------------------------ data
     def _materialise(self, v: int, device: VirtualDevice):
         """Params (and an input node's data) of ``v`` on ``device``, built once."""
-        import torch
-
         key = (v, device.torch_device)
         if key not in self._tensors:
             k = self.kernels[v]
-            dtype = getattr(torch, k.dtype)
-            gen = torch.Generator().manual_seed(param_seed(self.seed, v))
             try:
-                params = [
-                    (torch.randn(s, generator=gen) / max(1, s[0]) ** 0.5).to(
-                        dtype=dtype, device=device.torch_device
-                    )
-                    for s in k.param_shapes
-                ]
-                data = (
-                    torch.randn(k.out_shape, generator=gen).to(
-                        dtype=dtype, device=device.torch_device
-                    )
-                    if k.kind == "input"
-                    else None
-                )
+                self._tensors[key] = make_tensors(k, self.seed, device.torch_device)
             except RuntimeError as e:  # e.g. CUDA out of memory
                 raise BackendError(
                     f"node {v} ({k.kind}) on {device.name}: cannot allocate its tensors: {e}"
                 ) from None
-            self._tensors[key] = (params, data)
         return self._tensors[key]
 
-    def _stream(self, name: str, device: VirtualDevice):
-        import torch
-
+    def _stream(self, name: str, device: VirtualDevice, *, compute: bool = False):
+        """The named stream of a worker or channel (created once; None on a CPU)."""
         if not device.is_cuda:
             return None
         if name not in self._streams:
-            self._streams[name] = torch.cuda.Stream(device=device.torch_device)
+            self._streams[name] = open_stream(device, compute=compute)
         return self._streams[name]
 
     # ------------------------------------------------------------------ running
     def outputs(self, placement: Placement) -> list:
         """Execute ``placement`` once and return every node's output tensor (on its
         device). The values do not depend on the placement: a way to check the kernels."""
-        self._prepare(placement)
-        run = _Run(self, placement)
+        plan = self._prepare(placement)
+        run = _Run(self, plan)
         run.execute()
-        return [run.out[(v, d)] for v, d in enumerate(placement.device.tolist())]
+        return [run.out[(v, d)] for v, d in enumerate(plan.dev)]
 
     def run(self, placement: Placement) -> Measurement:
         """Execute ``placement`` ``warmup + repeats`` times; see :class:`Measurement`."""
-        self._prepare(placement)
-        runs = [_Run(self, placement) for _ in range(self.warmup + self.repeats)]
-        spans = np.array([r.execute() for r in runs][self.warmup :])
+        plan = self._prepare(placement)
+        runs = [_Run(self, plan) for _ in range(self.warmup + self.repeats)]
+        times = []
+        for r in runs:
+            times.append(r.execute())
+            r.out.clear()  # one run's tensors at a time (GPU-size graphs are large)
+        spans = np.array(times[self.warmup :])
         mid = int(np.argsort(spans)[len(spans) // 2])
         best = runs[self.warmup + mid]
+        timed = runs[self.warmup :]
+        wall = sum(sum(r.cpu_wall) for r in timed)
         return Measurement(
             makespan=float(spans[mid]),
             makespans=spans,
-            start=best.start,
-            finish=best.finish,
+            start=np.array(best.start, dtype=np.float64),
+            finish=np.array(best.finish, dtype=np.float64),
             transfers=np.array(best.transfers, dtype=np.float64).reshape(-1, 5),
+            cpu_share=sum(sum(r.cpu_time) for r in timed) / wall if wall > 0 else float("nan"),
         )
 
-    def _prepare(self, placement: Placement) -> None:
+    def _prepare(self, placement: Placement) -> _Plan:
         placement.check(self.graph)
         if placement.num_nodes and placement.device.max() >= self.num_devices:
             i = int(np.argmax(placement.device >= self.num_devices))
@@ -174,35 +187,77 @@ class TorchExecutor:
             )
         for v, d in enumerate(placement.device.tolist()):
             self._materialise(v, self.devices[d])
+        plan = _Plan(self, placement)
+        for d, device in enumerate(self.devices):
+            plan.compute_streams.append(self._stream(f"compute{d}", device, compute=True))
+        for a, b in plan.channels:
+            src, dst = self.devices[a], self.devices[b]
+            streams = [self._stream(f"copy{a}-{b}", copy_side(src, dst))]
+            if src.is_cuda and dst.is_cuda and src.index != dst.index:
+                # between GPUs torch copies on the source's current stream: one per channel,
+                # so channels out of one GPU do not queue on its default stream
+                streams.append(self._stream(f"copy{a}-{b}-src", src))
+            plan.copy_streams[(a, b)] = streams
+        _synchronize_gpus(self.devices)
+        return plan
+
+
+def _synchronize_gpus(devices: list[VirtualDevice]) -> None:
+    import torch
+
+    for gpu in sorted({d.index for d in devices if d.is_cuda}):
+        torch.cuda.synchronize(gpu)
+
+
+class _Plan:
+    """What a placement fixes for every run: devices, ranks, where outputs go."""
+
+    def __init__(self, ex: TorchExecutor, placement: Placement) -> None:
+        self.dev = dev = placement.device.tolist()
+        self.rank = placement.rank.tolist()
+        n = len(dev)
+        #: per node: consumers by device, and the other devices its output is sent to
+        self.consumers_on: list[dict[int, list[int]]] = [{} for _ in range(n)]
+        for v in range(n):
+            for c in ex.consumers[v]:
+                self.consumers_on[v].setdefault(dev[c], []).append(c)
+        self.remote = [sorted(set(self.consumers_on[v]) - {dev[v]}) for v in range(n)]
+        self.channels = sorted({(dev[v], b) for v in range(n) for b in self.remote[v]})
+        self.sources = [v for v in range(n) if not ex.graph.in_degree[v]]
+        #: streams of the workers (by device) and of the channels (by pair: the copying
+        #: side's, then the source GPU's between two GPUs); None on CPUs
+        self.compute_streams: list[Any] = []
+        self.copy_streams: dict[tuple[int, int], list[Any]] = {}
 
 
 class _Run:
-    """One execution: dispatcher and channel threads sharing one condition variable."""
+    """One execution: dispatcher and channel threads sharing one lock, each waiting on
+    its own condition."""
 
-    def __init__(self, ex: TorchExecutor, placement: Placement) -> None:
-        self.ex, self.g = ex, ex.graph
-        self.dev = placement.device.tolist()
-        self.rank = placement.rank.tolist()
-        n = self.g.num_nodes
-        self.missing = self.g.in_degree.tolist()
+    def __init__(self, ex: TorchExecutor, plan: _Plan) -> None:
+        self.ex, self.plan = ex, plan
+        n = len(plan.dev)
+        self.n = n
+        self.missing = ex.graph.in_degree.tolist()
+        self.lock = threading.Lock()
+        self.wake = [threading.Condition(self.lock) for _ in ex.devices]
         self.ready: list[list[tuple[int, int]]] = [[] for _ in ex.devices]
+        self.queues: dict[tuple[int, int], deque[int]] = {ab: deque() for ab in plan.channels}
+        self.wake_channel = {ab: threading.Condition(self.lock) for ab in plan.channels}
         self.out: dict[tuple[int, int], object] = {}  # (node, device) -> tensor
-        self.channels: dict[tuple[int, int], deque] = {}
-        self.start = np.full(n, np.nan)
-        self.finish = np.full(n, np.nan)
-        self.done = 0
+        self.start = [float("nan")] * n
+        self.finish = [float("nan")] * n
         self.transfers: list[tuple[int, int, int, float, float]] = []
-        self.started = threading.Event()
+        # per CPU worker over the run: time on a CPU and time ready to run (s)
+        self.cpu_time = [0.0] * len(ex.devices)
+        self.cpu_wall = [0.0] * len(ex.devices)
+        self.done = 0
+        self.stop = n == 0
         self.error: BaseException | None = None
-        self.cv = threading.Condition()
-        cons = self.g.consumer_csr
-        self.consumers = [cons[1][cons[0][v] : cons[0][v + 1]].tolist() for v in range(n)]
-        for v in range(n):
-            for c in self.consumers[v]:
-                if self.dev[c] != self.dev[v]:
-                    self.channels.setdefault((self.dev[v], self.dev[c]), deque())
-            if self.missing[v] == 0:
-                heapq.heappush(self.ready[self.dev[v]], (self.rank[v], v))
+        self.finished = threading.Event()
+        self._started = threading.Event()
+        for v in plan.sources:
+            heapq.heappush(self.ready[plan.dev[v]], (plan.rank[v], v))
 
     def execute(self) -> float:
         """Run once; returns the makespan (times are kept on the instance)."""
@@ -212,25 +267,21 @@ class _Run:
         ]
         threads += [
             threading.Thread(target=self._guard, args=(self._channel, ab), daemon=True)
-            for ab in self.channels
+            for ab in self.plan.channels
         ]
         self.go = threading.Barrier(len(threads) + 1)
         for t in threads:
             t.start()
         self.go.wait()  # every thread is up: the clock starts now
         self.t0 = time.perf_counter()
-        self.started.set()
-        deadline = self.t0 + self.ex.timeout
-        with self.cv:
-            while self.done < self.g.num_nodes and self.error is None:
-                if not self.cv.wait(timeout=max(0.0, deadline - time.perf_counter())):
-                    self.error = BackendError(f"execution timed out after {self.ex.timeout} s")
-            self.cv.notify_all()
+        self._started.set()
+        if self.n and not self.finished.wait(timeout=self.ex.timeout):
+            self._fail(BackendError(f"execution timed out after {self.ex.timeout} s"))
         for t in threads:
             t.join(timeout=1.0)
         if self.error is not None:
             raise self.error
-        return float(np.nanmax(self.finish)) if self.g.num_nodes else 0.0
+        return max(self.finish) if self.n else 0.0
 
     def _guard(self, fn, arg) -> None:
         import torch
@@ -239,107 +290,146 @@ class _Run:
         # falls back to one OpenMP thread per core and oversubscribes the machine.
         torch.set_num_threads(self.ex.threads)
         self.go.wait()
-        self.started.wait()
+        self._started.wait()
         try:
             fn(arg)
         except BaseException as e:
-            with self.cv:
-                self.error = self.error or e
-                self.cv.notify_all()
+            self._fail(e)
 
-    def _finished(self) -> bool:
-        return self.done >= self.g.num_nodes or self.error is not None
+    def _fail(self, e: BaseException) -> None:
+        with self.lock:
+            self.error = self.error or e
+            self._stop_all()
+
+    def _stop_all(self) -> None:
+        """Every thread leaves its loop (called with the lock held)."""
+        self.stop = True
+        for cv in [*self.wake, *self.wake_channel.values()]:
+            cv.notify()
+        self.finished.set()
+
+    def _wait(self, items, wake: threading.Condition) -> bool:
+        """Wait (lock held) until ``items`` is not empty or the run stops; False if it
+        stopped."""
+        while not items and not self.stop:
+            wake.wait()
+        return not self.stop
+
+    @contextlib.contextmanager
+    def _unlocked(self):
+        """Release the lock for the body (a kernel or a copy), then take it back."""
+        self.lock.release()
+        try:
+            yield
+        finally:
+            self.lock.acquire()
 
     def _worker(self, d: int) -> None:
-        device = self.ex.devices[d]
-        stream = self.ex._stream(f"compute{d}", device)
-        while True:
-            with self.cv:
-                while not self.ready[d] and not self._finished():
-                    self.cv.wait()
-                if self._finished():
-                    return
-                _, v = heapq.heappop(self.ready[d])
-                inputs = [self.out[(u, d)] for u in self.g.predecessors(v).tolist()]
-            y = self._compute(v, device, stream, inputs)
-            with self.cv:
-                self.out[(v, d)] = y
+        ex, plan = self.ex, self.plan
+        device = ex.devices[d]
+        stream = plan.compute_streams[d]
+        _use_stream(stream)
+        heap, wake, out = self.ready[d], self.wake[d], self.out
+        before = None if stream is not None else _scheduler_times()
+        with self.lock:
+            while self._wait(heap, wake):
+                _, v = heapq.heappop(heap)
+                inputs = [out[(u, d)] for u in ex.args_of[v]]
+                with self._unlocked():
+                    y = self._compute(v, device, stream, inputs)
+                out[(v, d)] = y
                 self.done += 1
-                remote = sorted({self.dev[c] for c in self.consumers[v]} - {d})
-                for b in remote:
-                    self.channels[(d, b)].append(v)
+                for b in plan.remote[v]:
+                    self.queues[(d, b)].append(v)
+                    self.wake_channel[(d, b)].notify()
                 self._arrive(v, d)
-                self.cv.notify_all()
+                if self.done == self.n:
+                    self._stop_all()
+            after = _scheduler_times()
+            if before is not None and after is not None:
+                self.cpu_time[d], self.cpu_wall[d] = after[0] - before[0], after[1] - before[1]
 
     def _compute(self, v: int, device: VirtualDevice, stream, inputs):
-        import torch
-
         k = self.ex.kernels[v]
-        params, data = self.ex._materialise(v, device)
-        ordered = self._ordered_inputs(v, inputs)
+        params, data = self.ex._tensors[(v, device.torch_device)]
         t = time.perf_counter()
         try:
+            y = k.fn(inputs, params, data)
             if stream is not None:
-                with torch.cuda.stream(stream):
-                    y = k.fn(ordered, params, data)
                 stream.synchronize()
-            else:
-                y = k.fn(ordered, params, data)
         except RuntimeError as e:
             raise BackendError(f"node {v} ({k.kind}) on {device.name}: {e}") from None
         self.start[v], self.finish[v] = t - self.t0, time.perf_counter() - self.t0
         return y
 
-    def _ordered_inputs(self, v: int, inputs: list) -> list:
-        """Producer outputs in the spec's ``args`` order (inputs come in id order)."""
-        by_id = dict(zip(self.g.predecessors(v).tolist(), inputs, strict=True))
-        return [by_id[a["node"]] for a in self.g.spec[v].get("args", []) if "node" in a]
-
     def _arrive(self, v: int, d: int) -> None:
         """``v``'s output is now on device ``d``: consumers there may become ready.
         Called with the lock held."""
-        for c in self.consumers[v]:
-            if self.dev[c] == d:
-                self.missing[c] -= 1
-                if self.missing[c] == 0:
-                    heapq.heappush(self.ready[d], (self.rank[c], c))
+        became_ready = False
+        for c in self.plan.consumers_on[v].get(d, ()):
+            self.missing[c] -= 1
+            if self.missing[c] == 0:
+                heapq.heappush(self.ready[d], (self.plan.rank[c], c))
+                became_ready = True
+        if became_ready:
+            self.wake[d].notify()
 
     def _channel(self, ab: tuple[int, int]) -> None:
         a, b = ab
-        src_dev, dst_dev = self.ex.devices[a], self.ex.devices[b]
-        stream = self._copy_stream(ab, dst_dev)
-        queue = self.channels[ab]
-        while True:
-            with self.cv:
-                while not queue and not self._finished():
-                    self.cv.wait()
-                if self._finished():
-                    return
+        src, dst = self.ex.devices[a], self.ex.devices[b]
+        stream, *source = self.plan.copy_streams[ab]
+        for s in [*source, stream]:
+            _use_stream(s)
+        queue, wake, out = self.queues[ab], self.wake_channel[ab], self.out
+        with self.lock:
+            while self._wait(queue, wake):
                 v = queue.popleft()
-                x = self.out[(v, a)]
-            t = time.perf_counter()
-            y = self._copy(x, v, src_dev, dst_dev, stream)
-            arrival = time.perf_counter()
-            with self.cv:
+                x = out[(v, a)]
+                with self._unlocked():
+                    t = time.perf_counter()
+                    try:
+                        y = copy_tensor(x, dst, stream)
+                    except RuntimeError as e:
+                        raise BackendError(
+                            f"copy of node {v}'s output from {src.name} to {dst.name}: {e}"
+                        ) from None
+                    arrival = time.perf_counter()
                 self.transfers.append((v, a, b, t - self.t0, arrival - self.t0))
-                self.out[(v, b)] = y
+                out[(v, b)] = y
                 self._arrive(v, b)
-                self.cv.notify_all()
 
-    def _copy_stream(self, ab: tuple[int, int], dst: VirtualDevice):
-        return self.ex._stream(f"copy{ab[0]}-{ab[1]}", dst)
 
-    def _copy(self, x, v: int, src: VirtualDevice, dst: VirtualDevice, stream):
+def copy_side(src: VirtualDevice, dst: VirtualDevice) -> VirtualDevice:
+    """The device whose stream makes copies ``src -> dst``: the GPU side of a host↔device
+    copy, the destination between two GPUs (or two CPU workers: no stream)."""
+    return src if src.is_cuda and not dst.is_cuda else dst
+
+
+def copy_tensor(x, dst: VirtualDevice, stream):
+    """``x`` copied to ``dst``: a ``clone`` between CPU workers, else a copy on ``stream``
+    (the GPU side's: host↔device or device↔device), synchronised."""
+    if stream is None:
+        return x.clone()
+    y = x.to(dst.torch_device, copy=True, non_blocking=True)
+    stream.synchronize()
+    return y
+
+
+def _scheduler_times() -> tuple[float, float] | None:
+    """This thread's time on a CPU and time ready to run (on a CPU or waiting for one),
+    in seconds, from Linux's scheduler statistics; None where there are none."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            ran, waited = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        return None
+    return ran * 1e-9, (ran + waited) * 1e-9
+
+
+def _use_stream(stream) -> None:
+    """Make ``stream`` this thread's current stream on its GPU (torch's current stream
+    is per thread), so kernels and copies issued by the thread go to it."""
+    if stream is not None:
         import torch
 
-        try:
-            if stream is None:
-                return x.clone()
-            with torch.cuda.stream(stream):
-                y = x.to(dst.torch_device, copy=True, non_blocking=True)
-            stream.synchronize()
-            return y
-        except RuntimeError as e:
-            raise BackendError(
-                f"copy of node {v}'s output from {src.name} to {dst.name}: {e}"
-            ) from None
+        torch.cuda.set_stream(stream)

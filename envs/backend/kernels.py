@@ -7,16 +7,20 @@ data block: a copy), ``einsum``, ``concat_einsum``, ``sum`` (+ ``activation``), 
 order: producer outputs (``{"node": u}``) and resident parameters (``{"param": shape}``).
 
 :func:`scale_graph` divides every tensor dimension larger than ``SMALL_DIM`` by ``scale``
-(``d -> max(SMALL_DIM, d // scale)``; small dimensions such as heads per group or experts
-are counts and stay; the same map for every tensor, so operand shapes stay consistent) and
-recomputes ``out_bytes`` and ``param_bytes`` from the new shapes and ``flops`` (einsums
-exactly, other kernels in proportion to their output size). The simulator then describes
-the same smaller work the backend runs, so a CPU run takes seconds.
+(``d -> max(SMALL_DIM, floor(d / scale))``; small dimensions such as heads per group or
+experts are counts and stay; the same map for every tensor, so operand shapes stay
+consistent) and recomputes ``out_bytes`` and ``param_bytes`` from the new shapes and
+``flops`` (einsums exactly, other kernels in proportion to their output size). The
+simulator then describes the same work the backend runs. ``scale > 1`` shrinks a graph so
+a CPU run takes seconds; ``scale < 1`` grows it (``0.25``: blocks 4× larger per
+dimension, 64× the FLOP of a matmul) so that on a large GPU kernel time dominates the
+runtime's per-kernel dispatch cost.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +30,7 @@ import numpy as np
 from placegym.envs.graph import Graph
 from placegym.envs.workloads.builder import DTYPE_BYTES, einsum_flops
 
-__all__ = ["Kernel", "build_kernels", "scale_graph"]
+__all__ = ["Kernel", "build_kernels", "make_tensors", "scale_graph"]
 
 EXECUTABLE = (
     "input",
@@ -44,12 +48,15 @@ EXECUTABLE = (
 
 
 #: Dimensions up to this size are structural counts (heads per group, experts, ...) and
-#: are never scaled; larger ones become ``max(SMALL_DIM, d // scale)``.
+#: are never scaled; larger ones become ``max(SMALL_DIM, floor(d / scale))``.
 SMALL_DIM = 16
 
 
-def _scale_shape(shape: Sequence[int], scale: int) -> list[int]:
-    return [int(d) if d <= SMALL_DIM else max(SMALL_DIM, int(d) // scale) for d in shape]
+def _scale_shape(shape: Sequence[int], scale: float) -> list[int]:
+    # the epsilon keeps d / scale from rounding just below an integer (7 / 0.7 and the like)
+    return [
+        int(d) if d <= SMALL_DIM else max(SMALL_DIM, math.floor(d / scale + 1e-9)) for d in shape
+    ]
 
 
 def _check_spec(graph: Graph, v: int) -> dict[str, Any]:
@@ -75,11 +82,12 @@ def _check_spec(graph: Graph, v: int) -> dict[str, Any]:
     return spec
 
 
-def scale_graph(graph: Graph, scale: int) -> Graph:
+def scale_graph(graph: Graph, scale: float) -> Graph:
     """The graph with every tensor dimension divided by ``scale`` (module docstring)."""
-    if int(scale) != scale or scale < 1:
-        raise ValueError(f"scale: must be an integer >= 1, got {scale!r}")
-    scale = int(scale)
+    ok = isinstance(scale, numbers.Real) and not isinstance(scale, bool)
+    if not ok or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale: must be a number > 0, got {scale!r}")
+    scale = int(scale) if float(scale).is_integer() else float(scale)
     specs = [_check_spec(graph, v) for v in range(graph.num_nodes)]
     if scale == 1:
         return graph
@@ -256,3 +264,21 @@ def _routed(weights, count: int):
 
 def param_seed(seed: int, node: int) -> int:
     return int(np.random.SeedSequence([seed, node]).generate_state(1)[0])
+
+
+def make_tensors(kernel: Kernel, seed: int, device: str) -> tuple[list, Any]:
+    """The kernel's params (scaled normal, so activations stay O(1)) and, for an input
+    node, its data block: drawn on the host from ``(seed, node)``, then moved to ``device``
+    (the values do not depend on the device)."""
+    import torch
+
+    dtype = getattr(torch, kernel.dtype)
+    gen = torch.Generator().manual_seed(param_seed(seed, kernel.node))
+    params = [
+        (torch.randn(s, generator=gen) / max(1, s[0]) ** 0.5).to(dtype=dtype, device=device)
+        for s in kernel.param_shapes
+    ]
+    data = None
+    if kernel.kind == "input":
+        data = torch.randn(kernel.out_shape, generator=gen).to(dtype=dtype, device=device)
+    return params, data

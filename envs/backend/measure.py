@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from placegym.envs.backend.executor import Measurement, TorchExecutor
 from placegym.envs.backend.kernels import scale_graph
 from placegym.envs.cache import IdentityCache
@@ -19,15 +21,15 @@ class RealBackend:
 
     Args:
         devices: backend device spec (``"cpu#2"``, ``"cuda:0#4"``, ...).
-        scale: tensor dimensions are divided by it (:func:`scale_graph`).
+        scale: tensor dimensions are divided by it (:func:`scale_graph`; < 1 grows them).
         repeats: timed runs per measurement (the median is reported).
         reference: the placer whose measured makespan is the reference of the rewards.
     """
 
     def __init__(
-        self, devices: str, *, scale: int = 1, repeats: int = 3, reference: ReferencePlacer
+        self, devices: str, *, scale: float = 1, repeats: int = 3, reference: ReferencePlacer
     ) -> None:
-        self.devices, self.scale, self.repeats = devices, int(scale), int(repeats)
+        self.devices, self.scale, self.repeats = devices, scale, int(repeats)
         self.placer = reference
         self._executors = IdentityCache(self._new_executor, size=8)
         self._references = IdentityCache(self._measure_reference, size=16)
@@ -40,13 +42,13 @@ class RealBackend:
 
         return len(parse_devices(self.devices))
 
-    @property
-    def cluster(self) -> Cluster:
-        """A cluster calibrated on the devices (measured on first use)."""
+    def calibrated(self, graphs: Sequence[Graph] = ()) -> Cluster:
+        """A cluster calibrated on the devices, with the kernels of ``graphs`` (as they
+        run: scaled) profiled; measured on the first call."""
         if self._cluster is None:
             from placegym.envs.backend.calibrate import calibrate
 
-            self._cluster = calibrate(self.devices)
+            self._cluster = calibrate(self.devices, graphs=graphs)
         return self._cluster
 
     def wrap_source(self, source: GraphSource) -> GraphSource:
@@ -80,7 +82,7 @@ class RealBackend:
 
 
 class _ScaledSampler:
-    def __init__(self, sampler, scale: int) -> None:
+    def __init__(self, sampler, scale: float) -> None:
         self.sampler, self.scale = sampler, scale
 
     def __call__(self, rng):

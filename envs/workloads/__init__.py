@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from placegym.envs.graph import Graph
-from placegym.envs.workloads._params import bind_params, parse_assignments
+from placegym.envs.workloads._params import bind_params, format_defaults, parse_assignments
 from placegym.envs.workloads.builder import GraphBuilder, einsum_flops
 from placegym.envs.workloads.chainmm import chainmm
 from placegym.envs.workloads.ffnn import ffnn
@@ -75,6 +75,7 @@ __all__ = [
     "chainmm",
     "einsum_flops",
     "ffnn",
+    "format_defaults",
     "list_workloads",
     "llama_block",
     "llama_layer",

@@ -2,8 +2,9 @@
 
 A value is converted by the type of the parameter's default in the generator's signature:
 ``bool`` (``true/false/yes/no/1/0``), ``int``, ``float``, ``str``, or a tuple/list of ints
-written ``1024,2048`` (brackets and spaces allowed). Values that are not strings pass
-through unchanged, so Python callers keep their own types.
+written ``1024,2048`` (brackets and spaces allowed); a ``None`` default (``ccr``) takes a
+number. Values that are not strings pass through unchanged, so Python callers keep their
+own types.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def _kind(default: Any) -> str:
         return "true or false"
     if isinstance(default, int):
         return "an integer"
-    if isinstance(default, float):
+    if isinstance(default, float) or default is None:
         return "a number"
     return "a comma-separated list of integers"
 
@@ -36,7 +37,7 @@ def _convert(text: str, default: Any, where: str) -> Any:
             return s.lower() in _TRUE
         if isinstance(default, int):
             return int(s)
-        if isinstance(default, float):
+        if isinstance(default, float) or default is None:
             return float(s)
         if isinstance(default, tuple | list):
             items = s.strip("()[]").replace(" ", "").split(",")
@@ -65,6 +66,22 @@ def bind_params(name: str, fn: Callable[..., Any], params: Mapping[str, Any]) ->
             value = _convert(value, default, f"workload {name}: parameter {key}")
         out[key] = value
     return out
+
+
+def format_defaults(fn: Callable[..., Any]) -> str:
+    """``fn``'s parameters with their defaults as ``--param`` takes them
+    (``batch=1024 dims=2048,4096 dtype=float32``)."""
+    parts = []
+    for key, p in inspect.signature(fn).parameters.items():
+        d = p.default
+        if isinstance(d, bool):
+            text = str(d).lower()
+        elif isinstance(d, tuple | list):
+            text = ",".join(map(str, d))
+        else:
+            text = str(d)
+        parts.append(f"{key}={text}")
+    return " ".join(parts)
 
 
 def parse_assignments(items: Sequence[str]) -> dict[str, str]:

@@ -21,9 +21,11 @@ product ``P_m``.
 from __future__ import annotations
 
 from placegym.envs.graph import Graph
+from placegym.envs.workloads._ccr import ccr_option
 from placegym.envs.workloads.builder import GraphBuilder, split
 
 
+@ccr_option
 def chainmm(
     matrices: int = 6,
     dim: int = 4096,

@@ -18,9 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from placegym.envs.graph import Graph
+from placegym.envs.workloads._ccr import ccr_option
 from placegym.envs.workloads.builder import GraphBuilder, split
 
 
+@ccr_option
 def ffnn(
     batch: int = 1024,
     dims: Sequence[int] = (2048, 4096, 4096, 2048),

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placegym.envs.graph import Graph
+from placegym.envs.workloads._ccr import ccr_option
 from placegym.envs.workloads.builder import GraphBuilder, split
 
 NORM_FLOPS = 4  # per element: square, accumulate, scale by 1/rms, scale by the gain
@@ -149,6 +150,7 @@ def residual_sum(g: GraphBuilder, partials: list[int], x: int, s: LlamaShape, la
     )
 
 
+@ccr_option
 def llama_block(
     batch: int = 1,
     seq: int = 2048,

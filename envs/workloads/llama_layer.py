@@ -23,6 +23,7 @@ Nodes: ``1 + layers·(4 + 7·G + 5·F)``; edges ``layers·(4 + 10·G + 7·F)``. 
 from __future__ import annotations
 
 from placegym.envs.graph import Graph
+from placegym.envs.workloads._ccr import ccr_option
 from placegym.envs.workloads.builder import GraphBuilder, split
 from placegym.envs.workloads.llama_block import (
     LlamaShape,
@@ -71,6 +72,7 @@ def add_mlp(g: GraphBuilder, h: int, s: LlamaShape, hidden: int, blocks: int, la
     return residual_sum(g, partials, h, s, layer)
 
 
+@ccr_option
 def llama_layer(
     batch: int = 1,
     seq: int = 2048,

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from placegym.envs.graph import Graph
+from placegym.envs.workloads._ccr import ccr_option
 from placegym.envs.workloads.builder import GraphBuilder, split
 
 GATE_FLOPS = 5  # per (token, expert): softmax over the selected logits, selection
@@ -76,6 +77,7 @@ def _expert(g: GraphBuilder, x: int, n: int, d: int, f: int, blocks: int) -> int
     )
 
 
+@ccr_option
 def moe(
     tokens: int = 4096,
     d_model: int = 4096,

@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from placegym.envs.graph import Graph
+from placegym.envs.workloads._ccr import ccr_option
 from placegym.envs.workloads.builder import GraphBuilder
 
 
@@ -63,6 +64,7 @@ def _producers(
     return sorted([first, *extra])
 
 
+@ccr_option
 def random_dag(
     nodes: int = 128,
     width: int = 8,

@@ -57,17 +57,20 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noise", type=float, default=0.0, help="simulate with this noise sigma")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_suite_bench_args(p)
     p.set_defaults(func=cmd_bench)
 
 
 def agent_placers(paths: list[str], k: int) -> dict:
     """Placers of trained agents: ``<run>`` (greedy) and ``<run>-best<k>`` per checkpoint
     (``#2``, ``#3``, ... appended when two checkpoints share a run name)."""
-    from placegym.train.evaluate import load_agent
-
     if k < 1:
         raise ValueError(f"--agent-k: must be >= 1, got {k}")
     out: dict = {}
+    if not paths:
+        return out  # no torch import: a teachers-only bench starts in a few seconds
+    from placegym.train.evaluate import load_agent
+
     for path in paths:
         for mode in ("greedy", "best_of_k"):
             agent = load_agent(path, mode=mode, k=k)
@@ -84,6 +87,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, print its table and write its files."""
     from placegym.train.harness.bench import BenchConfig, markdown_table, run_benchmark
 
+    if args.replay or args.suite:
+        return cmd_suite_bench(args)
+
     cfg = BenchConfig(
         teachers=_csv(args.teachers),
         workloads=_csv(args.workloads),
@@ -97,4 +103,50 @@ def cmd_bench(args: argparse.Namespace) -> int:
     records = run_benchmark(cfg, progress=not args.no_progress)
     print(markdown_table(records))
     print(f"\nwritten: {cfg.out}/results.csv, results.json, table.md, ratios.png")
+    return 0
+
+
+def add_suite_bench_args(p: argparse.ArgumentParser) -> None:
+    """``--suite``, ``--split`` and ``--replay`` of ``placegym bench``."""
+    p.add_argument(
+        "--suite",
+        help="run over a benchmark suite (see `placegym suites`) instead of --workloads and "
+        "--cluster; the table adds each placer's gap to the lower bound and to the best known",
+    )
+    p.add_argument("--split", help="with --suite: only this split (train or test)")
+    p.add_argument(
+        "--replay",
+        metavar="RESULTS_JSON",
+        help="re-simulate every row of a results.json and exit 1 naming any row that differs",
+    )
+
+
+def cmd_suite_bench(args: argparse.Namespace) -> int:
+    """``placegym bench --suite NAME`` or ``placegym bench --replay results.json``."""
+    if args.replay:
+        from placegym.train.harness.replay import replay
+
+        rows, bad = replay(args.replay, progress=not args.no_progress)
+        for m in bad:
+            print(f"replay: {m}")
+        failed = len({m.row for m in bad})
+        print(f"replay: {rows} rows re-simulated, {failed} differ ({args.replay})")
+        return 1 if bad else 0
+    from placegym.envs.suites import get_suite
+    from placegym.train.harness.suite_bench import run_suite, suite_markdown
+
+    suite = get_suite(args.suite)
+    out = Path(args.out)
+    records = run_suite(
+        suite,
+        args.split,
+        _csv(args.teachers),
+        extra_placers=agent_placers(_csv(args.agents), args.agent_k),
+        seeds=_seeds(args.seeds),
+        noise=args.noise,
+        out=out,
+        progress=not args.no_progress,
+    )
+    print(suite_markdown(records))
+    print(f"\nwritten: {out}/results.json, results.csv, table.md")
     return 0

@@ -24,13 +24,14 @@ def _summary(graph: Any) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Print every workload with its default node and edge counts."""
-    from placegym.envs.workloads import list_workloads, make_graph
+    """Print every workload with its default node and edge counts and its parameters."""
+    from placegym.envs.workloads import WORKLOADS, format_defaults, list_workloads, make_graph
 
     print(f"{'name':<14}{'nodes':>7}{'edges':>7}  description")
     for name, desc in list_workloads():
         g = make_graph(name)
         print(f"{name:<14}{g.num_nodes:>7}{g.num_edges:>7}  {desc}")
+        print(f"{'':<30}--param defaults: {format_defaults(WORKLOADS[name])}")
     return 0
 
 
@@ -54,6 +55,13 @@ def cmd_import_doppler(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The example of ``graphs export --help`` (a test runs it).
+EXPORT_EXAMPLE = (
+    "placegym graphs export ffnn --param batch_blocks=4 --param dims=1024,2048,1024 "
+    "--out ffnn.json"
+)
+
+
 def add_graphs_parser(subparsers: Any) -> None:
     """Register ``graphs {list, export, import-doppler}`` on the CLI's subparsers."""
     p = subparsers.add_parser("graphs", help="workload generators and graph importers")
@@ -62,14 +70,20 @@ def add_graphs_parser(subparsers: Any) -> None:
     q = sub.add_parser("list", help="list the workload generators")
     q.set_defaults(func=cmd_list)
 
-    q = sub.add_parser("export", help="build a workload and write its graph JSON")
+    q = sub.add_parser(
+        "export",
+        help="build a workload and write its graph JSON",
+        epilog=f"example:\n  {EXPORT_EXAMPLE}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the example on one line
+    )
     q.add_argument("name", metavar="NAME", help="a workload (see `placegym graphs list`)")
     q.add_argument(
         "--param",
         action="append",
         default=[],
         metavar="K=V",
-        help="a generator parameter, repeatable (e.g. --param blocks=4 --param dims=1024,2048)",
+        help="a parameter of that workload's generator, repeatable (`placegym graphs list` "
+        "shows each generator's parameters and defaults)",
     )
     q.add_argument("--out", required=True, help="graph JSON file to write")
     q.set_defaults(func=cmd_export)

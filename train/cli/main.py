@@ -1,9 +1,11 @@
 """The ``placegym`` command line.
 
 Subcommands: ``simulate``, ``show``, ``validate``, ``clusters`` (here), ``graphs``,
-``bench``, ``calibrate``, ``train``, ``report`` and ``demo`` (a module each in
-:mod:`placegym.train.cli`). Bad input gives a one-line error naming the problem and exit
-code 2, never a traceback.
+``bench``, ``suites``, ``anytime``, ``calibrate``, ``train``, ``report`` and ``demo`` (a
+module each in :mod:`placegym.train.cli`); ``placegym --version``. Bad input (a
+``ValueError`` or an ``OSError`` from any subcommand) gives a one-line error naming the
+problem and exit code 2, never a traceback: :func:`main` is the one place that turns it
+into that line.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import json
 import sys
 from collections.abc import Sequence
 
+from placegym.train.cli.anytime import add_anytime_parser
 from placegym.train.cli.bench import add_bench_parser
 from placegym.train.cli.calibrate import add_calibrate_parser
 from placegym.train.cli.demo import add_demo_parser
 from placegym.train.cli.graphs import add_graphs_parser
 from placegym.train.cli.report import add_report_parser
+from placegym.train.cli.suites import add_suites_parser
 from placegym.train.cli.train import add_train_parser
 
 EXIT_BAD_INPUT = 2
@@ -52,6 +56,7 @@ def _schedule(args: argparse.Namespace):
     graph = load_graph(args.graph)
     cluster = load_cluster(args.cluster)
     placement = load_placement(args.placement)
+    check_fit(placement, args.placement, graph, cluster)
     return simulate(
         graph,
         cluster,
@@ -60,6 +65,15 @@ def _schedule(args: argparse.Namespace):
         rng=args.seed if args.noise > 0 else None,
         dispatch=args.dispatch,
     )
+
+
+def check_fit(placement, path: str, graph, cluster=None) -> None:
+    """Check that ``placement`` (read from ``path``) fits ``graph`` and ``cluster``;
+    the error names the file."""
+    try:
+        placement.check(graph, cluster)
+    except ValueError as e:
+        raise CliError(f"{path}: {e}") from None
 
 
 def _fmt_bytes(x: float) -> str:
@@ -101,49 +115,64 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Simulate a placement and draw its Gantt chart."""
-    from placegym.envs.gantt import save_gantt
+    from placegym.envs.gantt import format_time, save_gantt
 
     s = _schedule(args)
     save_gantt(s, args.out, color_by=args.color_by)
-    print(f"makespan {s.makespan:.6g} s; Gantt chart written to {args.out}")
+    print(f"makespan {format_time(s.makespan)}; Gantt chart written to {args.out}")
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Check graph, cluster and placement files (placements against ``--graph``)."""
+    """Load every file by its format tag; placements are checked against the graph (and
+    cluster) of ``--graph`` / ``--cluster``, else of the only graph (cluster) among FILES."""
     from placegym.envs import (
         CLUSTER_FORMAT,
         GRAPH_FORMAT,
         PLACEMENT_FORMAT,
-        Placement,
         load_cluster,
         load_graph,
         load_placement,
     )
     from placegym.envs.validate import read_json
 
-    loaders = {
-        GRAPH_FORMAT: load_graph,
-        CLUSTER_FORMAT: load_cluster,
-        PLACEMENT_FORMAT: load_placement,
-    }
-    graph = load_graph(args.graph) if args.graph else None
-    cluster = load_cluster(args.cluster) if args.cluster else None
+    loaders = {GRAPH_FORMAT: load_graph, CLUSTER_FORMAT: load_cluster}
+    loaders[PLACEMENT_FORMAT] = load_placement
+    loaded = []
     for path in args.files:
         tag = read_json(path, "placegym").get("format")
-        if tag not in loaders:
+        if not isinstance(tag, str) or tag not in loaders:
             raise CliError(
                 f"{path}: format: unknown format tag, expected one of "
                 f"{', '.join(map(repr, loaders))}, got {tag!r}"
             )
-        obj = loaders[tag](path)
-        if isinstance(obj, Placement) and graph is not None:
-            try:
-                obj.check(graph, cluster)
-            except ValueError as e:
-                raise CliError(f"{path}: {e}") from None
-        print(f"{path}: ok ({tag}, {_describe(obj)})")
+        loaded.append((path, tag, loaders[tag](path)))
+    placements = any(tag == PLACEMENT_FORMAT for _, tag, _ in loaded)
+    graph = _reference(args.graph, load_graph, loaded, GRAPH_FORMAT, "graph", placements)
+    cluster = _reference(args.cluster, load_cluster, loaded, CLUSTER_FORMAT, "cluster", placements)
+    for path, tag, obj in loaded:
+        note = ""
+        if tag == PLACEMENT_FORMAT and graph is None:
+            note = "; not checked against a graph: add --graph"
+        elif tag == PLACEMENT_FORMAT:
+            check_fit(obj, path, graph[1], cluster and cluster[1])
+            note = f"; fits {graph[0]}" + (f" on {cluster[0]}" if cluster else "")
+        print(f"{path}: ok ({tag}, {_describe(obj)}{note})")
     return 0
+
+
+def _reference(option, load, loaded: list, tag: str, what: str, needed: bool):
+    """``(name, object)`` that placements are checked against: the ``--graph``
+    (``--cluster``) option, else the only graph (cluster) among the files, else None."""
+    if option:
+        return option, load(option)
+    found = [(path, obj) for path, t, obj in loaded if t == tag]
+    if len(found) > 1 and needed:
+        raise CliError(
+            f"--{what}: {len(found)} {what} files given ({', '.join(p for p, _ in found)}); "
+            f"say with --{what} which one the placements must fit"
+        )
+    return found[0] if found else None
 
 
 def _describe(obj) -> str:
@@ -175,10 +204,13 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``placegym`` argument parser with every subcommand."""
+    from placegym import __version__
+
     parser = argparse.ArgumentParser(
         prog="placegym",
         description="Device placement of dataflow graphs on work-conserving multi-GPU systems.",
     )
+    parser.add_argument("--version", action="version", version=f"placegym {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("simulate", help="simulate a placement and print its makespan")
@@ -197,10 +229,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("validate", help="check graph, cluster or placement JSON files")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--graph", help="also check that placements fit this graph")
-    p.add_argument("--cluster", help="... and this cluster (preset or JSON)")
+    p = sub.add_parser(
+        "validate",
+        help="check graph, cluster or placement JSON files",
+        description="Load each FILE by its format tag and report what it holds. Placements "
+        "are checked against the graph (and cluster) of --graph (--cluster), or else of the "
+        "only graph (cluster) among the FILEs.",
+    )
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a placegym graph, cluster or placement JSON file (told apart by its format tag)",
+    )
+    p.add_argument("--graph", help="graph JSON file that the placements must fit")
+    p.add_argument("--cluster", help="cluster (preset or JSON) that the placements must fit")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("clusters", help="list cluster presets, or print one as JSON")
@@ -209,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_graphs_parser(sub)
     add_bench_parser(sub)
+    add_suites_parser(sub)
+    add_anytime_parser(sub)
     add_calibrate_parser(sub)
     add_train_parser(sub)
     add_report_parser(sub)
@@ -222,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (CliError, ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+    except (CliError, ValueError, OSError) as e:
         msg = " ".join(str(e).split())
         print(f"placegym {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -4,5 +4,13 @@
   clusters × seeds, simulated and tabulated (``placegym bench``);
 - :mod:`~placegym.train.harness.report`: the learned-agent report, which trains the
   presets (or loads finished runs) and prints the README's agent tables
-  (``placegym report``).
+  (``placegym report``);
+- :mod:`~placegym.train.harness.suite_bench`: placers over a benchmark suite's split, with
+  gaps to the certified bound and the best known (``placegym bench --suite``);
+- :mod:`~placegym.train.harness.replay`: re-simulates every row of a results file
+  (``placegym bench --replay``);
+- :mod:`~placegym.train.harness.anytime`: best makespan vs simulator calls of search
+  placers, the search-placer API (``placegym anytime``);
+- :mod:`~placegym.train.harness.suite_reference`: computes a suite's lower bounds and
+  best-known placements (``placegym suites reference``).
 """

@@ -9,7 +9,8 @@ or cluster JSON files) × seeds, simulates every placement, and reports:
   where one is known (graphs of at most :data:`OPTIMAL_MAX_NODES` nodes on at most
   :data:`OPTIMAL_MAX_DEVICES` devices, when ``with_optimal`` is set);
 - ``results.csv`` and ``results.json``: one record per (workload, cluster, seed, placer)
-  with makespan, ratio, gap, OOM flag and seconds taken;
+  with makespan, ratio, gap, OOM flag and seconds taken; ``results.json`` also stores
+  each placement (``device``, ``order``), so ``placegym bench --replay`` can re-check it;
 - ``ratios.png``: a bar chart of the geometric-mean ratio to critical_path per placer and
   workload.
 
@@ -27,17 +28,30 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, load_cluster, simulate
 from placegym.envs.sources import resolve_graph
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 REFERENCE = "critical_path"
 OPTIMAL_MAX_NODES = 12
 OPTIMAL_MAX_DEVICES = 4
-DEFAULT_TEACHERS = ("critical_path", "heft", "nest", "anneal", "metis", "random")
+#: Every placer of the registry but ``optimal`` (small graphs only; see ``with_optimal``).
+DEFAULT_TEACHERS = (
+    "critical_path",
+    "heft",
+    "nest",
+    "anneal",
+    "metis",
+    "random",
+    "round_robin",
+    "single_device",
+)
 
 #: A placer: (graph, cluster, seed) -> placement.
 Placer = Callable[[Graph, Cluster, int], Placement]
@@ -71,6 +85,12 @@ class Record:
     gap_to_optimal: float | None
     oom: bool
     seconds: float
+    device: list[int] | None = None
+    order: list[int] | None = None
+
+
+#: Record fields kept out of ``results.csv`` (the placement: in ``results.json`` only).
+JSON_ONLY = ("device", "order")
 
 
 def teacher_placer(name: str) -> Placer:
@@ -94,20 +114,22 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
     placers.update(cfg.extra_placers)
     ref = placers.get(REFERENCE) or teacher_placer(REFERENCE)
     clusters = [load_cluster(c) for c in cfg.clusters]
+    # every input is resolved before the progress bar starts, so errors print on their own line
+    graphs = {(w, s): resolve_graph(w, seed=s) for w in cfg.workloads for s in cfg.seeds}
     jobs = [(w, c, s) for w in cfg.workloads for c in clusters for s in cfg.seeds]
     records: list[Record] = []
     bar = tqdm(
         total=len(jobs) * len(placers), disable=not progress, desc="bench", unit="run", leave=False
     )
     for wname, cluster, seed in jobs:
-        graph = resolve_graph(wname, seed=seed)
+        graph = graphs[(wname, seed)]
         label = Path(wname).stem if wname.endswith(".json") else wname
 
-        ref_makespan = _run_placer(ref, graph, cluster, seed, cfg.noise)[0]
+        ref_makespan = run_placer(ref, graph, cluster, seed, cfg.noise)[0]
         optimum = _optimum(graph, cluster) if cfg.with_optimal else None
         for pname, placer in placers.items():
             bar.set_postfix_str(f"{label}/{cluster.name}/{pname}")
-            makespan, oom, secs = _run_placer(placer, graph, cluster, seed, cfg.noise)
+            makespan, oom, secs, placement = run_placer(placer, graph, cluster, seed, cfg.noise)
             records.append(
                 Record(
                     workload=label,
@@ -119,6 +141,8 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
                     gap_to_optimal=None if optimum is None else _ratio(makespan, optimum) - 1.0,
                     oom=oom,
                     seconds=secs,
+                    device=placement.device.tolist(),
+                    order=placement.order.tolist(),
                 )
             )
             bar.update()
@@ -128,15 +152,15 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
     return records
 
 
-def _run_placer(
+def run_placer(
     placer: Placer, graph: Graph, cluster: Cluster, seed: int, noise: float
-) -> tuple[float, bool, float]:
-    """(makespan, oom, seconds taken by the placer)."""
+) -> tuple[float, bool, float, Placement]:
+    """(makespan, oom, seconds taken by the placer, placement); noise draws use ``seed``."""
     t0 = time.perf_counter()
     placement = placer(graph, cluster, seed)
     secs = time.perf_counter() - t0
     s = simulate(graph, cluster, placement, noise=noise, rng=seed if noise > 0 else None)
-    return s.makespan, s.oom, secs
+    return s.makespan, s.oom, secs, placement
 
 
 def _ratio(x: float, ref: float) -> float:
@@ -201,7 +225,8 @@ def write_outputs(records: Sequence[Record], cfg: BenchConfig) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows = [asdict(r) for r in records]
     with open(out / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["placer"])
+        fields = [k for k in rows[0] if k not in JSON_ONLY] if rows else ["placer"]
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     meta = {
@@ -219,6 +244,11 @@ def write_outputs(records: Sequence[Record], cfg: BenchConfig) -> None:
 
 
 def bar_chart(records: Sequence[Record], path: Path) -> None:
+    """Write :func:`ratios_figure` to ``path``."""
+    ratios_figure(records).savefig(path, dpi=110)
+
+
+def ratios_figure(records: Sequence[Record]) -> Figure:
     """Grouped bars: geometric-mean ratio to critical_path, per workload and placer."""
     from matplotlib.figure import Figure
 
@@ -241,5 +271,6 @@ def bar_chart(records: Sequence[Record], path: Path) -> None:
     ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle="--")
     ax.set_xticks(x, [f"{w}\n{c}" for w, c in groups], fontsize=8)
     ax.set_ylabel("makespan / critical_path (lower is better)")
-    ax.legend(fontsize=7, ncols=min(len(placers), 4))
-    fig.savefig(path, dpi=110)
+    # outside the axes, so that it never covers a bar
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return fig

@@ -1,0 +1,175 @@
+"""Profiled kernel costs: every distinct kernel of some graphs, timed alone per device kind.
+
+For each device kind (:func:`~placegym.envs.backend.devices.device_kind`; the first
+device of each kind is used) and each distinct kernel signature
+(:func:`placegym.envs.costs.kernel_signature`) of the graphs, the kernel runs in
+isolation on random operands of its shapes: ``warmup`` untimed calls, then ``repeats``
+timed calls, and its cost is the median.
+
+- On a GPU each call is timed with CUDA events on the device's compute stream (a
+  partition's green-context stream for ``cuda:i%N``): device time, without the host's
+  launch and synchronisation cost, which calibration fits as the launch overhead. The
+  calls are queued behind a short GPU sleep, so the host's launch latency does not leave
+  gaps between the events.
+- On CPU workers each call is timed with ``perf_counter`` under the workers' torch
+  thread count: the same span the executor records for a node.
+
+The result, ``{kind: {signature: seconds}}``, is a cluster's ``profile``
+(:mod:`placegym.envs.costs`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from placegym.envs.backend.devices import VirtualDevice, device_kind, open_stream, parse_devices
+from placegym.envs.backend.kernels import Kernel, build_kernels, make_tensors
+from placegym.envs.costs import signatures
+from placegym.envs.graph import Graph
+
+__all__ = ["profile_kernels", "time_kernel"]
+
+#: GPU clock cycles of the sleep queued before the timed calls (about 2-5 ms).
+SLEEP_CYCLES = 5_000_000
+
+
+def distinct_kernels(graphs: Iterable[Graph]) -> dict[str, tuple[Graph, list[Kernel], int]]:
+    """The first ``(graph, kernels, node)`` of every kernel signature of ``graphs``."""
+    out: dict[str, tuple[Graph, list[Kernel], int]] = {}
+    for g in graphs:
+        kernels = build_kernels(g)
+        for v, sig in enumerate(signatures(g)):
+            if sig is not None and sig not in out:
+                out[sig] = (g, kernels, v)
+    return out
+
+
+def profile_kernels(
+    graphs: Sequence[Graph],
+    devices: str | Sequence[VirtualDevice],
+    *,
+    warmup: int = 2,
+    repeats: int = 7,
+    threads: int = 1,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
+    """``{kind: {signature: median seconds}}`` for every device kind of ``devices`` and
+    every distinct kernel of ``graphs`` (module docstring)."""
+    if repeats < 1 or warmup < 0:
+        raise ValueError(
+            f"repeats, warmup: need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}"
+        )
+    vds = parse_devices(devices) if isinstance(devices, str) else list(devices)
+    first: dict[str, VirtualDevice] = {}
+    for d in vds:
+        first.setdefault(device_kind(d), d)
+    kernels = distinct_kernels(graphs)
+    out: dict[str, dict[str, float]] = {}
+    for kind, dev in first.items():
+        stream = open_stream(dev, compute=True)
+        out[kind] = {
+            sig: float(
+                np.median(
+                    time_kernel(
+                        g,
+                        ks,
+                        v,
+                        dev,
+                        stream,
+                        warmup=warmup,
+                        repeats=repeats,
+                        seed=seed,
+                        threads=threads,
+                    )
+                )
+            )
+            for sig, (g, ks, v) in kernels.items()
+        }
+    return out
+
+
+def _operands(graph: Graph, kernels: list[Kernel], v: int, device: str, seed: int) -> list:
+    """Random producer outputs of ``v``'s shapes, in the spec's ``args`` order (a producer
+    named twice is one tensor)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + v)
+    made: dict[int, object] = {}
+    out = []
+    for a in graph.spec[v].get("args", []):
+        if "node" in a:
+            u = int(a["node"])
+            if u not in made:
+                k = kernels[u]
+                made[u] = torch.randn(k.out_shape, generator=gen).to(
+                    dtype=getattr(torch, k.dtype), device=device
+                )
+            out.append(made[u])
+    return out
+
+
+def time_kernel(
+    graph: Graph,
+    kernels: list[Kernel],
+    v: int,
+    device: VirtualDevice,
+    stream=None,
+    *,
+    warmup: int = 2,
+    repeats: int = 7,
+    seed: int = 0,
+    threads: int = 1,
+) -> np.ndarray:
+    """``(repeats,)`` seconds of node ``v``'s kernel run alone on ``device`` (module
+    docstring); ``stream`` is the device's compute stream (None on the CPU)."""
+    from placegym.envs.backend.executor import BackendError
+
+    k = kernels[v]
+    try:
+        params, data = make_tensors(k, seed, device.torch_device)
+        inputs = _operands(graph, kernels, v, device.torch_device, seed)
+        if stream is None:
+            return _time_on_cpu(lambda: k.fn(inputs, params, data), warmup, repeats, threads)
+        return _time_on_gpu(lambda: k.fn(inputs, params, data), stream, warmup, repeats)
+    except RuntimeError as e:  # e.g. CUDA out of memory
+        raise BackendError(f"profiling node {v} ({k.kind}) on {device.name}: {e}") from None
+
+
+def _time_on_cpu(call, warmup: int, repeats: int, threads: int) -> np.ndarray:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for _ in range(warmup):
+            call()
+        times = np.empty(repeats)
+        for i in range(repeats):
+            t = time.perf_counter()
+            call()
+            times[i] = time.perf_counter() - t
+        return times
+    finally:
+        torch.set_num_threads(before)
+
+
+def _time_on_gpu(call, stream, warmup: int, repeats: int) -> np.ndarray:
+    import torch
+
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            call()
+    stream.synchronize()
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(repeats + 1)]
+    with torch.cuda.stream(stream):
+        if hasattr(torch.cuda, "_sleep"):  # keep the GPU busy while the calls are queued
+            torch.cuda._sleep(SLEEP_CYCLES)
+        events[0].record(stream)
+        for i in range(repeats):
+            call()
+            events[i + 1].record(stream)
+    stream.synchronize()
+    return np.array([events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(repeats)])

@@ -1,0 +1,152 @@
+"""The registered suites. Changing an instance here means a new suite version.
+
+- ``workloads-v0``: DOPPLER's four workloads (chainmm, ffnn, llama_block, llama_layer) on
+  ``p100x4``, ``v100x8`` and ``h100-2x8``. Train: the generators' default sizes; test:
+  other block decompositions and sizes of the same workloads.
+- ``comm-heavy-v0``: the same graphs with their tensors rescaled to CCR 1, 4 and 10 on
+  each of ``p100x4``, ``doppler-unit-4`` and their 8-device variants ``p100x8`` and
+  ``doppler-unit-8`` (DOPPLER's regime: transfers dearer than compute). Train and test
+  as in ``workloads-v0``.
+- ``generalize-v0``: train: ``random_dag`` at 64-160 nodes (seeds 0, 1) and the four
+  workloads at default sizes; test: unseen sizes and seeds of ``random_dag`` (256, 320
+  nodes; seeds 100, 101), the four workloads' test sizes, the ``moe`` family (seeds 0,
+  1) and four real ``torch.nn`` models traced with ``from_fx``
+  (:mod:`placegym.envs.suites.models`). Every graph on ``p100x4`` and ``v100x8``.
+- ``nest-scale-v0``: 1.5k-9.3k node graphs on NEST's clusters. Train: a 4-layer Llama
+  trunk (1,553 nodes) and a 2,000-node ``random_dag`` on ``tpuv4-fattree-64`` and
+  ``h100-spineleaf-64``; test: a 24-layer Llama trunk (9,313 nodes) on both 1024-device
+  clusters, a 64-expert MoE layer (3,204 nodes) and a 9-matrix chain in 8×8 blocks
+  (5,184 nodes) on one each.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placegym.envs.suites.spec import GraphSpec, InstanceSpec, Suite, model, workload
+
+Sizes = tuple[tuple[str, str, dict[str, Any]], ...]
+
+#: DOPPLER's workloads: (label, generator, parameters) of the train and test sizes.
+TRAIN_WORKLOADS: Sizes = (
+    ("chainmm-6x2", "chainmm", {}),
+    ("ffnn-3x2x4", "ffnn", {}),
+    ("llama_block-1x16", "llama_block", {}),
+    ("llama_layer-1x16x16", "llama_layer", {}),
+)
+TEST_WORKLOADS: Sizes = (
+    ("chainmm-4x3", "chainmm", {"matrices": 4, "blocks": 3, "dim": 3072}),
+    ("ffnn-2x4x4", "ffnn", {"dims": (2048, 4096, 2048), "batch_blocks": 4, "feature_blocks": 4}),
+    ("llama_block-2x8", "llama_block", {"layers": 2, "head_groups": 8}),
+    ("llama_layer-1x8x8-s1024", "llama_layer", {"head_groups": 8, "mlp_blocks": 8, "seq": 1024}),
+)
+CCRS = (1, 4, 10)
+
+
+def _grid(
+    graphs: list[tuple[str, GraphSpec]], clusters: tuple[str, ...]
+) -> tuple[InstanceSpec, ...]:
+    return tuple(InstanceSpec(f"{label}@{c}", spec, c) for c in clusters for label, spec in graphs)
+
+
+def _workloads(sizes: Sizes) -> list[tuple[str, GraphSpec]]:
+    return [(label, workload(name, **params)) for label, name, params in sizes]
+
+
+def _comm_heavy(sizes: Sizes) -> list[tuple[str, GraphSpec]]:
+    return [
+        (f"{label}-ccr{r}", workload(name, ccr=float(r), **params))
+        for label, name, params in sizes
+        for r in CCRS
+    ]
+
+
+def _random_dags(nodes: tuple[int, ...], seeds: tuple[int, ...]) -> list[tuple[str, GraphSpec]]:
+    return [
+        (f"random_dag-{n}-s{s}", workload("random_dag", nodes=n, seed=s))
+        for n in nodes
+        for s in seeds
+    ]
+
+
+_WORKLOAD_CLUSTERS = ("p100x4", "v100x8", "h100-2x8")
+_COMM_CLUSTERS = ("p100x4", "doppler-unit-4", "p100x8", "doppler-unit-8")
+_GENERALIZE_CLUSTERS = ("p100x4", "v100x8")
+
+_GENERALIZE_TEST = [
+    *_random_dags((256, 320), (100, 101)),
+    *_workloads(TEST_WORKLOADS),
+    *((f"moe-8x2x4-s{s}", workload("moe", seed=s)) for s in (0, 1)),
+    *((name, model(name)) for name in ("gpt_block", "resnet_stage", "unet_block", "moe_layer")),
+]
+
+_LLAMA_TRUNK = {"head_groups": 32, "mlp_blocks": 32}
+
+SUITES: dict[str, Suite] = {
+    s.name: s
+    for s in (
+        Suite(
+            "workloads-v0",
+            "DOPPLER's four workloads on p100x4, v100x8 and h100-2x8",
+            {
+                "train": _grid(_workloads(TRAIN_WORKLOADS), _WORKLOAD_CLUSTERS),
+                "test": _grid(_workloads(TEST_WORKLOADS), _WORKLOAD_CLUSTERS),
+            },
+        ),
+        Suite(
+            "comm-heavy-v0",
+            "the four workloads at CCR 1, 4, 10 on p100x4, doppler-unit-4 and 8-device variants",
+            {
+                "train": _grid(_comm_heavy(TRAIN_WORKLOADS), _COMM_CLUSTERS),
+                "test": _grid(_comm_heavy(TEST_WORKLOADS), _COMM_CLUSTERS),
+            },
+        ),
+        Suite(
+            "generalize-v0",
+            "train on generator families; test on unseen sizes, seeds, moe and traced models",
+            {
+                "train": _grid(
+                    [*_random_dags((64, 96, 128, 160), (0, 1)), *_workloads(TRAIN_WORKLOADS)],
+                    _GENERALIZE_CLUSTERS,
+                ),
+                "test": _grid(_GENERALIZE_TEST, _GENERALIZE_CLUSTERS),
+            },
+        ),
+        Suite(
+            "nest-scale-v0",
+            "1.5k-9.3k node graphs on NEST's 64- and 1024-device clusters",
+            {
+                "train": _grid(
+                    [
+                        ("llama_layer-4x32x32", workload("llama_layer", layers=4, **_LLAMA_TRUNK)),
+                        ("random_dag-2000-s0", workload("random_dag", nodes=2000, width=32)),
+                    ],
+                    ("tpuv4-fattree-64", "h100-spineleaf-64"),
+                ),
+                "test": (
+                    *_grid(
+                        [
+                            (
+                                "llama_layer-24x32x32",
+                                workload("llama_layer", layers=24, **_LLAMA_TRUNK),
+                            )
+                        ],
+                        ("tpuv4-fattree-1024", "h100-spineleaf-1024"),
+                    ),
+                    InstanceSpec(
+                        "moe-64x16-s1@tpuv4-fattree-1024",
+                        workload("moe", experts=64, expert_blocks=16, seed=1),
+                        "tpuv4-fattree-1024",
+                    ),
+                    InstanceSpec(
+                        "chainmm-9x8@h100-spineleaf-1024",
+                        workload("chainmm", matrices=9, blocks=8),
+                        "h100-spineleaf-1024",
+                    ),
+                ),
+            },
+            reference_budget=4000,
+            reference_seeds=(1,),
+        ),
+    )
+}

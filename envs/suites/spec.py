@@ -1,0 +1,208 @@
+"""The data model of benchmark suites: graph and instance specs, suites, built instances.
+
+See :mod:`placegym.envs.suites` for how suites are built, versioned and checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+from placegym.envs.presets import load_cluster
+
+__all__ = [
+    "SPLITS",
+    "GraphSpec",
+    "Instance",
+    "InstanceSpec",
+    "Suite",
+    "digest",
+    "model",
+    "workload",
+]
+
+SPLITS = ("train", "test")
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """How an instance's graph is built.
+
+    Attributes:
+        kind: ``"workload"`` (:func:`~placegym.envs.workloads.make_graph`) or ``"model"``
+            (:func:`~placegym.envs.suites.models.trace_model`).
+        name: the generator or model name.
+        params: its keyword arguments, as sorted ``(key, value)`` pairs.
+        ccr: rescale the tensors to this CCR on the instance's cluster (None: as built).
+    """
+
+    kind: Literal["workload", "model"]
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+    ccr: float | None = None
+
+    def build(self, cluster: Cluster) -> Graph:
+        """Build the graph (rescaled for ``cluster`` when ``ccr`` is set)."""
+        params = dict(self.params)
+        if self.kind == "workload":
+            from placegym.envs.workloads import make_graph
+
+            graph = make_graph(self.name, **params)
+        else:
+            from placegym.envs.suites.models import trace_model
+
+            graph = trace_model(self.name, **params)
+        if self.ccr is not None:
+            from placegym.envs.ccr import scale_to_ccr
+
+            graph = scale_to_ccr(graph, cluster, self.ccr)
+        return graph
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as a JSON-ready dict (``ccr`` only when set)."""
+        out: dict[str, Any] = {"kind": self.kind, "name": self.name, "params": dict(self.params)}
+        if self.ccr is not None:
+            out["ccr"] = self.ccr
+        return out
+
+
+def workload(name: str, ccr: float | None = None, **params: Any) -> GraphSpec:
+    """A generator's graph (``params`` sorted, tuples kept)."""
+    return GraphSpec("workload", name, tuple(sorted(params.items())), ccr)
+
+
+def model(name: str, **params: Any) -> GraphSpec:
+    """A traced ``torch.nn`` model's graph (:data:`~placegym.envs.suites.models.MODELS`)."""
+    return GraphSpec("model", name, tuple(sorted(params.items())))
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """One instance: an id unique in its suite, a graph spec, a cluster preset name."""
+
+    id: str
+    graph: GraphSpec
+    cluster: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as a JSON-ready dict."""
+        return {"id": self.id, "graph": self.graph.to_dict(), "cluster": self.cluster}
+
+
+def _round(x: Any) -> Any:
+    """Numbers rounded to 12 significant digits, recursively (for :func:`digest`)."""
+    if isinstance(x, float):
+        return float(f"{x:.12g}")
+    if isinstance(x, Mapping):
+        return {k: _round(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_round(v) for v in x]
+    return x
+
+
+def digest(graph: Graph, cluster: Cluster) -> str:
+    """16 hex digits of SHA-256 over the graph and cluster documents (rounded numbers)."""
+    doc = {"graph": _round(graph.to_dict()), "cluster": _round(cluster.to_dict())}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """A built instance: its graph (named by the instance id) and cluster."""
+
+    suite: str
+    split: str
+    spec: InstanceSpec
+    graph: Graph
+    cluster: Cluster
+
+    @property
+    def id(self) -> str:
+        """The instance id, unique in its suite."""
+        return self.spec.id
+
+    @cached_property
+    def digest(self) -> str:
+        """:func:`digest` of the graph and cluster."""
+        return digest(self.graph, self.cluster)
+
+    def __repr__(self) -> str:
+        return (
+            f"Instance({self.suite}/{self.split}/{self.id}: {self.graph!r} on {self.cluster.name})"
+        )
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named, versioned instance set.
+
+    Attributes:
+        name: ``<family>-v<version>``.
+        description: one line.
+        splits: ``{"train": (...), "test": (...)}`` instance specs, in a fixed order.
+        reference_budget: simulations per annealing run when the best-known placements
+            are (re)computed (``placegym suites reference``).
+        reference_seeds: the seeds of those annealing runs.
+    """
+
+    name: str
+    description: str
+    splits: Mapping[str, tuple[InstanceSpec, ...]] = field(default_factory=dict)
+    reference_budget: int = 20000
+    reference_seeds: tuple[int, ...] = (1, 2)
+
+    def __post_init__(self) -> None:
+        ids = [s.id for specs in self.splits.values() for s in specs]
+        dup = next((i for i in ids if ids.count(i) > 1), None)
+        if dup is not None:
+            raise ValueError(f"suite {self.name}: instance id {dup!r} appears twice")
+
+    @property
+    def version(self) -> int:
+        """The ``k`` of the name's ``-v<k>``."""
+        return int(self.name.rsplit("-v", 1)[1])
+
+    def specs(self, split: str | None = None) -> list[tuple[str, InstanceSpec]]:
+        """``(split, spec)`` pairs of one split, or of every split (``None``) in order.
+
+        Raises:
+            ValueError: an unknown split, naming the known ones.
+        """
+        if split is None:
+            return [(s, spec) for s in self.splits for spec in self.splits[s]]
+        if split not in self.splits:
+            raise ValueError(
+                f"split: unknown split {split!r} of suite {self.name} "
+                f"(splits: {', '.join(self.splits)})"
+            )
+        return [(split, spec) for spec in self.splits[split]]
+
+    def build(self, split: str, spec: InstanceSpec) -> Instance:
+        """Build the instance of ``spec`` (of ``split``): its cluster, then its graph."""
+        cluster = load_cluster(spec.cluster)
+        graph = dataclasses.replace(spec.graph.build(cluster), name=spec.id)
+        return Instance(self.name, split, spec, graph, cluster)
+
+    def instances(self, split: str | None = None) -> Iterator[Instance]:
+        """Build the instances of ``split`` (every split for ``None``), one at a time."""
+        for s, spec in self.specs(split):
+            yield self.build(s, spec)
+
+    def instance(self, instance_id: str) -> Instance:
+        """Build one instance by id.
+
+        Raises:
+            ValueError: no instance with that id (naming the suite).
+        """
+        for s, spec in self.specs():
+            if spec.id == instance_id:
+                return self.build(s, spec)
+        raise ValueError(f"instance: suite {self.name} has no instance {instance_id!r}")

@@ -1,0 +1,99 @@
+"""Anytime curves: the Trace contract, the built-in searches (same start, within budget,
+honest final placement), a registered search placer, outputs and the CLI."""
+
+import numpy as np
+import pytest
+from tiny_suite import TINY, tiny  # noqa: F401 (fixture)
+
+from placegym.envs import Placement, simulate
+from placegym.train.cli import main
+from placegym.train.harness.anytime import (
+    SEARCH_PLACERS,
+    Trace,
+    anneal_search,
+    call_grid,
+    random_search,
+    register_search_placer,
+    run_anytime,
+    write_anytime,
+)
+
+
+def test_trace_contract():
+    t = Trace(budget=10)
+    t.report(2, 5.0)
+    t.report(3, 5.0)  # no change: not recorded
+    t.report(7, 4.0)
+    assert (t.calls, t.best) == ([2, 7], [5.0, 4.0])
+    np.testing.assert_array_equal(t.best_at(np.array([1, 2, 6, 7, 10])), [np.nan, 5, 5, 4, 4])
+    with pytest.raises(ValueError, match=r"trace: 11 calls reported, over the budget of 10"):
+        t.report(11, 3.0)
+    with pytest.raises(ValueError, match=r"trace: calls went back from 7 to 6"):
+        t.report(6, 3.0)
+    assert call_grid(3000)[0] == 1 and call_grid(3000)[-1] == 3000
+
+
+@pytest.mark.parametrize("search", [anneal_search, random_search])
+def test_builtin_searches_share_the_start_and_respect_the_budget(search):
+    inst = TINY.instance("dag-ccr4@doppler-unit-4")
+    traces = []
+    for seed in (0, 1):
+        t = Trace(budget=200)
+        p = search(inst.graph, inst.cluster, 200, seed, t)
+        assert t.calls[-1] <= 200 and t.calls == sorted(t.calls)
+        assert simulate(inst.graph, inst.cluster, p).makespan == t.best[-1]
+        traces.append(t)
+    assert traces[0].best_at(np.array([5]))[0] == traces[1].best_at(np.array([5]))[0]
+    again = Trace(budget=200)
+    search(inst.graph, inst.cluster, 200, 1, again)
+    assert (again.calls, again.best) == (traces[1].calls, traces[1].best)
+
+
+def test_registered_search_placer_and_honesty_check(tiny):  # noqa: F811
+    def first_start(graph, cluster, budget, seed, trace):
+        p = Placement(device=np.zeros(graph.num_nodes, dtype=int), order=graph.topological_order)
+        trace.report(1, simulate(graph, cluster, p).makespan)
+        return p
+
+    def liar(graph, cluster, budget, seed, trace):
+        p = first_start(graph, cluster, budget, seed, Trace(budget))
+        trace.report(1, 1e-9)
+        return p
+
+    register_search_placer("one_device", first_start)
+    register_search_placer("liar", liar)
+    try:
+        runs, norm = run_anytime(
+            tiny, None, ["one_device", "random_search"], budget=40, seeds=[0, 1], progress=False
+        )
+        assert norm == "lower bound" and len(runs) == 2 * 2 * 2
+        assert all(r.trace.best[-1] >= r.reference for r in runs)
+        with pytest.raises(ValueError, match=r"liar on dag@p100x4: reported best 1e-09 but"):
+            run_anytime(tiny, "train", ["liar"], budget=40, seeds=[0], progress=False)
+    finally:
+        SEARCH_PLACERS.pop("one_device")
+        SEARCH_PLACERS.pop("liar")
+    with pytest.raises(ValueError, match=r"placers: unknown search placer 'nope'"):
+        run_anytime(tiny, "train", ["nope"], budget=40, seeds=[0], progress=False)
+    with pytest.raises(ValueError, match=r"budget: must be >= 5 \(the heuristic starts\), got 3"):
+        run_anytime(tiny, "train", ["anneal"], budget=3, seeds=[0], progress=False)
+
+
+def test_outputs_and_cli(tiny, tmp_path, capsys):  # noqa: F811
+    runs, norm = run_anytime(
+        tiny, "test", ["anneal", "random_search"], budget=120, seeds=[0, 1, 2], progress=False
+    )
+    cv = write_anytime(runs, tmp_path, budget=120, normalizer=norm, title="t")
+    mean_a, _ = cv["anneal"]
+    mean_r, std_r = cv["random_search"]
+    assert mean_a[-1] <= mean_a[np.isfinite(mean_a)][0] and mean_a[-1] >= 1.0
+    for name in ("anytime.csv", "anytime_curve.csv", "anytime.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    header = (tmp_path / "anytime_curve.csv").read_text().splitlines()[0]
+    assert header == "placer,calls,mean_ratio,std_ratio,normalizer"
+    out = tmp_path / "cli"
+    args = ["anytime", "--suite", "tiny-v0", "--budget", "60", "--seeds", "0,1"]
+    assert main([*args, "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "| anneal |" in printed and "| random_search |" in printed and "60 calls" in printed
+    assert (out / "anytime.png").exists()

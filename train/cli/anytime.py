@@ -1,0 +1,72 @@
+"""``placegym anytime``: best makespan vs simulator calls of search placers on a suite.
+
+::
+
+    placegym anytime --suite comm-heavy-v0 --split test --budget 3000 --seeds 0,1,2
+
+Writes ``anytime.csv``, ``anytime_curve.csv`` and ``anytime.png``
+(:mod:`placegym.train.harness.anytime`) and prints the curves at a few budgets.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def cmd_anytime(args: argparse.Namespace) -> int:
+    """Anytime curves of search placers over a suite split (CSV and PNG)."""
+    import numpy as np
+
+    from placegym.envs.suites import get_suite
+    from placegym.train.cli.bench import _csv, _seeds
+    from placegym.train.harness.anytime import call_grid, run_anytime, write_anytime
+
+    suite = get_suite(args.suite)
+    runs, normalizer = run_anytime(
+        suite,
+        args.split,
+        _csv(args.placers),
+        budget=args.budget,
+        seeds=_seeds(args.seeds),
+        progress=not args.no_progress,
+    )
+    out = Path(args.out)
+    n = len({r.instance for r in runs})
+    title = f"{suite.name} {args.split or 'all'}: {n} instances, seeds {args.seeds}"
+    cv = write_anytime(runs, out, budget=args.budget, normalizer=normalizer, title=title)
+    print(
+        f"best makespan / {normalizer}, geometric mean over {n} instances, mean ± std over seeds"
+    )
+    marks = [c for c in (10, 100, 1000, 10000) if c < args.budget] + [args.budget]
+    grid = call_grid(args.budget)
+    print("| placer | " + " | ".join(f"{c} calls" for c in marks) + " |")
+    print("|---|" + "---|" * len(marks))
+    for name, (mean, std) in cv.items():
+        cells = []
+        for c in marks:
+            i = int(np.searchsorted(grid, c, side="right")) - 1
+            cells.append(f"{mean[i]:.3f} ± {std[i]:.3f}" if np.isfinite(mean[i]) else "n/a")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print(f"\nwritten: {out}/anytime.csv, anytime_curve.csv, anytime.png")
+    return 0
+
+
+def add_anytime_parser(subparsers: Any) -> None:
+    """Register ``anytime`` on the CLI's subparsers."""
+    p = subparsers.add_parser(
+        "anytime", help="best makespan vs simulator calls of search placers on a suite"
+    )
+    p.add_argument("--suite", required=True, help="a suite (see `placegym suites`)")
+    p.add_argument("--split", help="only this split (train or test)")
+    p.add_argument(
+        "--placers",
+        default="anneal,random_search",
+        help="comma-separated search placers (default anneal,random_search)",
+    )
+    p.add_argument("--budget", type=int, default=3000, help="simulator calls per run (3000)")
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    p.add_argument("--out", default="anytime-out", help="output folder (default anytime-out)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_anytime)

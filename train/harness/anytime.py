@@ -1,0 +1,289 @@
+"""Anytime curves: best makespan found vs simulator calls, for search-based placers.
+
+A *search placer* spends a budget of simulator calls (placements evaluated) and reports,
+as it goes, the best makespan it has found to a :class:`Trace`::
+
+    def my_search(graph, cluster, budget, seed, trace) -> Placement:
+        ...  # evaluate placements, at most `budget` of them in all
+        trace.report(calls_so_far, best_makespan_so_far)
+        return best_placement
+
+Register it with :func:`register_search_placer` and ``placegym anytime --placers`` can run
+it beside the built-in ones (a learned agent that samples or searches is one more search
+placer). The harness checks every run: calls never exceed the budget and never go back,
+and the returned placement's simulated makespan equals the last best reported.
+
+Built-in search placers, both starting from the same heuristic placements (critical_path,
+heft, nest, metis, round_robin: their evaluation counts as the first five calls):
+
+- ``anneal``: :func:`placegym.teachers.anneal.anneal` from the best start.
+- ``random_search``: the best start, then uniformly random placements (a uniform device
+  per node, a uniformly random priority permutation), evaluated in batches; the best
+  placement that fits in memory is kept. The standard control at equal budget: a search
+  that does not beat it has learned nothing about the problem.
+
+:func:`run_anytime` runs placers over a suite split and seeds; :func:`write_anytime`
+writes ``anytime.csv`` (every improvement of every run), ``anytime_curve.csv`` (the mean
+and std over seeds of the geometric mean over instances of best / best known, on a grid
+of call counts) and ``anytime.png`` (those curves, log-scaled calls).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from placegym.envs import Cluster, Graph, Placement, simulate, simulate_batch
+from placegym.envs.suites import Suite
+
+#: The heuristic teachers whose placements every built-in search starts from.
+START_TEACHERS = ("critical_path", "heft", "nest", "metis", "round_robin")
+#: Relative tolerance of the harness's check of a run's final placement.
+RTOL = 1e-9
+
+
+@dataclass
+class Trace:
+    """Best makespan found vs simulator calls, as reported by one search run.
+
+    Attributes:
+        budget: the most calls the run may use.
+        calls: call counts at which the best improved (strictly increasing).
+        best: the best makespan after ``calls[i]`` calls (strictly decreasing).
+    """
+
+    budget: int
+    calls: list[int] = field(default_factory=list)
+    best: list[float] = field(default_factory=list)
+
+    def report(self, calls: int, makespan: float) -> None:
+        """After ``calls`` calls in all, the best placement found takes ``makespan``.
+
+        The best only improves, except where a search trades a placement that exceeds a
+        device's memory for a slower one that fits.
+
+        Raises:
+            ValueError: ``calls`` beyond the budget or below an earlier report.
+        """
+        if calls > self.budget:
+            raise ValueError(f"trace: {calls} calls reported, over the budget of {self.budget}")
+        if self.calls and calls < self.calls[-1]:
+            raise ValueError(f"trace: calls went back from {self.calls[-1]} to {calls}")
+        if not self.best or makespan != self.best[-1]:
+            self.calls.append(int(calls))
+            self.best.append(float(makespan))
+
+    def best_at(self, calls: np.ndarray) -> np.ndarray:
+        """The best makespan after each of ``calls`` calls (nan before the first report)."""
+        i = np.searchsorted(np.asarray(self.calls), np.asarray(calls), side="right") - 1
+        out = np.asarray(self.best, dtype=np.float64)[np.maximum(i, 0)]
+        return np.where(i >= 0, out, np.nan)
+
+
+#: A search placer: ``(graph, cluster, budget, seed, trace) -> best placement``.
+SearchPlacer = Callable[[Graph, Cluster, int, int, Trace], Placement]
+
+
+def heuristic_starts(graph: Graph, cluster: Cluster) -> list[Placement]:
+    """The placements of :data:`START_TEACHERS` (the shared starting point)."""
+    from placegym.teachers import get_teacher
+
+    return [get_teacher(t).place(graph, cluster) for t in START_TEACHERS]
+
+
+def anneal_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
+    """Simulated annealing from the best heuristic start (a :data:`SearchPlacer`)."""
+    from placegym.teachers.anneal import anneal
+
+    res = anneal(
+        graph,
+        cluster,
+        heuristic_starts(graph, cluster),
+        budget=budget,
+        seed=seed,
+        observe=trace.report,
+    )
+    return res.placement
+
+
+def random_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
+    """The best heuristic start, then uniform random placements (module docstring)."""
+    rng = np.random.default_rng(seed)
+    starts = heuristic_starts(graph, cluster)
+    n, d = graph.num_nodes, cluster.num_devices
+    devs = np.stack([p.device for p in starts])
+    ords = np.stack([p.order for p in starts])
+    best_key, best = (True, math.inf), (devs[0], ords[0])
+    used = 0
+    while True:
+        res = simulate_batch(graph, cluster, devs, ords)
+        for i in range(len(devs)):
+            used += 1
+            key = (bool(res.oom[i]), float(res.makespan[i]))  # placements that fit first
+            if key < best_key:
+                best_key, best = key, (devs[i], ords[i])
+            trace.report(used, best_key[1])
+        k = min(64, budget - used)
+        if k <= 0:
+            return Placement(device=best[0], order=best[1])
+        devs = rng.integers(d, size=(k, n))
+        ords = rng.permuted(np.tile(np.arange(n), (k, 1)), axis=1)
+
+
+SEARCH_PLACERS: dict[str, SearchPlacer] = {
+    "anneal": anneal_search,
+    "random_search": random_search,
+}
+
+
+def register_search_placer(name: str, placer: SearchPlacer) -> None:
+    """Make ``placer`` available to :func:`run_anytime` under ``name``."""
+    SEARCH_PLACERS[name] = placer
+
+
+@dataclass
+class AnytimeRun:
+    """One search run on one instance: its trace and the normalizer of its curve."""
+
+    instance: str
+    placer: str
+    seed: int
+    trace: Trace
+    reference: float  # best known (or the lower bound where none is known)
+
+
+def _run_one(name: str, inst, budget: int, seed: int) -> Trace:
+    if name not in SEARCH_PLACERS:
+        raise ValueError(
+            f"placers: unknown search placer {name!r} (known: {', '.join(SEARCH_PLACERS)})"
+        )
+    trace = Trace(budget)
+    placement = SEARCH_PLACERS[name](inst.graph, inst.cluster, budget, seed, trace)
+    final = simulate(inst.graph, inst.cluster, placement).makespan
+    if not trace.best or abs(final - trace.best[-1]) > RTOL * max(final, 1e-300):
+        last = trace.best[-1] if trace.best else None
+        raise ValueError(
+            f"{name} on {inst.id}: reported best {last!r} but its placement takes {final!r}"
+        )
+    return trace
+
+
+def run_anytime(
+    suite: Suite,
+    split: str | None,
+    placers: Sequence[str],
+    *,
+    budget: int,
+    seeds: Sequence[int] = (0, 1, 2),
+    progress: bool = True,
+) -> tuple[list[AnytimeRun], str]:
+    """Run every search placer on every instance of the split for every seed.
+
+    Returns:
+        The runs and the name of the normalizer: ``"best known"`` when every instance has
+        a fresh reference entry, else ``"lower bound"`` (for every instance).
+    """
+    from tqdm.auto import tqdm
+
+    from placegym.envs.suites.reference import load_references
+    from placegym.train.harness.suite_bench import instance_bounds
+
+    if budget < len(START_TEACHERS):
+        raise ValueError(
+            f"budget: must be >= {len(START_TEACHERS)} (the heuristic starts), got {budget}"
+        )
+    refs = load_references(suite.name)
+    insts = list(suite.instances(split))
+    bounds = [instance_bounds(inst, refs) for inst in insts]
+    known = all(best is not None for _, best in bounds)
+    runs = []
+    bar = tqdm(total=len(insts) * len(placers) * len(seeds), disable=not progress, leave=False)
+    for inst, (bound, best) in zip(insts, bounds):
+        for name in placers:
+            for seed in seeds:
+                bar.set_postfix_str(f"{inst.id} {name}")
+                trace = _run_one(name, inst, budget, seed)
+                reference = best if known and best is not None else bound
+                runs.append(AnytimeRun(inst.id, name, seed, trace, reference))
+                bar.update()
+    bar.close()
+    return runs, "best known" if known else "lower bound"
+
+
+def call_grid(budget: int, points: int = 200) -> np.ndarray:
+    """Log-spaced call counts from 1 to ``budget`` (integers, ``budget`` included)."""
+    return np.unique(np.round(np.logspace(0, math.log10(max(budget, 1)), points)).astype(int))
+
+
+Curves = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def curves(runs: Sequence[AnytimeRun], grid: np.ndarray) -> Curves:
+    """Per placer: ``(mean, std)`` over seeds of the geometric mean over instances of
+    best / reference at each grid point (nan until every instance has a report)."""
+    out: Curves = {}
+    for name in dict.fromkeys(r.placer for r in runs):
+        per_seed = []
+        for seed in sorted({r.seed for r in runs if r.placer == name}):
+            mine = [r for r in runs if r.placer == name and r.seed == seed]
+            ratios = np.stack([r.trace.best_at(grid) / r.reference for r in mine])
+            per_seed.append(np.exp(np.log(ratios).mean(axis=0)))
+        arr = np.stack(per_seed)
+        out[name] = (arr.mean(axis=0), arr.std(axis=0))
+    return out
+
+
+def write_anytime(
+    runs: Sequence[AnytimeRun], out: Path, *, budget: int, normalizer: str, title: str
+) -> Curves:
+    """``anytime.csv``, ``anytime_curve.csv`` and ``anytime.png`` in ``out`` (module
+    docstring); returns the curves."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "anytime.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["instance", "placer", "seed", "calls", "best_makespan", "ratio"])
+        for r in runs:
+            for c, b in zip(r.trace.calls, r.trace.best):
+                w.writerow([r.instance, r.placer, r.seed, c, b, b / r.reference])
+    grid = call_grid(budget)
+    cv = curves(runs, grid)
+    with open(out / "anytime_curve.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["placer", "calls", "mean_ratio", "std_ratio", "normalizer"])
+        for name, (mean, std) in cv.items():
+            for c, m, s in zip(grid, mean, std):
+                if np.isfinite(m):
+                    w.writerow([name, int(c), m, s, normalizer])
+    plot_curves(cv, grid, out / "anytime.png", normalizer=normalizer, title=title)
+    return cv
+
+
+def plot_curves(cv: Curves, grid: np.ndarray, path: Path, *, normalizer: str, title: str) -> None:
+    """Mean ± std band per placer, calls on a log axis."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    for name, (mean, std) in cv.items():
+        ok = np.isfinite(mean)
+        (line,) = ax.plot(grid[ok], mean[ok], label=name)
+        ax.fill_between(
+            grid[ok], (mean - std)[ok], (mean + std)[ok], alpha=0.2, color=line.get_color()
+        )
+    ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle="--")
+    starts = len(START_TEACHERS)
+    ax.axvline(starts, color="0.6", linewidth=0.8, linestyle=":")
+    ax.annotate(
+        "heuristic starts", (starts, 1.0), xytext=(3, 3), textcoords="offset points", fontsize=7
+    )
+    ax.set_xscale("log")
+    ax.set_xlabel("simulator calls")
+    ax.set_ylabel(f"best makespan / {normalizer} (geo. mean)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.savefig(path, dpi=110)

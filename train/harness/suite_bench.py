@@ -1,0 +1,235 @@
+"""``placegym bench --suite NAME [--split S]``: placers over a benchmark suite.
+
+Every placer (teachers by name, trained agents as extra placers, as in
+:mod:`placegym.train.harness.bench`) places every instance of the split for every seed; each
+placement is simulated and recorded as a :class:`SuiteRecord` with
+
+- the placement itself (``device``, ``order``) and the instance's ``digest``, so
+  ``placegym bench --replay results.json`` can re-simulate it (:mod:`.replay`);
+- ``ratio_to_critical_path`` (critical_path is always run, as the reference);
+- ``gap_to_bound`` = makespan / certified lower bound − 1 (>= 0, how far from optimal at
+  most) and ``gap_to_best`` = makespan / best known − 1 (negative: a new best known). The
+  bound and the best known come from the suite's reference file when its entry is fresh;
+  a missing or stale entry gets the bound computed on the spot and no best known.
+
+Outputs (``out``): ``results.json`` (config and records, placements included),
+``results.csv`` (records without placements), ``table.md`` (a per-placer summary: the
+geometric-mean ratio to critical_path, mean and max gaps, instances within 1% of the best
+known, time; then per instance each placer's gaps to the best known and to the bound).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placegym.envs.bounds import lower_bound
+from placegym.envs.suites import Instance, Suite
+from placegym.envs.suites.reference import Reference, load_references
+from placegym.train.harness.bench import REFERENCE, Placer, run_placer, teacher_placer
+
+RESULTS_FORMAT = "placegym.suite-results/v1"
+#: A placer within this fraction of the best known counts as reaching it.
+NEAR_BEST = 0.01
+
+
+@dataclass
+class SuiteRecord:
+    """One placement of one instance by one placer with one seed (module docstring)."""
+
+    suite: str
+    split: str
+    instance: str
+    cluster: str
+    nodes: int
+    seed: int
+    placer: str
+    makespan: float
+    ratio_to_critical_path: float
+    lower_bound: float
+    best_known: float | None
+    gap_to_bound: float
+    gap_to_best: float | None
+    oom: bool
+    seconds: float
+    digest: str
+    device: list[int]
+    order: list[int]
+
+
+def instance_bounds(inst: Instance, refs: dict[str, Reference]) -> tuple[float, float | None]:
+    """(lower bound, best known or None) of ``inst``: from a fresh reference entry, else the
+    bound computed now and no best known."""
+    ref = refs.get(inst.id)
+    if ref is not None and ref.digest == inst.digest:
+        return ref.lower_bound, ref.best_makespan
+    return lower_bound(inst.graph, inst.cluster).value, None
+
+
+def ratio(x: float, ref: float) -> float:
+    """``x / ref`` (1 for 0 / 0, inf over another zero)."""
+    return x / ref if ref > 0 else (1.0 if x == ref else math.inf)
+
+
+def gap(x: float, ref: float | None) -> float | None:
+    """``x / ref - 1``, None without a reference."""
+    return None if ref is None else ratio(x, ref) - 1.0
+
+
+def _records(
+    inst: Instance, placers: dict[str, Placer], seed: int, noise: float, refs: dict
+) -> list[SuiteRecord]:
+    bound, best = instance_bounds(inst, refs)
+    g, c = inst.graph, inst.cluster
+    runs = {name: run_placer(p, g, c, seed, noise) for name, p in placers.items()}
+    ref_makespan = runs[REFERENCE][0]
+    out = []
+    for name, (makespan, oom, secs, placement) in runs.items():
+        out.append(
+            SuiteRecord(
+                suite=inst.suite,
+                split=inst.split,
+                instance=inst.id,
+                cluster=inst.cluster.name,
+                nodes=inst.graph.num_nodes,
+                seed=seed,
+                placer=name,
+                makespan=makespan,
+                ratio_to_critical_path=ratio(makespan, ref_makespan),
+                lower_bound=bound,
+                best_known=best,
+                gap_to_bound=ratio(makespan, bound) - 1.0,
+                gap_to_best=gap(makespan, best),
+                oom=oom,
+                seconds=secs,
+                digest=inst.digest,
+                device=placement.device.tolist(),
+                order=placement.order.tolist(),
+            )
+        )
+    return out
+
+
+def run_suite(
+    suite: Suite,
+    split: str | None,
+    teachers: Sequence[str],
+    *,
+    extra_placers: dict[str, Placer] | None = None,
+    seeds: Sequence[int] = (0,),
+    noise: float = 0.0,
+    out: Path | None = None,
+    progress: bool = True,
+) -> list[SuiteRecord]:
+    """Run the placers over ``split`` of ``suite`` (every split for None); see the module
+    docstring. critical_path always runs (it is the ratios' reference)."""
+    from tqdm.auto import tqdm
+
+    placers = {name: teacher_placer(name) for name in teachers}
+    placers.update(extra_placers or {})
+    placers.setdefault(REFERENCE, teacher_placer(REFERENCE))
+    refs = load_references(suite.name)
+    specs = suite.specs(split)
+    records: list[SuiteRecord] = []
+    bar = tqdm(total=len(specs) * len(seeds), disable=not progress, desc=suite.name, leave=False)
+    for s, spec in specs:
+        inst = suite.build(s, spec)
+        for seed in seeds:
+            bar.set_postfix_str(inst.id)
+            records += _records(inst, placers, seed, noise, refs)
+            bar.update()
+    bar.close()
+    if out is not None:
+        meta = {"suite": suite.name, "split": split, "seeds": list(seeds), "noise": noise}
+        write_suite_outputs(records, Path(out), {**meta, "placers": list(placers)})
+    return records
+
+
+# ---------------------------------------------------------------------- reporting
+def _geomean(xs: Sequence[float]) -> float:
+    return float(np.exp(np.mean(np.log(xs)))) if xs else math.nan
+
+
+def summary_table(records: Sequence[SuiteRecord]) -> str:
+    """Per placer, over every (instance, seed): geometric-mean ratio to critical_path,
+    mean and max gap to the lower bound and to the best known, instances within
+    :data:`NEAR_BEST` of the best known, seconds."""
+    placers = list(dict.fromkeys(r.placer for r in records))
+    lines = [
+        "| placer | ratio to critical_path (geo. mean) | gap to bound: mean / max "
+        "| gap to best known: mean / max | within 1% of best | time |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in placers:
+        rs = [r for r in records if r.placer == p]
+        lb = [r.gap_to_bound for r in rs]
+        best = [r.gap_to_best for r in rs if r.gap_to_best is not None]
+        near = sum(g <= NEAR_BEST for g in best)
+        best_cell = f"{np.mean(best):+.1%} / {max(best):+.1%}" if best else "n/a"
+        lines.append(
+            f"| {p} | {_geomean([r.ratio_to_critical_path for r in rs]):.3f} "
+            f"| {np.mean(lb):+.1%} / {max(lb):+.1%} | {best_cell} "
+            f"| {near}/{len(best)} | {sum(r.seconds for r in rs):.1f} s |"
+        )
+    return "\n".join(lines)
+
+
+def instance_table(records: Sequence[SuiteRecord]) -> str:
+    """Per instance (seeds averaged): bound, best known, and each placer's gap to the best
+    known / to the bound (``new best`` where a placer beats the best known)."""
+    placers = list(dict.fromkeys(r.placer for r in records))
+    keys = list(dict.fromkeys((r.split, r.instance) for r in records))
+    lines = [
+        "| instance | nodes | bound (ms) | best known (ms) | " + " | ".join(placers) + " |",
+        "|---|---|---|---|" + "---|" * len(placers),
+    ]
+    for split, inst in keys:
+        rs = [r for r in records if (r.split, r.instance) == (split, inst)]
+        first = rs[0]
+        best = "n/a" if first.best_known is None else f"{first.best_known * 1e3:.4g}"
+        cells = []
+        for p in placers:
+            mine = [r for r in rs if r.placer == p]
+            to_lb = np.mean([r.gap_to_bound for r in mine])
+            to_best = [r.gap_to_best for r in mine if r.gap_to_best is not None]
+            head = f"{np.mean(to_best):+.1%}" if to_best else "n/a"
+            if to_best and np.mean(to_best) < -1e-12:
+                head += " new best"
+            cells.append(f"{head} / {to_lb:+.0%}")
+        lines.append(
+            f"| {inst} | {first.nodes} | {first.lower_bound * 1e3:.4g} | {best} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def suite_markdown(records: Sequence[SuiteRecord]) -> str:
+    """:func:`summary_table`, then :func:`instance_table`."""
+    return (
+        summary_table(records)
+        + "\n\nPer instance: gap to the best known / gap to the lower bound.\n\n"
+        + instance_table(records)
+    )
+
+
+def write_suite_outputs(records: Sequence[SuiteRecord], out: Path, meta: dict[str, Any]) -> None:
+    """``results.json``, ``results.csv`` and ``table.md`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [asdict(r) for r in records]
+    head = f'{{"format": "{RESULTS_FORMAT}", "config": {json.dumps(meta)}, "records": ['
+    body = ",\n".join(json.dumps(r, separators=(",", ":")) for r in rows)
+    (out / "results.json").write_text(head + "\n" + body + "\n]}\n")  # a line per record
+    fields = [f for f in SuiteRecord.__dataclass_fields__ if f not in ("device", "order")]
+    with open(out / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    (out / "table.md").write_text(suite_markdown(records) + "\n")

@@ -1,0 +1,143 @@
+"""Computing a suite's reference values: certified lower bound and best-known placement.
+
+``placegym suites reference NAME`` runs :func:`compute_references` and writes the suite's
+reference file (:mod:`placegym.envs.suites.reference`, package data by default). Per
+instance:
+
+- ``lower_bound``: :func:`placegym.envs.bounds.lower_bound`.
+- best known: the fastest of (a) every heuristic teacher (critical_path, heft, nest,
+  metis, round_robin, single_device), (b) the ``optimal`` teacher's proven optimum where
+  it applies (at most 12 nodes on at most 4 devices, within ``optimal_time_limit``
+  seconds), (c) simulated annealing from the best of (a) with ``budget`` simulations for
+  each of ``seeds`` (seeds other than the benchmark's 0, so the benchmark's own anneal
+  column is not compared with itself), and (d) the previous best known of a fresh entry,
+  so an entry only ever improves. Placements that exceed a device's memory lose to any
+  that fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from placegym.envs import Placement, simulate
+from placegym.envs.bounds import lower_bound
+from placegym.envs.suites import Instance, Suite
+from placegym.envs.suites.reference import Reference, load_references, save_references
+
+HEURISTICS = ("critical_path", "heft", "nest", "metis", "round_robin", "single_device")
+OPTIMAL_MAX_NODES = 12
+OPTIMAL_MAX_DEVICES = 4
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    makespan: float
+    oom: bool
+    source: str
+    placement: Placement
+    proven: bool = False
+
+    def key(self) -> tuple[bool, float]:
+        return (self.oom, self.makespan)
+
+
+def _score(inst: Instance, placement: Placement, source: str, proven: bool = False) -> _Candidate:
+    s = simulate(inst.graph, inst.cluster, placement)
+    return _Candidate(s.makespan, s.oom, source, placement, proven)
+
+
+def _searches(
+    inst: Instance, starts: list[Placement], budget: int, seeds: Sequence[int], time_limit: float
+) -> list[_Candidate]:
+    from placegym.teachers.anneal import anneal
+
+    out = []
+    g, c = inst.graph, inst.cluster
+    if g.num_nodes <= OPTIMAL_MAX_NODES and c.num_devices <= OPTIMAL_MAX_DEVICES:
+        from placegym.teachers.optimal import solve
+
+        opt = solve(g, c, time_limit=time_limit)
+        label = "optimal (proven)" if opt.proven else f"optimal (time limit {time_limit:g} s)"
+        out.append(_score(inst, opt.placement, label, proven=opt.proven))
+    for seed in seeds:
+        res = anneal(g, c, starts, budget=budget, seed=seed)
+        out.append(_score(inst, res.placement, f"anneal(budget={budget}, seed={seed})"))
+    return out
+
+
+def best_known(
+    inst: Instance,
+    *,
+    budget: int,
+    seeds: Sequence[int] = (1, 2),
+    previous: Reference | None = None,
+    optimal_time_limit: float = 60.0,
+) -> Reference:
+    """The reference values of one instance (see the module docstring)."""
+    from placegym.teachers import get_teacher
+
+    cands = [_score(inst, get_teacher(t).place(inst.graph, inst.cluster), t) for t in HEURISTICS]
+    starts = [c.placement for c in cands]
+    cands += _searches(inst, starts, budget, seeds, optimal_time_limit)
+    if previous is not None and previous.digest == inst.digest:
+        cands.append(
+            _score(inst, previous.best_placement, previous.best_source, previous.proven_optimal)
+        )
+    best = min(cands, key=_Candidate.key)
+    lb = lower_bound(inst.graph, inst.cluster)
+    return Reference(
+        split=inst.split,
+        digest=inst.digest,
+        nodes=inst.graph.num_nodes,
+        edges=inst.graph.num_edges,
+        lower_bound=lb.value,
+        bound_kind=lb.kind,
+        best_makespan=best.makespan,
+        best_source=best.source,
+        best_oom=best.oom,
+        proven_optimal=best.proven,
+        best_placement=best.placement,
+    )
+
+
+def compute_references(
+    suite: Suite,
+    *,
+    budget: int | None = None,
+    seeds: Sequence[int] | None = None,
+    split: str | None = None,
+    folder=None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Reference]:
+    """(Re)compute the reference values of ``suite`` (one split, or all) and save them.
+
+    Entries of other splits are kept; the file is rewritten after every instance, so an
+    interrupted run keeps what it finished.
+
+    Args:
+        suite: the suite.
+        budget: simulations per annealing run (default ``suite.reference_budget``).
+        seeds: annealing seeds (default ``suite.reference_seeds``).
+        split: only this split (default every split).
+        folder: where the reference file lives (default the package data folder).
+        progress: called with a one-line summary after each instance.
+
+    Returns:
+        The suite's references after the run, in catalog order.
+    """
+    refs = load_references(suite.name, folder)
+    budget = suite.reference_budget if budget is None else budget
+    seeds = suite.reference_seeds if seeds is None else seeds
+    for inst in suite.instances(split):
+        ref = best_known(inst, budget=budget, seeds=seeds, previous=refs.get(inst.id))
+        refs[inst.id] = ref
+        order = [spec.id for _, spec in suite.specs() if spec.id in refs]
+        refs = {k: refs[k] for k in order}
+        save_references(suite.name, refs, folder)
+        if progress is not None:
+            progress(
+                f"{inst.id}: bound {ref.lower_bound:.6g}, best {ref.best_makespan:.6g} "
+                f"({ref.best_source}), gap {ref.best_makespan / ref.lower_bound - 1:+.1%}"
+            )
+    return refs
