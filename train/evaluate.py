@@ -305,6 +305,21 @@ class AgentPlacer:
         return f"AgentPlacer({self.name!r}, mode={self.mode!r}, k={self.k})"
 
 
+def load_search_agent(path: str | Path, budget: int) -> Any:
+    """:func:`~placegym.agents.search.policy_search` with a checkpoint's policy as a placer
+    (:class:`~placegym.agents.search.SearchPlacer`) of ``budget`` simulator calls, named
+    ``<run>-search<budget>``."""
+    from placegym.agents.search import SearchConfig, SearchPlacer
+
+    if budget < 1:
+        raise ValueError(f"budget: must be >= 1, got {budget}")
+    ckpt = load_checkpoint(path)
+    base = str(ckpt.get("name") or Path(path).stem)
+    return SearchPlacer(
+        policy_from_checkpoint(ckpt), SearchConfig(budget=budget), name=f"{base}-search{budget}"
+    )
+
+
 def load_agent(path: str | Path, *, mode: str = "greedy", k: int = 16) -> AgentPlacer:
     """An :class:`AgentPlacer` from a checkpoint written by ``placegym train``, named after
     its run (``<run>`` greedy, ``<run>-best<k>``, ``<run>-sample``)."""
