@@ -311,8 +311,9 @@ def test_calibrate_and_validate_help(capsys):
     with pytest.raises(SystemExit):
         main(["calibrate", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    for default in ("cpu#2", "cluster.json", "256", "5", "ffnn", "2", "20", "0"):
+    for default in ("cpu#2", "cluster.json", "5", "ffnn", "2", "20", "0"):
         assert f"(default: {default})" in out
+    assert "(None: 256 on CPU workers, 2048 on GPUs) (default: None)" in out
     with pytest.raises(SystemExit):
         main(["validate", "--help"])
     out = " ".join(capsys.readouterr().out.split())

@@ -22,6 +22,7 @@ from placegym.teachers import get_teacher
 from placegym.teachers._optimal_instance import device_automorphisms, make_instance
 from placegym.teachers._optimal_search import ROUNDING_TOLERANCE
 from placegym.teachers.optimal import OptimalResult, OptimalTeacher, solve
+from placegym.train.harness.bench import DEFAULT_TEACHERS
 
 #: Most placements one brute-force example may simulate (about 1 µs each).
 BUDGET = 50_000
@@ -354,15 +355,6 @@ def test_no_teacher_beats_the_optimum_on_small_random_graphs(seed):
     best = get_teacher("optimal").solve(g, c)
     assert best.proven
     assert simulate(g, c, best.placement).makespan == best.makespan
-    for name in (
-        "critical_path",
-        "heft",
-        "nest",
-        "anneal",
-        "metis",
-        "random",
-        "round_robin",
-        "single_device",
-    ):
+    for name in DEFAULT_TEACHERS:  # every placer but optimal itself
         other = simulate(g, c, get_teacher(name).place(g, c)).makespan
         assert best.makespan <= other * (1 + 1e-12), name
