@@ -20,6 +20,7 @@ def _base(best: float, anneal: float, bound: float) -> dict:
         "anneal_curve": curve,
         "random_search_curve": curve,
         "lower_bound": bound,
+        "best_known": None,
     }
 
 

@@ -14,7 +14,7 @@ in ``results.jsonl``. Training is not counted in the budget; the row keeps what 
 :func:`baselines` computes, per instance: the single-pass placers (critical_path, heft,
 nest, metis, round_robin, single_device), ``anneal`` and the ``random_search`` control
 (:mod:`placegym.train.harness.anytime`, same starts) with :data:`BUDGET` calls for seeds
-0, 1, 2, and the certified lower bound. :func:`per_graph_table` prints every figure as a
+0, 1, 2, the certified lower bound and the suite's best known makespan (its source). :func:`per_graph_table` prints every figure as a
 ratio to critical_path (lower is better) with the targets: agent greedy <= the best
 single pass on every instance (reaching the lower bound counts) and >= 10% below it in
 geometric mean; agent + search <= anneal (mean over seeds) on every instance and >= 3%
@@ -35,6 +35,7 @@ import numpy as np
 from placegym.envs import simulate
 from placegym.envs.bounds import lower_bound
 from placegym.envs.suites import get_suite
+from placegym.envs.suites.reference import load_references
 
 __all__ = ["BUDGET", "INSTANCES", "baselines", "per_graph_table", "read_rows", "run_seed"]
 
@@ -128,7 +129,17 @@ def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2))
             curves.append((trace.best_at(marks) / cp).tolist())
         row[placer], row[f"{placer}_curve"] = finals, dict(zip(map(str, marks), zip(*curves)))
     row["lower_bound"] = lower_bound(g, c).value / cp
+    ref = load_references(inst.suite).get(inst.id)
+    fresh = ref is not None and ref.digest == inst.digest
+    row["best_known"] = ref.best_makespan / cp if fresh else None
+    row["best_known_source"] = ref.best_source if fresh else None
     return row
+
+
+def _known(b: dict[str, Any]) -> str:
+    if b.get("best_known") is None:
+        return "n/a"
+    return f"{b['best_known']:.3f} ({b['best_known_source']})"
 
 
 def _geomean(xs: Sequence[float]) -> float:
@@ -144,8 +155,8 @@ def per_graph_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> st
     names = [n for n in INSTANCES if any(r["instance"] == n for r in rows)]
     lines = [
         "| instance | best single pass | anneal@3000 | random@3000 | agent greedy | "
-        "agent+search@3000 | plan | lower bound | seeds |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "agent+search@3000 | plan | best known | lower bound | seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     agg: dict[str, list[float]] = {k: [] for k in ("single", "anneal", "greedy", "search")}
     fails = {"greedy": [], "search": []}
@@ -159,7 +170,8 @@ def per_graph_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> st
         lines.append(
             f"| {n.split('/', 1)[1]} | {b[best]:.3f} ({best}) | {anneal:.3f} | "
             f"{np.mean(b['random_search']):.3f} | {_ms(greedy)} | {_ms(search)} | "
-            f"{_ms([r['plan'] for r in mine])} | {b['lower_bound']:.3f} | {len(mine)} |"
+            f"{_ms([r['plan'] for r in mine])} | {_known(b)} | {b['lower_bound']:.3f} | "
+            f"{len(mine)} |"
         )
         agg["single"].append(b[best])
         agg["anneal"].append(anneal)
