@@ -137,9 +137,7 @@ def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2))
 
 
 def _known(b: dict[str, Any]) -> str:
-    if b.get("best_known") is None:
-        return "n/a"
-    return f"{b['best_known']:.3f} ({b['best_known_source']})"
+    return "n/a" if b.get("best_known") is None else f"{b['best_known']:.3f}"
 
 
 def _geomean(xs: Sequence[float]) -> float:
