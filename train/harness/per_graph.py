@@ -14,8 +14,9 @@ in ``results.jsonl``. Training is not counted in the budget; the row keeps what 
 :func:`baselines` computes, per instance: the single-pass placers (critical_path, heft,
 nest, metis, round_robin, single_device), ``anneal`` and the ``random_search`` control
 (:mod:`placegym.train.harness.anytime`, same starts) with :data:`BUDGET` calls for seeds
-0, 1, 2, the certified lower bound and the suite's best known makespan (its source). :func:`per_graph_table` prints every figure as a
-ratio to critical_path (lower is better) with the targets: agent greedy <= the best
+0, 1, 2, the certified lower bound and the suite's best known makespan (its source).
+:func:`per_graph_table` prints every figure as a ratio to critical_path (lower is
+better) with the targets: agent greedy <= the best
 single pass on every instance (reaching the lower bound counts) and >= 10% below it in
 geometric mean; agent + search <= anneal (mean over seeds) on every instance and >= 3%
 below it in geometric mean.
@@ -130,9 +131,10 @@ def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2))
         row[placer], row[f"{placer}_curve"] = finals, dict(zip(map(str, marks), zip(*curves)))
     row["lower_bound"] = lower_bound(g, c).value / cp
     ref = load_references(inst.suite).get(inst.id)
-    fresh = ref is not None and ref.digest == inst.digest
-    row["best_known"] = ref.best_makespan / cp if fresh else None
-    row["best_known_source"] = ref.best_source if fresh else None
+    if ref is not None and ref.digest == inst.digest:
+        row["best_known"], row["best_known_source"] = ref.best_makespan / cp, ref.best_source
+    else:
+        row["best_known"], row["best_known_source"] = None, None
     return row
 
 
@@ -157,7 +159,7 @@ def per_graph_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> st
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     agg: dict[str, list[float]] = {k: [] for k in ("single", "anneal", "greedy", "search")}
-    fails = {"greedy": [], "search": []}
+    fails: dict[str, list[str]] = {"greedy": [], "search": []}
     for n in names:
         mine = [r for r in rows if r["instance"] == n]
         b = base[n]
