@@ -15,7 +15,7 @@ export MPLBACKEND ?= Agg
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]' '$(TORCH)'
+	$(PY) -m pip install --quiet -e '.[dev,pettingzoo,ray]' '$(TORCH)'
 	@# compile the simulator's numba kernels once into their on-disk cache
 	$(PY) -c 'from placegym.envs.simulator import warmup; warmup()'
 	touch $(STAMP)

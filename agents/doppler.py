@@ -152,7 +152,21 @@ def _mlp_tail(hidden: int) -> nn.Sequential:
     return nn.Sequential(nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
 
-def sibling_share(g: GraphInputs | None, node: Tensor, onehot: Tensor) -> Tensor:
+def placed_sums(placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]:
+    """``(S, D, H)`` sums of ``values[v]`` over the nodes ``v`` placed on each device in
+    each state, and ``(S, D)`` their counts, from ``placed (S, n)`` (device, -1 unplaced):
+    ``O(S · n · H)``, never an ``(S, n, D)`` one-hot."""
+    s = placed.shape[0]
+    st, v = torch.nonzero(placed >= 0, as_tuple=True)
+    flat = st * d + placed[st, v]
+    sums = torch.zeros(s * d, values.shape[-1], dtype=values.dtype).index_add(0, flat, values[v])
+    count = torch.bincount(flat, minlength=s * d).to(values.dtype)
+    return sums.view(s, d, -1), count.view(s, d)
+
+
+def sibling_share(
+    g: GraphInputs | None, node: Tensor, placed: Tensor, d: int, dtype: torch.dtype = torch.float32
+) -> Tensor:
     """``(S, D)``: for each scored state, the share of the node's siblings' bytes (other
     producers of its consumers) already placed on each device: where its consumers' other
     inputs are, hence where sending to them costs nothing. Zeros without sibling data.
@@ -160,11 +174,13 @@ def sibling_share(g: GraphInputs | None, node: Tensor, onehot: Tensor) -> Tensor
     Args:
         g: the graph's inputs (``g.siblings``: each node's siblings and their bytes).
         node: ``(S,)`` the node placed in each state.
-        onehot: ``(S, n, D)`` the placement of each state, one-hot over devices.
+        placed: ``(S, n)`` the device of each node in each state (-1: unplaced).
+        d: the number of devices ``D``.
+        dtype: of the result.
     """
-    s, _, d = onehot.shape
+    s = placed.shape[0]
     if g is None or g.siblings is None:
-        return torch.zeros(s, d, dtype=onehot.dtype)
+        return torch.zeros(s, d, dtype=dtype)
     ptr, idx, weight = g.siblings
     counts = ptr[node + 1] - ptr[node]
     step = torch.repeat_interleave(torch.arange(s), counts)
@@ -173,12 +189,12 @@ def sibling_share(g: GraphInputs | None, node: Tensor, onehot: Tensor) -> Tensor
         torch.cumsum(counts, 0) - counts, counts
     )
     entry = first + offset
-    w = weight[entry].to(onehot.dtype)
-    share = torch.zeros(s, d, dtype=onehot.dtype).index_add_(
-        0, step, onehot[step, idx[entry]] * w.unsqueeze(-1)
-    )
-    total = torch.zeros(s, dtype=onehot.dtype).index_add_(0, step, w)
-    return share / total.clamp(min=1e-12).unsqueeze(-1)
+    w = weight[entry].to(dtype)
+    where = placed[step, idx[entry]]
+    on = where >= 0
+    share = torch.zeros(s * d, dtype=dtype).index_add_(0, step[on] * d + where[on], w[on])
+    total = torch.zeros(s, dtype=dtype).index_add_(0, step, w)
+    return share.view(s, d) / total.clamp(min=1e-12).unsqueeze(-1)
 
 
 #: Features per device of :func:`device_affinity`.
@@ -283,14 +299,15 @@ class DopplerPolicy(nn.Module):
 
     def plc_logits(self, enc: Encoding, node: Tensor, placed: Tensor, dev: Tensor) -> Tensor:
         """PLC logits ``(S, D)`` of the selected nodes on every device (see the class)."""
-        s, d, _ = dev.shape
-        onehot = torch.zeros(s, placed.shape[1], d + 1, dtype=enc.plc_h.dtype)
-        onehot.scatter_(2, (placed + 1).unsqueeze(-1), 1.0)
-        onehot = onehot[:, :, 1:]  # drop the "unplaced" bin
-        count = onehot.sum(dim=1)  # (S, D)
-        agg = torch.einsum("snd,nh->sdh", onehot, enc.plc_h) / count.clamp(min=1).unsqueeze(-1)
+        d = dev.shape[1]
+        sums, count = placed_sums(placed, enc.plc_h, d)  # (S, D, H), (S, D)
+        agg = sums / count.clamp(min=1).unsqueeze(-1)
         lead = dev[..., :1] - dev[..., :1].min(dim=1, keepdim=True).values
         context = dev.mean(dim=1, keepdim=True).expand(-1, d, -1)
+        if self.config.hints or self.config.affinity:  # (S, n, D), rows of unplaced nodes 0
+            onehot = (placed.unsqueeze(-1) == torch.arange(d, device=placed.device)).to(sums.dtype)
+        else:
+            onehot = sums.new_zeros(placed.shape[0], 0, d)
         x = torch.cat(
             [
                 enc.plc_h[node].unsqueeze(1).expand(-1, d, -1),
@@ -299,9 +316,9 @@ class DopplerPolicy(nn.Module):
                 dev,
                 context,
                 lead,
-                sibling_share(enc.graph if self.config.siblings else None, node, onehot).unsqueeze(
-                    -1
-                ),
+                sibling_share(
+                    enc.graph if self.config.siblings else None, node, placed, d, sums.dtype
+                ).unsqueeze(-1),
                 hint_share(
                     None if enc.graph is None else enc.graph.groups,
                     node,

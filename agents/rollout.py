@@ -78,6 +78,10 @@ class EpisodeRecord:
         sel_teacher, plc_teacher: teacher tie sets as masks (imitation), or None.
         rewards: ``(2S,)`` environment rewards; info: the final step's info.
         from_teacher: ``(2S,)`` whether the teacher chose that step's action.
+
+    A record of :func:`rollout` with ``keep_inputs=False`` holds the inputs (``sel_dyn``,
+    ``sel_mask``, ``plc_placed``, ``plc_dev``, ``plc_mask``) of its last steps only and
+    cannot be scored.
     """
 
     graph: GraphInputs
@@ -197,8 +201,14 @@ def rollout(
     teacher_prob: float = 0.0,
     record_teacher: bool = False,
     graph_cache: IdentityCache[GraphInputs] | None = None,
+    keep_inputs: bool = True,
 ) -> list[EpisodeRecord]:
     """One episode per env (``env.reset(seed=seeds[i])``); see the module docstring.
+
+    With ``keep_inputs=False`` (evaluation: records that are never scored) only the last
+    SEL and PLC step's inputs (``sel_dyn``, ``sel_mask``, ``plc_placed``, ``plc_dev``,
+    ``plc_mask``) are kept, so memory stays ``O(n)`` instead of ``O(n²)`` per episode
+    (7 GB on a 10,000-node graph otherwise); actions, rewards and info are complete.
 
     Envs that share a graph object share one encoding, and at every step their policy
     forwards run as one batched call (one per graph and phase), so many episodes of one
@@ -236,6 +246,8 @@ def rollout(
         ]
         actions = _decide(policy, lives, use, rng, greedy, teacher, record_teacher)
         for lv, action, t in zip(lives, actions, use):
+            if not keep_inputs:
+                _drop_old_inputs(lv.buf)
             lv.buf["from_teacher"].append(t)
             lv.obs, reward, _, _, lv.info = lv.env.step(action)
             lv.buf["rewards"].append(reward)
@@ -311,6 +323,15 @@ def _record_inputs(lv: _Live, select: bool, ties: np.ndarray | None, record: boo
         if record:
             assert ties is not None
             b["plc_teacher"].append(_as_mask(ties, lv.d))
+
+
+#: Per-step inputs of size n or D, trimmed to their last entry by ``keep_inputs=False``.
+_INPUTS = ("sel_dyn", "sel_mask", "plc_placed", "plc_dev", "plc_mask")
+
+
+def _drop_old_inputs(buf: dict[str, list]) -> None:
+    for key in _INPUTS:
+        del buf[key][:-1]
 
 
 def _topological_first(lv: _Live) -> int:

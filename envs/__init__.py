@@ -20,6 +20,7 @@ from placegym.envs.simulator import (
     TransferTrace,
     simulate,
     simulate_batch,
+    simulate_makespan,
 )
 from placegym.envs.sources import WorkloadSampler
 
@@ -49,4 +50,5 @@ __all__ = [
     "register_envs",
     "simulate",
     "simulate_batch",
+    "simulate_makespan",
 ]

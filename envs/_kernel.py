@@ -1,16 +1,40 @@
-"""Compiled event loop of the simulator (numba, cached on disk).
+"""Compiled core of the simulator (numba, cached on disk).
 
 The rules are DESIGN §3; :mod:`placegym.envs.simulator` documents them and
 :mod:`placegym.envs.reference` is a plain-Python implementation of the same rules that the
-tests compare this one against.
+tests compare this one against. Everything compiled lives in this one file: numba's disk
+cache is invalidated per source file, so a function calling into another file would keep
+running a stale copy of it after an edit there.
 
-Layout: the event heap and the per-device ready heaps are array heaps keyed by
-``(time, secondary)``. A finish event's secondary key is the node's rank, so finishes at
-one instant are applied in ascending rank (rule 4); an arrival's is ``n + transfer index``.
-Ready heaps are keyed ``(0, rank)`` for priority dispatch and ``(ready time, rank)`` for
-fifo. Each instant is one *round*: every event already queued at ``t`` is popped first,
-then applied, then idle devices dispatch; events created at ``t`` with zero delay land in
-the next round at the same ``t`` (rule 7).
+:func:`durations` is rule 1 (per-node compute time on its device), kept apart from the
+event loop :func:`run_into`, which takes durations as input and simulates rules 2-7.
+:func:`simulate_one` returns a full trace, :func:`makespan_one` only the makespan, and
+:func:`run_rows` runs rows of a batch in one workspace with the GIL released, so threads
+can run parts of one batch at once, each row computed exactly as a single call would.
+
+Queues: the event heap is ordered by time; the events of one instant are popped together
+(a *round*) and applied in ascending key: a finish's key is the node's rank, so finishes
+at one instant apply in ascending rank (rule 4); an arrival's is ``n + transfer index``;
+the node of a rank is ``order[rank]``. Ready heaps (one segment per device) hold int keys:
+the rank for priority dispatch; ``n × instant + rank`` for fifo, which orders by (ready
+time, rank) because instants only move forward. Each instant is one or more rounds:
+every event already queued at ``t`` is popped, then applied, then idle devices dispatch;
+events created at ``t`` with zero delay land in the next round at the same ``t`` (rule 7).
+
+Channels (ordered device pairs) live in a table indexed ``a * D + b`` when ``D²`` is
+small, else in an open-addressing hash table sized by the number of edges, so a call
+costs nothing in ``D²`` (or ``n × D``) on large clusters.
+
+Peak memory is tracked during the loop: a node's output is allocated at its start and
+freed at its last release (each local consumer's finish, each outgoing transfer's
+arrival; a sink's at its own finish); a received copy is allocated at the transfer's
+start and freed at the finish of the last consumer it serves. At one instant every free
+comes before every allocation (half-open intervals), so a device's peak is checked once
+per instant, after all of that instant's rounds.
+
+Packed arguments (tuples of arrays): ``g = (out_bytes, param_bytes, cons_ptr, cons_idx,
+prod_ptr, prod_idx, npred)``, ``links = (pair_latency, pair_bandwidth)``, ``p = (device,
+rank, order)``, ``out = (start, finish, tr_node, tr_dst, tr_start, tr_arrival, peak)``.
 """
 
 from __future__ import annotations
@@ -19,60 +43,213 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, inline="always")
-def _less(t1, s1, t2, s2):
-    return t1 < t2 or (t1 == t2 and s1 < s2)
+@njit(cache=True)
+def durations(flops, io, dflops, dmembw, dlaunch, dev, factor, table, dclass):
+    """Rule 1: ``t * factor + launch`` per node on its device, where ``t`` is the profiled
+    ``table[v, dclass[d]]`` when ``dclass[d] >= 0`` and that entry is not NaN, else the
+    roofline ``max(flops/F, io/B)`` (:mod:`placegym.envs.costs`); an empty ``factor``
+    means 1 for every node."""
+    n = flops.shape[0]
+    dur = np.empty(n)
+    noisy = factor.shape[0] > 0
+    for v in range(n):
+        d = dev[v]
+        c = dclass[d]
+        t = table[v, c] if c >= 0 else np.nan
+        if t != t:
+            a = flops[v] / dflops[d]
+            b = io[v] / dmembw[d]
+            t = a if a >= b else b
+        dur[v] = (t * factor[v] if noisy else t) + dlaunch[d]
+    return dur
 
 
+#: An empty slot of the channel hash table.
+_EMPTY = np.int64(-1)
+
+
+@njit(cache=True)
+def workspace(n, ne, ndev):
+    """Scratch arrays for :func:`run_into` on graphs of ``n`` nodes and ``ne`` edges, in
+    the order :func:`run_into` unpacks them (views of three buffers: fewer allocations)."""
+    bits = 1
+    while (1 << bits) < 2 * ne + 2:
+        bits += 1
+    nch = ndev * ndev if ndev * ndev <= (1 << bits) else 1 << bits
+    cap = n + ne
+    sizes = (ne, ne, ne, ndev + 1, n, ndev, cap, cap, n, nch, nch, ne, ndev, n, ne, n, n, ndev)
+    total = 0
+    for k in sizes:
+        total += k
+    ints = np.empty(total, np.int64)
+    floats = np.empty(cap + nch + ndev)
+    flags = np.empty(3 * ndev, np.bool_)
+    at = np.zeros(len(sizes) + 1, np.int64)
+    for i, k in enumerate(sizes):
+        at[i + 1] = at[i] + k
+    return (
+        ints[at[0] : at[1]],  # cons: consumers regrouped by device
+        ints[at[1] : at[2]],  # tr_lo: first consumer slot a transfer serves
+        ints[at[2] : at[3]],  # tr_hi: one past its last
+        ints[at[3] : at[4]],  # off: ready-heap segment of each device (D + 1)
+        ints[at[4] : at[5]],  # ready: ready-heap keys
+        ints[at[5] : at[6]],  # rsize: ready-heap sizes
+        floats[:cap],  # et: event-heap times
+        ints[at[6] : at[7]],  # es: event-heap keys
+        ints[at[7] : at[8]],  # buf: keys of one round
+        ints[at[8] : at[9]],  # missing: inputs not yet present
+        flags[:ndev],  # busy
+        ints[at[9] : at[10]],  # chkey: channel keys (hash table only)
+        floats[cap : cap + nch],  # chfree: channel free time
+        ints[at[10] : at[11]],  # chlast: last transfer enqueued per channel
+        ints[at[11] : at[12]],  # next_tr: transfer that starts at this one's arrival
+        ints[at[12] : at[13]],  # dirty: devices to dispatch
+        flags[ndev : 2 * ndev],  # is_dirty: in dirty
+        ints[at[13] : at[14]],  # pend: releases pending per node output
+        ints[at[14] : at[15]],  # tr_pend: consumers pending per received copy
+        ints[at[15] : at[16]],  # trf: first transfer of each node
+        ints[at[16] : at[17]],  # trc: number of transfers of each node
+        floats[cap + nch :],  # cur: live bytes per device
+        ints[at[17] : at[18]],  # touched: devices allocated on at this instant
+        flags[2 * ndev :],  # is_touched: in touched
+    )
+
+
+# ---------------------------------------------------------------------- queues
 @njit(cache=True, inline="always")
-def _push(ht, hs, hv, base, size, t, s, v):
+def _push(ht, hs, size, t, s):
     i = size
     while i > 0:
         p = (i - 1) >> 1
-        if not _less(t, s, ht[base + p], hs[base + p]):
+        if ht[p] <= t:
             break
-        ht[base + i] = ht[base + p]
-        hs[base + i] = hs[base + p]
-        hv[base + i] = hv[base + p]
+        ht[i] = ht[p]
+        hs[i] = hs[p]
         i = p
-    ht[base + i] = t
-    hs[base + i] = s
-    hv[base + i] = v
+    ht[i] = t
+    hs[i] = s
     return size + 1
 
 
 @njit(cache=True, inline="always")
-def _pop(ht, hs, hv, base, size):
+def _pop(ht, hs, size):
     """Remove the root; the caller reads it first. Returns the new size."""
     size -= 1
-    t = ht[base + size]
-    s = hs[base + size]
-    v = hv[base + size]
+    t = ht[size]
+    s = hs[size]
     i = 0
     while True:
         c = 2 * i + 1
         if c >= size:
             break
-        if c + 1 < size and _less(ht[base + c + 1], hs[base + c + 1], ht[base + c], hs[base + c]):
+        if c + 1 < size and ht[c + 1] < ht[c]:
             c += 1
-        if not _less(ht[base + c], hs[base + c], t, s):
+        if ht[c] >= t:
             break
-        ht[base + i] = ht[base + c]
-        hs[base + i] = hs[base + c]
-        hv[base + i] = hv[base + c]
+        ht[i] = ht[c]
+        hs[i] = hs[c]
         i = c
-    ht[base + i] = t
-    hs[base + i] = s
-    hv[base + i] = v
+    ht[i] = t
+    hs[i] = s
     return size
 
 
+@njit(cache=True, inline="always")
+def _ipush(h, base, size, key):
+    i = size
+    while i > 0:
+        p = (i - 1) >> 1
+        if h[base + p] <= key:
+            break
+        h[base + i] = h[base + p]
+        i = p
+    h[base + i] = key
+    return size + 1
+
+
+@njit(cache=True, inline="always")
+def _ipop(h, base, size):
+    """Remove the root (the smallest key); the caller reads it first. Returns the new size."""
+    size -= 1
+    key = h[base + size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and h[base + c + 1] < h[base + c]:
+            c += 1
+        if h[base + c] >= key:
+            break
+        h[base + i] = h[base + c]
+        i = c
+    h[base + i] = key
+    return size
+
+
+@njit(cache=True, inline="always")
+def _pop_round(et, es, buf, esize, t):
+    """Pop every event at time ``t`` into ``buf`` in ascending key. Returns (esize, count)."""
+    nb = 0
+    while esize > 0 and et[0] == t:
+        x = es[0]
+        esize = _pop(et, es, esize)
+        j = nb  # insertion sort (a round rarely holds more than a few events)
+        while j > 0 and buf[j - 1] > x:
+            buf[j] = buf[j - 1]
+            j -= 1
+        buf[j] = x
+        nb += 1
+    return esize, nb
+
+
+@njit(cache=True, inline="always")
+def _mark(d, lst, flag, size):
+    if not flag[d]:
+        flag[d] = True
+        lst[size] = d
+        size += 1
+    return size
+
+
+@njit(cache=True, inline="always")
+def _channel(chkey, chfree, dense, key):
+    """Slot of channel ``key`` (``a * D + b``), created at free time 0 if new."""
+    if dense:
+        return key
+    mask = chkey.shape[0] - 1
+    h = key * 2654435761
+    i = (h ^ (h >> 17)) & mask
+    while chkey[i] != key:
+        if chkey[i] == _EMPTY:
+            chkey[i] = key
+            chfree[i] = 0.0
+            return i
+        i = (i + 1) & mask
+    return i
+
+
+@njit(cache=True, inline="always")
+def _copy_of(tr_dst, first, count, b):
+    """The transfer among ``first .. first + count - 1`` (ascending dst) that goes to ``b``."""
+    lo = first
+    hi = first + count - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if tr_dst[mid] < b:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+# ---------------------------------------------------------------------- set-up
 @njit(cache=True)
-def _group_consumers(cons_ptr, cons_idx, dev, ndev):
-    """Consumers of each node, stably regrouped by device (ascending device index)."""
+def _group_consumers(cons_ptr, cons_idx, dev, out, count):
+    """Consumers of each node into ``out``, stably regrouped by device (ascending index);
+    ``count`` is scratch of length D."""
     n = cons_ptr.shape[0] - 1
-    out = cons_idx.copy()
-    count = np.zeros(ndev, dtype=np.int64)
+    out[:] = cons_idx
     for v in range(n):
         lo = cons_ptr[v]
         hi = cons_ptr[v + 1]
@@ -89,7 +266,7 @@ def _group_consumers(cons_ptr, cons_idx, dev, ndev):
             for j in range(lo, hi):
                 count[dev[cons_idx[j]]] += 1
             acc = lo
-            for d in range(ndev):
+            for d in range(count.shape[0]):
                 c = count[d]
                 count[d] = acc
                 acc += c
@@ -97,311 +274,250 @@ def _group_consumers(cons_ptr, cons_idx, dev, ndev):
                 c = cons_idx[j]
                 out[count[dev[c]]] = c
                 count[dev[c]] += 1
-    return out
 
 
 @njit(cache=True)
-def durations(flops, io, dflops, dmembw, dlaunch, dev, factor, table, dclass):
-    """Rule 1: ``t * factor + launch`` per node on its device, where ``t`` is the profiled
-    ``table[v, dclass[d]]`` when ``dclass[d] >= 0`` and that entry is not NaN, else the
-    roofline ``max(flops/F, io/B)`` (:mod:`placegym.envs.costs`)."""
-    n = flops.shape[0]
-    dur = np.empty(n)
-    for v in range(n):
-        d = dev[v]
-        c = dclass[d]
-        t = table[v, c] if c >= 0 else np.nan
-        if t != t:
-            a = flops[v] / dflops[d]
-            b = io[v] / dmembw[d]
-            t = a if a >= b else b
-        dur[v] = t * factor[v] + dlaunch[d]
-    return dur
+def run_into(dur, g, links, p, fifo, memory, ws, out):
+    """Simulate one placement ``p`` with durations ``dur`` in workspace ``ws``.
 
+    Writes start and finish (n), the first ``ntr`` rows of the transfer arrays (ne) and,
+    when ``memory``, the peak per device (params included) into ``out``. Returns
+    ``(makespan, ntr)``; ``makespan`` is -1 if some node never ran (impossible for a
+    validated DAG).
 
-@njit(cache=True)
-def run(dur, out_bytes, cons_ptr, cons_idx, npred, pair_lat, pair_bw, dev, rank, fifo):
-    """Simulate one placement.
-
-    Returns ``(makespan, start, finish, cons, ntr, tr_node, tr_dst, tr_start, tr_arr,
-    tr_lo, tr_hi)`` where ``cons`` is the consumer list regrouped by device and transfer
-    ``m`` serves consumers ``cons[tr_lo[m]:tr_hi[m]]``. ``makespan`` is -1 if some node
-    never ran (impossible for a validated DAG).
+    Set-up and event handlers stay in this one function on purpose: numba
+    reference-counts an array each time it is taken out of a tuple, so helpers that read
+    the packed arguments in a loop run several times slower; arrays are unpacked once,
+    here.
     """
+    out_bytes, param_bytes, cons_ptr, _, prod_ptr, prod_idx, npred = g
+    pair_lat, pair_bw = links
+    dev, rank, order = p
+    start, finish, tr_node, tr_dst, tr_start, tr_arr, peak = out
+    (cons, tr_lo, tr_hi, off, ready, rsize, et, es, buf, missing, busy, chkey, chfree) = ws[:13]
+    (chlast, next_tr, dirty, is_dirty, pend, tr_pend, trf, trc, cur, touched, is_touched) = ws[13:]
     n = dur.shape[0]
     ndev = pair_lat.shape[0]
-    ne = cons_idx.shape[0]
-    cons = _group_consumers(cons_ptr, cons_idx, dev, ndev)
-
-    start = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    tr_node = np.empty(ne, dtype=np.int64)
-    tr_dst = np.empty(ne, dtype=np.int64)
-    tr_lo = np.empty(ne, dtype=np.int64)
-    tr_hi = np.empty(ne, dtype=np.int64)
-    tr_start = np.empty(ne)
-    tr_arr = np.empty(ne)
-    ntr = 0
-
-    # ready heaps, one segment per device
-    off = np.zeros(ndev + 1, dtype=np.int64)
+    dense = chfree.shape[0] == ndev * ndev
+    _group_consumers(cons_ptr, g[3], dev, cons, rsize)  # set-up
+    off[:] = 0
     for v in range(n):
         off[dev[v] + 1] += 1
     for d in range(ndev):
         off[d + 1] += off[d]
-    rt = np.empty(n)
-    rs = np.empty(n, dtype=np.int64)
-    rv = np.empty(n, dtype=np.int64)
-    rsize = np.zeros(ndev, dtype=np.int64)
-
-    cap = n + ne
-    et = np.empty(cap)
-    es = np.empty(cap, dtype=np.int64)
-    ev = np.empty(cap, dtype=np.int64)
-    esize = 0
-    buf = np.empty(cap, dtype=np.int64)
-
-    missing = npred.copy()
-    busy = np.zeros(ndev, dtype=np.bool_)
-    chfree = np.zeros(ndev * ndev)
-    dirty = np.empty(ndev, dtype=np.int64)
-    is_dirty = np.zeros(ndev, dtype=np.bool_)
+    rsize[:] = 0
+    missing[:] = npred
+    busy[:] = False
+    is_dirty[:] = False
+    if dense:
+        chfree[:] = 0.0
+    else:
+        chkey[:] = _EMPTY
+    if memory:
+        cur[:] = 0.0
+        peak[:] = 0.0
+        is_touched[:] = False
     ndirty = 0
-    done = 0
-    makespan = 0.0
-
-    for v in range(n):
+    for v in range(n):  # sources are ready at 0
         if missing[v] == 0:
-            d = dev[v]
-            rsize[d] = _push(rt, rs, rv, off[d], rsize[d], 0.0, rank[v], v)
-            if not is_dirty[d]:
-                is_dirty[d] = True
-                dirty[ndirty] = d
-                ndirty += 1
-
+            rsize[dev[v]] = _ipush(ready, off[dev[v]], rsize[dev[v]], rank[v])
+            ndirty = _mark(dev[v], dirty, is_dirty, ndirty)
     t = 0.0
+    tick = 0  # fifo: n × (index of the instant)
+    esize = ntr = ntouched = done = 0
+    makespan = 0.0
     while True:
-        # dispatch: every idle device with ready nodes starts its best one
-        for i in range(ndirty):
+        for i in range(ndirty):  # every idle device with ready nodes starts its best one
             d = dirty[i]
             is_dirty[d] = False
             if not busy[d] and rsize[d] > 0:
-                c = rv[off[d]]
-                rsize[d] = _pop(rt, rs, rv, off[d], rsize[d])
+                key = ready[off[d]]
+                c = order[key % n if fifo else key]
+                rsize[d] = _ipop(ready, off[d], rsize[d])
                 start[c] = t
-                f = t + dur[c]
-                finish[c] = f
+                finish[c] = t + dur[c]
                 busy[d] = True
-                esize = _push(et, es, ev, 0, esize, f, rank[c], c)
+                esize = _push(et, es, esize, finish[c], rank[c])
+                if memory:
+                    cur[d] += out_bytes[c]
+                    ntouched = _mark(d, touched, is_touched, ntouched)
         ndirty = 0
+        if memory and (esize == 0 or et[0] > t):  # the instant t is over: check peaks
+            for i in range(ntouched):
+                d = touched[i]
+                is_touched[d] = False
+                peak[d] = cur[d] if cur[d] > peak[d] else peak[d]
+            ntouched = 0
         if esize == 0:
             break
-        # one round: pop every event queued at the earliest time, then apply them
+        if fifo and et[0] > t:
+            tick += n
         t = et[0]
-        nb = 0
-        while esize > 0 and et[0] == t:
-            buf[nb] = ev[0]
-            nb += 1
-            esize = _pop(et, es, ev, 0, esize)
+        esize, nb = _pop_round(et, es, buf, esize, t)
         for i in range(nb):
             x = buf[i]
-            if x < n:  # finish of node x
-                v = x
-                a = dev[v]
-                busy[a] = False
-                done += 1
-                if t > makespan:
-                    makespan = t
-                if not is_dirty[a]:
-                    is_dirty[a] = True
-                    dirty[ndirty] = a
-                    ndirty += 1
-                j = cons_ptr[v]
-                hi = cons_ptr[v + 1]
-                while j < hi:
-                    b = dev[cons[j]]
-                    k = j + 1
-                    while k < hi and dev[cons[k]] == b:
-                        k += 1
-                    if b == a:
-                        for q in range(j, k):
-                            c = cons[q]
-                            missing[c] -= 1
-                            if missing[c] == 0:
-                                rsize[a] = _push(
-                                    rt, rs, rv, off[a], rsize[a], t if fifo else 0.0, rank[c], c
-                                )
-                    else:
-                        ch = a * ndev + b
-                        s0 = chfree[ch] if chfree[ch] > t else t
-                        arr = s0 + (pair_lat[a, b] + out_bytes[v] / pair_bw[a, b])
-                        chfree[ch] = arr
-                        tr_node[ntr] = v
-                        tr_dst[ntr] = b
-                        tr_start[ntr] = s0
-                        tr_arr[ntr] = arr
-                        tr_lo[ntr] = j
-                        tr_hi[ntr] = k
-                        esize = _push(et, es, ev, 0, esize, arr, n + ntr, n + ntr)
-                        ntr += 1
-                    j = k
-            else:  # arrival of transfer m
+            if x >= n:  # arrival of transfer m: its consumers on b have the input
                 m = x - n
                 b = tr_dst[m]
                 for q in range(tr_lo[m], tr_hi[m]):
                     c = cons[q]
                     missing[c] -= 1
                     if missing[c] == 0:
-                        rsize[b] = _push(
-                            rt, rs, rv, off[b], rsize[b], t if fifo else 0.0, rank[c], c
-                        )
-                        if not is_dirty[b]:
-                            is_dirty[b] = True
-                            dirty[ndirty] = b
-                            ndirty += 1
-    if done != n:
-        makespan = -1.0
+                        rsize[b] = _ipush(ready, off[b], rsize[b], tick + rank[c])
+                        ndirty = _mark(b, dirty, is_dirty, ndirty)
+                if memory:  # one release of the sender's output; the channel's next starts
+                    u = tr_node[m]
+                    pend[u] -= 1
+                    if pend[u] == 0:
+                        cur[dev[u]] -= out_bytes[u]
+                    if next_tr[m] >= 0:
+                        d = tr_dst[next_tr[m]]
+                        cur[d] += out_bytes[tr_node[next_tr[m]]]
+                        ntouched = _mark(d, touched, is_touched, ntouched)
+                continue
+            v = order[x]  # finish of the node of rank x
+            a = dev[v]
+            busy[a] = False
+            ndirty = _mark(a, dirty, is_dirty, ndirty)
+            done += 1
+            makespan = t if t > makespan else makespan
+            for q in range(prod_ptr[v], prod_ptr[v + 1] if memory else 0):  # memory:
+                u = prod_idx[q]  # v's inputs on a have one release fewer
+                if dev[u] == a:
+                    pend[u] -= 1
+                    if pend[u] == 0:
+                        cur[a] -= out_bytes[u]
+                    continue
+                m = _copy_of(tr_dst, trf[u], trc[u], a)
+                tr_pend[m] -= 1
+                if tr_pend[m] == 0:
+                    cur[a] -= out_bytes[u]
+            releases = 0
+            trf[v] = ntr
+            j = cons_ptr[v]
+            while j < cons_ptr[v + 1]:  # consumers grouped by device, ascending
+                b = dev[cons[j]]
+                k = j + 1
+                while k < cons_ptr[v + 1] and dev[cons[k]] == b:
+                    k += 1
+                if b == a:
+                    for q in range(j, k):
+                        c = cons[q]
+                        missing[c] -= 1
+                        if missing[c] == 0:
+                            rsize[a] = _ipush(ready, off[a], rsize[a], tick + rank[c])
+                    releases += k - j
+                    j = k
+                    continue
+                ch = _channel(chkey, chfree, dense, a * ndev + b)  # one transfer to b
+                s0 = t
+                if chfree[ch] > t:
+                    s0 = chfree[ch]
+                    if memory:  # the copy is allocated when the channel frees up
+                        next_tr[chlast[ch]] = ntr
+                elif memory:
+                    cur[b] += out_bytes[v]
+                    ntouched = _mark(b, touched, is_touched, ntouched)
+                chfree[ch] = s0 + (pair_lat[a, b] + out_bytes[v] / pair_bw[a, b])
+                chlast[ch] = ntr
+                tr_node[ntr], tr_dst[ntr], tr_start[ntr], tr_arr[ntr] = v, b, s0, chfree[ch]
+                tr_lo[ntr], tr_hi[ntr], next_tr[ntr], tr_pend[ntr] = j, k, -1, k - j
+                esize = _push(et, es, esize, chfree[ch], n + ntr)
+                ntr += 1
+                releases += 1
+                j = k
+            trc[v] = ntr - trf[v]
+            pend[v] = releases
+            if memory and releases == 0:  # a sink's output lives until its own finish
+                cur[a] -= out_bytes[v]
+    if memory:
+        for v in range(n):
+            peak[dev[v]] += param_bytes[v]
+    return (makespan if done == n else -1.0), ntr
+
+
+@njit(cache=True, inline="always")
+def _durations_of(costs, dev, factor):
+    flops, io, dflops, dmembw, dlaunch, table, dclass = costs
+    return durations(flops, io, dflops, dmembw, dlaunch, dev, factor, table, dclass)
+
+
+@njit(cache=True)
+def simulate_one(costs, factor, g, links, p, fifo, capacity, times, ints):
+    """One placement with its full trace and memory; ``costs = (flops, io_bytes,
+    device flops, mem_bandwidth, launch_overhead, profiled table, profile class)`` are
+    :func:`durations`' inputs (the other packed arguments: see above).
+
+    Fills ``times`` (``2n + D + 3ne``) = start (n) | finish (n) | peak (D) | transfer
+    start (ne) | arrival (ne) | bytes (ne) and ``ints`` (``3ne``) = transfer node (ne) |
+    src (ne) | dst (ne), of which the first ``ntr`` entries of each transfer block are
+    used (given by the caller: returning arrays to Python costs more than passing them).
+    Returns ``(makespan, ntr, oom)``, ``oom``: a peak exceeds ``capacity``."""
+    dur = _durations_of(costs, p[0], factor)
+    n = dur.shape[0]
+    ne = g[3].shape[0]
+    ndev = links[0].shape[0]
+    k = 2 * n + ndev
+    peak = times[2 * n : k]
+    out = (
+        times[:n],
+        times[n : 2 * n],
+        ints[:ne],
+        ints[2 * ne :],
+        times[k : k + ne],
+        times[k + ne : k + 2 * ne],
+        peak,
+    )
+    makespan, ntr = run_into(dur, g, links, p, fifo, True, workspace(n, ne, ndev), out)
+    for m in range(ntr):
+        u = ints[m]
+        ints[ne + m] = p[0][u]
+        times[k + 2 * ne + m] = g[0][u]
+    oom = False
+    for d in range(ndev):
+        oom = oom or peak[d] > capacity[d]
+    return makespan, ntr, oom
+
+
+@njit(cache=True)
+def makespan_one(costs, factor, g, links, p, fifo):
+    """The makespan of one placement (no trace kept, no memory tracked)."""
+    dur = _durations_of(costs, p[0], factor)
+    n = dur.shape[0]
+    ne = g[3].shape[0]
+    ndev = links[0].shape[0]
+    ws = workspace(n, ne, ndev)
+    return run_into(dur, g, links, p, fifo, False, ws, _scratch_out(n, ne, ndev))[0]
+
+
+@njit(cache=True)
+def _scratch_out(n, ne, ndev):
     return (
-        makespan,
-        start,
-        finish,
-        cons,
-        ntr,
-        tr_node[:ntr],
-        tr_dst[:ntr],
-        tr_start[:ntr],
-        tr_arr[:ntr],
-        tr_lo[:ntr],
-        tr_hi[:ntr],
+        np.empty(n),
+        np.empty(n),
+        np.empty(ne, np.int64),
+        np.empty(ne, np.int64),
+        np.empty(ne),
+        np.empty(ne),
+        np.zeros(ndev),
     )
 
 
-@njit(cache=True)
-def peak_memory(
-    dev,
-    start,
-    finish,
-    out_bytes,
-    param_bytes,
-    cons_ptr,
-    cons,
-    tr_node,
-    tr_dst,
-    tr_start,
-    tr_arr,
-    tr_lo,
-    tr_hi,
-    ndev,
+@njit(cache=True, nogil=True)
+def run_rows(
+    costs, g, links, devs, ranks, orders, factors, fifo, memory, lo, hi, makespans, peaks
 ):
-    """Peak bytes per device: resident params plus live tensors (DESIGN §3, Memory).
-
-    Live intervals are half-open ``[alloc, free)``: at one instant frees apply before
-    allocations, so a tensor freed at ``t`` and one allocated at ``t`` never coexist, and
-    a zero-length interval never counts.
-    """
-    n = dev.shape[0]
-    ntr = tr_node.shape[0]
-    free_v = np.full(n, -np.inf)
-    for v in range(n):
-        lo = cons_ptr[v]
-        hi = cons_ptr[v + 1]
-        if lo == hi:
-            free_v[v] = finish[v]  # a sink's output lives until its own finish
-        for q in range(lo, hi):
-            c = cons[q]
-            if dev[c] == dev[v] and finish[c] > free_v[v]:
-                free_v[v] = finish[c]
-    free_tr = np.full(ntr, -np.inf)
-    for m in range(ntr):
-        v = tr_node[m]
-        if tr_arr[m] > free_v[v]:
-            free_v[v] = tr_arr[m]
-        for q in range(tr_lo[m], tr_hi[m]):
-            f = finish[cons[q]]
-            if f > free_tr[m]:
-                free_tr[m] = f
-    k = n + ntr
-    times = np.empty(2 * k)
-    delta = np.empty(2 * k)
-    where = np.empty(2 * k, dtype=np.int64)
-    for v in range(n):  # frees first, so a stable sort keeps them before allocations
-        times[v] = free_v[v]
-        delta[v] = -out_bytes[v]
-        where[v] = dev[v]
-        times[k + v] = start[v]
-        delta[k + v] = out_bytes[v]
-        where[k + v] = dev[v]
-    for m in range(ntr):
-        i = n + m
-        times[i] = free_tr[m]
-        delta[i] = -out_bytes[tr_node[m]]
-        where[i] = tr_dst[m]
-        times[k + i] = tr_start[m]
-        delta[k + i] = out_bytes[tr_node[m]]
-        where[k + i] = tr_dst[m]
-    order = np.argsort(times, kind="mergesort")
-    cur = np.zeros(ndev)
-    peak = np.zeros(ndev)
-    for i in order:
-        d = where[i]
-        cur[d] += delta[i]
-        if cur[d] > peak[d]:
-            peak[d] = cur[d]
-    for v in range(n):
-        peak[dev[v]] += param_bytes[v]
-    return peak
-
-
-@njit(cache=True)
-def run_batch(
-    flops,
-    io,
-    out_bytes,
-    param_bytes,
-    cons_ptr,
-    cons_idx,
-    npred,
-    dflops,
-    dmembw,
-    dlaunch,
-    pair_lat,
-    pair_bw,
-    devs,
-    ranks,
-    factors,
-    fifo,
-    with_memory,
-    table,
-    dclass,
-):
-    """Makespan (and peak memory) of many placements of one graph, one call; ``table``
-    and ``dclass`` are the profiled costs of :func:`durations`."""
-    nb = devs.shape[0]
-    ndev = dflops.shape[0]
-    makespans = np.empty(nb)
-    peaks = np.zeros((nb, ndev))
-    for i in range(nb):
-        dev = devs[i]
-        dur = durations(flops, io, dflops, dmembw, dlaunch, dev, factors[i], table, dclass)
-        res = run(
-            dur, out_bytes, cons_ptr, cons_idx, npred, pair_lat, pair_bw, dev, ranks[i], fifo
-        )
-        makespans[i] = res[0]
-        if with_memory:
-            peaks[i] = peak_memory(
-                dev,
-                res[1],
-                res[2],
-                out_bytes,
-                param_bytes,
-                cons_ptr,
-                res[3],
-                res[5],
-                res[6],
-                res[7],
-                res[8],
-                res[9],
-                res[10],
-                ndev,
-            )
-    return makespans, peaks
+    """Rows ``lo .. hi - 1`` of a batch, one after another in one workspace, into
+    ``makespans (B,)`` and (when ``memory``) ``peaks (B, D)``. Releases the GIL;
+    ``factors`` is ``(B, n)`` or ``(B, 0)`` (no noise)."""
+    n = devs.shape[1]
+    ne = g[3].shape[0]
+    ndev = links[0].shape[0]
+    ws = workspace(n, ne, ndev)
+    out = _scratch_out(n, ne, ndev)
+    for i in range(lo, hi):
+        p = (devs[i], ranks[i], orders[i])
+        dur = _durations_of(costs, devs[i], factors[i])
+        makespans[i] = run_into(dur, g, links, p, fifo, memory, ws, out)[0]
+        if memory:
+            peaks[i] = out[6]

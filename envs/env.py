@@ -130,6 +130,10 @@ class PlacementEnv(gym.Env[dict, int]):
       same size, set by its device count).
     - ``step_limit_factor``: truncate after ``step_limit_factor × 2n`` steps (``None``:
       never).
+    - ``observation``: ``"full"`` (default) or ``"compact"``: every step leaves out the
+      five per-graph keys (``node_static``, ``edge_index``, ``edge_attr``, ``node_mask``,
+      ``edge_mask``), read once per episode, unpadded, from :meth:`graph_observation`
+      (for large graphs, where copying them every step dominates).
     - ``backend``: ``"sim"`` (default) or ``"torch"``: the final placement is executed
       for real (:mod:`placegym.envs.backend`) on ``devices`` (``"cpu#k"``,
       ``"cuda:i"``, ``"cuda:i#k"``, ``"cuda:0,cpu#2"``, ...), graphs shrunk by
@@ -169,6 +173,7 @@ class PlacementEnv(gym.Env[dict, int]):
         scale: float = 1,
         repeats: int = 3,
         step_limit_factor: int | None = STEP_LIMIT_FACTOR,
+        observation: Literal["full", "compact"] = "full",
     ) -> None:
         if reward not in REWARDS:
             raise ValueError(f"reward: expected one of {', '.join(REWARDS)}, got {reward!r}")
@@ -193,6 +198,9 @@ class PlacementEnv(gym.Env[dict, int]):
             raise ValueError(
                 f"step_limit_factor: expected an integer >= 1 or None, got {step_limit_factor!r}"
             )
+        if observation not in ("full", "compact"):
+            raise ValueError(f"observation: expected 'full' or 'compact', got {observation!r}")
+        self.compact = observation == "compact"
         if cluster is None:
             cluster = "calibrate" if backend == "torch" else "p100x4"
         self.source = GraphSource(graph, graph_params)
@@ -235,7 +243,9 @@ class PlacementEnv(gym.Env[dict, int]):
         d = self.cluster.num_devices
         self._num_actions = max(self.max_nodes, d)
         self.action_space = spaces.Discrete(self._num_actions)  # type: ignore[assignment]
-        self.observation_space = observation_space(self.max_nodes, self.max_edges, d)
+        self.observation_space = observation_space(
+            self.max_nodes, self.max_edges, d, compact=self.compact
+        )
         # per graph: its observation builder and T_ref (a sampler's: the current one only)
         self._prepared = IdentityCache(
             self._build_for, size=1 if self.source.sampler is not None else None
@@ -261,7 +271,7 @@ class PlacementEnv(gym.Env[dict, int]):
         self._steps, self._truncated = 0, False
         self.max_steps = step_limit(graph.num_nodes, self.step_limit_factor)
         mask = self.action_masks()
-        return self._builder.observe(mask, 0), self._info(mask)
+        return self._builder.observe(mask, 0, compact=self.compact), self._info(mask)
 
     def step(self, action: int):
         """Take one SEL or PLC action (see the class docstring)."""
@@ -318,7 +328,7 @@ class PlacementEnv(gym.Env[dict, int]):
                 oom=s.oom,
             )
         return (
-            self._builder.observe(mask, int(state.selected >= 0)),
+            self._builder.observe(mask, int(state.selected >= 0), compact=self.compact),
             float(reward),
             state.done,
             not state.done and self._truncate(),
@@ -339,6 +349,14 @@ class PlacementEnv(gym.Env[dict, int]):
         else:
             out[: self.cluster.num_devices] = state.place_mask()
         return out
+
+    def graph_observation(self) -> dict[str, np.ndarray]:
+        """The current graph's per-graph observation keys, unpadded (``node_static``
+        ``(n, 7)``, ``edge_index`` ``(2, e)``, ...): what ``observation="compact"``
+        leaves out of every step's observation."""
+        if self.state is None:
+            raise gym.error.ResetNeeded("graph_observation: call reset() first")
+        return self._builder.graph_observation()
 
     def render(self):
         """Text (``ansi``) or an RGB Gantt chart of the partial schedule (``rgb_array``)."""
@@ -361,7 +379,7 @@ class PlacementEnv(gym.Env[dict, int]):
             raise InvalidAction(f"phase {state.phase!r}: action {action!r} is illegal ({why})")
         info = self._info(mask)
         info["illegal_action"] = True
-        obs = self._builder.observe(mask, int(state.selected >= 0))
+        obs = self._builder.observe(mask, int(state.selected >= 0), compact=self.compact)
         return obs, -1.0, False, self._truncate(), info
 
     def _truncate(self) -> bool:

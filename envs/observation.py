@@ -28,6 +28,13 @@ key                 shape        dtype    content
 ==================  ===========  =======  ==================================================
 
 Every step returns fresh arrays (nothing is shared between observations).
+
+*Compact* observations (``PlacementEnv(observation="compact")``, for large graphs) leave
+out the five per-graph keys (``node_static``, ``edge_index``, ``edge_attr``,
+``node_mask``, ``edge_mask``), which never change within an episode: a step then copies
+only ``node_dynamic``, ``device``, ``phase`` and ``action_mask``. The per-graph part is
+read once per episode, unpadded (``n`` nodes, ``e`` edges), from
+``env.unwrapped.graph_observation()``.
 :func:`obs_to_pyg` turns one observation (numpy or torch, as SB3 passes it) into a
 ``torch_geometric.data.Data``; :func:`batch_to_pyg` a batch into a ``Batch``.
 """
@@ -52,10 +59,21 @@ NODE_DYNAMIC = 6
 EDGE_FEATURES = 2
 DEVICE_FEATURES = 7
 
-__all__ = ["ObservationBuilder", "batch_to_pyg", "obs_to_pyg", "observation_space"]
+__all__ = [
+    "GRAPH_KEYS",
+    "ObservationBuilder",
+    "batch_to_pyg",
+    "obs_to_pyg",
+    "observation_space",
+]
+
+#: The keys fixed per graph, left out of compact observations.
+GRAPH_KEYS = ("node_static", "edge_index", "edge_attr", "node_mask", "edge_mask")
 
 
-def observation_space(max_nodes: int, max_edges: int, num_devices: int) -> spaces.Dict:
+def observation_space(
+    max_nodes: int, max_edges: int, num_devices: int, *, compact: bool = False
+) -> spaces.Dict:
     """The ``Dict`` space of the table above."""
     n, e, d = max_nodes, max_edges, num_devices
 
@@ -65,7 +83,7 @@ def observation_space(max_nodes: int, max_edges: int, num_devices: int) -> space
     def flags(shape: tuple[int, ...]) -> spaces.Box:
         return spaces.Box(0, 1, shape, np.int8)
 
-    return spaces.Dict(
+    full = spaces.Dict(
         {
             "node_static": box((n, NODE_STATIC)),
             "node_dynamic": box((n, NODE_DYNAMIC)),
@@ -78,6 +96,9 @@ def observation_space(max_nodes: int, max_edges: int, num_devices: int) -> space
             "action_mask": flags((max(n, d),)),
         }
     )
+    if not compact:
+        return full
+    return spaces.Dict({k: s for k, s in full.spaces.items() if k not in GRAPH_KEYS})
 
 
 class ObservationBuilder:
@@ -171,15 +192,24 @@ class ObservationBuilder:
         row[5] = max(1.0 - used, 0.0)
         self.devices[:, :2] = 0.0
 
-    def observe(self, mask: np.ndarray, phase: int) -> dict[str, Any]:
-        """The current observation; ``mask`` is the action mask (bool), ``phase`` 0/1."""
+    def observe(self, mask: np.ndarray, phase: int, *, compact: bool = False) -> dict[str, Any]:
+        """The current observation; ``mask`` is the action mask (bool), ``phase`` 0/1;
+        ``compact`` leaves out the per-graph keys (:data:`GRAPH_KEYS`)."""
         self.mask[:] = 0
         self.mask[: len(mask)] = mask
-        obs = {k: v.copy() for k, v in self.static.items()}
+        obs = {} if compact else {k: v.copy() for k, v in self.static.items()}
         obs["node_dynamic"] = self.dynamic.copy()
         obs["device"] = self.devices.copy()
         obs["phase"] = np.full(1, phase, np.int8)
         obs["action_mask"] = self.mask.copy()
+        return obs
+
+    def graph_observation(self) -> dict[str, np.ndarray]:
+        """The per-graph keys (:data:`GRAPH_KEYS`) cut to the graph's nodes and edges."""
+        n, e = self.graph.num_nodes, self.graph.num_edges
+        cut = {"node_static": n, "node_mask": n, "edge_attr": e, "edge_mask": e}
+        obs = {k: self.static[k][:size].copy() for k, size in cut.items()}
+        obs["edge_index"] = self.static["edge_index"][:, :e].copy()
         return obs
 
 

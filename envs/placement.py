@@ -99,6 +99,10 @@ class Placement:
         r.setflags(write=False)
         return r
 
+    @cached_property
+    def _max_device(self) -> int:
+        return int(self.device.max())
+
     def check(self, graph: Graph, cluster: Cluster | None = None) -> None:
         """Raise ``ValueError`` unless this placement fits ``graph`` (and ``cluster``)."""
         if self.num_nodes != graph.num_nodes:
@@ -107,7 +111,7 @@ class Placement:
                 f"expected {graph.num_nodes} entries (one per node of graph {graph.name!r})",
                 self.num_nodes,
             )
-        if cluster is not None and self.num_nodes and self.device.max() >= cluster.num_devices:
+        if cluster is not None and self.num_nodes and self._max_device >= cluster.num_devices:
             i = int(np.argmax(self.device >= cluster.num_devices))
             raise V.fail(
                 f"device[{i}]",

@@ -45,7 +45,7 @@ def simulate_reference(
     p.check(g, c)
     fifo = _check_dispatch(dispatch)
     n = g.num_nodes
-    factor = _noise_factors(float(noise), rng, (n,)).tolist()
+    factor = _noise_factors(float(noise), rng, (n,)).tolist() or [1.0] * n
 
     dev = p.device.tolist()
     rank = p.rank.tolist()

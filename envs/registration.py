@@ -37,6 +37,9 @@ from placegym.envs.env import step_limit
 from placegym.envs.sources import WorkloadSampler
 
 ENTRY_POINT = "placegym.envs.env:PlacementEnv"
+#: ``gym.make_vec(id, num_envs=B)`` builds this native vector environment for the
+#: simulated ids (``vectorization_mode="sync"`` / ``"async"`` still wrap single ones).
+VECTOR_ENTRY_POINT = "placegym.envs.vector:PlacementVectorEnv"
 
 RANDOM_DAG_NODES = (64, 160)
 
@@ -93,6 +96,7 @@ def register_envs() -> None:
                 gym.register(
                     id=env_id,
                     entry_point=ENTRY_POINT,
+                    vector_entry_point=None if nondeterministic else VECTOR_ENTRY_POINT,
                     kwargs=dict(kwargs),
                     max_episode_steps=max_episode_steps(kwargs),
                     nondeterministic=nondeterministic,

@@ -41,8 +41,13 @@ placed durations.
 
 from __future__ import annotations
 
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import pairwise
 from typing import Any, Literal
 
 import numpy as np
@@ -57,7 +62,14 @@ from placegym.envs.presets import load_cluster
 Dispatch = Literal["priority", "fifo"]
 RngLike = np.random.Generator | int | None
 
-__all__ = ["BatchResult", "Schedule", "TransferTrace", "simulate", "simulate_batch"]
+__all__ = [
+    "BatchResult",
+    "Schedule",
+    "TransferTrace",
+    "simulate",
+    "simulate_batch",
+    "simulate_makespan",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,11 +173,17 @@ class BatchResult:
     oom: np.ndarray
 
 
+#: The factors of a noiseless call (an empty array: factor 1 for every node).
+_NO_FACTOR = np.ones(0)
+_NO_FACTOR.setflags(write=False)
+
+
 def _noise_factors(noise: float, rng: RngLike, shape: tuple[int, ...]) -> np.ndarray:
-    if not np.isfinite(noise) or noise < 0:
-        raise ValueError(f"noise: must be a finite number >= 0, got {noise!r}")
+    """Per-node compute factors; an empty last axis when ``noise == 0`` (factor 1)."""
     if noise == 0:
-        return np.ones(shape)
+        return _NO_FACTOR if len(shape) == 1 else np.ones((*shape[:-1], 0))
+    if not math.isfinite(noise) or noise < 0:
+        raise ValueError(f"noise: must be a finite number >= 0, got {noise!r}")
     if rng is None:
         raise ValueError(
             "rng: noise > 0 needs a seeded generator (np.random.Generator or an "
@@ -186,6 +204,41 @@ def _inputs(graph: Any, cluster: Any) -> tuple[Graph, Cluster]:
     g = graph if isinstance(graph, Graph) else load_graph(graph)
     c = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
     return g, c
+
+
+def _graph_arrays(g: Graph) -> tuple[np.ndarray, ...]:
+    """The graph as the event loop reads it (see :mod:`placegym.envs._kernel`)."""
+    cptr, cidx = g.consumer_csr
+    pptr, pidx = g.producer_csr
+    return (g.out_bytes, g.param_bytes, cptr, cidx, pptr, pidx, g.in_degree)
+
+
+def _link_arrays(c: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    return (c.pair_latency, c.pair_bandwidth)
+
+
+def _cost_arrays(g: Graph, c: Cluster) -> tuple[np.ndarray, ...]:
+    """The inputs of rule 1 (:func:`placegym.envs._kernel.durations`) but the placement."""
+    return (
+        g.flops,
+        g.io_bytes,
+        c.flops,
+        c.mem_bandwidth,
+        c.launch_overhead,
+        profiled_seconds(g, c),
+        c.profile_class,
+    )
+
+
+def _prepare(graph, cluster, placement, noise, rng, dispatch):
+    """Validated inputs of one placement: ``(g, c, p, fifo, kernel arguments)``."""
+    g, c = _inputs(graph, cluster)
+    p = placement if isinstance(placement, Placement) else load_placement(placement)
+    p.check(g, c)
+    fifo = _check_dispatch(dispatch)
+    factor = _noise_factors(float(noise), rng, (g.num_nodes,))
+    args = (_cost_arrays(g, c), factor, _graph_arrays(g), _link_arrays(c))
+    return g, c, p, fifo, args
 
 
 def simulate(
@@ -213,76 +266,122 @@ def simulate(
     Raises:
         ValueError: a bad argument or a placement that does not fit the graph or cluster.
     """
-    g, c = _inputs(graph, cluster)
-    p = placement if isinstance(placement, Placement) else load_placement(placement)
-    p.check(g, c)
-    fifo = _check_dispatch(dispatch)
-    factor = _noise_factors(float(noise), rng, (g.num_nodes,))
-    dev = p.device
-    dur = _kernel.durations(
-        g.flops,
-        g.io_bytes,
-        c.flops,
-        c.mem_bandwidth,
-        c.launch_overhead,
-        dev,
-        factor,
-        profiled_seconds(g, c),
-        c.profile_class,
-    )
-    ptr, idx = g.consumer_csr
-    (makespan, start, finish, cons, _, tr_node, tr_dst, tr_start, tr_arr, tr_lo, tr_hi) = (
-        _kernel.run(
-            dur,
-            g.out_bytes,
-            ptr,
-            idx,
-            g.in_degree,
-            c.pair_latency,
-            c.pair_bandwidth,
-            dev,
-            p.rank,
-            fifo,
-        )
+    g, c, p, fifo, args = _prepare(graph, cluster, placement, noise, rng, dispatch)
+    n, ne, k = g.num_nodes, g.num_edges, 2 * g.num_nodes + c.num_devices
+    times, ints = np.empty(k + 3 * ne), np.empty(3 * ne, dtype=np.int64)
+    costs, factor, garr, links = args
+    makespan, ntr, oom = _kernel.simulate_one(
+        costs, factor, garr, links, (p.device, p.rank, p.order), fifo, c.memory, times, ints
     )
     if makespan < 0:  # pragma: no cover - a validated DAG always completes
         raise RuntimeError("simulation did not run every node")
-    peak = _kernel.peak_memory(
-        dev,
-        start,
-        finish,
-        g.out_bytes,
-        g.param_bytes,
-        ptr,
-        cons,
-        tr_node,
-        tr_dst,
-        tr_start,
-        tr_arr,
-        tr_lo,
-        tr_hi,
-        c.num_devices,
+    transfers = _frozen(
+        TransferTrace,
+        node=ints[:ntr],
+        src=ints[ne : ne + ntr],
+        dst=ints[2 * ne : 2 * ne + ntr],
+        start=times[k : k + ntr],
+        arrival=times[k + ne : k + ne + ntr],
+        nbytes=times[k + 2 * ne : k + 2 * ne + ntr],
     )
-    transfers = TransferTrace(
-        node=tr_node,
-        src=dev[tr_node],
-        dst=tr_dst,
-        start=tr_start,
-        arrival=tr_arr,
-        nbytes=g.out_bytes[tr_node],
-    )
-    return Schedule(
-        makespan=float(makespan),
-        start=start,
-        finish=finish,
+    return _frozen(
+        Schedule,
+        makespan=makespan,
+        start=times[:n],
+        finish=times[n : 2 * n],
         transfers=transfers,
-        peak_memory=peak,
-        oom=bool((peak > c.memory).any()),
+        peak_memory=times[2 * n : k],
+        oom=oom,
         graph=g,
         cluster=c,
         placement=p,
         dispatch=dispatch,
     )
+
+
+def _frozen(cls: type, **fields: Any) -> Any:
+    """An instance of the frozen dataclass ``cls`` built without its ``__init__``, which
+    sets each field through ``object.__setattr__`` (a fifth of a small graph's whole
+    simulation); ``fields`` must name every field."""
+    obj: Any = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
+
+
+def simulate_makespan(
+    graph: Graph | Any,
+    cluster: Cluster | Any,
+    placement: Placement | Any,
+    *,
+    noise: float = 0.0,
+    rng: RngLike = None,
+    dispatch: Dispatch = "priority",
+) -> float:
+    """The makespan :func:`simulate` would report, without building the schedule, the
+    transfer trace or the memory profile (the lean path for search loops)."""
+    _, _, p, fifo, args = _prepare(graph, cluster, placement, noise, rng, dispatch)
+    costs, factor, garr, links = args
+    makespan = _kernel.makespan_one(costs, factor, garr, links, (p.device, p.rank, p.order), fifo)
+    if makespan < 0:  # pragma: no cover - a validated DAG always completes
+        raise RuntimeError("simulation did not run every node")
+    return float(makespan)
+
+
+#: Rows per thread below which a batch is not split (thread hand-off costs ~10 µs).
+MIN_ROWS_PER_THREAD = 4
+
+_POOL: dict[str, Any] = {"pool": None, "workers": 0, "pid": 0}
+_POOL_LOCK = threading.Lock()
+
+
+def default_threads() -> int:
+    """Threads :func:`simulate_batch` uses by default: ``PLACEGYM_THREADS`` if set, else
+    the CPUs this process may run on."""
+    env = os.environ.get("PLACEGYM_THREADS")
+    if env:
+        return max(1, int(env))
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A shared pool of at least ``workers`` threads (a new one in a forked child, whose
+    copy of the parent's pool has no threads)."""
+    with _POOL_LOCK:
+        if _POOL["pid"] != os.getpid() or _POOL["workers"] < workers:
+            if _POOL["pool"] is not None and _POOL["pid"] == os.getpid():
+                _POOL["pool"].shutdown(wait=False)
+            _POOL.update(
+                pool=ThreadPoolExecutor(workers, thread_name_prefix="placegym-sim"),
+                workers=workers,
+                pid=os.getpid(),
+            )
+        return _POOL["pool"]
+
+
+def _run_rows(g, c, devs, ranks, ords, factors, fifo, memory, threads):
+    """Makespans and peaks of every row, the rows split into contiguous parts run on up
+    to ``threads`` threads (the compiled kernel releases the GIL)."""
+    b = len(devs)
+    makespans = np.empty(b)
+    peaks = np.zeros((b, c.num_devices))
+    args = (_cost_arrays(g, c), _graph_arrays(g), _link_arrays(c), devs, ranks, ords)
+    args += (factors, fifo, bool(memory))
+    parts = max(1, min(threads, b // MIN_ROWS_PER_THREAD))
+    bounds = [b * k // parts for k in range(parts + 1)]
+    if parts == 1:
+        _kernel.run_rows(*args, 0, b, makespans, peaks)
+    else:
+        pool = _pool(parts - 1)
+        futures = [
+            pool.submit(_kernel.run_rows, *args, lo, hi, makespans, peaks)
+            for lo, hi in pairwise(bounds[1:])
+        ]
+        _kernel.run_rows(*args, 0, bounds[1], makespans, peaks)  # this thread's part
+        for f in futures:
+            f.result()
+    return makespans, peaks
 
 
 def simulate_batch(
@@ -295,12 +394,14 @@ def simulate_batch(
     rng: RngLike = None,
     dispatch: Dispatch = "priority",
     memory: bool = True,
+    threads: int | None = None,
 ) -> BatchResult:
-    """Makespans of ``B`` placements of one graph in one compiled call.
+    """Makespans of ``B`` placements of one graph in one compiled call, in parallel.
 
-    Same rules and results as calling :func:`simulate` on each row. With noise, the
-    factors are ``rng.standard_normal((B, n))``: row ``i`` gets the draws the ``i``-th of
-    ``B`` sequential :func:`simulate` calls on the same generator would get.
+    Same rules and results as calling :func:`simulate` on each row, bit for bit, whatever
+    the number of threads. With noise, the factors are ``rng.standard_normal((B, n))``:
+    row ``i`` gets the draws the ``i``-th of ``B`` sequential :func:`simulate` calls on
+    the same generator would get.
 
     Args:
         graph: as in :func:`simulate`.
@@ -311,6 +412,9 @@ def simulate_batch(
         rng: as in :func:`simulate`.
         dispatch: as in :func:`simulate`.
         memory: also compute peak memory and OOM (slightly slower).
+        threads: rows are split into up to this many contiguous parts run at once on
+            as many threads (default :func:`default_threads`; 1 runs every row on the
+            calling thread).
     """
     g, c = _inputs(graph, cluster)
     devs = np.ascontiguousarray(devices, dtype=np.int64)
@@ -326,35 +430,19 @@ def simulate_batch(
             f"devices[{b}][{i}]: device index out of range for cluster "
             f"{c.name!r} with {c.num_devices} devices, got {int(devs[b, i])}"
         )
-    if (np.sort(ords, axis=1) != np.arange(n)).any():
-        b = int(np.flatnonzero((np.sort(ords, axis=1) != np.arange(n)).any(axis=1))[0])
+    if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
+        raise ValueError(f"threads: must be an integer >= 1, got {threads!r}")
+    ranks = np.full_like(ords, -1)
+    in_range = ords.size == 0 or (ords.min() >= 0 and ords.max() < n)
+    if in_range:  # then a repeated node leaves another one without a rank
+        np.put_along_axis(ranks, ords, np.broadcast_to(np.arange(n), ords.shape), axis=1)
+    if (ranks < 0).any():
+        b = int(np.flatnonzero((ranks < 0).any(axis=1))[0])
         raise ValueError(f"orders[{b}]: not a permutation of 0..{n - 1}")
-    ranks = np.empty_like(ords)
-    np.put_along_axis(ranks, ords, np.broadcast_to(np.arange(n), ords.shape), axis=1)
     fifo = _check_dispatch(dispatch)
     factors = _noise_factors(float(noise), rng, devs.shape)
-    ptr, idx = g.consumer_csr
-    makespans, peaks = _kernel.run_batch(
-        g.flops,
-        g.io_bytes,
-        g.out_bytes,
-        g.param_bytes,
-        ptr,
-        idx,
-        g.in_degree,
-        c.flops,
-        c.mem_bandwidth,
-        c.launch_overhead,
-        c.pair_latency,
-        c.pair_bandwidth,
-        devs,
-        ranks,
-        factors,
-        fifo,
-        bool(memory),
-        profiled_seconds(g, c),
-        c.profile_class,
-    )
+    nthreads = default_threads() if threads is None else int(threads)
+    makespans, peaks = _run_rows(g, c, devs, ranks, ords, factors, fifo, memory, nthreads)
     oom = (peaks > c.memory).any(axis=1) if memory else np.zeros(len(devs), dtype=bool)
     return BatchResult(makespan=makespans, peak_memory=peaks, oom=oom)
 
@@ -369,3 +457,4 @@ def warmup() -> None:
     )
     simulate(g, c, Placement(device=np.array([0, 1]), order=np.array([0, 1])))
     simulate_batch(g, c, np.array([[0, 1]]), np.array([[0, 1]]))
+    simulate_makespan(g, c, Placement(device=np.array([0, 1]), order=np.array([0, 1])))

@@ -87,6 +87,10 @@ def test_rollout_is_seeded_and_scores_match(cluster):
         assert r.ret == pytest.approx(
             (r.info["reference_makespan"] - r.makespan) / r.info["reference_makespan"]
         )
+    lean = rollout(policy, envs, [0, 1, 2], rng=np.random.default_rng(5), keep_inputs=False)
+    for r, q in zip(a, lean):  # the same episodes, only the last steps' inputs kept
+        assert q.makespan == r.makespan and (q.plc_action == r.plc_action).all()
+        assert q.sel_dyn.shape == (1, 128, 6) and q.plc_placed.shape == (1, 128)
     scores = score(policy, a)
     for s in scores:
         assert s.logp.shape == (256,) and (s.logp <= 1e-6).all()
@@ -132,12 +136,11 @@ def test_sibling_share_by_hand():
     assert w[ptr[0] : ptr[1]].tolist() == pytest.approx([2 / 6, 1.0])
     assert ptr[4] == ptr[5]  # node 4 has no siblings
     placed = torch.tensor([[-1, 1, -1, -1, -1, -1], [-1, 1, 0, -1, -1, -1]])
-    onehot = torch.zeros(2, 6, 3).scatter_(2, (placed + 1).unsqueeze(-1), 1.0)[:, :, 1:]
-    share = sibling_share(gi, torch.tensor([0, 0]), onehot)
+    share = sibling_share(gi, torch.tensor([0, 0]), placed, 2)
     torch.testing.assert_close(share, torch.tensor([[0.0, 0.25], [0.75, 0.25]]))
-    none = sibling_share(gi, torch.tensor([4, 4]), onehot)
+    none = sibling_share(gi, torch.tensor([4, 4]), placed, 2)
     assert none.tolist() == [[0.0, 0.0], [0.0, 0.0]]
-    assert sibling_share(None, torch.tensor([0]), onehot[:1]).tolist() == [[0.0, 0.0]]
+    assert sibling_share(None, torch.tensor([0]), placed[:1], 2).tolist() == [[0.0, 0.0]]
 
 
 def test_hint_share_by_hand():
@@ -197,3 +200,15 @@ def test_device_affinity_by_hand():
     assert x[1].tolist() == [[0.0, 0.0], [0.0, 0.0]]
     no = Encoding(q, q, q, q)
     assert device_affinity(no, torch.tensor([2]), onehot[:1]).shape == (1, 2, 0)
+
+
+def test_placed_sums_equal_the_one_hot_product():
+    from placegym.agents.doppler import placed_sums
+
+    gen = torch.Generator().manual_seed(0)
+    placed = torch.randint(-1, 5, (3, 40), generator=gen)
+    values = torch.randn(40, 8, generator=gen)
+    sums, count = placed_sums(placed, values, 5)
+    onehot = torch.zeros(3, 40, 6).scatter_(2, (placed + 1).unsqueeze(-1), 1.0)[:, :, 1:]
+    torch.testing.assert_close(sums, torch.einsum("snd,nh->sdh", onehot, values))
+    assert count.tolist() == onehot.sum(dim=1).tolist()

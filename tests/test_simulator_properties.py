@@ -1,6 +1,8 @@
 """Invariants of the simulator on random DAGs, clusters and placements (hypothesis), the
 compiled simulator against the plain reference, noise, and the batched call."""
 
+import dataclasses
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -8,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from simcases import placement, problems, unit_cluster
 
-from placegym.envs import Graph, Schedule, simulate, simulate_batch
+from placegym.envs import Graph, Schedule, TransferTrace, simulate, simulate_batch
 from placegym.envs.reference import simulate_reference
+from placegym.envs.simulator import simulate_makespan
 
 dispatches = st.sampled_from(["priority", "fifo"])
 
@@ -110,6 +113,25 @@ def test_compiled_matches_reference(problem, dispatch):
 
 
 @given(problems(), dispatches)
+def test_makespan_only_path_matches(problem, dispatch):
+    g, c, p = problem
+    full = simulate(g, c, p, dispatch=dispatch)
+    assert simulate_makespan(g, c, p, dispatch=dispatch) == full.makespan
+    a = simulate_makespan(g, c, p, noise=0.3, rng=5, dispatch=dispatch)
+    assert a == simulate(g, c, p, noise=0.3, rng=5, dispatch=dispatch).makespan
+
+
+def test_schedule_has_every_field():
+    g = Graph(flops=[1.0, 2.0], out_bytes=[1.0, 1.0], edges=[[0, 1]])
+    s = simulate(g, unit_cluster(2), placement([0, 1], [0, 1]))
+    for obj, cls in ((s, Schedule), (s.transfers, TransferTrace)):
+        assert {f.name for f in dataclasses.fields(cls)} <= set(vars(obj))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.makespan = 0.0
+    assert s.makespan == 4.0 and s.transfers.nbytes.tolist() == [1.0]
+
+
+@given(problems(), dispatches)
 def test_invariants(problem, dispatch):
     check_invariants(simulate(*problem, dispatch=dispatch))
 
@@ -185,6 +207,19 @@ def test_batch_equals_one_by_one(problem, dispatch, b, noisy):
         assert res.oom[i] == s.oom
 
 
+@given(problems(max_nodes=14), dispatches, st.integers(1, 12), st.integers(2, 4))
+def test_batch_is_bit_identical_over_threads(problem, dispatch, b, threads):
+    g, c, _ = problem
+    rng = np.random.default_rng(b)
+    n = g.num_nodes
+    devs = rng.integers(0, c.num_devices, (b, n))
+    orders = np.array([rng.permutation(n) for _ in range(b)]).reshape(b, n)
+    one = simulate_batch(g, c, devs, orders, dispatch=dispatch, threads=1, noise=0.2, rng=3)
+    many = simulate_batch(g, c, devs, orders, dispatch=dispatch, threads=threads, noise=0.2, rng=3)
+    assert one.makespan.tobytes() == many.makespan.tobytes()
+    assert one.peak_memory.tobytes() == many.peak_memory.tobytes()
+
+
 def test_batch_validates_its_arrays():
     g = Graph(flops=[1.0, 1.0], out_bytes=[0, 0], edges=[[0, 1]])
     c = unit_cluster(2)
@@ -202,6 +237,10 @@ def test_batch_validates_its_arrays():
     with pytest.raises(ValueError, match=r"orders\[1\]: not a permutation of 0..1"):
         simulate_batch(g, c, np.array([[0, 1], [0, 1]]), np.array([[0, 1], [1, 1]]))
     assert simulate_batch(g, c, ok, ok, memory=False).peak_memory.tolist() == [[0.0, 0.0]]
+    with pytest.raises(ValueError, match=r"threads: must be an integer >= 1, got 0"):
+        simulate_batch(g, c, ok, ok, threads=0)
+    with pytest.raises(ValueError, match=r"orders\[0\]: not a permutation of 0..1"):
+        simulate_batch(g, c, ok, np.array([[0, -1]]))
 
 
 def test_shared_cases_match(shared_cases):

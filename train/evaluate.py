@@ -119,6 +119,7 @@ def evaluate_policy(
         rng=np.random.default_rng(seed),
         greedy=True,
         graph_cache=pool.graph_cache,
+        keep_inputs=False,
     )
     samples = rollout(
         policy,
@@ -126,6 +127,7 @@ def evaluate_policy(
         [seed] * k,
         rng=np.random.default_rng(seed),
         graph_cache=pool.graph_cache,
+        keep_inputs=False,
     )
     policy.train(was_training)
     best = min(samples, key=lambda r: r.makespan)
@@ -294,6 +296,7 @@ class AgentPlacer:
             rng=np.random.default_rng(seed),
             greedy=self.mode == "greedy",
             graph_cache=self._pool.graph_cache,
+            keep_inputs=False,
         )
         return episode_placement(min(records, key=lambda r: r.makespan))
 

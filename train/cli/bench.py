@@ -65,6 +65,15 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noise", type=float, default=0.0, help="simulate with this noise sigma")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the cells as Ray tasks: on a local Ray without ADDRESS, else on the "
+        "cluster at ADDRESS (auto, HOST:PORT, ray://HOST:PORT); needs placegym[ray]",
+    )
     add_suite_bench_args(p)
     p.set_defaults(func=cmd_bench)
 
@@ -101,7 +110,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from placegym.train.harness.bench import BenchConfig, markdown_table, run_benchmark
 
     if args.replay or args.suite:
+        if args.ray is not None:
+            raise ValueError("--ray: not supported with --suite or --replay")
         return cmd_suite_bench(args)
+    cell_map = None
+    if args.ray is not None:
+        from placegym.train.harness.ray_bench import ray_map
+
+        cell_map = ray_map(args.ray or None)
 
     cfg = BenchConfig(
         teachers=_csv(args.teachers),
@@ -113,7 +129,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         out=Path(args.out),
         extra_placers=agent_placers(_csv(args.agents), args.agent_k, args.search),
     )
-    records = run_benchmark(cfg, progress=not args.no_progress)
+    records = run_benchmark(cfg, progress=not args.no_progress, cell_map=cell_map)
     print(markdown_table(records))
     print(f"\nwritten: {cfg.out}/results.csv, results.json, table.md, ratios.png")
     return 0

@@ -25,7 +25,7 @@ import csv
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,8 +107,28 @@ def teacher_placer(name: str) -> Placer:
     return place
 
 
-def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
-    """Run every combination and return the records (also written to ``cfg.out``)."""
+#: One cell of the grid: ``(workload label, graph, cluster, seed, placer name)``.
+Cell = tuple[str, Graph, Cluster, int, str]
+#: Runs ``fn`` on every cell and yields ``(index, result)`` pairs as they finish.
+CellMap = Callable[[Callable[[Cell], Any], Sequence[Cell]], Iterable[tuple[int, Any]]]
+
+
+def serial_map(fn: Callable[[Cell], Any], cells: Sequence[Cell]) -> Iterable[tuple[int, Any]]:
+    """Run the cells one after another in this process."""
+    for i, cell in enumerate(cells):
+        yield i, fn(cell)
+
+
+def run_benchmark(
+    cfg: BenchConfig, progress: bool = True, cell_map: CellMap | None = None
+) -> list[Record]:
+    """Run every combination and return the records (also written to ``cfg.out``).
+
+    Every (workload, cluster, seed, placer) cell is independent: ``cell_map`` runs them
+    (default :func:`serial_map`; :func:`placegym.train.harness.ray_bench.ray_map` spreads
+    them over a Ray cluster). The records, their order and every field but ``seconds``
+    are the same whichever runs them.
+    """
     from tqdm.auto import tqdm
 
     placers = {name: teacher_placer(name) for name in cfg.teachers}
@@ -118,38 +138,68 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True) -> list[Record]:
     # every input is resolved before the progress bar starts, so errors print on their own line
     graphs = {(w, s): resolve_graph(w, seed=s) for w in cfg.workloads for s in cfg.seeds}
     jobs = [(w, c, s) for w in cfg.workloads for c in clusters for s in cfg.seeds]
-    records: list[Record] = []
-    bar = tqdm(
-        total=len(jobs) * len(placers), disable=not progress, desc="bench", unit="run", leave=False
-    )
-    for wname, cluster, seed in jobs:
-        graph = graphs[(wname, seed)]
-        label = Path(wname).stem if wname.endswith(".json") else wname
+    names = list(placers) + ([] if REFERENCE in placers else [_REF_ONLY])
+    cells: list[Cell] = [
+        (_label(w), graphs[(w, s)], c, s, name) for w, c, s in jobs for name in names
+    ]
+    if cfg.with_optimal:
+        cells += [(_label(w), graphs[(w, s)], c, s, _OPTIMAL) for w, c, s in jobs]
+    everyone = {**placers, _REF_ONLY: ref}
+    noise = cfg.noise
 
-        ref_makespan = run_placer(ref, graph, cluster, seed, cfg.noise)[0]
-        optimum = _optimum(graph, cluster) if cfg.with_optimal else None
-        for pname, placer in placers.items():
-            bar.set_postfix_str(f"{label}/{cluster.name}/{pname}")
-            makespan, oom, secs, placement = run_placer(placer, graph, cluster, seed, cfg.noise)
-            records.append(
-                Record(
-                    workload=label,
-                    cluster=cluster.name,
-                    seed=seed,
-                    placer=pname,
-                    makespan=makespan,
-                    ratio_to_critical_path=_ratio(makespan, ref_makespan),
-                    gap_to_optimal=None if optimum is None else _ratio(makespan, optimum) - 1.0,
-                    oom=oom,
-                    seconds=secs,
-                    device=placement.device.tolist(),
-                    order=placement.order.tolist(),
-                )
-            )
-            bar.update()
+    def run_cell(cell: Cell) -> Any:
+        _, graph, cluster, seed, name = cell
+        if name == _OPTIMAL:
+            return _optimum(graph, cluster)
+        return run_placer(everyone[name], graph, cluster, seed, noise)
+
+    bar = tqdm(total=len(cells), disable=not progress, desc="bench", unit="run", leave=False)
+    results: list[Any] = [None] * len(cells)
+    for i, result in (cell_map or serial_map)(run_cell, cells):
+        results[i] = result
+        bar.set_postfix_str(f"{cells[i][0]}/{cells[i][2].name}/{cells[i][4]}")
+        bar.update()
     bar.close()
+    records = _records(cells, results, list(placers))
     if cfg.out is not None:
         write_outputs(records, cfg)
+    return records
+
+
+#: Cell names of the reference when it is not a benchmarked placer, and of the optimum.
+_REF_ONLY, _OPTIMAL = "<reference>", "<optimal>"
+
+
+def _label(workload: str) -> str:
+    return Path(workload).stem if workload.endswith(".json") else workload
+
+
+def _records(cells: Sequence[Cell], results: Sequence[Any], placers: list[str]) -> list[Record]:
+    """The records of the finished cells, in job then placer order."""
+    by_cell = {(id(c[1]), id(c[2]), c[3], c[4]): r for c, r in zip(cells, results, strict=True)}
+    records = []
+    for label, graph, cluster, seed, name in cells:
+        if name not in placers:
+            continue
+        key = (id(graph), id(cluster), seed)
+        ref_makespan = by_cell[(*key, REFERENCE if REFERENCE in placers else _REF_ONLY)][0]
+        optimum = by_cell.get((*key, _OPTIMAL))
+        makespan, oom, secs, placement = by_cell[(*key, name)]
+        records.append(
+            Record(
+                workload=label,
+                cluster=cluster.name,
+                seed=seed,
+                placer=name,
+                makespan=makespan,
+                ratio_to_critical_path=_ratio(makespan, ref_makespan),
+                gap_to_optimal=None if optimum is None else _ratio(makespan, optimum) - 1.0,
+                oom=oom,
+                seconds=secs,
+                device=placement.device.tolist(),
+                order=placement.order.tolist(),
+            )
+        )
     return records
 
 

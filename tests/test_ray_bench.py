@@ -1,0 +1,77 @@
+"""``placegym bench --ray``: the grid on a local Ray gives the serial run's records.
+
+Ray looks up an outward address when it starts, and tests must never touch the network:
+a local Ray is only ever started inside a network namespace with loopback alone
+(``unshare -n``); the test skips where that is not possible (no ``unshare``, or no right
+to make a namespace).
+"""
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+ARGS = [
+    "bench",
+    "--teachers",
+    "critical_path,random,heft,round_robin",
+    "--workloads",
+    "ffnn,chainmm",
+    "--seeds",
+    "0,1",
+    "--optimal",
+    "--no-progress",
+]
+
+
+def _isolated() -> bool:
+    """Whether this process may run commands in a network namespace with loopback up."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    probe = ["unshare", "-n", "sh", "-c", "ip link set lo up"]
+    return subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
+
+
+def _records(out: Path) -> list[dict]:
+    records = json.loads((out / "results.json").read_text())["records"]
+    for r in records:
+        del r["seconds"]  # wall-clock time: the one field that may differ
+    return records
+
+
+@pytest.mark.skipif(not _isolated(), reason="needs unshare -n (a network namespace)")
+def test_bench_on_local_ray_equals_the_serial_run(tmp_path):
+    cli = [sys.executable, "-m", "placegym.train.cli"]
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    serial = subprocess.run(
+        [*cli, *ARGS, "--out", str(tmp_path / "serial")], capture_output=True, text=True, env=env
+    )
+    assert serial.returncode == 0, serial.stderr
+    ray_cmd = shlex.join([*cli, *ARGS, "--out", str(tmp_path / "ray"), "--ray"])
+    ray = subprocess.run(
+        ["unshare", "-n", "sh", "-c", f"ip link set lo up; exec {ray_cmd}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert ray.returncode == 0, ray.stderr[-2000:]
+    serial_records, ray_records = _records(tmp_path / "serial"), _records(tmp_path / "ray")
+    assert len(serial_records) == 2 * 2 * 4
+    assert ray_records == serial_records
+    assert serial.stdout.splitlines()[:4] == ray.stdout.splitlines()[:4]  # the table's rows
+
+
+def test_ray_with_a_suite_is_refused(capsys):
+    from placegym.train.cli.main import main
+
+    assert main(["bench", "--suite", "x", "--ray"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "placegym bench: error: --ray: not supported with --suite or --replay"
