@@ -70,11 +70,17 @@ wheelhouse: $(STAMP)
 		$(foreach p,$(WHEEL_PLATFORMS),--platform $(p)_$(WHEEL_ARCH)) \
 		--python-version $(WHEEL_PYTHON) -r $(WHEELHOUSE)/requirements.txt
 
-# Learned-agent report (about 70 minutes on 2 CPU cores; finished runs under runs/report are
-# loaded, not retrained): agents vs teachers on p100x4 and doppler-unit-4, optimality gap,
-# ablation, reward and transfer tables (markdown, also in runs/report/report.md).
+# Learned-agent report. First the per-graph table from the saved rows of
+# docs/results/per_graph.jsonl (plan-imitation agents, 12 instances x 3 seeds; the
+# baselines are recomputed, a few minutes; `placegym report --parts per_graph` without
+# --results retrains the rows, about 3 hours). Then (about 70 minutes on 2 CPU cores;
+# finished runs under runs/report are loaded, not retrained): agents vs teachers on p100x4
+# and doppler-unit-4, optimality gap, ablation, reward and transfer tables (markdown, also
+# in runs/report/report.md).
 .PHONY: agent-report
 agent-report: $(STAMP)
+	WANDB_MODE=disabled $(VENV)/bin/placegym report --parts per_graph \
+		--results docs/results/per_graph.jsonl --out runs/report
 	WANDB_MODE=disabled $(VENV)/bin/placegym report --out runs/report
 
 lint: $(STAMP) typecheck

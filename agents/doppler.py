@@ -14,7 +14,9 @@
   device, share of its inputs already there, load, free time, memory use, speed) plus
   their mean over devices as context, and the share of the node's siblings' bytes (the
   other producers of its consumers) already there (:func:`sibling_share`): where its
-  consumers will find their other inputs.
+  consumers will find their other inputs; with :attr:`PolicyConfig.hints`, also how the
+  node's hint mates (nodes a heuristic puts with it) are spread over the devices
+  (:func:`~placegym.agents.hints.hint_share`).
 
 Encoders run once per episode (their outputs are reused at every step), heads are small
 MLPs applied per node / per device, so the policy works for any graph size and any
@@ -23,13 +25,15 @@ device count.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from placegym.agents.encoder import GraphEncoder, GraphInputs
-from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC
+from placegym.agents.encoder import POSITION_FEATURES, GraphEncoder, GraphInputs
+from placegym.agents.hints import HINT_FEATURES, hint_share
+from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC
 
 __all__ = ["SEL_CONTEXT", "DopplerPolicy", "Encoding", "PolicyConfig", "sel_context"]
 
@@ -57,15 +61,27 @@ class PolicyConfig:
             clone a plan's device map: behaviour cloning of anneal's chainmm map (300
             updates) ends at a PLC loss of 0.29 with it and 0.64 without (greedy 0.80 vs
             0.88 of critical_path).
+        hints: teachers whose placements PLC sees as hints (e.g. ``("nest", "metis")``;
+            :mod:`placegym.agents.hints`), computed once per graph and cluster.
+        positions: the encoders also read each node's depth and position within its
+            depth level (:func:`~placegym.agents.encoder.node_positions`).
+        affinity: PLC also sees, per device, the largest and the mean learned affinity
+            (a scaled dot product of query and key projections of the PLC embeddings)
+            between the node and the nodes already there (:func:`device_affinity`): a
+            learned "put me with these nodes" that can express any grouping.
 
     Raises:
-        ValueError: a size out of range or an unknown ``learn``, naming the field.
+        ValueError: a size out of range, an unknown ``learn`` or a hint that is not a
+            single-pass teacher, naming the field.
     """
 
     hidden: int = 64
     layers: int = 3
     learn: str = "both"
     siblings: bool = True
+    hints: tuple[str, ...] = ()
+    positions: bool = False
+    affinity: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
@@ -74,18 +90,30 @@ class PolicyConfig:
             raise ValueError(f"layers: must be >= 0, got {self.layers!r}")
         if self.learn not in LEARN:
             raise ValueError(f"learn: expected one of {', '.join(LEARN)}, got {self.learn!r}")
+        object.__setattr__(self, "hints", tuple(self.hints))
+        if (
+            "anneal" in self.hints
+            or "optimal" in self.hints
+            or len(set(self.hints)) != len(self.hints)
+        ):
+            raise ValueError(
+                f"hints: expected distinct single-pass teachers, got {list(self.hints)}"
+            )
 
 
 @dataclass
 class Encoding:
     """Per-graph encoder outputs: SEL ``h (n, H)``, ``cp (n, 2H)`` and their projection
-    into the SEL head ``sel_static (n, H)``; PLC ``h (n, H)``."""
+    into the SEL head ``sel_static (n, H)``; PLC ``h (n, H)`` and, with affinities, its
+    ``query`` and ``key`` projections ``(n, H)``."""
 
     sel_h: Tensor
     sel_cp: Tensor
     sel_static: Tensor
     plc_h: Tensor
     graph: GraphInputs | None = None
+    query: Tensor | None = None
+    key: Tensor | None = None
 
 
 def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
@@ -169,6 +197,32 @@ def sibling_share(
     return share.view(s, d) / total.clamp(min=1e-12).unsqueeze(-1)
 
 
+#: Features per device of :func:`device_affinity`.
+AFFINITY_FEATURES = 2
+
+
+def device_affinity(enc: Encoding, node: Tensor, onehot: Tensor) -> Tensor:
+    """``(S, D, 2)``: per state and device, the largest and the mean affinity
+    ``q_v · k_u / sqrt(H)`` between the state's node v and the nodes u already on the
+    device (0 on empty devices); ``(S, D, 0)`` when ``enc`` has no projections.
+
+    Args:
+        enc: the encoding (``query``, ``key``).
+        node: ``(S,)`` the node placed in each state.
+        onehot: ``(S, n, D)`` the placement of each state, one-hot over devices.
+    """
+    s, _, d = onehot.shape
+    if enc.query is None or enc.key is None:
+        return onehot.new_zeros(s, d, 0)
+    a = enc.query[node] @ enc.key.T / enc.key.shape[1] ** 0.5  # (S, n)
+    count = onehot.sum(dim=1)
+    mean = torch.einsum("sn,snd->sd", a, onehot) / count.clamp(min=1)
+    on = onehot > 0
+    top = torch.where(on, a.unsqueeze(-1), torch.full_like(onehot, -torch.inf)).amax(dim=1)
+    top = torch.where(count > 0, top, torch.zeros_like(top))
+    return torch.stack([top, mean], dim=-1)
+
+
 class DopplerPolicy(nn.Module):
     """Dual SEL/PLC policy (see the module docstring).
 
@@ -183,16 +237,20 @@ class DopplerPolicy(nn.Module):
         super().__init__()
         self.config = config or PolicyConfig()
         h = self.config.hidden
-        self.sel_encoder = GraphEncoder(h, self.config.layers)
-        self.plc_encoder = GraphEncoder(h, self.config.layers)
+        node_dim = NODE_STATIC + (POSITION_FEATURES if self.config.positions else 0)
+        self.sel_encoder = GraphEncoder(h, self.config.layers, node_dim=node_dim)
+        self.plc_encoder = GraphEncoder(h, self.config.layers, node_dim=node_dim)
         # SEL head: Linear([h, cp, dyn]) split into a per-graph static part and a per-step
         # dynamic part, so only (node, step) pairs in the frontier are ever scored.
         self.sel_static = nn.Linear(3 * h, h)
         self.sel_dynamic = nn.Linear(NODE_DYNAMIC + SEL_CONTEXT, h, bias=False)
         self.sel_tail = _mlp_tail(h)
-        self.plc_head = nn.Sequential(
-            nn.Linear(2 * h + 1 + 2 * DEVICE_FEATURES + 2, h), _mlp_tail(h)
-        )
+        plc_in = 2 * h + 1 + 2 * DEVICE_FEATURES + 2 + HINT_FEATURES * len(self.config.hints)
+        if self.config.affinity:
+            self.plc_query = nn.Linear(h, h)
+            self.plc_key = nn.Linear(h, h)
+            plc_in += AFFINITY_FEATURES
+        self.plc_head = nn.Sequential(nn.Linear(plc_in, h), _mlp_tail(h))
 
     @property
     def learns_selection(self) -> bool:
@@ -218,10 +276,17 @@ class DopplerPolicy(nn.Module):
 
     def encode(self, g: GraphInputs) -> Encoding:
         """Both encoders' outputs and the static part of the SEL head (once per graph)."""
+        if self.config.positions:
+            if g.pos is None:
+                raise ValueError("graph inputs: the policy reads node positions, got none")
+            g = dataclasses.replace(g, x=torch.cat([g.x, g.pos], dim=-1))
         sel_h, sel_cp = self.sel_encoder(g)
         plc_h, _ = self.plc_encoder(g)
         static = self.sel_static(torch.cat([sel_h, sel_cp], -1))
-        return Encoding(sel_h, sel_cp, static, plc_h, graph=g)
+        enc = Encoding(sel_h, sel_cp, static, plc_h, graph=g)
+        if self.config.affinity:
+            enc.query, enc.key = self.plc_query(plc_h), self.plc_key(plc_h)
+        return enc
 
     @staticmethod
     def sel_inputs(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
@@ -239,6 +304,10 @@ class DopplerPolicy(nn.Module):
         agg = sums / count.clamp(min=1).unsqueeze(-1)
         lead = dev[..., :1] - dev[..., :1].min(dim=1, keepdim=True).values
         context = dev.mean(dim=1, keepdim=True).expand(-1, d, -1)
+        if self.config.hints or self.config.affinity:  # (S, n, D), rows of unplaced nodes 0
+            onehot = (placed.unsqueeze(-1) == torch.arange(d, device=placed.device)).to(sums.dtype)
+        else:
+            onehot = sums.new_zeros(placed.shape[0], 0, d)
         x = torch.cat(
             [
                 enc.plc_h[node].unsqueeze(1).expand(-1, d, -1),
@@ -250,6 +319,13 @@ class DopplerPolicy(nn.Module):
                 sibling_share(
                     enc.graph if self.config.siblings else None, node, placed, d, sums.dtype
                 ).unsqueeze(-1),
+                hint_share(
+                    None if enc.graph is None else enc.graph.groups,
+                    node,
+                    onehot,
+                    len(self.config.hints),
+                ),
+                device_affinity(enc, node, onehot),
             ],
             dim=-1,
         )

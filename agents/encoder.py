@@ -26,6 +26,9 @@ class GraphInputs:
         siblings: optional CSR ``(ptr (n+1,), idx (K,), weight (K,))`` of each node's
             siblings (the other producers of its consumers), weighted by the sibling's
             output size (summed over shared consumers).
+        groups: optional ``(n, K)`` long hint groups (device of each node in each hint
+            placement, :func:`placegym.agents.hints.hint_groups`).
+        pos: ``(n, 2)`` node positions (:func:`node_positions`), or None.
     """
 
     x: Tensor
@@ -34,6 +37,8 @@ class GraphInputs:
     down: Tensor
     up: Tensor
     siblings: tuple[Tensor, Tensor, Tensor] | None = None
+    groups: Tensor | None = None
+    pos: Tensor | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -57,7 +62,46 @@ class GraphInputs:
             down=torch.from_numpy(nxt),
             up=torch.from_numpy(prv),
             siblings=sibling_csr(edges.T, x[:, _OUT_BYTES], n),
+            pos=torch.from_numpy(node_positions(edges.T, n)),
         )
+
+
+#: Columns of :func:`node_positions`.
+POSITION_FEATURES = 2
+
+
+def node_positions(edges: np.ndarray, n: int) -> np.ndarray:
+    """``(n, 2)`` float32: each node's depth (edges on its longest path from a source)
+    divided by the largest depth, and its position among the nodes of its depth by id
+    (0 for the smallest id, 1 for the largest; 0 when alone). The second column depends
+    on node ids: it tells apart nodes that the graph structure alone cannot."""
+    depth = np.zeros(n, dtype=np.int64)
+    if len(edges):
+        order = np.argsort(edges[:, 1], kind="stable")
+        src, dst = edges[order, 0], edges[order, 1]
+        ptr = np.searchsorted(dst, np.arange(n + 1))
+        indeg = np.bincount(dst, minlength=n)
+        out: list[list[int]] = [[] for _ in range(n)]
+        for u, v in edges.tolist():
+            out[u].append(v)
+        ready = [v for v in range(n) if indeg[v] == 0]
+        left = indeg.copy()
+        while ready:
+            u = ready.pop()
+            for v in out[u]:
+                left[v] -= 1
+                if left[v] == 0:
+                    depth[v] = depth[src[ptr[v] : ptr[v + 1]]].max() + 1
+                    ready.append(v)
+    pos = np.zeros((n, POSITION_FEATURES), dtype=np.float32)
+    if n:
+        pos[:, 0] = depth / max(int(depth.max()), 1)
+        key = np.lexsort((np.arange(n), depth))
+        level_start = np.searchsorted(depth[key], depth[key], side="left")
+        level_size = np.searchsorted(depth[key], depth[key], side="right") - level_start
+        rank = np.arange(n) - level_start
+        pos[key, 1] = rank / np.maximum(level_size - 1, 1)
+    return pos
 
 
 def sibling_csr(edges: np.ndarray, size: np.ndarray, n: int) -> tuple[Tensor, Tensor, Tensor]:

@@ -8,9 +8,16 @@ calls per graph (encoders once, frontier nodes only), which serves REINFORCE, PP
 imitation alike.
 
 Action choice per step: the teacher's (a uniform pick from its tie set) with probability
-``teacher_prob`` (DAgger roll-in), else the policy's: argmax (``greedy``; exact ties,
-e.g. between structurally identical nodes, broken uniformly) or a sample.
-All draws come from the ``rng`` passed in. A policy with ``learns_selection = False``
+``teacher_prob`` (DAgger roll-in), else the policy's: argmax (``greedy``) or a sample.
+All draws come from the ``rng`` passed in.
+
+**Greedy episodes are a pure function of (weights, graph, cluster).** They draw nothing
+from ``rng``, and every greedy env gets its own policy forwards (a forward batched over
+several envs may round differently in the last bits, which could flip a near-tie).
+Logits within :data:`GREEDY_TIE_TOL` of the largest are tied (structurally identical
+nodes score identically) and the tie goes by a fixed rule (:func:`greedy_pick`): SEL
+takes the tied node of largest b-level, then smallest id; PLC the tied device of
+earliest estimated start, then smallest index. A policy with ``learns_selection = False``
 (the baselines of :mod:`placegym.agents.baselines`) does not choose SEL actions: every
 SEL step takes the frontier node earliest in the graph's topological order (teacher
 steps included) and scores log-probability 0, entropy 0 and teacher log-probability 0.
@@ -22,6 +29,7 @@ False), scored the same way.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,12 +40,28 @@ from torch import Tensor
 
 from placegym.agents.doppler import DopplerPolicy, Encoding
 from placegym.agents.encoder import GraphInputs
+from placegym.agents.hints import hint_groups
 from placegym.envs.cache import IdentityCache
+from placegym.envs.cluster import Cluster
 from placegym.envs.env import PlacementEnv
+from placegym.envs.graph import Graph
 from placegym.envs.state import PlacementState
 from placegym.teachers.base import Teacher
 
-__all__ = ["EpisodeRecord", "Scores", "rollout", "score", "segment_log_softmax"]
+__all__ = [
+    "GREEDY_TIE_TOL",
+    "EpisodeRecord",
+    "Scores",
+    "device_logits",
+    "frontier_logits",
+    "graph_inputs",
+    "greedy_pick",
+    "plc_tie_key",
+    "rollout",
+    "score",
+    "segment_log_softmax",
+    "sel_tie_key",
+]
 
 
 @dataclass
@@ -127,17 +151,42 @@ class _Live:
 
 #: Logits within this of the largest count as tied for the greedy choice.
 GREEDY_TIE_TOL = 1e-6
+_B_LEVEL = 3  # node_static column: b-level / CP
+_EST_START = 0  # device column: estimated start of the selected node there / CP
 
 
-def _choose(logits: np.ndarray, greedy: bool, rng: np.random.Generator) -> int:
+def greedy_pick(logits: np.ndarray, tie_key: np.ndarray) -> int:
+    """Index of the largest logit; logits within :data:`GREEDY_TIE_TOL` of it are tied and
+    the tied index of smallest ``tie_key`` wins (the first such index on equal keys)."""
+    tied = np.flatnonzero(logits >= logits.max() - GREEDY_TIE_TOL)
+    if len(tied) == 1:
+        return int(tied[0])
+    return int(tied[np.argmin(tie_key[tied])])
+
+
+def _choose(
+    logits: np.ndarray, greedy: bool, rng: np.random.Generator, tie_key: np.ndarray
+) -> int:
     if greedy:
-        # exact ties (structurally identical nodes score identically) are broken
-        # uniformly: the first index would impose an arbitrary, systematically bad order
-        best = np.flatnonzero(logits >= logits.max() - GREEDY_TIE_TOL)
-        return int(best[0] if len(best) == 1 else best[rng.integers(len(best))])
+        return greedy_pick(logits, tie_key)
     p = np.exp(logits - logits.max())
     c = np.cumsum(p)
     return int(min(np.searchsorted(c, rng.random() * c[-1], side="right"), len(c) - 1))
+
+
+def _hints(policy: Any) -> tuple[str, ...]:
+    return tuple(getattr(getattr(policy, "config", None), "hints", ()))
+
+
+def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluster) -> GraphInputs:
+    """The static inputs of ``policy`` for ``graph`` on ``cluster``: those of the first
+    observation ``obs``, plus the hint groups of the policy's ``config.hints``."""
+    inputs = GraphInputs.from_obs(obs)
+    hints = _hints(policy)
+    if hints:
+        groups = torch.from_numpy(hint_groups(graph, cluster, hints))
+        inputs = dataclasses.replace(inputs, groups=groups)
+    return inputs
 
 
 @torch.no_grad()
@@ -163,8 +212,10 @@ def rollout(
 
     Envs that share a graph object share one encoding, and at every step their policy
     forwards run as one batched call (one per graph and phase), so many episodes of one
-    graph cost little more than one. ``graph_cache`` (unbounded, keyed by the graph
-    object) keeps the :class:`GraphInputs` across calls.
+    graph cost little more than one; greedy envs get one call each (see the module
+    docstring). ``graph_cache`` (unbounded, keyed by the graph and cluster objects; one
+    cache serves one policy, whose hints it holds) keeps the :class:`GraphInputs` across
+    calls.
     """
     cache: IdentityCache[GraphInputs] = (
         IdentityCache(size=None) if graph_cache is None else graph_cache
@@ -174,10 +225,10 @@ def rollout(
     for env, seed in zip(envs, seeds, strict=True):
         obs, info = env.reset(seed=seed)
         g = env.graph
-        inputs = cache.get(g)
+        inputs = cache.get(g, env.cluster)
         if inputs is None:
-            inputs = GraphInputs.from_obs(obs)
-            cache.put(g, value=inputs)
+            inputs = graph_inputs(policy, obs, g, env.cluster)
+            cache.put(g, env.cluster, value=inputs)
         if id(g) not in encodings:  # the graphs stay alive in the envs meanwhile
             encodings[id(g)] = policy.encode(inputs)
         live.append(
@@ -218,7 +269,7 @@ def _decide(
     """One action per live env: record each env's step inputs, ask the teacher where it
     acts (or its tie set is recorded), and batch the policy's forwards per graph."""
     actions: list[int | None] = [None] * len(lives)
-    groups: dict[tuple[bool, int], list[int]] = {}
+    groups: dict[tuple[bool, int, int], list[int]] = {}
     fixed_sel = not getattr(policy, "learns_selection", True)
     fixed_plc = not getattr(policy, "learns_placement", True)
     fixed_teacher: Teacher | None = getattr(policy, "fixed_teacher", None)
@@ -243,9 +294,9 @@ def _decide(
         elif use:
             assert ties is not None
             actions[j] = int(ties[rng.integers(len(ties))])
-        else:
-            groups.setdefault((select, id(lv.enc)), []).append(j)
-    for (select, _), members in groups.items():
+        else:  # greedy: one env per forward, so that batching cannot change a decision
+            groups.setdefault((select, id(lv.enc), j if greedy else -1), []).append(j)
+    for (select, _, _), members in groups.items():
         chosen = (_select_batch if select else _place_batch)(
             policy, [lives[j] for j in members], greedy, rng
         )
@@ -289,18 +340,52 @@ def _topological_first(lv: _Live) -> int:
     return int(topo[np.argmax(lv.buf["sel_mask"][-1][topo])])
 
 
+def frontier_logits(
+    policy: DopplerPolicy,
+    graph: GraphInputs,
+    enc: Encoding,
+    dyn: np.ndarray,
+    nodes: list[np.ndarray],
+) -> list[np.ndarray]:
+    """SEL logits of several states of one graph in one call: ``dyn (S, n, 6)`` the
+    states' node_dynamic, ``nodes[s]`` the frontier of state s; one array per state."""
+    step = torch.from_numpy(np.repeat(np.arange(len(nodes)), [len(v) for v in nodes]))
+    flat = torch.from_numpy(np.concatenate(nodes))
+    x = policy.sel_inputs(graph, torch.from_numpy(dyn), step, flat)
+    scores = policy.sel_scores(enc, flat, x)
+    return np.split(scores.numpy(), np.cumsum([len(v) for v in nodes])[:-1])
+
+
+def device_logits(
+    policy: DopplerPolicy, enc: Encoding, node: np.ndarray, placed: np.ndarray, dev: np.ndarray
+) -> np.ndarray:
+    """PLC logits ``(S, D)`` of several states of one graph (one device count) in one
+    call: ``node (S,)`` the selected nodes, ``placed (S, n)``, ``dev (S, D, 7)``."""
+    return policy.plc_logits(
+        enc, torch.from_numpy(node), torch.from_numpy(placed), torch.from_numpy(dev)
+    ).numpy()
+
+
+def sel_tie_key(graph: GraphInputs, nodes: np.ndarray) -> np.ndarray:
+    """Greedy SEL tie key of ``nodes``: largest b-level first (then smallest id)."""
+    return -graph.x[nodes, _B_LEVEL].numpy()
+
+
+def plc_tie_key(dev: np.ndarray) -> np.ndarray:
+    """Greedy PLC tie key of devices with features ``dev (D, 7)``: earliest start first
+    (then smallest index)."""
+    return dev[:, _EST_START]
+
+
 def _select_batch(
     policy: DopplerPolicy, lives: list[_Live], greedy: bool, rng: np.random.Generator
 ) -> list[int]:
     """SEL actions of envs sharing one encoding: one scoring call over all frontiers."""
     nodes = [np.flatnonzero(lv.buf["sel_mask"][-1]) for lv in lives]
-    dyn = torch.from_numpy(np.stack([lv.buf["sel_dyn"][-1] for lv in lives]))
-    step = torch.from_numpy(np.repeat(np.arange(len(lives)), [len(v) for v in nodes]))
-    flat = torch.from_numpy(np.concatenate(nodes))
-    x = policy.sel_inputs(lives[0].graph, dyn, step, flat)
-    scores = policy.sel_scores(lives[0].enc, flat, x)
-    parts = np.split(scores.numpy(), np.cumsum([len(v) for v in nodes])[:-1])
-    return [int(v[_choose(s, greedy, rng)]) for v, s in zip(nodes, parts)]
+    dyn = np.stack([lv.buf["sel_dyn"][-1] for lv in lives])
+    g = lives[0].graph
+    parts = frontier_logits(policy, g, lives[0].enc, dyn, nodes)
+    return [int(v[_choose(s, greedy, rng, sel_tie_key(g, v))]) for v, s in zip(nodes, parts)]
 
 
 def _place_batch(
@@ -313,15 +398,17 @@ def _place_batch(
     out = [0] * len(lives)
     for members in by_d.values():
         ls = [lives[j] for j in members]
-        logits = policy.plc_logits(
+        logits = device_logits(
+            policy,
             ls[0].enc,
-            torch.tensor([lv.buf["plc_node"][-1] for lv in ls]),
-            torch.from_numpy(np.stack([lv.buf["plc_placed"][-1] for lv in ls])),
-            torch.from_numpy(np.stack([lv.buf["plc_dev"][-1] for lv in ls])),
-        ).numpy()
+            np.array([lv.buf["plc_node"][-1] for lv in ls], dtype=np.int64),
+            np.stack([lv.buf["plc_placed"][-1] for lv in ls]),
+            np.stack([lv.buf["plc_dev"][-1] for lv in ls]),
+        )
         for j, lv, row in zip(members, ls, logits):
             legal = np.flatnonzero(lv.buf["plc_mask"][-1])
-            out[j] = int(legal[_choose(row[legal], greedy, rng)])
+            key = plc_tie_key(lv.buf["plc_dev"][-1][legal])
+            out[j] = int(legal[_choose(row[legal], greedy, rng, key)])
     return out
 
 

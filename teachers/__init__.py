@@ -26,6 +26,7 @@ _REGISTRY: dict[str, str] = {
     "heft": "placegym.teachers.heft:HeftTeacher",
     "nest": "placegym.teachers.nest:NestTeacher",
     "anneal": "placegym.teachers.anneal:AnnealTeacher",
+    "device_anneal": "placegym.teachers.device_anneal:DeviceAnnealTeacher",
     "random": "placegym.teachers.simple:RandomTeacher",
     "round_robin": "placegym.teachers.simple:RoundRobinTeacher",
     "single_device": "placegym.teachers.simple:SingleDeviceTeacher",

@@ -116,3 +116,46 @@ class PlanTeacher(Teacher):
         if legal[d]:
             return np.array([d])
         return ties(state.earliest_start(), np.flatnonzero(legal), best="min")
+
+
+class FirstOfTies(Teacher):
+    """A deterministic view of a teacher: one action per state, the first of its tie set.
+
+    SEL: the first of the teacher's (ascending) tie set. PLC: among the tied devices, the
+    earliest start of the selected node, then the smallest index. Behaviour cloning with
+    it labels every state with one action, so that the learner's greedy decoding (which
+    breaks exact ties by a fixed rule) can follow the teacher's episode exactly.
+
+    Args:
+        inner: the teacher whose tie sets are cut to one action; :meth:`place` is its.
+    """
+
+    name: ClassVar[str] = "first_of_ties"
+
+    def __init__(self, inner: Teacher) -> None:
+        self.inner = inner
+
+    def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        """The wrapped teacher's placement."""
+        return self.inner.place(graph, cluster)
+
+    def select_actions(self, state: PlacementState) -> np.ndarray:
+        """The first node of the teacher's SEL tie set."""
+        return self.inner.select_actions(state)[:1]
+
+    def place_actions(self, state: PlacementState) -> np.ndarray:
+        """The teacher's tied device of earliest start, smallest index among equals."""
+        tied = self.inner.place_actions(state)
+        if len(tied) == 1:
+            return tied
+        est = state.earliest_start()
+        return tied[np.lexsort((tied, est[tied]))][:1]
+
+    def __getattr__(self, name: str):
+        # plan teachers' extras (plan_makespan, offer, has_plan) pass through
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"FirstOfTies({self.inner!r})"

@@ -143,6 +143,65 @@ def test_sibling_share_by_hand():
     assert sibling_share(None, torch.tensor([0]), placed[:1], 2).tolist() == [[0.0, 0.0]]
 
 
+def test_hint_share_by_hand():
+    from placegym.agents.hints import HINT_FEATURES, hint_share
+
+    # one hint: nodes 0, 1, 2 in group 5, nodes 3, 4 in group 7; 2 devices
+    groups = torch.tensor([[5], [5], [5], [7], [7]])
+    placed = torch.tensor([[0, 1, -1, 0, -1], [-1, -1, -1, -1, -1]])  # state 0, state 1
+    onehot = torch.zeros(2, 5, 3).scatter_(2, (placed + 1).unsqueeze(-1), 1.0)[:, :, 1:]
+    x = hint_share(groups, torch.tensor([2, 4]), onehot, 1)
+    assert x.shape == (2, 2, HINT_FEATURES)
+    # node 2: mates 0 (dev 0) and 1 (dev 1); dev 0 also holds 3 (another group)
+    torch.testing.assert_close(x[0], torch.tensor([[0.5, 0.5, 1.0], [0.5, 0.0, 1.0]]))
+    assert x[1].tolist() == [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]  # nothing placed
+    assert hint_share(None, torch.tensor([2]), onehot[:1], 2).shape == (1, 2, 2 * HINT_FEATURES)
+    assert hint_share(groups, torch.tensor([2]), onehot[:1], 0).shape == (1, 2, 0)
+
+
+def test_policy_with_hints_runs_and_rejects_search_teachers():
+    policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1, hints=["nest", "metis"]))
+    assert policy.config.hints == ("nest", "metis")
+    env = PlacementEnv("chainmm", "p100x4")
+    [rec] = rollout(policy, [env], [0], rng=np.random.default_rng(0))
+    assert rec.graph.groups.shape == (env.graph.num_nodes, 2)
+    [s] = score(policy, [rec])
+    assert torch.isfinite(s.logp).all()
+    with pytest.raises(ValueError, match="hints: expected distinct single-pass teachers"):
+        PolicyConfig(hints=("anneal",))
+
+
+def test_node_positions_by_hand():
+    from placegym.agents.encoder import node_positions
+
+    # depths: 0, 0, 1, 2, 0 (node 3 is reached by 0 -> 2 -> 3)
+    edges = np.array([[0, 2], [1, 2], [2, 3], [0, 3], [4, 3]])
+    pos = node_positions(edges, 5)
+    assert pos[:, 0].tolist() == [0.0, 0.0, 0.5, 1.0, 0.0]
+    assert pos[:, 1].tolist() == [0.0, 0.5, 0.0, 0.0, 1.0]  # 0, 1, 4 share depth 0
+    assert node_positions(np.zeros((0, 2), dtype=np.int64), 2).tolist() == [[0, 0], [0, 1]]
+    policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1, positions=True))
+    [rec] = rollout(policy, [PlacementEnv("ffnn", "p100x4")], [0], rng=np.random.default_rng(0))
+    assert torch.isfinite(score(policy, [rec])[0].logp).all()
+
+
+def test_device_affinity_by_hand():
+    from placegym.agents.doppler import Encoding, device_affinity
+
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.0]])  # query of nodes 0, 1, 2
+    k = torch.tensor([[1.0, 1.0], [0.0, 2.0], [3.0, 0.0]])
+    enc = Encoding(q, q, q, q, query=q, key=k)
+    placed = torch.tensor([[0, 0, -1], [-1, -1, -1]])  # nodes 0, 1 on device 0 | nothing
+    onehot = torch.zeros(2, 3, 3).scatter_(2, (placed + 1).unsqueeze(-1), 1.0)[:, :, 1:]
+    x = device_affinity(enc, torch.tensor([2, 2]), onehot)
+    # node 2: q = (2, 0); k0 . q = 2, k1 . q = 0, scaled by 1/sqrt(2)
+    s = 2**0.5
+    torch.testing.assert_close(x[0], torch.tensor([[2 / s, 1 / s], [0.0, 0.0]]))
+    assert x[1].tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    no = Encoding(q, q, q, q)
+    assert device_affinity(no, torch.tensor([2]), onehot[:1]).shape == (1, 2, 0)
+
+
 def test_placed_sums_equal_the_one_hot_product():
     from placegym.agents.doppler import placed_sums
 

@@ -97,3 +97,20 @@ def test_outputs_and_cli(tiny, tmp_path, capsys):  # noqa: F811
     printed = capsys.readouterr().out
     assert "| anneal |" in printed and "| random_search |" in printed and "60 calls" in printed
     assert (out / "anytime.png").exists()
+
+
+def test_an_agents_policy_search_is_a_search_placer(tiny, tmp_path):  # noqa: F811
+    from test_train_run import tiny_config
+
+    from placegym.train.harness.anytime import agent_search_placer
+    from placegym.train.trainer import Trainer
+
+    Trainer(tiny_config(tmp_path, phases=["phase1"])).run()
+    name, placer = agent_search_placer(tmp_path / "run" / "checkpoints" / "final.pt")
+    assert name == "tiny-search"
+    register_search_placer(name, placer)
+    try:
+        runs, _ = run_anytime(tiny, "test", [name], budget=40, seeds=[0, 1], progress=False)
+    finally:
+        SEARCH_PLACERS.pop(name)
+    assert all(r.trace.calls[-1] <= 40 and r.trace.best[-1] >= r.reference for r in runs)

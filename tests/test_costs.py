@@ -150,7 +150,7 @@ def test_teachers_and_levels_see_the_profile():
         assert simulate(g, c, p).makespan <= 4 * 1.0 + 3 * 3.0, name
     np.testing.assert_allclose(b_level(g, c)[-1], (1.0 + 10.0) / 2)
     for name in list_teachers():  # every teacher places on a profiled cluster
-        kw = {"budget": 50} if name == "anneal" else {}
+        kw = {"budget": 50} if name in ("anneal", "device_anneal") else {}
         p = get_teacher(name, **kw).place(g, c)
         assert np.isfinite(simulate(g, c, p).makespan), name
     opt = get_teacher("optimal").place(g, c)

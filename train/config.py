@@ -136,7 +136,9 @@ class GraphSpec:
     ``{name: ffnn}``."""
 
     name: str = "ffnn"
-    """Workload generator name or graph JSON file."""
+    """Workload generator name, graph JSON file, or ``SUITE/INSTANCE`` (a benchmark suite's
+    instance, e.g. ``comm-heavy-v0/ffnn-3x2x4-ccr4@p100x4``; ``data.cluster`` must be the
+    instance's cluster)."""
     params: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the generator (ignored for JSON files)."""
 
@@ -158,8 +160,21 @@ class GraphSpec:
         (:func:`placegym.envs.sources.resolve_graph`)."""
         from placegym.envs.sources import resolve_graph
 
+        if self.suite_instance is not None:
+            suite, instance = self.suite_instance
+            return suite.instance(instance).graph
         spec = resolve_path(self.name, base) if self.name.endswith(".json") else self.name
         return resolve_graph(spec, self.params)
+
+    @property
+    def suite_instance(self) -> tuple[Any, str] | None:
+        """``(suite, instance id)`` for a ``SUITE/INSTANCE`` name, else None."""
+        from placegym.envs.suites import SUITES
+
+        suite, sep, instance = self.name.partition("/")
+        if not sep or suite not in SUITES or self.name.endswith(".json"):
+            return None
+        return SUITES[suite], instance
 
 
 @dataclass
@@ -215,6 +230,11 @@ class ImitationConfig(PhaseConfig):
     """With a plan teacher and ``canonical_labels``: imitate SEL from this teacher's tie
     sets (e.g. ``critical_path``) and only PLC from the plan. A plan's device map carries
     most of its value and its order little, and a b-level order is easy to learn."""
+    deterministic_teacher: bool = False
+    """Label every state with one action, the first of the teacher's tie set
+    (:class:`~placegym.teachers.base.FirstOfTies`). With a plan teacher, ``eps_end: 1``
+    (pure behaviour cloning) and one episode per update, the greedy policy can then learn
+    to reproduce the teacher's episode exactly (``configs/plan_imitation.yaml``)."""
     eps_start: float = 1.0
     """Roll-in probability of following the teacher at the first update (1 = teacher)."""
     eps_end: float = 0.0
@@ -390,12 +410,20 @@ class TrainConfig:
         return Path(self.out) if self.out else Path("runs") / self.name
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict (YAML- and checkpoint-safe)."""
-        return dataclasses.asdict(self)
+        """Plain nested dict (YAML- and checkpoint-safe: tuples become lists)."""
+        return _plain(dataclasses.asdict(self))
 
     def to_yaml(self) -> str:
         """The config as YAML (loads back to an equal config)."""
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 # ---------------------------------------------------------------------- loading
@@ -474,12 +502,25 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.restarts >= 1, "restarts", "must be >= 1", cfg.restarts)
     _check(bool(cfg.data.graphs), "data.graphs", "expected at least one graph", cfg.data.graphs)
     _one_of(cfg.data.dispatch, ("priority", "fifo"), "data.dispatch")
+    for i, g in enumerate(cfg.data.graphs + cfg.data.heldout):
+        _validate_suite_graph(g, cfg.data.cluster, f"data.graphs[{i}]")
     _validate_phase1(cfg.phase1)
     _validate_phase2(cfg.phase2)
     _validate_phase3(cfg.phase3)
     _check(cfg.eval.every >= 0, "eval.every", "must be >= 0", cfg.eval.every)
     _check(cfg.eval.k >= 1, "eval.k", "must be >= 1", cfg.eval.k)
     _one_of(cfg.wandb.mode, ("auto", "online", "offline", "disabled"), "wandb.mode")
+
+
+def _validate_suite_graph(g: GraphSpec, cluster: str, where: str) -> None:
+    """A suite instance exists and is on ``data.cluster``."""
+    if g.suite_instance is None:
+        return
+    suite, instance = g.suite_instance
+    specs = {spec.id: spec for _, spec in suite.specs()}
+    _check(instance in specs, f"{where}.name", f"suite {suite.name} has no such instance", g.name)
+    want = specs[instance].cluster
+    _check(cluster == want, "data.cluster", f"must be {want!r} for {g.name}", cluster)
 
 
 def _validate_phase(p: PhaseConfig, name: str, min_episodes: int, why: str = "") -> None:

@@ -108,11 +108,12 @@ def _coerce(value: Any, tp: Any, where: str, hint: Hint | None) -> Any:
             return None
         inner = [a for a in args if a is not type(None)]
         return _coerce(value, inner[0], where, hint)
-    if origin is list:
+    if origin in (list, tuple):  # list[X] or tuple[X, ...]
         items = value if isinstance(value, list | tuple) else None
         if items is None:
             raise ValueError(f"{where}: expected a list, got {value!r}")
-        return [_coerce(v, args[0], f"{where}[{i}]", hint) for i, v in enumerate(items)]
+        out = [_coerce(v, args[0], f"{where}[{i}]", hint) for i, v in enumerate(items)]
+        return out if origin is list else tuple(out)
     if origin is dict:
         if not isinstance(value, dict):
             raise ValueError(f"{where}: expected a mapping, got {value!r}")

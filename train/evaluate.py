@@ -102,9 +102,9 @@ def evaluate_policy(
 ) -> EvalResult:
     """Greedy, sampled and best-of-``k`` evaluation of ``policy`` on ``graph``.
 
-    The greedy episode (its tie-breaks) and the ``k`` samples each draw from a fresh
-    ``np.random.default_rng(seed)``, so the result is a function of the weights, the
-    graph, the cluster, ``k`` and ``seed``, and the best of ``k`` is the placement that
+    The greedy episode depends on the weights, the graph and the cluster only (ties go by
+    a fixed rule, see :mod:`placegym.agents.rollout`); the ``k`` samples draw from a fresh
+    ``np.random.default_rng(seed)``, so the best of ``k`` is the placement that
     ``AgentPlacer(policy, mode="best_of_k", k=k).place(graph, cluster, seed)`` returns.
     """
     pool = pool or EnvPool()
@@ -306,6 +306,21 @@ class AgentPlacer:
 
     def __repr__(self) -> str:
         return f"AgentPlacer({self.name!r}, mode={self.mode!r}, k={self.k})"
+
+
+def load_search_agent(path: str | Path, budget: int) -> Any:
+    """:func:`~placegym.agents.search.policy_search` with a checkpoint's policy as a placer
+    (:class:`~placegym.agents.search.SearchPlacer`) of ``budget`` simulator calls, named
+    ``<run>-search<budget>``."""
+    from placegym.agents.search import SearchConfig, SearchPlacer
+
+    if budget < 1:
+        raise ValueError(f"budget: must be >= 1, got {budget}")
+    ckpt = load_checkpoint(path)
+    base = str(ckpt.get("name") or Path(path).stem)
+    return SearchPlacer(
+        policy_from_checkpoint(ckpt), SearchConfig(budget=budget), name=f"{base}-search{budget}"
+    )
 
 
 def load_agent(path: str | Path, *, mode: str = "greedy", k: int = 16) -> AgentPlacer:

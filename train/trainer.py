@@ -50,6 +50,7 @@ from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster,
 from placegym.envs.cache import IdentityCache
 from placegym.envs.simulator import Dispatch
 from placegym.teachers import make_teacher
+from placegym.teachers.base import FirstOfTies
 from placegym.train.checkpoint import (
     CHECKPOINT_FORMAT,
     load_checkpoint,
@@ -282,6 +283,8 @@ class Trainer:
                 select=pcfg.select_teacher,
                 kwargs=pcfg.teacher_kwargs,
             )
+            if pcfg.deterministic_teacher:
+                teacher = FirstOfTies(teacher)
             return lambda opt: self._imitation_step(pcfg, opt, teacher)
         if phase == "phase2":
             self._start_self_imitation(pcfg)

@@ -21,13 +21,24 @@ def cmd_anytime(args: argparse.Namespace) -> int:
 
     from placegym.envs.suites import get_suite
     from placegym.train.cli.bench import _csv, _seeds
-    from placegym.train.harness.anytime import call_grid, run_anytime, write_anytime
+    from placegym.train.harness.anytime import (
+        agent_search_placer,
+        call_grid,
+        register_search_placer,
+        run_anytime,
+        write_anytime,
+    )
 
     suite = get_suite(args.suite)
+    placers = _csv(args.placers)
+    for path in _csv(args.agents):
+        name, placer = agent_search_placer(path)
+        register_search_placer(name, placer)
+        placers.append(name)
     runs, normalizer = run_anytime(
         suite,
         args.split,
-        _csv(args.placers),
+        placers,
         budget=args.budget,
         seeds=_seeds(args.seeds),
         progress=not args.no_progress,
@@ -64,6 +75,11 @@ def add_anytime_parser(subparsers: Any) -> None:
         "--placers",
         default="anneal,random_search",
         help="comma-separated search placers (default anneal,random_search)",
+    )
+    p.add_argument(
+        "--agents",
+        default="",
+        help="comma-separated checkpoints; each adds its policy search as <run>-search",
     )
     p.add_argument("--budget", type=int, default=3000, help="simulator calls per run (3000)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")

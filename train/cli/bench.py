@@ -55,6 +55,14 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--agent-k", type=int, default=16, help="samples of the agents' best-of-K (default 16)"
     )
+    p.add_argument(
+        "--search",
+        type=int,
+        default=0,
+        metavar="BUDGET",
+        help="also run each agent's policy search (greedy, beam, samples, local "
+        "improvement) with BUDGET simulator calls, as a column <run>-search<BUDGET>",
+    )
     p.add_argument("--noise", type=float, default=0.0, help="simulate with this noise sigma")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -71,22 +79,28 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_bench)
 
 
-def agent_placers(paths: list[str], k: int) -> dict:
-    """Placers of trained agents: ``<run>`` (greedy) and ``<run>-best<k>`` per checkpoint,
-    ``<stem>`` (greedy) per MaskablePPO ``.zip`` (``#2``, ``#3``, ... appended when two
-    share a name)."""
+def agent_placers(paths: list[str], k: int, search: int = 0) -> dict:
+    """Placers of trained agents: ``<run>`` (greedy), ``<run>-best<k>`` and, with
+    ``search`` > 0, ``<run>-search<search>`` per checkpoint; ``<stem>`` (greedy) per
+    MaskablePPO ``.zip`` (``#2``, ``#3``, ... appended when two share a name)."""
     if k < 1:
         raise ValueError(f"--agent-k: must be >= 1, got {k}")
+    if search < 0:
+        raise ValueError(f"--search: must be >= 0 simulator calls, got {search}")
     out: dict = {}
     if not paths:
         return out  # no torch import: a teachers-only bench starts in a few seconds
     from placegym.agents.sb3_placer import Sb3Placer
-    from placegym.train.evaluate import load_agent
+    from placegym.train.evaluate import load_agent, load_search_agent
 
     for path in paths:
-        sb3 = path.endswith(".zip")
-        for mode in ("greedy",) if sb3 else ("greedy", "best_of_k"):
-            agent = Sb3Placer(path) if sb3 else load_agent(path, mode=mode, k=k)
+        if path.endswith(".zip"):  # a MaskablePPO model.save: its greedy placements
+            agents: list = [Sb3Placer(path)]
+        else:
+            agents = [load_agent(path, mode=mode, k=k) for mode in ("greedy", "best_of_k")]
+            if search:
+                agents.append(load_search_agent(path, search))
+        for agent in agents:
             name, i = agent.name, 1
             while name in out:
                 i += 1
@@ -118,7 +132,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with_optimal=args.optimal,
         noise=args.noise,
         out=Path(args.out),
-        extra_placers=agent_placers(_csv(args.agents), args.agent_k),
+        extra_placers=agent_placers(_csv(args.agents), args.agent_k, args.search),
     )
     records = run_benchmark(cfg, progress=not args.no_progress, cell_map=cell_map)
     print(markdown_table(records))
@@ -161,7 +175,7 @@ def cmd_suite_bench(args: argparse.Namespace) -> int:
         suite,
         args.split,
         _csv(args.teachers),
-        extra_placers=agent_placers(_csv(args.agents), args.agent_k),
+        extra_placers=agent_placers(_csv(args.agents), args.agent_k, args.search),
         seeds=_seeds(args.seeds),
         noise=args.noise,
         out=out,

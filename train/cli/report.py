@@ -30,12 +30,17 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/report", help="run folder (default runs/report)")
     p.add_argument(
         "--parts",
-        help="comma-separated parts: main, optimality, ablation, reward, transfer (default: all)",
+        help="comma-separated parts: main, optimality, ablation, reward, transfer (default: "
+        "all of these), per_graph (plan-imitation agents on 12 instances, 3 seeds)",
     )
     p.add_argument(
         "--clusters", help="comma-separated clusters of the main part (default: the report's)"
     )
     p.add_argument("--quick", action="store_true", help="tiny budgets (a smoke run)")
+    p.add_argument(
+        "--results",
+        help="per_graph part: read its rows from this results.jsonl instead of training",
+    )
     p.set_defaults(func=cmd_report)
 
 
@@ -51,6 +56,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     for name in clusters:
         load_cluster(name)  # a bad name fails before any training
     torch.set_num_threads(1)
+    if "per_graph" in parts:
+        from placegym.train.harness.per_graph import per_graph_report
+
+        parts.remove("per_graph")
+        results = Path(args.results) if args.results else None
+        print(per_graph_report(Path(args.out), results=results) + "\n", flush=True)
+        if not parts:
+            return 0
     report(Path(args.out), parts, Budget.quick() if args.quick else None, clusters=clusters)
     return 0
 

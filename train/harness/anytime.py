@@ -146,6 +146,25 @@ def register_search_placer(name: str, placer: SearchPlacer) -> None:
     SEARCH_PLACERS[name] = placer
 
 
+def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
+    """A trained agent's :func:`~placegym.agents.search.policy_search` (default stages)
+    as a search placer, named ``<run>-search``; its curve is the search's own anytime
+    curve (every simulated placement counts one call)."""
+    from placegym.agents.search import SearchConfig, policy_search
+    from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
+
+    ckpt = load_checkpoint(path)
+    policy = policy_from_checkpoint(ckpt)
+
+    def search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
+        res = policy_search(policy, graph, cluster, SearchConfig(budget=budget), seed=seed)
+        for calls, best in enumerate(res.curve.tolist(), start=1):
+            trace.report(calls, best)
+        return res.placement
+
+    return f"{ckpt.get('name') or Path(path).stem}-search", search
+
+
 @dataclass
 class AnytimeRun:
     """One search run on one instance: its trace and the normalizer of its curve."""

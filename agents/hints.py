@@ -1,0 +1,75 @@
+"""Heuristic hints for the placement policy: which nodes a heuristic puts together.
+
+A heuristic's placement (NEST's level-wise DP, a METIS partition, ...) is fed to PLC
+*symmetry-invariantly*: its device labels are arbitrary, so the policy never sees them;
+it sees, for the node being placed and each device, how the node's *hint mates* (the
+nodes the heuristic put on the same device as it) are spread over the devices so far
+(:func:`hint_share`). A policy that always follows its mates, and opens an unused
+device for a group none of whose nodes is placed yet, reproduces the heuristic's
+device map up to a relabelling; learning decides where to deviate from it.
+
+Hints are computed once per (graph, cluster) when the policy's graph inputs are built
+(milliseconds for the single-pass heuristics), so a policy with hints remains a
+single-pass placer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+
+__all__ = ["HINT_FEATURES", "hint_groups", "hint_share"]
+
+#: Features per hint and device in :func:`hint_share`.
+HINT_FEATURES = 3
+
+
+def hint_groups(graph: Graph, cluster: Cluster, names: tuple[str, ...]) -> np.ndarray:
+    """``(n, K)`` int64: the device each heuristic of ``names`` gives every node.
+
+    Raises:
+        ValueError: an unknown teacher name.
+    """
+    from placegym.teachers import get_teacher
+
+    cols = [get_teacher(name).place(graph, cluster).device for name in names]
+    if not cols:
+        return np.zeros((graph.num_nodes, 0), dtype=np.int64)
+    return np.stack(cols, axis=1).astype(np.int64)
+
+
+def hint_share(groups: Tensor | None, node: Tensor, onehot: Tensor, hints: int) -> Tensor:
+    """``(S, D, 3K)`` hint features of each state's node on every device.
+
+    Per hint k, for the node of each state and every device d:
+
+    - the share of the node's placed hint mates that sit on d;
+    - the share of d's placed nodes that are *not* its hint mates (d is taken by another
+      group);
+    - 1 if some hint mate is placed already (else 0), on every device.
+
+    Zeros when ``groups`` is None (a policy without hints sees no columns: ``hints=0``).
+
+    Args:
+        groups: ``(n, K)`` hint groups (:func:`hint_groups`) or None.
+        node: ``(S,)`` the node placed in each state.
+        onehot: ``(S, n, D)`` the placement of each state, one-hot over devices.
+        hints: K, the number of hint columns expected.
+    """
+    s, _, d = onehot.shape
+    if hints == 0:
+        return onehot.new_zeros(s, d, 0)
+    if groups is None:
+        return onehot.new_zeros(s, d, HINT_FEATURES * hints)
+    mates = (groups.unsqueeze(0) == groups[node].unsqueeze(1)).to(onehot.dtype)  # (S, n, K)
+    on_dev = torch.einsum("snk,snd->sdk", mates, onehot)  # mates on each device
+    count = onehot.sum(dim=1).unsqueeze(-1)  # (S, D, 1) nodes on each device
+    placed = on_dev.sum(dim=1, keepdim=True)  # (S, 1, K) placed mates
+    share = on_dev / placed.clamp(min=1)
+    foreign = (count - on_dev) / count.clamp(min=1)
+    has = (placed > 0).to(onehot.dtype).expand(-1, d, -1)
+    return torch.stack([share, foreign, has], dim=-1).reshape(s, d, HINT_FEATURES * hints)

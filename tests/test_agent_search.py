@@ -1,0 +1,84 @@
+"""Inference-time search with the dual policy: budget, anytime curve, determinism."""
+
+import numpy as np
+import pytest
+import torch
+
+from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+from placegym.agents.rollout import rollout
+from placegym.agents.search import SearchConfig, SearchPlacer, _Decoder, policy_search
+from placegym.envs import PlacementEnv, load_cluster, simulate
+from placegym.envs.workloads import make_graph
+from placegym.teachers import get_teacher
+
+
+@pytest.fixture
+def policy(one_torch_thread):
+    torch.manual_seed(0)
+    return DopplerPolicy(PolicyConfig(hidden=16, layers=2)).eval()
+
+
+def test_budget_curve_and_stages(policy):
+    g, c = make_graph("chainmm"), load_cluster("p100x4")
+    res = policy_search(policy, g, c, SearchConfig(budget=120, beam=4, samples=8), seed=3)
+    assert res.calls == 120 == sum(res.stages.values())
+    assert res.stages["greedy"] == 1 and res.stages["beam"] <= 4 and res.stages["samples"] <= 8
+    assert (np.diff(res.curve) <= 0).all()
+    assert res.curve[-1] == res.makespan == simulate(g, c, res.placement).makespan
+    assert res.makespan < res.greedy  # the search improved on the greedy placement
+    [greedy] = rollout(
+        policy, [PlacementEnv(g, c)], [0], rng=np.random.default_rng(0), greedy=True
+    )
+    assert res.greedy == res.curve[0] == greedy.makespan
+
+
+def test_search_is_seeded(policy):
+    g, c = make_graph("ffnn"), load_cluster("p100x4")
+    cfg = SearchConfig(budget=60, beam=2, samples=4)
+    a, b, other = (policy_search(policy, g, c, cfg, seed=s) for s in (1, 1, 2))
+    assert np.array_equal(a.curve, b.curve)
+    assert np.array_equal(a.placement.device, b.placement.device)
+    assert np.array_equal(a.placement.order, b.placement.order)
+    assert not np.array_equal(a.curve, other.curve)
+
+
+def test_beam_of_width_one_is_greedy(policy):
+    g, c = make_graph("llama_block"), load_cluster("p100x4")
+    dec = _Decoder(policy, g, c)
+    greedy = dec.greedy()
+    [beam] = dec.beam(1)
+    assert np.array_equal(beam.device, greedy.device) and np.array_equal(beam.order, greedy.order)
+    beams = dec.beam(3)
+    assert len(beams) == 3
+    assert len({(b.device.tobytes(), b.order.tobytes()) for b in beams}) == 3
+
+
+def test_search_reaches_the_optimum_of_a_small_graph(policy):
+    from simcases import graph, unit_cluster
+
+    # fork-join with heavy transfers: 0 -> 1..4 -> 5
+    g = graph(
+        [1, 2, 2, 2, 2, 1],
+        [[0, 1], [0, 2], [0, 3], [0, 4], [1, 5], [2, 5], [3, 5], [4, 5]],
+        out_bytes=[1, 1, 1, 1, 1, 0],
+    )
+    c = unit_cluster(2)
+    best = simulate(g, c, get_teacher("optimal").place(g, c)).makespan
+    res = policy_search(policy, g, c, SearchConfig(budget=300, beam=2, samples=8), seed=0)
+    assert res.makespan == pytest.approx(best)
+
+
+def test_placer_and_config_errors(policy):
+    placer = SearchPlacer(policy, SearchConfig(budget=20, beam=0, samples=0), name="x")
+    g, c = make_graph("chainmm"), load_cluster("p100x4")
+    p = placer(g, c, 0)
+    assert simulate(g, c, p).makespan == placer.last_result.makespan
+    assert placer.last_result.stages.get("beam") is None
+    for kw, msg in (
+        ({"budget": 0}, "budget: must be >= 1, got 0"),
+        ({"temperature": 0.0}, "temperature: must be > 0"),
+        ({"t_start": 1e-3, "t_end": 1e-2}, "t_end: must satisfy"),
+        ({"policy_moves": 2.0}, r"policy_moves: must be in \[0, 1\]"),
+    ):
+        with pytest.raises(ValueError, match=msg):
+            SearchConfig(**kw)

@@ -1,0 +1,257 @@
+"""Per-graph agents (DOPPLER's setting) against every non-learned placer at equal budget.
+
+The ``per_graph`` part of ``placegym report`` (``make agent-report``). Instances
+(:data:`INSTANCES`): the four DOPPLER workloads on ``p100x4`` (``workloads-v0``) and their
+CCR-4 variants on ``p100x4`` and ``doppler-unit-4`` (``comm-heavy-v0``).
+
+Per instance and training seed, :func:`run_seed` trains the shipped preset
+``plan_imitation`` (behaviour cloning of a ``device_anneal`` plan, ``restarts=1``) and
+runs :func:`~placegym.agents.search.policy_search` with :data:`BUDGET` simulator calls
+from its final weights, searching with the same seed; one JSON row per (instance, seed)
+in ``results.jsonl``. Training is not counted in the budget; the row keeps what it cost
+(the plan search's simulator calls, episodes, seconds).
+
+:func:`baselines` computes, per instance: the single-pass placers (critical_path, heft,
+nest, metis, round_robin, single_device), ``anneal`` and the ``random_search`` control
+(:mod:`placegym.train.harness.anytime`, same starts) with :data:`BUDGET` calls for seeds
+0, 1, 2, the certified lower bound and the suite's best known makespan (its source).
+:func:`per_graph_table` prints every figure as a ratio to critical_path (lower is
+better) with the targets: agent greedy <= the best
+single pass on every instance (reaching the lower bound counts) and >= 10% below it in
+geometric mean; agent + search <= anneal (mean over seeds) on every instance and >= 3%
+below it in geometric mean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placegym.envs import simulate
+from placegym.envs.bounds import lower_bound
+from placegym.envs.suites import get_suite
+from placegym.envs.suites.reference import load_references
+
+__all__ = ["BUDGET", "INSTANCES", "baselines", "per_graph_table", "read_rows", "run_seed"]
+
+#: Simulator calls of every search placer (agent + search, anneal, random search).
+BUDGET = 3000
+SINGLE_PASS = ("critical_path", "heft", "nest", "metis", "round_robin", "single_device")
+_WORKLOADS = ("chainmm-6x2", "ffnn-3x2x4", "llama_block-1x16", "llama_layer-1x16x16")
+#: ``SUITE/INSTANCE`` names of the twelve instances, as ``data.graphs`` takes them.
+INSTANCES = (
+    tuple(f"workloads-v0/{w}@p100x4" for w in _WORKLOADS)
+    + tuple(f"comm-heavy-v0/{w}-ccr4@p100x4" for w in _WORKLOADS)
+    + tuple(f"comm-heavy-v0/{w}-ccr4@doppler-unit-4" for w in _WORKLOADS)
+)
+_SEARCH_MARKS = (1, 10, 100, 1000, BUDGET)
+
+
+def _instance(name: str):
+    suite, _, instance = name.partition("/")
+    return get_suite(suite).instance(instance)
+
+
+def run_seed(name: str, seed: int, out: Path, budget: int = BUDGET) -> dict[str, Any]:
+    """Train ``plan_imitation`` on instance ``name`` with ``seed`` under ``out`` (or load the
+    finished run), search with its weights; returns the row (ratios to critical_path)."""
+    from placegym.agents.search import SearchConfig, policy_search
+    from placegym.teachers import get_teacher
+    from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
+    from placegym.train.config import load_preset, presets_dir
+    from placegym.train.restarts import finished_results, train
+
+    inst = _instance(name)
+    run = out / f"{inst.id}-s{seed}"
+    cfg = load_preset(
+        "plan_imitation",
+        [
+            f"out={run}",
+            f"seed={seed}",
+            f"data.cluster={inst.cluster.name}",
+            f"data.graphs=[{name}]",
+            "progress=false",
+            "wandb.mode=disabled",
+            "eval.gantt=false",
+        ],
+    )
+    if finished_results(cfg.run_dir) is None:
+        run.mkdir(parents=True, exist_ok=True)
+        with (run / "train.log").open("a") as fh, contextlib.redirect_stdout(fh):
+            train(cfg, base_dir=presets_dir())
+    results = json.loads((cfg.run_dir / "results.json").read_text())
+    policy = policy_from_checkpoint(load_checkpoint(cfg.run_dir / "checkpoints" / "final.pt"))
+    res = policy_search(policy, inst.graph, inst.cluster, SearchConfig(budget=budget), seed=seed)
+    g, c = inst.graph, inst.cluster
+    cp = simulate(g, c, get_teacher("critical_path").place(g, c)).makespan
+    plan = get_teacher("device_anneal", **cfg.phase1.teacher_kwargs, seed=seed).place(g, c)
+    return {
+        "instance": name,
+        "seed": seed,
+        "greedy": res.greedy / cp,
+        "search": res.makespan / cp,
+        "curve": {str(k): float(res.curve[min(k, res.calls) - 1] / cp) for k in _SEARCH_MARKS},
+        "plan": simulate(g, c, plan).makespan / cp,
+        "plan_calls": int(cfg.phase1.teacher_kwargs["budget"]),
+        "episodes": int(results["progress"]["episodes"]),
+        "train_seconds": float(results["progress"]["seconds"]),
+    }
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a ``results.jsonl``."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2)) -> dict:
+    """Ratios to critical_path of the non-learned placers on instance ``name``
+    (module docstring); ``anneal`` and ``random_search`` per seed."""
+    from placegym.teachers import get_teacher
+    from placegym.train.harness.anytime import SEARCH_PLACERS, Trace
+
+    inst = _instance(name)
+    g, c = inst.graph, inst.cluster
+    ms = {h: simulate(g, c, get_teacher(h).place(g, c)).makespan for h in SINGLE_PASS}
+    cp = ms["critical_path"]
+    row: dict[str, Any] = {h: ms[h] / cp for h in SINGLE_PASS}
+    marks = np.array([m for m in _SEARCH_MARKS if m <= budget])
+    for placer in ("anneal", "random_search"):
+        finals, curves = [], []
+        for s in seeds:
+            trace = Trace(budget)
+            p = SEARCH_PLACERS[placer](g, c, budget, s, trace)
+            finals.append(simulate(g, c, p).makespan / cp)
+            curves.append((trace.best_at(marks) / cp).tolist())
+        row[placer], row[f"{placer}_curve"] = finals, dict(zip(map(str, marks), zip(*curves)))
+    row["lower_bound"] = lower_bound(g, c).value / cp
+    ref = load_references(inst.suite).get(inst.id)
+    if ref is not None and ref.digest == inst.digest:
+        row["best_known"], row["best_known_source"] = ref.best_makespan / cp, ref.best_source
+    else:
+        row["best_known"], row["best_known_source"] = None, None
+    return row
+
+
+def _known(b: dict[str, Any]) -> str:
+    return "n/a" if b.get("best_known") is None else f"{b['best_known']:.3f}"
+
+
+def _geomean(xs: Sequence[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _ms(xs: Sequence[float]) -> str:
+    return f"{np.mean(xs):.3f} ± {np.std(xs):.3f}"
+
+
+def per_graph_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> str:
+    """The markdown tables and target checks of the rows (module docstring)."""
+    names = [n for n in INSTANCES if any(r["instance"] == n for r in rows)]
+    lines = [
+        "| instance | best single pass | anneal@3000 | random@3000 | agent greedy | "
+        "agent+search@3000 | plan | best known | lower bound | seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    agg: dict[str, list[float]] = {k: [] for k in ("single", "anneal", "greedy", "search")}
+    fails: dict[str, list[str]] = {"greedy": [], "search": []}
+    for n in names:
+        mine = [r for r in rows if r["instance"] == n]
+        b = base[n]
+        best = min(SINGLE_PASS, key=lambda h: b[h])
+        greedy = [r["greedy"] for r in mine]
+        search = [r["search"] for r in mine]
+        anneal = float(np.mean(b["anneal"]))
+        lines.append(
+            f"| {n.split('/', 1)[1]} | {b[best]:.3f} ({best}) | {anneal:.3f} | "
+            f"{np.mean(b['random_search']):.3f} | {_ms(greedy)} | {_ms(search)} | "
+            f"{_ms([r['plan'] for r in mine])} | {_known(b)} | {b['lower_bound']:.3f} | "
+            f"{len(mine)} |"
+        )
+        agg["single"].append(b[best])
+        agg["anneal"].append(anneal)
+        agg["greedy"].append(float(np.mean(greedy)))
+        agg["search"].append(float(np.mean(search)))
+        at_bound = b[best] <= b["lower_bound"] * (1 + 1e-6)
+        if np.mean(greedy) > b[best] * (1 + 1e-9) and not at_bound:
+            fails["greedy"].append(n.split("/", 1)[1])
+        if np.mean(search) > anneal * (1 + 1e-9):
+            fails["search"].append(n.split("/", 1)[1])
+    gm = {k: _geomean(v) for k, v in agg.items()}
+    lines += ["", *_anytime_lines(rows, base, names)]
+    greedy_gm = "met" if gm["greedy"] <= 0.9 * gm["single"] else "not met"
+    search_gm = "met" if gm["search"] <= 0.97 * gm["anneal"] else "not met"
+    lines += [
+        "",
+        f"Geometric means over {len(names)} instances: best single pass {gm['single']:.3f}, "
+        f"anneal@3000 {gm['anneal']:.3f}, agent greedy {gm['greedy']:.3f} "
+        f"({gm['greedy'] / gm['single'] - 1:+.1%} vs best single pass), agent+search "
+        f"{gm['search']:.3f} ({gm['search'] / gm['anneal'] - 1:+.1%} vs anneal).",
+        f"- greedy <= best single pass on every instance: "
+        f"{'met' if not fails['greedy'] else 'not met on ' + ', '.join(fails['greedy'])}; "
+        f">= 10% below in geometric mean: {greedy_gm}",
+        f"- agent+search@3000 <= anneal@3000 on every instance: "
+        f"{'met' if not fails['search'] else 'not met on ' + ', '.join(fails['search'])}; "
+        f">= 3% below in geometric mean: {search_gm}",
+    ]
+    return "\n".join(lines)
+
+
+def _anytime_lines(rows: Sequence[dict[str, Any]], base: dict[str, dict], names: list[str]):
+    """Best found vs simulator calls: geometric mean over instances of the mean over seeds
+    (ratio to critical_path), agent + search beside anneal and random search."""
+    marks = [m for m in _SEARCH_MARKS if str(m) in rows[0]["curve"]]
+    out = [
+        "| simulator calls | " + " | ".join(str(m) for m in marks) + " |",
+        "|---|" + "---|" * len(marks),
+    ]
+    series = {
+        "agent+search": lambda n, m: [r["curve"][m] for r in rows if r["instance"] == n],
+        "anneal": lambda n, m: base[n]["anneal_curve"][m],
+        "random_search": lambda n, m: base[n]["random_search_curve"][m],
+    }
+    for label, get in series.items():
+        cells = []
+        for m in map(str, marks):
+            vals = [float(np.mean(get(n, m))) for n in names]  # nan before a first report
+            cells.append(f"{_geomean(vals):.3f}" if all(np.isfinite(vals)) else "n/a")
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return out
+
+
+def per_graph_report(
+    out: Path, *, seeds: Sequence[int] = (0, 1, 2), results: Path | None = None
+) -> str:
+    """The per-graph tables: rows read from ``results`` (nothing trained), else from
+    ``out/per_graph/results.jsonl``, training each missing (instance, seed) first;
+    baselines cached in ``out/per_graph/baselines.json``. Also written to
+    ``out/per_graph/table.md``."""
+    folder = out / "per_graph"
+    folder.mkdir(parents=True, exist_ok=True)
+    if results is not None:
+        rows = read_rows(results)
+    else:
+        path = folder / "results.jsonl"
+        rows = read_rows(path) if path.is_file() else []
+        done = {(r["instance"], r["seed"]) for r in rows}
+        for name in INSTANCES:
+            for seed in seeds:
+                if (name, seed) not in done:
+                    rows.append(run_seed(name, seed, folder / "runs"))
+                    with path.open("a") as fh:
+                        fh.write(json.dumps(rows[-1]) + "\n")
+    cache = folder / "baselines.json"
+    base = json.loads(cache.read_text()) if cache.is_file() else {}
+    for name in dict.fromkeys(r["instance"] for r in rows):
+        if name not in base:
+            base[name] = baselines(name)
+            cache.write_text(json.dumps(base, indent=1))
+    text = "## Per-graph agents (ratios to critical_path, lower is better)\n\n"
+    text += per_graph_table(rows, base)
+    (folder / "table.md").write_text(text + "\n")
+    return text
