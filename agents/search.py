@@ -150,14 +150,7 @@ class _Entry:
 
     def act(self, action: int) -> None:
         """Take the SEL or PLC ``action`` (by the state's phase)."""
-        state = self.state
-        if state.selected < 0:
-            state.select(action)
-            self.obs.on_select(state, action)
-        else:
-            v = state.selected
-            state.place(action)
-            self.obs.on_place(state, v, action)
+        self.obs.act(self.state, action)
 
 
 class _Decoder:

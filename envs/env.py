@@ -290,15 +290,9 @@ class PlacementEnv(gym.Env[dict, int]):
         if a is None or not state.is_legal(a):
             return self._illegal_step(action, a)
         reward = 0.0
-        if state.selected < 0:
-            state.select(a)
-            self._builder.on_select(state, a)
-        else:
-            v = state.selected
-            state.place(a)
-            self._builder.on_place(state, v, a)
-            if self._potential is not None:
-                reward += self._potential.on_place(v, a, self.shaping_gamma, state.done)
+        v = self._builder.act(state, a)
+        if v >= 0 and self._potential is not None:
+            reward += self._potential.on_place(v, a, self.shaping_gamma, state.done)
         if self._potential is not None and state.selected >= 0:
             reward += self._potential.idle_step(self.shaping_gamma)
         mask = self.action_masks()

@@ -164,6 +164,18 @@ class ObservationBuilder:
         self.devices[:, 5] = 1.0
         self.devices[:, 6] = self.cluster.flops / self.cluster.flops.max()
 
+    def act(self, state: PlacementState, action: int) -> int:
+        """Take the legal SEL or PLC ``action`` on ``state`` (by its phase) and update the
+        features; returns the node just placed, or -1 after a selection."""
+        if state.selected < 0:
+            state.select(action)
+            self.on_select(state, action)
+            return -1
+        v = state.selected
+        state.place(action)
+        self.on_place(state, v, action)
+        return v
+
     def on_select(self, state: PlacementState, v: int) -> None:
         """Update the dynamic features after node ``v`` was selected."""
         dyn = self.dynamic
