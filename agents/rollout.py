@@ -210,7 +210,7 @@ def rollout(
     ``plc_mask``) are kept, so memory stays ``O(n)`` instead of ``O(n²)`` per episode
     (7 GB on a 10,000-node graph otherwise); actions, rewards and info are complete.
 
-    Envs that share a graph object share one encoding, and at every step their policy
+    Envs that share a graph object and cluster share one encoding, and at every step their policy
     forwards run as one batched call (one per graph and phase), so many episodes of one
     graph cost little more than one; greedy envs get one call each (see the module
     docstring). ``graph_cache`` (unbounded, keyed by the graph and cluster objects; one
@@ -229,10 +229,12 @@ def rollout(
         if inputs is None:
             inputs = graph_inputs(policy, obs, g, env.cluster)
             cache.put(g, env.cluster, value=inputs)
-        if id(g) not in encodings:  # the graphs stay alive in the envs meanwhile
-            encodings[id(g)] = policy.encode(inputs)
+        if id(inputs) not in encodings:  # one per (graph, cluster); alive in the cache
+            encodings[id(inputs)] = policy.encode(inputs)
         live.append(
-            _Live(env, obs, info, inputs, encodings[id(g)], g.num_nodes, env.cluster.num_devices)
+            _Live(
+                env, obs, info, inputs, encodings[id(inputs)], g.num_nodes, env.cluster.num_devices
+            )
         )
     done: dict[int, EpisodeRecord] = {}
     active = [i for i in range(len(live)) if not live[i].state.done]

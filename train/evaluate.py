@@ -201,7 +201,7 @@ class RunEvaluation:
 def evaluate_run(
     policy: DopplerPolicy,
     graphs: Sequence[tuple[str, str, Graph]],
-    cluster: Cluster,
+    cluster: Cluster | Sequence[Cluster],
     teacher_times: Callable[[Graph], dict[str, float]],
     *,
     k: int,
@@ -210,14 +210,18 @@ def evaluate_run(
 ) -> RunEvaluation:
     """:func:`evaluate_policy` on every ``(split, label, graph)`` next to the teachers.
 
-    ``teacher_times(graph)`` gives each compared teacher's makespan, the reference
-    (:data:`REFERENCE`) included; ratios are to the reference.
+    ``cluster`` is every graph's cluster, or a sequence of one per graph.
+    ``teacher_times(graph)`` gives each compared teacher's makespan (on the graph's
+    cluster), the reference (:data:`REFERENCE`) included; ratios are to the reference.
     """
+    clusters = [cluster] * len(graphs) if isinstance(cluster, Cluster) else list(cluster)
+    if len(clusters) != len(graphs):
+        raise ValueError(f"cluster: expected {len(graphs)} clusters, got {len(clusters)}")
     rows: list[dict[str, Any]] = []
     metrics: dict[str, float] = {}
     best: list[Placement] = []
-    for split, label, graph in graphs:
-        res = evaluate_policy(policy, graph, cluster, k=k, seed=seed, pool=pool)
+    for (split, label, graph), on in zip(graphs, clusters):
+        res = evaluate_policy(policy, graph, on, k=k, seed=seed, pool=pool)
         teachers = teacher_times(graph)
         rows.append(
             {

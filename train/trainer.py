@@ -67,6 +67,7 @@ from placegym.train.config import (
     load_config,
     resolve_path,
 )
+from placegym.train.data import load_graphs
 from placegym.train.evaluate import (
     REFERENCE,
     EnvPool,
@@ -131,16 +132,18 @@ class Trainer:
         torch.set_num_threads(cfg.threads)
         self.rng = np.random.default_rng(cfg.seed)
         self.policy = DopplerPolicy(cfg.policy)
-        self.cluster = load_cluster(str(resolve_path(cfg.data.cluster, base_dir)))
-        self.graphs = [s.graph(base_dir) for s in cfg.data.graphs]
-        self.heldout = [s.graph(base_dir) for s in cfg.data.heldout]
+        self.train_set = load_graphs(cfg.data.graphs, cfg.data.cluster, base_dir)
+        self.heldout_set = load_graphs(cfg.data.heldout, cfg.data.cluster, base_dir)
+        self.graphs = [t.graph for t in self.train_set]
+        self.clusters = [t.cluster for t in self.train_set]
+        self._cluster_of = {id(t.graph): t.cluster for t in self.train_set + self.heldout_set}
         env_kw = {"memory_mask": cfg.data.memory_mask, "dispatch": cfg.data.dispatch}
         self.pools = {r: EnvPool(reward=r, **env_kw) for r in ("relative", "nest")}
         self.eval_pool = EnvPool(**env_kw)
         teachers = list(dict.fromkeys([REFERENCE, *cfg.eval.teachers]))
         self.teacher_times: IdentityCache[dict[str, float]] = IdentityCache(
             lambda g: teacher_makespans(
-                g, self.cluster, teachers, seed=cfg.seed, dispatch=self._dispatch
+                g, self._cluster_of[id(g)], teachers, seed=cfg.seed, dispatch=self._dispatch
             ),
             size=None,
         )
@@ -332,7 +335,9 @@ class Trainer:
         envs: list[PlacementEnv] = []
         groups: list[int] = []
         for gi in chosen:
-            envs += pool.get(self.graphs[gi], cluster or self.cluster, pcfg.episodes_per_graph)
+            envs += pool.get(
+                self.graphs[gi], cluster or self.clusters[gi], pcfg.episodes_per_graph
+            )
             groups += [gi] * pcfg.episodes_per_graph
         seeds = self.rng.integers(2**31 - 1, size=len(envs)).tolist()
         return envs, groups, seeds
@@ -418,7 +423,7 @@ class Trainer:
         """Phase II's plans (``self_imitation.coef`` > 0), a resumed run's restored."""
         if pcfg.self_imitation.coef > 0 and self.self_imitation is None:
             self.self_imitation = SelfImitation(pcfg.self_imitation, self.cfg.seed)
-            self.self_imitation.restore(self._saved_plans, self.graphs, self.cluster)
+            self.self_imitation.restore(self._saved_plans, self.graphs, self.clusters)
 
     def _real_pool(self, pcfg: RealRLConfig) -> tuple[EnvPool, Cluster]:
         """The phase III environments (real backend) and the cluster they observe; the
@@ -461,7 +466,7 @@ class Trainer:
             "rng": rng_state(self.rng),
             "best_plans": self._saved_plans
             if plans is None
-            else plans.state(self.graphs, self.cluster),
+            else plans.state(self.graphs, self.clusters),
         }
         return save_checkpoint(self.ckpt_dir / name, payload)
 
@@ -475,12 +480,11 @@ class Trainer:
         """Evaluate on every training and held-out graph; log ``eval/...`` metrics and a
         Gantt chart; keep the best weights (``eval.keep_best``)."""
         cfg, step = self.cfg, self.progress.global_update
-        graphs = [("train", s.label, g) for s, g in zip(cfg.data.graphs, self.graphs)]
-        graphs += [("heldout", s.label, g) for s, g in zip(cfg.data.heldout, self.heldout)]
+        sets = [("train", t) for t in self.train_set] + [("heldout", t) for t in self.heldout_set]
         ev = evaluate_run(
             self.policy,
-            graphs,
-            self.cluster,
+            [(split, t.label, t.graph) for split, t in sets],
+            [t.cluster for _, t in sets],
             self.teacher_times,
             k=cfg.eval.k,
             seed=cfg.seed,
@@ -499,7 +503,7 @@ class Trainer:
     def _gantt(self, graph: Graph, placement: Placement, step: int) -> None:
         from placegym.envs.gantt import gantt_rgb
 
-        schedule = simulate(graph, self.cluster, placement, dispatch=self._dispatch)
+        schedule = simulate(graph, self._cluster_of[id(graph)], placement, dispatch=self._dispatch)
         self._tracker.image(
             "charts/gantt",
             gantt_rgb(schedule),
