@@ -53,13 +53,13 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.observation import ObservationBuilder
 from placegym.envs.placement import Placement
-from placegym.envs.simulator import simulate, simulate_batch
+from placegym.envs.simulator import Dispatch, simulate, simulate_batch
 from placegym.envs.state import PlacementState
 
 # the annealing move set and critical chain of the anneal teacher, shared with it
 from placegym.teachers.anneal import MOVES, _critical_chain, _problem, _propose, _weights
 
-__all__ = ["SearchConfig", "SearchPlacer", "SearchResult", "policy_search"]
+__all__ = ["SearchConfig", "SearchPlacer", "SearchResult", "best_of_samples", "policy_search"]
 
 
 @dataclass(frozen=True)
@@ -442,6 +442,49 @@ class _Improver:
 
 
 @torch.no_grad()
+def decodes_like_rollout(policy: DopplerPolicy) -> bool:
+    """Whether the search's decoder plays ``policy``'s episodes as
+    :func:`~placegym.agents.rollout.rollout` does: a policy that chooses both its SEL and
+    its PLC actions (not a fixed-order baseline or a SEL-only / PLC-only ablation)."""
+    return (
+        getattr(policy, "learns_selection", True)
+        and getattr(policy, "learns_placement", True)
+        and getattr(policy, "fixed_teacher", None) is None
+    )
+
+
+def best_of_samples(
+    policy: DopplerPolicy,
+    graph: Graph,
+    cluster: Cluster,
+    k: int,
+    seed: int,
+    *,
+    dispatch: Dispatch = "priority",
+) -> tuple[Placement, float]:
+    """The best of ``k`` episodes sampled from ``policy`` and its simulated makespan.
+
+    The episodes are those :func:`~placegym.agents.rollout.rollout` samples in ``k``
+    environments of ``graph`` (default options) with ``numpy.random.default_rng(seed)``,
+    decoded in lockstep without environments and simulated in one
+    :func:`~placegym.envs.simulator.simulate_batch` call; the first of equal makespans
+    wins, so the result is that of the rollout's best episode, bit for bit.
+
+    Raises:
+        ValueError: ``k`` < 1, or a policy that does not choose all its actions
+            (:func:`decodes_like_rollout`).
+    """
+    if k < 1:
+        raise ValueError(f"k: must be >= 1, got {k}")
+    if not decodes_like_rollout(policy):
+        raise ValueError("policy: expected one that chooses its SEL and PLC actions")
+    dec = _Decoder(policy, graph, cluster)
+    devs = dec.sample(k, 1.0, np.random.default_rng(seed))
+    res = simulate_batch(graph, cluster, devs, dec._orders, dispatch=dispatch, memory=False)
+    best = int(np.argmin(res.makespan))
+    return Placement(devs[best], dec._orders[best]), float(res.makespan[best])
+
+
 def policy_search(
     policy: DopplerPolicy,
     graph: Graph,

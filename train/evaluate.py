@@ -6,7 +6,9 @@ Three modes, all seeded:
 - ``greedy``: one episode taking the most probable action at every step;
 - ``sample``: one episode sampling every action from the policy;
 - ``best_of_k``: ``k`` sampled episodes (played in one batched rollout), keep the one of
-  smallest makespan (an inference-time search that costs ``k`` simulations).
+  smallest makespan (an inference-time search that costs ``k`` simulations; the placer
+  decodes them without environments and simulates them in one batch,
+  :func:`~placegym.agents.search.best_of_samples`, with the same result).
 
 :func:`evaluate_policy` reports all of them for one graph; :func:`evaluate_run` does it
 for every graph of a training run against the teachers (rows for :func:`results_table`,
@@ -29,6 +31,7 @@ import numpy as np
 from placegym.agents.doppler import DopplerPolicy
 from placegym.agents.encoder import GraphInputs
 from placegym.agents.rollout import EpisodeRecord, rollout
+from placegym.agents.search import best_of_samples, decodes_like_rollout
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate
 from placegym.envs.cache import IdentityCache
 from placegym.envs.simulator import Dispatch
@@ -287,6 +290,8 @@ class AgentPlacer:
     def place(self, graph: Graph, cluster: Cluster | str, seed: int = 0) -> Placement:
         """Place ``graph`` on ``cluster`` (a preset name, JSON path or Cluster)."""
         cluster = load_cluster(cluster)
+        if self.mode == "best_of_k" and decodes_like_rollout(self.policy):
+            return best_of_samples(self.policy, graph, cluster, self.k, seed)[0]
         count = self.k if self.mode == "best_of_k" else 1
         envs = self._pool.get(graph, cluster, count)
         records = rollout(
