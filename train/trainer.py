@@ -14,7 +14,8 @@
    tqdm bar, metrics every update, a checkpoint every ``checkpoint_every`` updates and at
    the phase end, and an evaluation every ``eval.every`` updates. An update draws a batch
    (:meth:`Trainer._batch`: graphs, ``episodes_per_graph`` environments each, reset
-   seeds), plays it with :func:`~placegym.agents.rollout.rollout` and takes one step:
+   seeds), plays it with :func:`~placegym.agents.rollout.rollout` (in process, or on Ray
+   actors with ``workers`` > 0: :mod:`placegym.train.workers`) and takes one step:
 
    - phase I: imitation of a teacher's tie sets with DAgger roll-in
      (:func:`~placegym.train.imitation.imitation_update`);
