@@ -394,6 +394,9 @@ class TrainConfig:
     """Continue from the run folder's latest checkpoint when there is one."""
     threads: int = 1
     """torch CPU threads (small per-step forwards are fastest single-threaded)."""
+    workers: int = 0
+    """Ray actors that play the simulator phases' episodes (:mod:`placegym.train.workers`;
+    needs ``placegym[ray]``); 0 plays them in this process. Either way, same weights."""
     progress: bool = True
     """Show tqdm progress bars."""
     restarts: int = 1
@@ -504,6 +507,7 @@ def validate(cfg: TrainConfig) -> None:
     _check(len(set(cfg.phases)) == len(cfg.phases), "phases", "expected no repeats", cfg.phases)
     _check(cfg.checkpoint_every >= 1, "checkpoint_every", "must be >= 1", cfg.checkpoint_every)
     _check(cfg.threads >= 1, "threads", "must be >= 1", cfg.threads)
+    _check(cfg.workers >= 0, "workers", "must be >= 0", cfg.workers)
     _check(cfg.restarts >= 1, "restarts", "must be >= 1", cfg.restarts)
     _check(bool(cfg.data.graphs), "data.graphs", "expected at least one graph", cfg.data.graphs)
     _one_of(cfg.data.dispatch, ("priority", "fifo"), "data.dispatch")
