@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from placegym.envs import Cluster, Graph, load_cluster
 
 if TYPE_CHECKING:
+    from placegym.envs.suites import Suite
     from placegym.train.config import GraphSpec
 
 __all__ = ["TrainingGraph", "expand_graphs", "load_graphs", "spec_cluster", "split_of"]
@@ -27,7 +28,7 @@ __all__ = ["TrainingGraph", "expand_graphs", "load_graphs", "spec_cluster", "spl
 SPLITS = ("train", "test")
 
 
-def split_of(spec: GraphSpec) -> tuple[object, str] | None:
+def split_of(spec: GraphSpec) -> tuple[Suite, str] | None:
     """``(suite, split)`` for a ``SUITE/SPLIT`` name (``generalize-v0/train``), else None."""
     from placegym.envs.suites import SUITES
 
