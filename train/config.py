@@ -176,9 +176,17 @@ class GraphSpec:
         from placegym.envs.suites import SUITES
 
         suite, sep, instance = self.name.partition("/")
-        if not sep or suite not in SUITES or self.name.endswith(".json"):
+        if not sep or suite not in SUITES or self.name.endswith(".json") or self.split:
             return None
         return SUITES[suite], instance
+
+    @property
+    def split(self) -> str | None:
+        """``train`` or ``test`` for a ``SUITE/SPLIT`` name, else None."""
+        from placegym.envs.suites import SUITES
+
+        suite, _, split = self.name.partition("/")
+        return split if suite in SUITES and split in ("train", "test") else None
 
 
 @dataclass
@@ -524,9 +532,7 @@ def validate(cfg: TrainConfig) -> None:
 
 def _validate_suite_graph(g: GraphSpec, where: str) -> None:
     """A suite instance exists, and a ``cluster`` set on it is the instance's own."""
-    from placegym.train.data import split_of
-
-    if g.suite_instance is None or split_of(g) is not None:
+    if g.suite_instance is None:
         return
     suite, instance = g.suite_instance
     specs = {spec.id: spec for _, spec in suite.specs()}

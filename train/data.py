@@ -20,35 +20,23 @@ from typing import TYPE_CHECKING
 from placegym.envs import Cluster, Graph, load_cluster
 
 if TYPE_CHECKING:
-    from placegym.envs.suites import Suite
     from placegym.train.config import GraphSpec
 
-__all__ = ["TrainingGraph", "expand_graphs", "load_graphs", "spec_cluster", "split_of"]
-
-SPLITS = ("train", "test")
-
-
-def split_of(spec: GraphSpec) -> tuple[Suite, str] | None:
-    """``(suite, split)`` for a ``SUITE/SPLIT`` name (``generalize-v0/train``), else None."""
-    from placegym.envs.suites import SUITES
-
-    suite, sep, split = spec.name.partition("/")
-    if not sep or suite not in SUITES or split not in SPLITS:
-        return None
-    return SUITES[suite], split
+__all__ = ["TrainingGraph", "expand_graphs", "load_graphs", "spec_cluster"]
 
 
 def expand_graphs(specs: Sequence[GraphSpec]) -> list[GraphSpec]:
     """``specs`` with every ``SUITE/SPLIT`` entry replaced by its instances, in the
     suite's order (``SUITE/INSTANCE`` names)."""
+    from placegym.envs.suites import SUITES
+
     out: list[GraphSpec] = []
     for spec in specs:
-        found = split_of(spec)
-        if found is None:
+        if spec.split is None:
             out.append(spec)
             continue
-        suite, split = found
-        out += [replace(spec, name=f"{suite.name}/{i.id}") for _, i in suite.specs(split)]
+        suite = SUITES[spec.name.partition("/")[0]]
+        out += [replace(spec, name=f"{suite.name}/{i.id}") for _, i in suite.specs(spec.split)]
     return out
 
 
