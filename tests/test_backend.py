@@ -370,3 +370,16 @@ def test_profiled_calibration_predicts_cpu_makespans_at_default_size(tmp_path, c
     """The same at the CLI's default size (FFNN / 2, 20 placements): the strict twin."""
     summary, _ = profiled_check(tmp_path, capsys, "2", "20", "5")
     assert_when_quiet(summary)
+
+
+def test_profile_in_run_times_kernels_as_the_executor_runs_them():
+    from placegym.envs.backend.profile import PROFILE_MODES as MODES
+    from placegym.train.cli.calibrate import PROFILE_MODES as CLI_MODES
+
+    assert CLI_MODES == MODES
+    g = small("ffnn")
+    prof = profile_kernels([g], "cpu#2", warmup=0, repeats=2, mode="run")
+    assert set(prof["cpu"]) == set(signatures(g)) - {None}
+    assert all(np.isfinite(t) and t > 0 for t in prof["cpu"].values())
+    with pytest.raises(ValueError, match="mode: expected one of auto, run, isolated, got 'x'"):
+        profile_kernels([g], "cpu#2", mode="x")

@@ -8,7 +8,8 @@ itself, so per-node and per-copy overheads of the runtime are part of the figure
   overhead: what the executor adds to every kernel beyond the kernel's own time
   (:func:`~placegym.envs.backend.probes.dispatch_overhead`);
 - with ``graphs`` (``placegym calibrate --profile``): the cost of every distinct kernel
-  of the graphs on every device kind, timed alone (:mod:`.profile`), written as the
+  of the graphs on every device kind, timed as the kernels run on CPU workers and alone
+  on GPUs (:mod:`.profile`; ``profile_mode``), written as the
   cluster's ``profile``; every device names its ``kind``. The simulator then uses those
   costs instead of the roofline for those kernels (:mod:`placegym.envs.costs`);
 - per ordered device pair: the bandwidth from the time of one copy alone (as a channel
@@ -101,6 +102,7 @@ def calibrate(
     level_gap: float = 0.25,
     memory: float | None = None,
     name: str | None = None,
+    profile_mode: str = "auto",
 ) -> Cluster:
     """Measure ``devices`` and return the fitted :class:`Cluster` (module docstring).
 
@@ -117,10 +119,13 @@ def calibrate(
         memory: bytes per device (default: the GPU's memory, or host RAM, shared by the
             virtual devices on it).
         name: the cluster's name (default ``calibrated-<devices>``).
+        profile_mode: how ``graphs``' kernels are timed
+            (:func:`~placegym.envs.backend.profile.profile_kernels`: ``auto``, ``run``
+            or ``isolated``).
     """
     vds = parse_devices(devices)
     rates = [_device_rates(devices, d, size or probe_size(v), repeats) for d, v in enumerate(vds)]
-    profile = profile_kernels(graphs, vds) if graphs else None
+    profile = profile_kernels(graphs, vds, mode=profile_mode) if graphs else None
     k = len(vds)
     lat = np.zeros((k, k))
     bw = np.full((k, k), np.inf)

@@ -35,6 +35,7 @@ import heapq
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +80,8 @@ class TorchExecutor:
     Args:
         graph: the graph; every node's ``spec`` must be executable (use
             :func:`~placegym.envs.backend.kernels.scale_graph` to shrink it first).
-        devices: a device spec such as ``"cpu#2"``, ``"cuda:0,cpu#2"`` or ``"cuda:0#4"``.
+        devices: a device spec such as ``"cpu#2"``, ``"cuda:0,cpu#2"`` or ``"cuda:0#4"``,
+            or the parsed devices.
         threads: torch intra-op threads of each worker (1 suits ``cpu#k`` on k cores).
         warmup, repeats: untimed and timed executions per :meth:`run`.
         seed: seed of the input data and parameters.
@@ -89,7 +91,7 @@ class TorchExecutor:
     def __init__(
         self,
         graph: Graph,
-        devices: str = "cpu#2",
+        devices: str | Sequence[VirtualDevice] = "cpu#2",
         *,
         threads: int = 1,
         warmup: int = 1,
@@ -104,7 +106,9 @@ class TorchExecutor:
                 f"repeats, warmup: need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}"
             )
         self.graph = graph
-        self.devices: list[VirtualDevice] = parse_devices(devices)
+        self.devices: list[VirtualDevice] = (
+            parse_devices(devices) if isinstance(devices, str) else list(devices)
+        )
         self.kernels: list[Kernel] = build_kernels(graph)
         self.warmup, self.repeats, self.seed, self.timeout = warmup, repeats, seed, timeout
         self.threads = threads

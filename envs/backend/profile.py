@@ -1,10 +1,21 @@
-"""Profiled kernel costs: every distinct kernel of some graphs, timed alone per device kind.
+"""Profiled kernel costs: every distinct kernel of some graphs, timed per device kind.
 
-For each device kind (:func:`~placegym.envs.backend.devices.device_kind`; the first
-device of each kind is used) and each distinct kernel signature
-(:func:`placegym.envs.costs.kernel_signature`) of the graphs, the kernel runs in
-isolation on random operands of its shapes: ``warmup`` untimed calls, then ``repeats``
-timed calls, and its cost is the median.
+For each device kind (:func:`~placegym.envs.backend.devices.device_kind`) and each
+distinct kernel signature (:func:`placegym.envs.costs.kernel_signature`) of the graphs,
+the cost is a median of measured durations. Two ways to measure (``mode``):
+
+- ``"isolated"``: the kernel runs alone on the first device of the kind, on random
+  operands of its shapes: ``warmup`` untimed calls, then ``repeats`` timed calls.
+- ``"run"``: each graph is executed by the backend on all devices of the kind (nodes
+  dealt round-robin in topological order, so the devices run at once), ``warmup``
+  untimed and ``repeats`` timed executions; the cost is the median over the timed
+  executions and over the nodes with that signature of the kernel's span as the
+  executor records it. The kernels then meet the caches, the memory allocator and the
+  other devices' load that they meet in a run: on CPU workers an elementwise kernel
+  reading a tensor produced a few kernels earlier, and allocating its output afresh,
+  took 4-6x its isolated time on this project's 2-core machine, a matmul 1.2-1.7x.
+
+``mode="auto"`` (the default) is ``"run"`` on CPU workers and ``"isolated"`` on GPUs.
 
 - On a GPU each call is timed with CUDA events on the device's compute stream (a
   partition's green-context stream for ``cuda:i%N``): device time, without the host's
@@ -29,8 +40,12 @@ from placegym.envs.backend.devices import VirtualDevice, device_kind, open_strea
 from placegym.envs.backend.kernels import Kernel, build_kernels, make_tensors
 from placegym.envs.costs import signatures
 from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
 
-__all__ = ["profile_kernels", "time_kernel"]
+__all__ = ["PROFILE_MODES", "profile_in_run", "profile_kernels", "time_kernel"]
+
+#: How kernels are timed (module docstring).
+PROFILE_MODES = ("auto", "run", "isolated")
 
 #: GPU clock cycles of the sleep queued before the timed calls (about 2-5 ms).
 SLEEP_CYCLES = 5_000_000
@@ -55,40 +70,93 @@ def profile_kernels(
     repeats: int = 7,
     threads: int = 1,
     seed: int = 0,
+    mode: str = "auto",
 ) -> dict[str, dict[str, float]]:
     """``{kind: {signature: median seconds}}`` for every device kind of ``devices`` and
-    every distinct kernel of ``graphs`` (module docstring)."""
+    every distinct kernel of ``graphs`` (module docstring; ``mode``: ``"auto"``,
+    ``"run"`` or ``"isolated"``)."""
     if repeats < 1 or warmup < 0:
         raise ValueError(
             f"repeats, warmup: need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}"
         )
+    if mode not in PROFILE_MODES:
+        raise ValueError(f"mode: expected one of {', '.join(PROFILE_MODES)}, got {mode!r}")
     vds = parse_devices(devices) if isinstance(devices, str) else list(devices)
-    first: dict[str, VirtualDevice] = {}
+    of_kind: dict[str, list[VirtualDevice]] = {}
     for d in vds:
-        first.setdefault(device_kind(d), d)
-    kernels = distinct_kernels(graphs)
+        of_kind.setdefault(device_kind(d), []).append(d)
     out: dict[str, dict[str, float]] = {}
-    for kind, dev in first.items():
-        stream = open_stream(dev, compute=True)
-        out[kind] = {
-            sig: float(
-                np.median(
-                    time_kernel(
-                        g,
-                        ks,
-                        v,
-                        dev,
-                        stream,
-                        warmup=warmup,
-                        repeats=repeats,
-                        seed=seed,
-                        threads=threads,
-                    )
+    for kind, devs in of_kind.items():
+        in_run = mode == "run" or (mode == "auto" and not devs[0].is_cuda)
+        if in_run:
+            out[kind] = profile_in_run(
+                graphs, devs, warmup=warmup, repeats=repeats, seed=seed, threads=threads
+            )
+        else:
+            out[kind] = _profile_isolated(graphs, devs[0], warmup, repeats, threads, seed)
+    return out
+
+
+def profile_in_run(
+    graphs: Sequence[Graph],
+    devices: Sequence[VirtualDevice],
+    *,
+    warmup: int = 2,
+    repeats: int = 7,
+    seed: int = 0,
+    threads: int = 1,
+) -> dict[str, float]:
+    """``{signature: median seconds}`` of the kernels of ``graphs`` as they run on
+    ``devices`` (one kind), each graph executed with its nodes dealt round-robin over the
+    devices in topological order (module docstring, ``mode="run"``)."""
+    from placegym.envs.backend.executor import TorchExecutor
+
+    spans: dict[str, list[np.ndarray]] = {}
+    for g in graphs:
+        order = g.topological_order.copy()
+        device = np.empty(g.num_nodes, dtype=np.int64)
+        device[order] = np.arange(g.num_nodes) % len(devices)
+        ex = TorchExecutor(g, devices, threads=threads, warmup=0, repeats=1, seed=seed)
+        placement = Placement(device=device, order=order)
+        for _ in range(warmup):
+            ex.run(placement)
+        runs = [ex.run(placement) for _ in range(repeats)]
+        took = np.stack([m.finish - m.start for m in runs])  # (repeats, nodes)
+        for v, sig in enumerate(signatures(g)):
+            if sig is not None:
+                spans.setdefault(sig, []).append(took[:, v])
+    return {sig: float(np.median(np.concatenate(ts))) for sig, ts in spans.items()}
+
+
+def _profile_isolated(
+    graphs: Sequence[Graph],
+    dev: VirtualDevice,
+    warmup: int,
+    repeats: int,
+    threads: int,
+    seed: int,
+) -> dict[str, float]:
+    """``{signature: median seconds}`` of every distinct kernel run alone on ``dev``."""
+    kernels = distinct_kernels(graphs)
+    stream = open_stream(dev, compute=True)
+    return {
+        sig: float(
+            np.median(
+                time_kernel(
+                    g,
+                    ks,
+                    v,
+                    dev,
+                    stream,
+                    warmup=warmup,
+                    repeats=repeats,
+                    seed=seed,
+                    threads=threads,
                 )
             )
-            for sig, (g, ks, v) in kernels.items()
-        }
-    return out
+        )
+        for sig, (g, ks, v) in kernels.items()
+    }
 
 
 def _operands(graph: Graph, kernels: list[Kernel], v: int, device: str, seed: int) -> list:

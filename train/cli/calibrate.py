@@ -6,6 +6,9 @@ import argparse
 import json
 import time
 
+#: :data:`placegym.envs.backend.profile.PROFILE_MODES` (that import costs a second here).
+PROFILE_MODES = ("auto", "run", "isolated")
+
 
 def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``calibrate`` on the CLI's subparsers."""
@@ -30,8 +33,15 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--profile",
         action="store_true",
-        help="time every distinct kernel of --graph (at --scale) alone on each device kind "
-        "and write the costs into the cluster (they replace the roofline)",
+        help="time every distinct kernel of --graph (at --scale) on each device kind and "
+        "write the costs into the cluster (they replace the roofline)",
+    )
+    p.add_argument(
+        "--profile-mode",
+        choices=PROFILE_MODES,
+        default="auto",
+        help="run: kernels timed as they run in executions of --graph over the devices; "
+        "isolated: each kernel alone; auto: run on CPU workers, isolated on GPUs",
     )
     p.add_argument(
         "--check",
@@ -77,6 +87,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         graphs=[graph] if args.profile else (),
         size=args.size,
         repeats=args.repeats,
+        profile_mode=args.profile_mode,
     )
     cluster.save(args.out)
     print(
@@ -101,6 +112,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             "placements": args.placements,
             "graph": graph.name,
             "profiled": args.profile,
+            "profile_mode": args.profile_mode if args.profile else None,
             "shared_hardware": shared,
             "cpu_share": res.cpu_share,
             "simulated_ms": [round(x * 1e3, 3) for x in res.simulated],
