@@ -3,10 +3,11 @@
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 import placegym.envs  # noqa: F401
-from placegym.agents.bc import greedy_makespans, pretrain
-from placegym.agents.sb3 import make_maskable_ppo
+from placegym.agents.bc import greedy_makespans, pretrain, tie_log_likelihood
+from placegym.agents.sb3 import AnchoredMaskablePPO, make_maskable_ppo
 from placegym.agents.sb3_callbacks import PhaseDiagnostics
 from placegym.agents.sb3_placer import Sb3Placer
 from placegym.agents.sb3_recipe import run_recipe
@@ -90,9 +91,41 @@ def test_bench_cli_accepts_an_sb3_zip(tmp_path, capsys):
     assert "ppo_chain" in capsys.readouterr().out
 
 
+def tie_nll(model) -> float:
+    """Mean tie negative log-likelihood of the model's anchor demonstrations."""
+    demos = model.demonstrations
+    obs, _ = model.policy.obs_to_tensor(demos.obs)
+    with torch.no_grad():
+        dist = model.policy.get_distribution(obs, action_masks=demos.obs["action_mask"])
+        ties = torch.as_tensor(demos.ties)
+        return float(-tie_log_likelihood(dist.distribution.logits, ties).mean())
+
+
+def test_the_anchor_keeps_ppo_on_the_teachers_tie_sets(tmp_path):
+    """With a learning rate that drives PPO off the cloned tie sets, the anchored model
+    ends with a lower tie NLL than the same run unanchored; the anchor's data is not saved."""
+    nll = {}
+    for steps in (0, 16):
+        model = small_ppo(learning_rate=3e-3, anchor_steps=steps, seed=0)
+        assert isinstance(model, AnchoredMaskablePPO) and model.demonstrations is None
+        pretrain(model, "placegym/ChainMM-v0", epochs=4)
+        before = tie_nll(model)
+        model.learn(320)
+        nll[steps] = tie_nll(model)
+    assert nll[0] > before + 0.05, (before, nll)  # PPO alone leaves the ties
+    assert nll[16] < 0.5 * nll[0], (before, nll)
+    assert model.logger.name_to_value["train/anchor_tie_nll"] >= 0
+    model.save(tmp_path / "anchored")
+    loaded = AnchoredMaskablePPO.load(tmp_path / "anchored")
+    assert loaded.demonstrations is None and loaded.anchor_steps == 16
+    with pytest.raises(ValueError, match="anchor_steps, anchor_batch_size"):
+        small_ppo(anchor_steps=-1)
+
+
 def test_ppo_improves_on_the_untrained_and_the_cloned_policy_on_a_small_graph():
     """Cloned from round_robin (33% slower than critical_path on this 16-node DAG), PPO's
-    greedy placement beats both the untrained and the cloned policy within 2,400 steps."""
+    greedy placement beats both the untrained and the cloned policy within 2,400 steps
+    (unanchored: the anchor would hold PPO to round_robin's choices)."""
     env_kwargs = {"graph": make_graph("random_dag", nodes=16)}
     env = gym.make("placegym/Placement-v0", **env_kwargs)
     env.reset(seed=0)
@@ -103,6 +136,7 @@ def test_ppo_improves_on_the_untrained_and_the_cloned_policy_on_a_small_graph():
         n_steps=160,  # 5 episodes of 2n = 32 steps
         batch_size=80,
         learning_rate=1e-3,
+        anchor_steps=0,
         **SMALL,
     )
     untrained = greedy_makespans(model.policy, env)[0] / reference
