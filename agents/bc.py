@@ -269,7 +269,9 @@ def pretrain(
     (greedy 0.973, 1.000 and 0.946 of critical_path for seeds 0-2: minibatches of 8 give
     32 steps an epoch; with 64, two epochs left it at 0.85-1.18, and four epochs of 8 at
     lr 5e-3 overshoot to 1.13 for seed 1); use more ``episodes`` for envs that draw a
-    new graph every reset.
+    new graph every reset. An :class:`~placegym.agents.sb3.AnchoredMaskablePPO` (what
+    :func:`~placegym.agents.sb3.make_maskable_ppo` returns) keeps the demonstrations as
+    the anchor of its later updates.
     """
     env, teacher = _as_env(env, env_kwargs), _as_teacher(teacher)
     fit = dict(epochs=epochs, batch_size=batch_size, lr=lr, value_coef=value_coef)

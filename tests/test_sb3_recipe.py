@@ -148,7 +148,7 @@ def test_ppo_improves_on_the_untrained_and_the_cloned_policy_on_a_small_graph():
     assert learned < min(untrained, cloned) - 0.15, (untrained, cloned, learned)
 
 
-SEED_2_GAP = "measured 0.970 after 20,480 steps and 1.10004 at 10,240 (README)"
+SEED_2_GAP = "measured 0.952 after 20,480 steps (README)"
 
 
 @pytest.mark.slow
