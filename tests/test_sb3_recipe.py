@@ -157,10 +157,10 @@ SEED_2_GAP = "measured 0.952 after 20,480 steps (README)"
 )
 def test_the_documented_recipe_beats_the_teacher_and_never_collapses(seed):
     """README's recipe on FFNN-v0 (about 10 CPU-minutes a seed): BC within 2% of
-    critical_path, never worse than 1.10 after BC, at most 0.95 after 20,480 steps."""
+    critical_path, never worse than 1.05 after BC, at most 0.95 after 20,480 steps."""
     run = run_recipe("placegym/FFNN-v0", seed=seed, log=None)
     bc, *ppo = run.ratios[1:]
     assert run.steps[2:] == [5_120, 10_240, 15_360, 20_480]
     assert bc <= 1.02
-    assert max(ppo) <= 1.10
+    assert max(ppo) <= 1.05
     assert ppo[-1] <= 0.95
