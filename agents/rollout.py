@@ -121,6 +121,7 @@ class _Live:
     enc: Encoding
     n: int
     d: int
+    rng: np.random.Generator
     buf: dict[str, list] = field(
         default_factory=lambda: {
             k: []
@@ -195,7 +196,7 @@ def rollout(
     envs: list[PlacementEnv],
     seeds: Sequence[int | None],
     *,
-    rng: np.random.Generator,
+    rng: np.random.Generator | Sequence[np.random.Generator],
     greedy: bool = False,
     teacher: Teacher | None = None,
     teacher_prob: float = 0.0,
@@ -210,29 +211,46 @@ def rollout(
     ``plc_mask``) are kept, so memory stays ``O(n)`` instead of ``O(n²)`` per episode
     (7 GB on a 10,000-node graph otherwise); actions, rewards and info are complete.
 
-    Envs that share a graph object share one encoding, and at every step their policy
+    Envs that share a graph object and cluster share one encoding, and at every step their policy
     forwards run as one batched call (one per graph and phase), so many episodes of one
     graph cost little more than one; greedy envs get one call each (see the module
     docstring). ``graph_cache`` (unbounded, keyed by the graph and cluster objects; one
     cache serves one policy, whose hints it holds) keeps the :class:`GraphInputs` across
     calls.
+
+    ``rng`` is one generator for every draw, or one generator per env for the draws of
+    that env's episode: each episode is then a function of its own generator whatever the
+    other envs are, so that a batch split over several processes by graph (the groups
+    that share forwards) plays the same episodes.
     """
+    rngs = [rng] * len(envs) if isinstance(rng, np.random.Generator) else list(rng)
+    if len(rngs) != len(envs):
+        raise ValueError(f"rng: expected one generator per env ({len(envs)}), got {len(rngs)}")
     cache: IdentityCache[GraphInputs] = (
         IdentityCache(size=None) if graph_cache is None else graph_cache
     )
     live: list[_Live] = []
     encodings: dict[int, Encoding] = {}
-    for env, seed in zip(envs, seeds, strict=True):
+    for env, seed, env_rng in zip(envs, seeds, rngs, strict=True):
         obs, info = env.reset(seed=seed)
         g = env.graph
         inputs = cache.get(g, env.cluster)
         if inputs is None:
             inputs = graph_inputs(policy, obs, g, env.cluster)
             cache.put(g, env.cluster, value=inputs)
-        if id(g) not in encodings:  # the graphs stay alive in the envs meanwhile
-            encodings[id(g)] = policy.encode(inputs)
+        if id(inputs) not in encodings:  # one per (graph, cluster); alive in the cache
+            encodings[id(inputs)] = policy.encode(inputs)
         live.append(
-            _Live(env, obs, info, inputs, encodings[id(g)], g.num_nodes, env.cluster.num_devices)
+            _Live(
+                env,
+                obs,
+                info,
+                inputs,
+                encodings[id(inputs)],
+                g.num_nodes,
+                env.cluster.num_devices,
+                env_rng,
+            )
         )
     done: dict[int, EpisodeRecord] = {}
     active = [i for i in range(len(live)) if not live[i].state.done]
@@ -242,9 +260,10 @@ def rollout(
     while active:
         lives = [live[i] for i in active]
         use = [
-            teacher is not None and teacher_prob > 0 and rng.random() < teacher_prob for _ in lives
+            teacher is not None and teacher_prob > 0 and lv.rng.random() < teacher_prob
+            for lv in lives
         ]
-        actions = _decide(policy, lives, use, rng, greedy, teacher, record_teacher)
+        actions = _decide(policy, lives, use, greedy, teacher, record_teacher)
         for lv, action, t in zip(lives, actions, use):
             if not keep_inputs:
                 _drop_old_inputs(lv.buf)
@@ -261,7 +280,6 @@ def _decide(
     policy: DopplerPolicy,
     lives: list[_Live],
     use_teacher: list[bool],
-    rng: np.random.Generator,
     greedy: bool,
     teacher: Teacher | None,
     record_teacher: bool,
@@ -293,12 +311,12 @@ def _decide(
                 actions[j] = _topological_first(lv)
         elif use:
             assert ties is not None
-            actions[j] = int(ties[rng.integers(len(ties))])
+            actions[j] = int(ties[lv.rng.integers(len(ties))])
         else:  # greedy: one env per forward, so that batching cannot change a decision
             groups.setdefault((select, id(lv.enc), j if greedy else -1), []).append(j)
     for (select, _, _), members in groups.items():
         chosen = (_select_batch if select else _place_batch)(
-            policy, [lives[j] for j in members], greedy, rng
+            policy, [lives[j] for j in members], greedy
         )
         for j, a in zip(members, chosen):
             actions[j] = a
@@ -377,20 +395,19 @@ def plc_tie_key(dev: np.ndarray) -> np.ndarray:
     return dev[:, _EST_START]
 
 
-def _select_batch(
-    policy: DopplerPolicy, lives: list[_Live], greedy: bool, rng: np.random.Generator
-) -> list[int]:
+def _select_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> list[int]:
     """SEL actions of envs sharing one encoding: one scoring call over all frontiers."""
     nodes = [np.flatnonzero(lv.buf["sel_mask"][-1]) for lv in lives]
     dyn = np.stack([lv.buf["sel_dyn"][-1] for lv in lives])
     g = lives[0].graph
     parts = frontier_logits(policy, g, lives[0].enc, dyn, nodes)
-    return [int(v[_choose(s, greedy, rng, sel_tie_key(g, v))]) for v, s in zip(nodes, parts)]
+    return [
+        int(v[_choose(s, greedy, lv.rng, sel_tie_key(g, v))])
+        for lv, v, s in zip(lives, nodes, parts)
+    ]
 
 
-def _place_batch(
-    policy: DopplerPolicy, lives: list[_Live], greedy: bool, rng: np.random.Generator
-) -> list[int]:
+def _place_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> list[int]:
     """PLC actions of envs sharing one encoding (and so one graph): one batched call."""
     by_d: dict[int, list[int]] = {}
     for j, lv in enumerate(lives):
@@ -408,7 +425,7 @@ def _place_batch(
         for j, lv, row in zip(members, ls, logits):
             legal = np.flatnonzero(lv.buf["plc_mask"][-1])
             key = plc_tie_key(lv.buf["plc_dev"][-1][legal])
-            out[j] = int(legal[_choose(row[legal], greedy, rng, key)])
+            out[j] = int(legal[_choose(row[legal], greedy, lv.rng, key)])
     return out
 
 

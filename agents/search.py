@@ -53,13 +53,21 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.observation import ObservationBuilder
 from placegym.envs.placement import Placement
-from placegym.envs.simulator import simulate, simulate_batch
+from placegym.envs.simulator import Dispatch, simulate, simulate_batch
 from placegym.envs.state import PlacementState
 
 # the annealing move set and critical chain of the anneal teacher, shared with it
 from placegym.teachers.anneal import MOVES, _critical_chain, _problem, _propose, _weights
 
-__all__ = ["SearchConfig", "SearchPlacer", "SearchResult", "policy_search"]
+__all__ = [
+    "SearchConfig",
+    "SearchPlacer",
+    "SearchResult",
+    "best_of_samples",
+    "decodes_like_rollout",
+    "policy_search",
+    "sample_placements",
+]
 
 
 @dataclass(frozen=True)
@@ -157,8 +165,11 @@ class _Decoder:
     """Partial placements of one graph decoded in lockstep with the policy (encoders
     once, one batched forward per step), exactly as :func:`rollout` decodes them."""
 
-    def __init__(self, policy: DopplerPolicy, graph: Graph, cluster: Cluster) -> None:
+    def __init__(
+        self, policy: DopplerPolicy, graph: Graph, cluster: Cluster, memory_mask: bool = True
+    ) -> None:
         self.policy, self.graph, self.cluster = policy, graph, cluster
+        self.memory_mask = memory_mask
         n, e = graph.num_nodes, graph.num_edges
         self._builder = ObservationBuilder(graph, cluster, max(n, 1), e)
         obs = self._builder.observe(np.zeros(1, dtype=bool), 0)
@@ -171,7 +182,8 @@ class _Decoder:
         builder = copy.copy(self._builder)
         builder.dynamic, builder.devices = builder.dynamic.copy(), builder.devices.copy()
         builder.reset_dynamic()
-        return _Entry(PlacementState(self.graph, self.cluster), builder, 0.0)
+        state = PlacementState(self.graph, self.cluster, memory_mask=self.memory_mask)
+        return _Entry(state, builder, 0.0)
 
     @torch.no_grad()
     def logits(self, entries: list[_Entry]) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -442,6 +454,66 @@ class _Improver:
 
 
 @torch.no_grad()
+def decodes_like_rollout(policy: DopplerPolicy) -> bool:
+    """Whether the search's decoder plays ``policy``'s episodes as
+    :func:`~placegym.agents.rollout.rollout` does: a policy that chooses both its SEL and
+    its PLC actions (not a fixed-order baseline or a SEL-only / PLC-only ablation)."""
+    return (
+        getattr(policy, "learns_selection", True)
+        and getattr(policy, "learns_placement", True)
+        and getattr(policy, "fixed_teacher", None) is None
+    )
+
+
+def sample_placements(
+    policy: DopplerPolicy,
+    graph: Graph,
+    cluster: Cluster,
+    k: int,
+    seed: int,
+    *,
+    memory_mask: bool = True,
+    dispatch: Dispatch = "priority",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``k`` episodes sampled from ``policy`` and their simulated makespans: ``(devices,
+    orders, makespans)``, shapes ``(k, n)``, ``(k, n)``, ``(k,)``.
+
+    The episodes are those :func:`~placegym.agents.rollout.rollout` samples in ``k``
+    environments of ``graph`` (with ``memory_mask`` and ``dispatch``) with
+    ``numpy.random.default_rng(seed)``, decoded in lockstep without environments and
+    simulated in one :func:`~placegym.envs.simulator.simulate_batch` call: the same
+    placements and makespans, bit for bit.
+
+    Raises:
+        ValueError: ``k`` < 1, or a policy that does not choose all its actions
+            (:func:`decodes_like_rollout`).
+    """
+    if k < 1:
+        raise ValueError(f"k: must be >= 1, got {k}")
+    if not decodes_like_rollout(policy):
+        raise ValueError("policy: expected one that chooses its SEL and PLC actions")
+    dec = _Decoder(policy, graph, cluster, memory_mask)
+    devs = dec.sample(k, 1.0, np.random.default_rng(seed))
+    res = simulate_batch(graph, cluster, devs, dec._orders, dispatch=dispatch, memory=False)
+    return devs, dec._orders, res.makespan
+
+
+def best_of_samples(
+    policy: DopplerPolicy,
+    graph: Graph,
+    cluster: Cluster,
+    k: int,
+    seed: int,
+    *,
+    dispatch: Dispatch = "priority",
+) -> tuple[Placement, float]:
+    """The best of :func:`sample_placements` (default environment options) and its
+    makespan; the first of equal makespans wins, as the best of the rollout's episodes."""
+    devs, orders, makespans = sample_placements(policy, graph, cluster, k, seed, dispatch=dispatch)
+    best = int(np.argmin(makespans))
+    return Placement(devs[best], orders[best]), float(makespans[best])
+
+
 def policy_search(
     policy: DopplerPolicy,
     graph: Graph,

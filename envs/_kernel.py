@@ -503,20 +503,40 @@ def _scratch_out(n, ne, ndev):
     )
 
 
+@njit(cache=True, inline="always")
+def _checked_ranks(dev, order, ndev, rank):
+    """Fill ``rank`` (the inverse of ``order``); False when a device is out of ``0 ..
+    ndev - 1`` or ``order`` is not a permutation (nothing may be simulated then)."""
+    n = order.shape[0]
+    for v in range(n):
+        if dev[v] < 0 or dev[v] >= ndev:
+            return False
+        rank[v] = -1
+    for k in range(n):
+        v = order[k]
+        if v < 0 or v >= n or rank[v] >= 0:
+            return False
+        rank[v] = k
+    return True
+
+
 @njit(cache=True, nogil=True)
-def run_rows(
-    costs, g, links, devs, ranks, orders, factors, fifo, memory, lo, hi, makespans, peaks
-):
+def run_rows(costs, g, links, devs, orders, factors, fifo, memory, lo, hi, makespans, peaks):
     """Rows ``lo .. hi - 1`` of a batch, one after another in one workspace, into
     ``makespans (B,)`` and (when ``memory``) ``peaks (B, D)``. Releases the GIL;
-    ``factors`` is ``(B, n)`` or ``(B, 0)`` (no noise)."""
+    ``factors`` is ``(B, n)`` or ``(B, 0)`` (no noise). A row whose devices are out of
+    range or whose order is not a permutation is not simulated: its makespan is NaN."""
     n = devs.shape[1]
     ne = g[3].shape[0]
     ndev = links[0].shape[0]
     ws = workspace(n, ne, ndev)
     out = _scratch_out(n, ne, ndev)
+    rank = np.empty(n, np.int64)
     for i in range(lo, hi):
-        p = (devs[i], ranks[i], orders[i])
+        if not _checked_ranks(devs[i], orders[i], ndev, rank):
+            makespans[i] = np.nan
+            continue
+        p = (devs[i], rank, orders[i])
         dur = _durations_of(costs, devs[i], factors[i])
         makespans[i] = run_into(dur, g, links, p, fifo, memory, ws, out)[0]
         if memory:

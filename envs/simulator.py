@@ -53,6 +53,7 @@ from typing import Any, Literal
 import numpy as np
 
 from placegym.envs import _kernel
+from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster, Device, Level
 from placegym.envs.costs import profiled_seconds
 from placegym.envs.graph import Graph, load_graph
@@ -230,6 +231,27 @@ def _cost_arrays(g: Graph, c: Cluster) -> tuple[np.ndarray, ...]:
     )
 
 
+def _static_arrays(g: Graph, c: Cluster) -> tuple[tuple[np.ndarray, ...], ...]:
+    """``(costs, graph arrays, link arrays)``: every kernel input but the placement and
+    the noise factors."""
+    return (_cost_arrays(g, c), _graph_arrays(g), _link_arrays(c))
+
+
+_STATIC = IdentityCache(_static_arrays, size=16)
+_LAST: list[tuple[Any, Any, Any]] = [(None, None, None)]  # (graph, cluster, arrays) last used
+
+
+def _plan(g: Graph, c: Cluster) -> tuple[tuple[np.ndarray, ...], ...]:
+    """:func:`_static_arrays` of ``(g, c)``, kept per graph and cluster object (both are
+    immutable): a call on the pair of the previous call finds them at once."""
+    last = _LAST[0]  # one tuple, swapped whole: threads see a consistent entry
+    if last[0] is g and last[1] is c:
+        return last[2]
+    arrays = _STATIC(g, c)
+    _LAST[0] = (g, c, arrays)
+    return arrays
+
+
 def _prepare(graph, cluster, placement, noise, rng, dispatch):
     """Validated inputs of one placement: ``(g, c, p, fifo, kernel arguments)``."""
     g, c = _inputs(graph, cluster)
@@ -237,8 +259,8 @@ def _prepare(graph, cluster, placement, noise, rng, dispatch):
     p.check(g, c)
     fifo = _check_dispatch(dispatch)
     factor = _noise_factors(float(noise), rng, (g.num_nodes,))
-    args = (_cost_arrays(g, c), factor, _graph_arrays(g), _link_arrays(c))
-    return g, c, p, fifo, args
+    costs, garr, links = _plan(g, c)
+    return g, c, p, fifo, (costs, factor, garr, links)
 
 
 def simulate(
@@ -360,13 +382,14 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return _POOL["pool"]
 
 
-def _run_rows(g, c, devs, ranks, ords, factors, fifo, memory, threads):
+def _run_rows(g, c, devs, ords, factors, fifo, memory, threads):
     """Makespans and peaks of every row, the rows split into contiguous parts run on up
-    to ``threads`` threads (the compiled kernel releases the GIL)."""
+    to ``threads`` threads (the compiled kernel releases the GIL and checks each row; a
+    bad row's makespan is NaN)."""
     b = len(devs)
     makespans = np.empty(b)
     peaks = np.zeros((b, c.num_devices))
-    args = (_cost_arrays(g, c), _graph_arrays(g), _link_arrays(c), devs, ranks, ords)
+    args = (*_plan(g, c), devs, ords)
     args += (factors, fifo, bool(memory))
     parts = max(1, min(threads, b // MIN_ROWS_PER_THREAD))
     bounds = [b * k // parts for k in range(parts + 1)]
@@ -382,6 +405,25 @@ def _run_rows(g, c, devs, ranks, ords, factors, fifo, memory, threads):
         for f in futures:
             f.result()
     return makespans, peaks
+
+
+def _check_rows(devs: np.ndarray, ords: np.ndarray, c: Cluster) -> None:
+    """Raise the ``ValueError`` naming the first bad device, else the first row of
+    ``ords`` that is not a permutation (called when the kernel found a bad row)."""
+    n = devs.shape[1]
+    if devs.size and (devs.min() < 0 or devs.max() >= c.num_devices):
+        b, i = np.argwhere((devs < 0) | (devs >= c.num_devices))[0]
+        raise ValueError(
+            f"devices[{b}][{i}]: device index out of range for cluster "
+            f"{c.name!r} with {c.num_devices} devices, got {int(devs[b, i])}"
+        )
+    ranks = np.full_like(ords, -1)
+    in_range = ords.size == 0 or (ords.min() >= 0 and ords.max() < n)
+    if in_range:  # then a repeated node leaves another one without a rank
+        np.put_along_axis(ranks, ords, np.broadcast_to(np.arange(n), ords.shape), axis=1)
+    if (ranks < 0).any():
+        b = int(np.flatnonzero((ranks < 0).any(axis=1))[0])
+        raise ValueError(f"orders[{b}]: not a permutation of 0..{n - 1}")
 
 
 def simulate_batch(
@@ -424,25 +466,14 @@ def simulate_batch(
         raise ValueError(f"devices: expected shape (B, {n}), got {devs.shape}")
     if ords.shape != devs.shape:
         raise ValueError(f"orders: expected shape {devs.shape} like devices, got {ords.shape}")
-    if devs.size and (devs.min() < 0 or devs.max() >= c.num_devices):
-        b, i = np.argwhere((devs < 0) | (devs >= c.num_devices))[0]
-        raise ValueError(
-            f"devices[{b}][{i}]: device index out of range for cluster "
-            f"{c.name!r} with {c.num_devices} devices, got {int(devs[b, i])}"
-        )
     if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
         raise ValueError(f"threads: must be an integer >= 1, got {threads!r}")
-    ranks = np.full_like(ords, -1)
-    in_range = ords.size == 0 or (ords.min() >= 0 and ords.max() < n)
-    if in_range:  # then a repeated node leaves another one without a rank
-        np.put_along_axis(ranks, ords, np.broadcast_to(np.arange(n), ords.shape), axis=1)
-    if (ranks < 0).any():
-        b = int(np.flatnonzero((ranks < 0).any(axis=1))[0])
-        raise ValueError(f"orders[{b}]: not a permutation of 0..{n - 1}")
     fifo = _check_dispatch(dispatch)
     factors = _noise_factors(float(noise), rng, devs.shape)
     nthreads = default_threads() if threads is None else int(threads)
-    makespans, peaks = _run_rows(g, c, devs, ranks, ords, factors, fifo, memory, nthreads)
+    makespans, peaks = _run_rows(g, c, devs, ords, factors, fifo, memory, nthreads)
+    if np.isnan(makespans).any():  # the rows are checked in the kernel, in parallel
+        _check_rows(devs, ords, c)
     oom = (peaks > c.memory).any(axis=1) if memory else np.zeros(len(devs), dtype=bool)
     return BatchResult(makespan=makespans, peak_memory=peaks, oom=oom)
 

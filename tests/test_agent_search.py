@@ -82,3 +82,40 @@ def test_placer_and_config_errors(policy):
     ):
         with pytest.raises(ValueError, match=msg):
             SearchConfig(**kw)
+
+
+@pytest.mark.parametrize("workload, cluster", [("chainmm", "p100x4"), ("ffnn", "doppler-unit-4")])
+def test_best_of_samples_is_the_best_rollout_episode(policy, workload, cluster):
+    from placegym.agents.search import best_of_samples
+    from placegym.train.evaluate import AgentPlacer
+
+    g, c = make_graph(workload), load_cluster(cluster)
+    for seed in (0, 5):
+        envs = [PlacementEnv(g, c) for _ in range(6)]
+        records = rollout(policy, envs, [seed] * 6, rng=np.random.default_rng(seed))
+        best = min(records, key=lambda r: r.makespan)
+        assert len({r.makespan for r in records}) > 1  # the samples differ
+        placement, makespan = best_of_samples(policy, g, c, 6, seed)
+        assert makespan == best.makespan
+        np.testing.assert_array_equal(placement.device, best.info["placement"])
+        np.testing.assert_array_equal(placement.order, best.info["order"])
+        placed = AgentPlacer(policy, mode="best_of_k", k=6).place(g, c, seed)
+        np.testing.assert_array_equal(placed.device, placement.device)
+        np.testing.assert_array_equal(placed.order, placement.order)
+    with pytest.raises(ValueError, match="k: must be >= 1, got 0"):
+        best_of_samples(policy, g, c, 0, 0)
+
+
+@pytest.mark.parametrize("options", [{}, {"memory_mask": False, "dispatch": "fifo"}])
+def test_evaluation_samples_are_the_rollout_episodes(policy, options):
+    from placegym.train.evaluate import EnvPool, evaluate_policy
+
+    g, c = make_graph("llama_block"), load_cluster("p100x4")
+    ev = evaluate_policy(policy, g, c, k=5, seed=3, pool=EnvPool(**options))
+    envs = [PlacementEnv(g, c, **options) for _ in range(5)]
+    records = rollout(policy, envs, [3] * 5, rng=np.random.default_rng(3))
+    makespans = [r.makespan for r in records]
+    best = records[int(np.argmin(makespans))]
+    assert ev.sampled == float(np.mean(makespans)) and ev.best == best.makespan
+    np.testing.assert_array_equal(ev.best_placement.device, best.info["placement"])
+    np.testing.assert_array_equal(ev.best_placement.order, best.info["order"])

@@ -81,8 +81,10 @@ def test_the_shipped_plan_imitation_config_validates():
         ],
     )
     assert cfg.data.graphs[0].suite_instance[1] == "ffnn-3x2x4-ccr4@doppler-unit-4"
-    with pytest.raises(ValueError, match=r"data\.cluster: must be 'doppler-unit-4'"):
-        load_config(PLAN_CONFIG, ["data.graphs=[comm-heavy-v0/ffnn-3x2x4-ccr4@doppler-unit-4]"])
+    raw = cfg.to_dict()
+    raw["data"]["graphs"] = [{"name": cfg.data.graphs[0].name, "cluster": "p100x4"}]
+    with pytest.raises(ValueError, match=r"data\.graphs\[0\]\.cluster: must be 'doppler-unit-4'"):
+        config_from_dict(raw)
     with pytest.raises(ValueError, match=r"data\.graphs\[0\]\.name: suite comm-heavy-v0 has no"):
         load_config(PLAN_CONFIG, ["data.graphs=[comm-heavy-v0/nope]"])
 

@@ -1,20 +1,16 @@
 """``placegym bench --ray``: the grid on a local Ray gives the serial run's records.
 
-Ray looks up an outward address when it starts, and tests must never touch the network:
-a local Ray is only ever started inside a network namespace with loopback alone
-(``unshare -n``); the test skips where that is not possible (no ``unshare``, or no right
-to make a namespace).
+The local Ray runs inside a network namespace with loopback alone (:mod:`netns`).
 """
 
 import json
 import os
-import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from netns import isolated, run_isolated
 
 pytest.importorskip("ray")
 
@@ -31,14 +27,6 @@ ARGS = [
 ]
 
 
-def _isolated() -> bool:
-    """Whether this process may run commands in a network namespace with loopback up."""
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return False
-    probe = ["unshare", "-n", "sh", "-c", "ip link set lo up"]
-    return subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
-
-
 def _records(out: Path) -> list[dict]:
     records = json.loads((out / "results.json").read_text())["records"]
     for r in records:
@@ -46,7 +34,7 @@ def _records(out: Path) -> list[dict]:
     return records
 
 
-@pytest.mark.skipif(not _isolated(), reason="needs unshare -n (a network namespace)")
+@pytest.mark.skipif(not isolated(), reason="needs unshare -n (a network namespace)")
 def test_bench_on_local_ray_equals_the_serial_run(tmp_path):
     cli = [sys.executable, "-m", "placegym.train.cli"]
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
@@ -54,14 +42,7 @@ def test_bench_on_local_ray_equals_the_serial_run(tmp_path):
         [*cli, *ARGS, "--out", str(tmp_path / "serial")], capture_output=True, text=True, env=env
     )
     assert serial.returncode == 0, serial.stderr
-    ray_cmd = shlex.join([*cli, *ARGS, "--out", str(tmp_path / "ray"), "--ray"])
-    ray = subprocess.run(
-        ["unshare", "-n", "sh", "-c", f"ip link set lo up; exec {ray_cmd}"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    ray = run_isolated([*cli, *ARGS, "--out", str(tmp_path / "ray"), "--ray"], env)
     assert ray.returncode == 0, ray.stderr[-2000:]
     serial_records, ray_records = _records(tmp_path / "serial"), _records(tmp_path / "ray")
     assert len(serial_records) == 2 * 2 * 4

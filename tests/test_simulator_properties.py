@@ -243,6 +243,21 @@ def test_batch_validates_its_arrays():
         simulate_batch(g, c, ok, np.array([[0, -1]]))
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_batch_names_the_first_bad_row_of_any_thread(threads):
+    g = Graph(flops=[1.0, 2.0, 1.0], out_bytes=[1.0, 1.0, 0], edges=[[0, 1], [1, 2]])
+    c = unit_cluster(2)
+    devs, orders = np.zeros((40, 3), dtype=np.int64), np.tile([0, 1, 2], (40, 1))
+    devs[31, 2], orders[17] = 2, [0, 2, 2]
+    with pytest.raises(ValueError, match=r"devices\[31\]\[2\]: device index out of range"):
+        simulate_batch(g, c, devs, orders, threads=threads)
+    devs[31, 2] = 1
+    with pytest.raises(ValueError, match=r"orders\[17\]: not a permutation of 0..2"):
+        simulate_batch(g, c, devs, orders, threads=threads)
+    orders[17] = [0, 1, 2]
+    assert (simulate_batch(g, c, devs, orders, threads=threads).makespan > 0).all()
+
+
 def test_shared_cases_match(shared_cases):
     import json
 

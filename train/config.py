@@ -136,11 +136,15 @@ class GraphSpec:
     ``{name: ffnn}``."""
 
     name: str = "ffnn"
-    """Workload generator name, graph JSON file, or ``SUITE/INSTANCE`` (a benchmark suite's
-    instance, e.g. ``comm-heavy-v0/ffnn-3x2x4-ccr4@p100x4``; ``data.cluster`` must be the
-    instance's cluster)."""
+    """Workload generator name, graph JSON file, ``SUITE/INSTANCE`` (a benchmark suite's
+    instance, e.g. ``comm-heavy-v0/ffnn-3x2x4-ccr4@p100x4``, placed on its own cluster) or
+    ``SUITE/SPLIT`` (every instance of ``train`` or ``test``, e.g. ``generalize-v0/train``;
+    see :mod:`placegym.train.data`)."""
     params: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the generator (ignored for JSON files)."""
+    cluster: str | None = None
+    """Cluster preset or JSON file of this graph; default ``data.cluster`` (a suite
+    instance's own cluster, which this must equal when set)."""
 
     @classmethod
     def from_str(cls, name: str) -> GraphSpec:
@@ -172,9 +176,17 @@ class GraphSpec:
         from placegym.envs.suites import SUITES
 
         suite, sep, instance = self.name.partition("/")
-        if not sep or suite not in SUITES or self.name.endswith(".json"):
+        if not sep or suite not in SUITES or self.name.endswith(".json") or self.split:
             return None
         return SUITES[suite], instance
+
+    @property
+    def split(self) -> str | None:
+        """``train`` or ``test`` for a ``SUITE/SPLIT`` name, else None."""
+        from placegym.envs.suites import SUITES
+
+        suite, _, split = self.name.partition("/")
+        return split if suite in SUITES and split in ("train", "test") else None
 
 
 @dataclass
@@ -182,7 +194,8 @@ class DataConfig:
     """What the agent is trained and evaluated on."""
 
     cluster: str = "p100x4"
-    """Cluster preset name or cluster JSON file (training and evaluation)."""
+    """Cluster preset name or cluster JSON file of the graphs that name none (suite
+    instances bring their own)."""
     graphs: list[GraphSpec] = field(default_factory=lambda: [GraphSpec("ffnn")])
     """Training graphs."""
     heldout: list[GraphSpec] = field(default_factory=list)
@@ -389,6 +402,9 @@ class TrainConfig:
     """Continue from the run folder's latest checkpoint when there is one."""
     threads: int = 1
     """torch CPU threads (small per-step forwards are fastest single-threaded)."""
+    workers: int = 0
+    """Ray actors that play the simulator phases' episodes (:mod:`placegym.train.workers`;
+    needs ``placegym[ray]``); 0 plays them in this process. Either way, same weights."""
     progress: bool = True
     """Show tqdm progress bars."""
     restarts: int = 1
@@ -499,11 +515,13 @@ def validate(cfg: TrainConfig) -> None:
     _check(len(set(cfg.phases)) == len(cfg.phases), "phases", "expected no repeats", cfg.phases)
     _check(cfg.checkpoint_every >= 1, "checkpoint_every", "must be >= 1", cfg.checkpoint_every)
     _check(cfg.threads >= 1, "threads", "must be >= 1", cfg.threads)
+    _check(cfg.workers >= 0, "workers", "must be >= 0", cfg.workers)
     _check(cfg.restarts >= 1, "restarts", "must be >= 1", cfg.restarts)
     _check(bool(cfg.data.graphs), "data.graphs", "expected at least one graph", cfg.data.graphs)
     _one_of(cfg.data.dispatch, ("priority", "fifo"), "data.dispatch")
-    for i, g in enumerate(cfg.data.graphs + cfg.data.heldout):
-        _validate_suite_graph(g, cfg.data.cluster, f"data.graphs[{i}]")
+    for where in ("graphs", "heldout"):
+        for i, g in enumerate(getattr(cfg.data, where)):
+            _validate_suite_graph(g, f"data.{where}[{i}]")
     _validate_phase1(cfg.phase1)
     _validate_phase2(cfg.phase2)
     _validate_phase3(cfg.phase3)
@@ -512,15 +530,15 @@ def validate(cfg: TrainConfig) -> None:
     _one_of(cfg.wandb.mode, ("auto", "online", "offline", "disabled"), "wandb.mode")
 
 
-def _validate_suite_graph(g: GraphSpec, cluster: str, where: str) -> None:
-    """A suite instance exists and is on ``data.cluster``."""
+def _validate_suite_graph(g: GraphSpec, where: str) -> None:
+    """A suite instance exists, and a ``cluster`` set on it is the instance's own."""
     if g.suite_instance is None:
         return
     suite, instance = g.suite_instance
     specs = {spec.id: spec for _, spec in suite.specs()}
     _check(instance in specs, f"{where}.name", f"suite {suite.name} has no such instance", g.name)
     want = specs[instance].cluster
-    _check(cluster == want, "data.cluster", f"must be {want!r} for {g.name}", cluster)
+    _check(g.cluster in (None, want), f"{where}.cluster", f"must be {want!r}", g.cluster)
 
 
 def _validate_phase(p: PhaseConfig, name: str, min_episodes: int, why: str = "") -> None:

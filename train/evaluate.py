@@ -6,7 +6,9 @@ Three modes, all seeded:
 - ``greedy``: one episode taking the most probable action at every step;
 - ``sample``: one episode sampling every action from the policy;
 - ``best_of_k``: ``k`` sampled episodes (played in one batched rollout), keep the one of
-  smallest makespan (an inference-time search that costs ``k`` simulations).
+  smallest makespan (an inference-time search that costs ``k`` simulations; the samples
+  are decoded without environments and simulated in one batch,
+  :func:`~placegym.agents.search.sample_placements`, with the same result).
 
 :func:`evaluate_policy` reports all of them for one graph; :func:`evaluate_run` does it
 for every graph of a training run against the teachers (rows for :func:`results_table`,
@@ -29,6 +31,7 @@ import numpy as np
 from placegym.agents.doppler import DopplerPolicy
 from placegym.agents.encoder import GraphInputs
 from placegym.agents.rollout import EpisodeRecord, rollout
+from placegym.agents.search import best_of_samples, decodes_like_rollout, sample_placements
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate
 from placegym.envs.cache import IdentityCache
 from placegym.envs.simulator import Dispatch
@@ -121,23 +124,45 @@ def evaluate_policy(
         graph_cache=pool.graph_cache,
         keep_inputs=False,
     )
-    samples = rollout(
+    makespans, placements = _samples(policy, graph, cluster, k, seed, pool, envs[1:])
+    policy.train(was_training)
+    best = int(np.argmin(makespans))
+    return EvalResult(
+        greedy=g.makespan,
+        sampled=float(np.mean(makespans)),
+        best=float(makespans[best]),
+        greedy_placement=episode_placement(g),
+        best_placement=placements(best),
+    )
+
+
+def _samples(
+    policy: DopplerPolicy,
+    graph: Graph,
+    cluster: Cluster,
+    k: int,
+    seed: int,
+    pool: EnvPool,
+    envs: list[PlacementEnv],
+) -> tuple[np.ndarray, Callable[[int], Placement]]:
+    """The makespans of ``k`` episodes sampled with ``default_rng(seed)`` and a function
+    giving the placement of one: decoded without environments and simulated in one batch
+    (:func:`~placegym.agents.search.sample_placements`) where that plays the same episodes
+    (the pool's environments differ from the defaults in memory mask and dispatch only),
+    else played in ``envs``."""
+    opts = pool.env_kwargs
+    if decodes_like_rollout(policy) and set(opts) <= {"memory_mask", "dispatch"}:
+        devs, orders, makespans = sample_placements(policy, graph, cluster, k, seed, **opts)
+        return makespans, lambda i: Placement(device=devs[i], order=orders[i])
+    records = rollout(
         policy,
-        envs[1:],
+        envs,
         [seed] * k,
         rng=np.random.default_rng(seed),
         graph_cache=pool.graph_cache,
         keep_inputs=False,
     )
-    policy.train(was_training)
-    best = min(samples, key=lambda r: r.makespan)
-    return EvalResult(
-        greedy=g.makespan,
-        sampled=float(np.mean([r.makespan for r in samples])),
-        best=best.makespan,
-        greedy_placement=episode_placement(g),
-        best_placement=episode_placement(best),
-    )
+    return np.array([r.makespan for r in records]), lambda i: episode_placement(records[i])
 
 
 def teacher_makespans(
@@ -201,7 +226,7 @@ class RunEvaluation:
 def evaluate_run(
     policy: DopplerPolicy,
     graphs: Sequence[tuple[str, str, Graph]],
-    cluster: Cluster,
+    cluster: Cluster | Sequence[Cluster],
     teacher_times: Callable[[Graph], dict[str, float]],
     *,
     k: int,
@@ -210,14 +235,18 @@ def evaluate_run(
 ) -> RunEvaluation:
     """:func:`evaluate_policy` on every ``(split, label, graph)`` next to the teachers.
 
-    ``teacher_times(graph)`` gives each compared teacher's makespan, the reference
-    (:data:`REFERENCE`) included; ratios are to the reference.
+    ``cluster`` is every graph's cluster, or a sequence of one per graph.
+    ``teacher_times(graph)`` gives each compared teacher's makespan (on the graph's
+    cluster), the reference (:data:`REFERENCE`) included; ratios are to the reference.
     """
+    clusters = [cluster] * len(graphs) if isinstance(cluster, Cluster) else list(cluster)
+    if len(clusters) != len(graphs):
+        raise ValueError(f"cluster: expected {len(graphs)} clusters, got {len(clusters)}")
     rows: list[dict[str, Any]] = []
     metrics: dict[str, float] = {}
     best: list[Placement] = []
-    for split, label, graph in graphs:
-        res = evaluate_policy(policy, graph, cluster, k=k, seed=seed, pool=pool)
+    for (split, label, graph), on in zip(graphs, clusters):
+        res = evaluate_policy(policy, graph, on, k=k, seed=seed, pool=pool)
         teachers = teacher_times(graph)
         rows.append(
             {
@@ -287,6 +316,8 @@ class AgentPlacer:
     def place(self, graph: Graph, cluster: Cluster | str, seed: int = 0) -> Placement:
         """Place ``graph`` on ``cluster`` (a preset name, JSON path or Cluster)."""
         cluster = load_cluster(cluster)
+        if self.mode == "best_of_k" and decodes_like_rollout(self.policy):
+            return best_of_samples(self.policy, graph, cluster, self.k, seed)[0]
         count = self.k if self.mode == "best_of_k" else 1
         envs = self._pool.get(graph, cluster, count)
         records = rollout(

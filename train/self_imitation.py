@@ -115,10 +115,13 @@ class SelfImitation:
             "charts/plan_ratio": float(np.mean(ratios)),
         }
 
-    def state(self, graphs: Sequence[Graph], cluster: Cluster) -> dict[int, dict[str, Any]]:
-        """The plans found so far, by training-graph index (for checkpoints)."""
+    def state(
+        self, graphs: Sequence[Graph], clusters: Sequence[Cluster]
+    ) -> dict[int, dict[str, Any]]:
+        """The plans found so far, by training-graph index (for checkpoints); ``clusters``
+        holds each graph's cluster."""
         out = {}
-        for i, graph in enumerate(graphs):
+        for i, (graph, cluster) in enumerate(zip(graphs, clusters, strict=True)):
             if self.plans.has_plan(graph, cluster):
                 p = self.plans.place(graph, cluster)
                 out[i] = {
@@ -129,9 +132,12 @@ class SelfImitation:
         return out
 
     def restore(
-        self, saved: dict[int, dict[str, Any]], graphs: Sequence[Graph], cluster: Cluster
+        self,
+        saved: dict[int, dict[str, Any]],
+        graphs: Sequence[Graph],
+        clusters: Sequence[Cluster],
     ) -> None:
         """Offer the plans of :meth:`state` (a resumed run's) back."""
         for i, plan in saved.items():
             placement = Placement(device=plan["device"], order=plan["order"])
-            self.plans.offer(graphs[int(i)], cluster, placement, plan["makespan"])
+            self.plans.offer(graphs[int(i)], clusters[int(i)], placement, plan["makespan"])

@@ -1,7 +1,9 @@
 """One ``placegym train`` run, read top to bottom: seeding, resume, phases, evaluation.
 
 1. **Seeding**: ``torch.manual_seed(seed)`` and one ``numpy`` generator drive every draw
-   (graph choice, reset seeds, roll-in coins, action samples, PPO minibatch order).
+   (graph choice, reset seeds, PPO minibatch order, and the seed of each episode's own
+   generator, which draws its roll-in coins and action samples: the episodes can then be
+   played anywhere, :mod:`placegym.train.workers`).
    Evaluation uses its own generators seeded from ``seed``, so evaluating never changes
    the training trajectory.
 2. **Resume or init**: the run folder's ``checkpoints/latest.pt`` when present (policy,
@@ -12,7 +14,8 @@
    tqdm bar, metrics every update, a checkpoint every ``checkpoint_every`` updates and at
    the phase end, and an evaluation every ``eval.every`` updates. An update draws a batch
    (:meth:`Trainer._batch`: graphs, ``episodes_per_graph`` environments each, reset
-   seeds), plays it with :func:`~placegym.agents.rollout.rollout` and takes one step:
+   seeds), plays it with :func:`~placegym.agents.rollout.rollout` (in process, or on Ray
+   actors with ``workers`` > 0: :mod:`placegym.train.workers`) and takes one step:
 
    - phase I: imitation of a teacher's tie sets with DAgger roll-in
      (:func:`~placegym.train.imitation.imitation_update`);
@@ -49,8 +52,6 @@ from placegym.agents.rollout import EpisodeRecord, rollout
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate
 from placegym.envs.cache import IdentityCache
 from placegym.envs.simulator import Dispatch
-from placegym.teachers import make_teacher
-from placegym.teachers.base import FirstOfTies
 from placegym.train.checkpoint import (
     CHECKPOINT_FORMAT,
     load_checkpoint,
@@ -67,6 +68,7 @@ from placegym.train.config import (
     load_config,
     resolve_path,
 )
+from placegym.train.data import load_graphs
 from placegym.train.evaluate import (
     REFERENCE,
     EnvPool,
@@ -81,6 +83,7 @@ from placegym.train.optim import make_optimizer
 from placegym.train.rl import rl_update
 from placegym.train.self_imitation import SelfImitation
 from placegym.train.tracking import Tracker
+from placegym.train.workers import Job, RolloutWorkers, episode_rngs, phase1_teacher
 
 __all__ = ["Progress", "Trainer", "init_checkpoint"]
 
@@ -131,16 +134,18 @@ class Trainer:
         torch.set_num_threads(cfg.threads)
         self.rng = np.random.default_rng(cfg.seed)
         self.policy = DopplerPolicy(cfg.policy)
-        self.cluster = load_cluster(str(resolve_path(cfg.data.cluster, base_dir)))
-        self.graphs = [s.graph(base_dir) for s in cfg.data.graphs]
-        self.heldout = [s.graph(base_dir) for s in cfg.data.heldout]
+        self.train_set = load_graphs(cfg.data.graphs, cfg.data.cluster, base_dir)
+        self.heldout_set = load_graphs(cfg.data.heldout, cfg.data.cluster, base_dir)
+        self.graphs = [t.graph for t in self.train_set]
+        self.clusters = [t.cluster for t in self.train_set]
+        self._cluster_of = {id(t.graph): t.cluster for t in self.train_set + self.heldout_set}
         env_kw = {"memory_mask": cfg.data.memory_mask, "dispatch": cfg.data.dispatch}
         self.pools = {r: EnvPool(reward=r, **env_kw) for r in ("relative", "nest")}
         self.eval_pool = EnvPool(**env_kw)
         teachers = list(dict.fromkeys([REFERENCE, *cfg.eval.teachers]))
         self.teacher_times: IdentityCache[dict[str, float]] = IdentityCache(
             lambda g: teacher_makespans(
-                g, self.cluster, teachers, seed=cfg.seed, dispatch=self._dispatch
+                g, self._cluster_of[id(g)], teachers, seed=cfg.seed, dispatch=self._dispatch
             ),
             size=None,
         )
@@ -152,6 +157,7 @@ class Trainer:
         self._real: tuple[EnvPool, Cluster] | None = None  # phase III envs, made on first use
         self.self_imitation: SelfImitation | None = None  # made when phase II starts
         self._saved_plans: dict[int, dict[str, Any]] = {}  # from a resumed checkpoint
+        self.workers: RolloutWorkers | None = None  # Ray actors (cfg.workers > 0), on first use
 
     @property
     def _dispatch(self) -> Dispatch:
@@ -193,6 +199,9 @@ class Trainer:
             final = self._finish()
         finally:
             self.tracker.finish()
+            if self.workers is not None:
+                self.workers.close()
+                self.workers = None
         print(results_table(self.last_eval, cfg.eval.k, self.progress.seconds))
         print(f"\nfinal checkpoint: {final}")
         return self.last_eval
@@ -276,15 +285,10 @@ class Trainer:
     def _phase_step(self, phase: str, pcfg: Any) -> Step:
         """The update step of ``phase``: batch, rollout and learning step."""
         if phase == "phase1":
-            teacher = make_teacher(
-                pcfg.teacher,
-                self.cfg.seed,
-                canonical=pcfg.canonical_labels,
-                select=pcfg.select_teacher,
-                kwargs=pcfg.teacher_kwargs,
-            )
-            if pcfg.deterministic_teacher:
-                teacher = FirstOfTies(teacher)
+            teacher = phase1_teacher(pcfg, self.cfg.seed)
+            workers = self._workers()
+            if workers is not None:
+                workers.set_phase1(pcfg)
             return lambda opt: self._imitation_step(pcfg, opt, teacher)
         if phase == "phase2":
             self._start_self_imitation(pcfg)
@@ -321,9 +325,10 @@ class Trainer:
 
     def _batch(
         self, pcfg: Any, pool: EnvPool, cluster: Cluster | None = None
-    ) -> tuple[list[PlacementEnv], list[int], list[int]]:
+    ) -> tuple[list[PlacementEnv], list[int], list[int], list[int]]:
         """This update's environments (``episodes_per_graph`` per drawn graph), the graph
-        index of each (the baseline groups) and their reset seeds."""
+        index of each (the baseline groups), their reset seeds and the seed of each
+        episode's own generator (:func:`~placegym.train.workers.episode_rngs`)."""
         n = len(self.graphs)
         if pcfg.graphs_per_update >= n:
             chosen = list(range(n))
@@ -332,30 +337,73 @@ class Trainer:
         envs: list[PlacementEnv] = []
         groups: list[int] = []
         for gi in chosen:
-            envs += pool.get(self.graphs[gi], cluster or self.cluster, pcfg.episodes_per_graph)
+            envs += pool.get(
+                self.graphs[gi], cluster or self.clusters[gi], pcfg.episodes_per_graph
+            )
             groups += [gi] * pcfg.episodes_per_graph
         seeds = self.rng.integers(2**31 - 1, size=len(envs)).tolist()
-        return envs, groups, seeds
+        streams = self.rng.integers(2**63 - 1, size=len(envs)).tolist()
+        return envs, groups, seeds, streams
+
+    def _workers(self) -> RolloutWorkers | None:
+        """The Ray actors of ``workers`` > 0 (started on first use), else None."""
+        if self.cfg.workers and self.workers is None:
+            self.workers = RolloutWorkers(
+                self.cfg.workers,
+                policy=self.cfg.policy,
+                graphs=self.graphs,
+                clusters=self.clusters,
+                env_kwargs=dict(self.eval_pool.env_kwargs),
+                threads=self.cfg.threads,
+                seed=self.cfg.seed,
+            )
+            print(f"rollouts on {self.cfg.workers} Ray workers")
+        return self.workers
+
+    def _play(
+        self, envs: list[PlacementEnv], job: Job, pool: EnvPool, teacher: Any, real: bool = False
+    ) -> list[EpisodeRecord]:
+        """The episodes of ``job`` (on ``envs``): in process, or on the Ray actors (the
+        simulator phases with ``workers`` > 0), with the same records."""
+        workers = None if real else self._workers()
+        if workers is None:
+            return rollout(
+                self.policy,
+                envs,
+                job.seeds,
+                rng=episode_rngs(job.streams),
+                teacher=teacher,
+                teacher_prob=job.teacher_prob,
+                record_teacher=job.record_teacher,
+                graph_cache=pool.graph_cache,
+            )
+        if self.self_imitation is not None and job.teacher == "plans":
+            si = self.self_imitation
+            workers.set_plans(si.cfg, si.state(self.graphs, self.clusters))
+        records = workers.play(self.policy, job)
+        first: dict[int, PlacementEnv] = {}
+        for env, gi, seed, r in zip(envs, job.groups, job.seeds, records, strict=True):
+            if gi not in first:  # reset, so that it names its graph as after a rollout
+                first[gi] = env
+                env.reset(seed=seed)
+            known = pool.graph_cache.get(self.graphs[gi], self.clusters[gi])
+            if known is None:  # one GraphInputs per graph, as in process
+                pool.graph_cache.put(self.graphs[gi], self.clusters[gi], value=r.graph)
+            else:
+                r.graph = known
+        return records
 
     def _imitation_step(
         self, pcfg: ImitationConfig, opt: torch.optim.Optimizer, teacher: Any
     ) -> tuple[list[EpisodeRecord], dict[str, float]]:
         """Phase I: episodes with teacher roll-in (probability ε), labelled by the teacher."""
         pool = self.pools["relative"]
-        envs, _, seeds = self._batch(pcfg, pool)
+        envs, groups, seeds, streams = self._batch(pcfg, pool)
         eps = epsilon(
             self.progress.update, pcfg.updates, pcfg.eps_start, pcfg.eps_end, pcfg.eps_decay
         )
-        records = rollout(
-            self.policy,
-            envs,
-            seeds,
-            rng=self.rng,
-            teacher=teacher,
-            teacher_prob=eps,
-            record_teacher=True,
-            graph_cache=pool.graph_cache,
-        )
+        job = Job(groups, seeds, streams, "relative", eps, True, "phase1")
+        records = self._play(envs, job, pool, teacher)
         metrics = imitation_update(self.policy, opt, records, pcfg.max_grad_norm)
         metrics["charts/epsilon"] = eps
         return records, metrics
@@ -373,16 +421,12 @@ class Trainer:
         """Phases II and III: sampled episodes, then REINFORCE or PPO (with the
         ``self_imitation`` term when given)."""
         si = self_imitation
-        envs, groups, seeds = self._batch(pcfg, pool, cluster)
-        records = rollout(
-            self.policy,
-            envs,
-            seeds,
-            rng=self.rng,
-            graph_cache=pool.graph_cache,
-            teacher=None if si is None else si.plans,
-            record_teacher=si is not None and si.labels_batch,
-        )
+        envs, groups, seeds, streams = self._batch(pcfg, pool, cluster)
+        reward = "nest" if reward_to_go else "relative"
+        labels, name = si is not None and si.labels_batch, None if si is None else "plans"
+        job = Job(groups, seeds, streams, reward, 0.0, labels, name)
+        teacher = None if si is None else si.plans
+        records = self._play(envs, job, pool, teacher, real=cluster is not None)
         term, extra = None, dict[str, float]()
         if si is not None:
             term, extra = si.step(
@@ -418,7 +462,7 @@ class Trainer:
         """Phase II's plans (``self_imitation.coef`` > 0), a resumed run's restored."""
         if pcfg.self_imitation.coef > 0 and self.self_imitation is None:
             self.self_imitation = SelfImitation(pcfg.self_imitation, self.cfg.seed)
-            self.self_imitation.restore(self._saved_plans, self.graphs, self.cluster)
+            self.self_imitation.restore(self._saved_plans, self.graphs, self.clusters)
 
     def _real_pool(self, pcfg: RealRLConfig) -> tuple[EnvPool, Cluster]:
         """The phase III environments (real backend) and the cluster they observe; the
@@ -461,7 +505,7 @@ class Trainer:
             "rng": rng_state(self.rng),
             "best_plans": self._saved_plans
             if plans is None
-            else plans.state(self.graphs, self.cluster),
+            else plans.state(self.graphs, self.clusters),
         }
         return save_checkpoint(self.ckpt_dir / name, payload)
 
@@ -475,12 +519,11 @@ class Trainer:
         """Evaluate on every training and held-out graph; log ``eval/...`` metrics and a
         Gantt chart; keep the best weights (``eval.keep_best``)."""
         cfg, step = self.cfg, self.progress.global_update
-        graphs = [("train", s.label, g) for s, g in zip(cfg.data.graphs, self.graphs)]
-        graphs += [("heldout", s.label, g) for s, g in zip(cfg.data.heldout, self.heldout)]
+        sets = [("train", t) for t in self.train_set] + [("heldout", t) for t in self.heldout_set]
         ev = evaluate_run(
             self.policy,
-            graphs,
-            self.cluster,
+            [(split, t.label, t.graph) for split, t in sets],
+            [t.cluster for _, t in sets],
             self.teacher_times,
             k=cfg.eval.k,
             seed=cfg.seed,
@@ -499,7 +542,7 @@ class Trainer:
     def _gantt(self, graph: Graph, placement: Placement, step: int) -> None:
         from placegym.envs.gantt import gantt_rgb
 
-        schedule = simulate(graph, self.cluster, placement, dispatch=self._dispatch)
+        schedule = simulate(graph, self._cluster_of[id(graph)], placement, dispatch=self._dispatch)
         self._tracker.image(
             "charts/gantt",
             gantt_rgb(schedule),

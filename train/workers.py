@@ -1,0 +1,229 @@
+"""Rollouts of the simulator phases on Ray actors (``workers: N`` in the training config).
+
+Every update the trainer draws its batch as always (graphs, environments, reset seeds and
+one generator seed per episode: :meth:`~placegym.train.trainer.Trainer._batch`); with
+``workers`` > 0 the episodes are played by N Ray actors instead of in this process. Each
+actor holds a copy of the training graphs, their clusters, its own environments and a
+policy whose weights are replaced by the learner's at every update. The batch is split by
+graph (the episodes of one graph stay together, round robin over the actors), and every
+episode draws only from its own generator, so each graph's episodes meet the same
+batched forwards and the same draws as in one process: the records, and so the weights
+after any number of updates, are those of the in-process run (``workers: 0``). Learning
+(scores, gradients, PPO, self-imitation's plan offers) stays in the trainer.
+
+Phase I's teacher is rebuilt in each actor from the phase's config; phase II's
+self-imitation plans are sent with every update (:meth:`SelfImitation.state`). Phase III
+(the real backend, whose devices are this machine's) always plays in process.
+
+Ray is optional (``pip install 'placegym[ray]'``). Without a running Ray, a local one is
+started (``RAY_ADDRESS`` joins a cluster instead, whose nodes need placegym installed);
+it looks up an outward address at start-up, so on a machine that must not contact the
+network run the trainer inside ``unshare -n sh -c 'ip link set lo up; ...'``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+from placegym.agents.rollout import EpisodeRecord, rollout
+from placegym.envs import Cluster, Graph
+from placegym.teachers import make_teacher
+from placegym.teachers.base import FirstOfTies, Teacher
+from placegym.train.config import ImitationConfig, SelfImitationConfig
+from placegym.train.evaluate import EnvPool
+from placegym.train.self_imitation import SelfImitation
+
+__all__ = ["Job", "RolloutWorker", "RolloutWorkers", "episode_rngs", "phase1_teacher"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """The episodes of one update: what both the in-process and the Ray path play.
+
+    Attributes:
+        groups: training-graph index of each episode (episodes of a graph adjacent).
+        seeds: reset seed of each episode.
+        streams: seed of each episode's own generator (:func:`episode_rngs`).
+        reward: the environments' reward (``relative`` or ``nest``).
+        teacher_prob: probability of a teacher roll-in step (phase I), else 0.
+        record_teacher: record the teacher's tie sets.
+        teacher: ``phase1`` (the phase's teacher), ``plans`` (self-imitation's) or None.
+    """
+
+    groups: list[int]
+    seeds: list[int]
+    streams: list[int]
+    reward: str
+    teacher_prob: float = 0.0
+    record_teacher: bool = False
+    teacher: str | None = None
+
+
+def episode_rngs(streams: Sequence[int]) -> list[np.random.Generator]:
+    """One generator per episode, from the seeds a :class:`Job` carries."""
+    return [np.random.default_rng(int(s)) for s in streams]
+
+
+def phase1_teacher(pcfg: ImitationConfig, seed: int) -> Teacher:
+    """Phase I's teacher as its config describes it (the same in every process)."""
+    teacher = make_teacher(
+        pcfg.teacher,
+        seed,
+        canonical=pcfg.canonical_labels,
+        select=pcfg.select_teacher,
+        kwargs=pcfg.teacher_kwargs,
+    )
+    return FirstOfTies(teacher) if pcfg.deterministic_teacher else teacher
+
+
+class RolloutWorker:
+    """One actor's state: graphs, clusters, environments, a policy copy and teachers.
+
+    Args:
+        policy: the policy's sizes.
+        graphs: the training graphs (indexed by :attr:`Job.groups`).
+        clusters: the cluster of each graph.
+        env_kwargs: keyword arguments of the environments (``memory_mask``, ``dispatch``).
+        threads: torch CPU threads (the trainer's).
+        seed: the run's seed (seeded teachers).
+    """
+
+    def __init__(
+        self,
+        policy: PolicyConfig,
+        graphs: list[Graph],
+        clusters: list[Cluster],
+        env_kwargs: dict[str, Any],
+        threads: int,
+        seed: int,
+    ) -> None:
+        torch.set_num_threads(threads)
+        self.policy = DopplerPolicy(policy)
+        self.graphs, self.clusters, self.seed = graphs, clusters, seed
+        self.pools = {r: EnvPool(reward=r, **env_kwargs) for r in ("relative", "nest")}
+        self.teachers: dict[str, Teacher] = {}
+        self._si: SelfImitation | None = None
+
+    def set_phase1(self, pcfg: ImitationConfig) -> None:
+        """Build phase I's teacher."""
+        self.teachers["phase1"] = phase1_teacher(pcfg, self.seed)
+
+    def set_plans(self, cfg: SelfImitationConfig, state: dict[int, dict[str, Any]]) -> None:
+        """Self-imitation's plans as the learner holds them (:meth:`SelfImitation.state`)."""
+        if self._si is None:
+            self._si = SelfImitation(cfg, self.seed)
+            self.teachers["plans"] = self._si.plans
+        self._si.restore(state, self.graphs, self.clusters)
+
+    def play(self, weights: dict[str, torch.Tensor], job: Job) -> list[EpisodeRecord]:
+        """The episodes of ``job`` with the policy's weights set to ``weights``."""
+        self.policy.load_state_dict(weights)
+        self.policy.train()
+        pool = self.pools[job.reward]
+        envs = []
+        for gi, count in _runs(job.groups):
+            envs += pool.get(self.graphs[gi], self.clusters[gi], count)
+        return rollout(
+            self.policy,
+            envs,
+            job.seeds,
+            rng=episode_rngs(job.streams),
+            teacher=None if job.teacher is None else self.teachers[job.teacher],
+            teacher_prob=job.teacher_prob,
+            record_teacher=job.record_teacher,
+            graph_cache=pool.graph_cache,
+        )
+
+
+def _runs(groups: Sequence[int]) -> list[tuple[int, int]]:
+    """``(graph index, episodes)`` of each run of equal adjacent entries of ``groups``."""
+    out: list[tuple[int, int]] = []
+    for g in groups:
+        if out and out[-1][0] == g:
+            out[-1] = (g, out[-1][1] + 1)
+        else:
+            out.append((g, 1))
+    return out
+
+
+def _split(job: Job, parts: int) -> list[tuple[list[int], Job]]:
+    """Whole graphs of ``job`` dealt round robin to ``parts`` actors: (the batch positions,
+    the sub-job) of each actor that gets any."""
+    positions: list[list[int]] = [[] for _ in range(parts)]
+    start = 0
+    for k, (_, count) in enumerate(_runs(job.groups)):
+        positions[k % parts] += range(start, start + count)
+        start += count
+    out = []
+    for pos in positions:
+        if pos:
+            sub = Job(
+                [job.groups[i] for i in pos],
+                [job.seeds[i] for i in pos],
+                [job.streams[i] for i in pos],
+                job.reward,
+                job.teacher_prob,
+                job.record_teacher,
+                job.teacher,
+            )
+            out.append((pos, sub))
+    return out
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("workers: Ray is not installed (pip install 'placegym[ray]')") from None
+    return ray
+
+
+class RolloutWorkers:
+    """``n`` :class:`RolloutWorker` Ray actors (Ray started here when not running).
+
+    Args:
+        n: number of actors.
+        **kwargs: the arguments of :class:`RolloutWorker`.
+    """
+
+    def __init__(self, n: int, **kwargs: Any) -> None:
+        ray = self._ray = _import_ray()
+        self._started = not ray.is_initialized()
+        if self._started:
+            ray.init(include_dashboard=False, log_to_driver=False)
+        actor = ray.remote(num_cpus=1)(RolloutWorker)
+        self.actors = [actor.remote(**kwargs) for _ in range(n)]
+
+    def set_phase1(self, pcfg: ImitationConfig) -> None:
+        """Build phase I's teacher in every actor."""
+        self._ray.get([a.set_phase1.remote(pcfg) for a in self.actors])
+
+    def set_plans(self, cfg: SelfImitationConfig, state: dict[int, dict[str, Any]]) -> None:
+        """Send self-imitation's plans to every actor."""
+        self._ray.get([a.set_plans.remote(cfg, state) for a in self.actors])
+
+    def play(self, policy: DopplerPolicy, job: Job) -> list[EpisodeRecord]:
+        """The records of ``job`` in batch order, played with ``policy``'s weights."""
+        ray = self._ray
+        weights = ray.put({k: v.detach().clone() for k, v in policy.state_dict().items()})
+        parts = _split(job, len(self.actors))
+        refs = [a.play.remote(weights, sub) for a, (_, sub) in zip(self.actors, parts)]
+        records: list[EpisodeRecord | None] = [None] * len(job.groups)
+        for (pos, _), part in zip(parts, ray.get(refs)):
+            for i, r in zip(pos, part):
+                records[i] = r
+        return [r for r in records if r is not None]
+
+    def close(self) -> None:
+        """End the actors (and the Ray this object started)."""
+        for a in self.actors:
+            self._ray.kill(a)
+        self.actors = []
+        if self._started:
+            self._ray.shutdown()
