@@ -43,6 +43,7 @@ from placegym.teachers import Teacher, get_teacher
 __all__ = [
     "Demonstrations",
     "behaviour_clone",
+    "clone_step",
     "collect_demonstrations",
     "greedy_makespans",
     "pretrain",
@@ -203,27 +204,43 @@ def behaviour_clone(
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(policy.parameters(), lr=lr)
     policy.set_training_mode(True)
-    dev = policy.device
     history = []
     for _ in range(epochs):
         perm = torch.randperm(len(demos), generator=gen).numpy()
         total = 0.0
         for start in range(0, len(perm), batch_size):
             idx = perm[start : start + batch_size]
-            obs = {k: torch.as_tensor(v[idx], device=dev) for k, v in demos.obs.items()}
-            ties = torch.as_tensor(demos.ties[idx], device=dev)
-            dist, values = _dist_and_values(policy, obs, obs["action_mask"].bool())
-            nll = -tie_log_likelihood(dist.distribution.logits, ties).mean()
-            target = torch.as_tensor(demos.returns[idx], device=dev)
-            loss = nll + value_coef * torch.mean((values.squeeze(-1) - target) ** 2)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
-            opt.step()
-            total += float(nll.detach()) * len(idx)
+            nll = clone_step(policy, demos, idx, opt, value_coef, max_grad_norm)
+            total += nll * len(idx)
         history.append(total / len(demos))
     policy.set_training_mode(False)
     return history
+
+
+def clone_step(
+    policy: MaskableActorCriticPolicy,
+    demos: Demonstrations,
+    idx: np.ndarray,
+    opt: torch.optim.Optimizer,
+    value_coef: float = 0.5,
+    max_grad_norm: float = 0.5,
+) -> float:
+    """One optimizer step of the tie negative log-likelihood (plus ``value_coef`` times
+    the critic's squared error) on the demonstrations ``idx``; returns that mean NLL."""
+    dev = policy.device
+    obs = {k: torch.as_tensor(v[idx], device=dev) for k, v in demos.obs.items()}
+    ties = torch.as_tensor(demos.ties[idx], device=dev)
+    dist, values = _dist_and_values(policy, obs, obs["action_mask"].bool())
+    nll = -tie_log_likelihood(dist.distribution.logits, ties).mean()
+    loss = nll
+    if value_coef:
+        target = torch.as_tensor(demos.returns[idx], device=dev)
+        loss = loss + value_coef * torch.mean((values.squeeze(-1) - target) ** 2)
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    opt.step()
+    return float(nll.detach())
 
 
 def pretrain(
@@ -252,7 +269,9 @@ def pretrain(
     (greedy 0.973, 1.000 and 0.946 of critical_path for seeds 0-2: minibatches of 8 give
     32 steps an epoch; with 64, two epochs left it at 0.85-1.18, and four epochs of 8 at
     lr 5e-3 overshoot to 1.13 for seed 1); use more ``episodes`` for envs that draw a
-    new graph every reset.
+    new graph every reset. An :class:`~placegym.agents.sb3.AnchoredMaskablePPO` (what
+    :func:`~placegym.agents.sb3.make_maskable_ppo` returns) keeps the demonstrations as
+    the anchor of its later updates.
     """
     env, teacher = _as_env(env, env_kwargs), _as_teacher(teacher)
     fit = dict(epochs=epochs, batch_size=batch_size, lr=lr, value_coef=value_coef)
@@ -269,6 +288,8 @@ def pretrain(
             gamma=model.gamma,
         )
         history += behaviour_clone(model.policy, demos, seed=seed + r, **fit)
+    if hasattr(model, "set_anchor"):  # AnchoredMaskablePPO: its updates keep to the ties
+        model.set_anchor(demos)
     return history
 
 

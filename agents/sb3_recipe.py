@@ -12,8 +12,9 @@ update; over seeds it writes a markdown table (mean ± std) and a plot::
 
 ``--ppo KEY=VALUE`` / ``--bc KEY=VALUE`` override :data:`~placegym.agents.sb3.PPO_DEFAULTS`
 and :func:`~placegym.agents.bc.pretrain` arguments (values parsed as YAML). Writes
-``results.json``, ``table.md`` and ``curve.png`` under ``--out``; ``--load A/results.json
-B/results.json`` writes the joint table and plot of seeds run as separate processes.
+``results.json`` (rewritten after every chunk), ``table.md`` and ``curve.png`` under
+``--out``; ``--load A/results.json B/results.json`` writes the joint table and plot of
+seeds run as separate processes, up to ``--steps`` (or the shortest of the runs).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from placegym.agents.bc import greedy_makespans, pretrain
 from placegym.agents.sb3 import make_maskable_ppo
 from placegym.agents.sb3_callbacks import PhaseDiagnostics
 
-__all__ = ["RecipeRun", "curve_table", "greedy_ratio", "plot_curves", "run_recipe"]
+__all__ = ["RecipeRun", "curve_table", "greedy_ratio", "plot_curves", "run_recipe", "truncate"]
 
 #: Diagnostics printed after each chunk (SB3 ``train/`` keys and :class:`PhaseDiagnostics`).
 SHOWN = (
@@ -135,6 +136,7 @@ def run_recipe(
     bc_kwargs: dict[str, Any] | None = None,
     ppo_overrides: dict[str, Any] | None = None,
     log: Callable[[str], None] | None = _print,
+    on_chunk: Callable[[RecipeRun], None] | None = None,
 ) -> RecipeRun:
     """Run the recipe for one seed (see the module docstring).
 
@@ -150,6 +152,7 @@ def run_recipe(
         bc_kwargs: extra :func:`pretrain` arguments (default ``epochs=2``, as the recipe).
         ppo_overrides: :func:`make_maskable_ppo` arguments replacing ``PPO_DEFAULTS``.
         log: called with one line after each stage (``None``: silent).
+        on_chunk: called with the run so far after each PPO chunk (to save it).
     """
     if chunk < 1 or total_steps < 0:
         raise ValueError(f"chunk, total_steps: must be >= 1 and >= 0, got {chunk}, {total_steps}")
@@ -182,8 +185,24 @@ def run_recipe(
         last = diagnostics.history[-1]
         shown = " ".join(f"{k.split('/')[1]}={last.get(k, np.nan):.3g}" for k in SHOWN)
         log(f"seed {seed} {run.steps[-1]}: {result}, {run.wall[-1]:.0f} s; {shown}")
-    run.updates = diagnostics.history
+        run.updates = diagnostics.history
+        if on_chunk is not None:
+            on_chunk(run)
     return run
+
+
+def truncate(run: RecipeRun, steps: int) -> RecipeRun:
+    """``run`` up to ``steps`` PPO timesteps (the first stages of a longer run)."""
+    keep = sum(s <= steps for s in run.steps)
+    return RecipeRun(
+        run.seed,
+        run.steps[:keep],
+        run.ratios[:keep],
+        run.margins[:keep],
+        run.wall[: keep - 1],
+        run.bc_losses,
+        [u for u in run.updates if u["timesteps"] <= steps],
+    )
 
 
 def curve_table(runs: Sequence[RecipeRun]) -> str:
@@ -248,13 +267,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="*",
         default=[],
         help="results.json files of earlier runs (seeds run in parallel): no training, "
-        "write their joint table and plot",
+        "write their joint table and plot up to --steps",
     )
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.load:
-        runs = [RecipeRun(**r) for path in args.load for r in json.loads(Path(path).read_text())]
+        loaded = [RecipeRun(**r) for path in args.load for r in json.loads(Path(path).read_text())]
+        common = min(args.steps, *(r.steps[-1] for r in loaded))  # stopped runs: shortest
+        runs = [truncate(r, common) for r in loaded]
     else:
         runs = _run_seeds(args, out)
     table = curve_table(runs)
@@ -272,10 +293,15 @@ def _run_seeds(args: argparse.Namespace, out: Path) -> list[RecipeRun]:
     ppo, bc = _overrides(args.ppo, "--ppo"), _overrides(args.bc, "--bc")
     kw = dict(teacher=args.teacher, total_steps=args.steps, chunk=args.chunk)
     kw["env_kwargs"] = _overrides(args.env_kwargs, "--env-kwargs")
-    runs = []
+    runs: list[RecipeRun] = []
+
+    def save(run: RecipeRun) -> None:
+        (out / "results.json").write_text(json.dumps([asdict(r) for r in [*runs, run]], indent=1))
+
     for seed in seeds:
-        runs.append(run_recipe(args.env, seed=seed, bc_kwargs=bc, ppo_overrides=ppo, **kw))
-        (out / "results.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
+        runs.append(
+            run_recipe(args.env, seed=seed, bc_kwargs=bc, ppo_overrides=ppo, on_chunk=save, **kw)
+        )
     return runs
 
 

@@ -3,10 +3,11 @@
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 import placegym.envs  # noqa: F401
-from placegym.agents.bc import greedy_makespans, pretrain
-from placegym.agents.sb3 import make_maskable_ppo
+from placegym.agents.bc import greedy_makespans, pretrain, tie_log_likelihood
+from placegym.agents.sb3 import AnchoredMaskablePPO, make_maskable_ppo
 from placegym.agents.sb3_callbacks import PhaseDiagnostics
 from placegym.agents.sb3_placer import Sb3Placer
 from placegym.agents.sb3_recipe import run_recipe
@@ -90,9 +91,41 @@ def test_bench_cli_accepts_an_sb3_zip(tmp_path, capsys):
     assert "ppo_chain" in capsys.readouterr().out
 
 
+def tie_nll(model) -> float:
+    """Mean tie negative log-likelihood of the model's anchor demonstrations."""
+    demos = model.demonstrations
+    obs, _ = model.policy.obs_to_tensor(demos.obs)
+    with torch.no_grad():
+        dist = model.policy.get_distribution(obs, action_masks=demos.obs["action_mask"])
+        ties = torch.as_tensor(demos.ties)
+        return float(-tie_log_likelihood(dist.distribution.logits, ties).mean())
+
+
+def test_the_anchor_keeps_ppo_on_the_teachers_tie_sets(tmp_path):
+    """With a learning rate that drives PPO off the cloned tie sets, the anchored model
+    ends with a lower tie NLL than the same run unanchored; the anchor's data is not saved."""
+    nll = {}
+    for steps in (0, 16):
+        model = small_ppo(learning_rate=3e-3, anchor_steps=steps, seed=0)
+        assert isinstance(model, AnchoredMaskablePPO) and model.demonstrations is None
+        pretrain(model, "placegym/ChainMM-v0", epochs=4)
+        before = tie_nll(model)
+        model.learn(320)
+        nll[steps] = tie_nll(model)
+    assert nll[0] > before + 0.05, (before, nll)  # PPO alone leaves the ties
+    assert nll[16] < 0.5 * nll[0], (before, nll)
+    assert model.logger.name_to_value["train/anchor_tie_nll"] >= 0
+    model.save(tmp_path / "anchored")
+    loaded = AnchoredMaskablePPO.load(tmp_path / "anchored")
+    assert loaded.demonstrations is None and loaded.anchor_steps == 16
+    with pytest.raises(ValueError, match="anchor_steps, anchor_batch_size"):
+        small_ppo(anchor_steps=-1)
+
+
 def test_ppo_improves_on_the_untrained_and_the_cloned_policy_on_a_small_graph():
     """Cloned from round_robin (33% slower than critical_path on this 16-node DAG), PPO's
-    greedy placement beats both the untrained and the cloned policy within 2,400 steps."""
+    greedy placement beats both the untrained and the cloned policy within 2,400 steps
+    (unanchored: the anchor would hold PPO to round_robin's choices)."""
     env_kwargs = {"graph": make_graph("random_dag", nodes=16)}
     env = gym.make("placegym/Placement-v0", **env_kwargs)
     env.reset(seed=0)
@@ -103,6 +136,7 @@ def test_ppo_improves_on_the_untrained_and_the_cloned_policy_on_a_small_graph():
         n_steps=160,  # 5 episodes of 2n = 32 steps
         batch_size=80,
         learning_rate=1e-3,
+        anchor_steps=0,
         **SMALL,
     )
     untrained = greedy_makespans(model.policy, env)[0] / reference
@@ -114,7 +148,7 @@ def test_ppo_improves_on_the_untrained_and_the_cloned_policy_on_a_small_graph():
     assert learned < min(untrained, cloned) - 0.15, (untrained, cloned, learned)
 
 
-SEED_2_GAP = "measured 0.970 after 20,480 steps and 1.10004 at 10,240 (README)"
+SEED_2_GAP = "measured 0.952 after 20,480 steps (README)"
 
 
 @pytest.mark.slow
@@ -123,10 +157,10 @@ SEED_2_GAP = "measured 0.970 after 20,480 steps and 1.10004 at 10,240 (README)"
 )
 def test_the_documented_recipe_beats_the_teacher_and_never_collapses(seed):
     """README's recipe on FFNN-v0 (about 10 CPU-minutes a seed): BC within 2% of
-    critical_path, never worse than 1.10 after BC, at most 0.95 after 20,480 steps."""
+    critical_path, never worse than 1.05 after BC, at most 0.95 after 20,480 steps."""
     run = run_recipe("placegym/FFNN-v0", seed=seed, log=None)
     bc, *ppo = run.ratios[1:]
     assert run.steps[2:] == [5_120, 10_240, 15_360, 20_480]
     assert bc <= 1.02
-    assert max(ppo) <= 1.10
+    assert max(ppo) <= 1.05
     assert ppo[-1] <= 0.95
