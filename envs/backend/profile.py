@@ -13,7 +13,7 @@ the cost is a median of measured durations. Two ways to measure (``mode``):
   executor records it. The kernels then meet the caches, the memory allocator and the
   other devices' load that they meet in a run: on CPU workers an elementwise kernel
   reading a tensor produced a few kernels earlier, and allocating its output afresh,
-  took 4-6x its isolated time on this project's 2-core machine, a matmul 1.2-1.7x.
+  took 4-6x its isolated time on this project's 2-core machine, a matmul 1.1-1.7x.
 
 ``mode="auto"`` (the default) is ``"run"`` on CPU workers and ``"isolated"`` on GPUs.
 
