@@ -190,13 +190,17 @@ def test_noise_needs_a_generator_and_a_valid_sigma():
         simulate(g, unit_cluster(1), p, dispatch="lifo")
 
 
+def random_rows(n: int, d: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """``b`` random device rows over ``d`` devices and ``b`` random orders of ``n`` nodes."""
+    rng = np.random.default_rng(b)
+    devs = rng.integers(0, d, (b, n))
+    return devs, np.array([rng.permutation(n) for _ in range(b)]).reshape(b, n)
+
+
 @given(problems(), dispatches, st.integers(1, 5), st.booleans())
 def test_batch_equals_one_by_one(problem, dispatch, b, noisy):
     g, c, _ = problem
-    rng = np.random.default_rng(b)
-    n = g.num_nodes
-    devs = rng.integers(0, c.num_devices, (b, n))
-    orders = np.array([rng.permutation(n) for _ in range(b)]).reshape(b, n)
+    devs, orders = random_rows(g.num_nodes, c.num_devices, b)
     noise = 0.25 if noisy else 0.0
     res = simulate_batch(g, c, devs, orders, dispatch=dispatch, noise=noise, rng=11)
     gen = np.random.default_rng(11)
@@ -210,10 +214,7 @@ def test_batch_equals_one_by_one(problem, dispatch, b, noisy):
 @given(problems(max_nodes=14), dispatches, st.integers(1, 12), st.integers(2, 4))
 def test_batch_is_bit_identical_over_threads(problem, dispatch, b, threads):
     g, c, _ = problem
-    rng = np.random.default_rng(b)
-    n = g.num_nodes
-    devs = rng.integers(0, c.num_devices, (b, n))
-    orders = np.array([rng.permutation(n) for _ in range(b)]).reshape(b, n)
+    devs, orders = random_rows(g.num_nodes, c.num_devices, b)
     one = simulate_batch(g, c, devs, orders, dispatch=dispatch, threads=1, noise=0.2, rng=3)
     many = simulate_batch(g, c, devs, orders, dispatch=dispatch, threads=threads, noise=0.2, rng=3)
     assert one.makespan.tobytes() == many.makespan.tobytes()
