@@ -453,7 +453,6 @@ class _Improver:
         return devs, ords
 
 
-@torch.no_grad()
 def decodes_like_rollout(policy: DopplerPolicy) -> bool:
     """Whether the search's decoder plays ``policy``'s episodes as
     :func:`~placegym.agents.rollout.rollout` does: a policy that chooses both its SEL and
@@ -514,6 +513,7 @@ def best_of_samples(
     return Placement(devs[best], orders[best]), float(makespans[best])
 
 
+@torch.no_grad()
 def policy_search(
     policy: DopplerPolicy,
     graph: Graph,
