@@ -23,6 +23,8 @@ network run the trainer inside ``unshare -n sh -c 'ip link set lo up; ...'``.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -143,13 +145,7 @@ class RolloutWorker:
 
 def _runs(groups: Sequence[int]) -> list[tuple[int, int]]:
     """``(graph index, episodes)`` of each run of equal adjacent entries of ``groups``."""
-    out: list[tuple[int, int]] = []
-    for g in groups:
-        if out and out[-1][0] == g:
-            out[-1] = (g, out[-1][1] + 1)
-        else:
-            out.append((g, 1))
-    return out
+    return [(g, len(list(run))) for g, run in itertools.groupby(groups)]
 
 
 def _split(job: Job, parts: int) -> list[tuple[list[int], Job]]:
@@ -160,20 +156,19 @@ def _split(job: Job, parts: int) -> list[tuple[list[int], Job]]:
     for k, (_, count) in enumerate(_runs(job.groups)):
         positions[k % parts] += range(start, start + count)
         start += count
-    out = []
-    for pos in positions:
-        if pos:
-            sub = Job(
-                [job.groups[i] for i in pos],
-                [job.seeds[i] for i in pos],
-                [job.streams[i] for i in pos],
-                job.reward,
-                job.teacher_prob,
-                job.record_teacher,
-                job.teacher,
-            )
-            out.append((pos, sub))
-    return out
+    return [
+        (
+            pos,
+            dataclasses.replace(
+                job,
+                groups=[job.groups[i] for i in pos],
+                seeds=[job.seeds[i] for i in pos],
+                streams=[job.streams[i] for i in pos],
+            ),
+        )
+        for pos in positions
+        if pos
+    ]
 
 
 def _import_ray() -> Any:
