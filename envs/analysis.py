@@ -129,6 +129,8 @@ class CostTable:
         inv_bandwidth: ``(D, D)`` seconds per byte of each channel (0 on the diagonal).
         latency: ``(D, D)`` channel latency (0 on the diagonal).
         successors, predecessors: per node, Python lists of ids (fast to iterate).
+        in_total: ``(n,)`` total bytes of each node's inputs (numpy's sum of its
+            producers' ``out_bytes``, in producer order).
     """
 
     duration: np.ndarray
@@ -136,6 +138,7 @@ class CostTable:
     latency: np.ndarray
     successors: list[list[int]]
     predecessors: list[list[int]]
+    in_total: np.ndarray
 
 
 def _build_cost_table(graph: Graph, cluster: Cluster) -> CostTable:
@@ -143,12 +146,16 @@ def _build_cost_table(graph: Graph, cluster: Cluster) -> CostTable:
     cptr, cidx = graph.consumer_csr
     pptr, pidx = graph.producer_csr
     cl, pl = cidx.tolist(), pidx.tolist()
+    out = graph.out_bytes
+    in_total = np.array([out[pidx[pptr[v] : pptr[v + 1]]].sum() for v in range(graph.num_nodes)])
+    in_total.setflags(write=False)
     return CostTable(
         duration=durations_on(graph, cluster),
         inv_bandwidth=np.where(off, 1.0 / cluster.pair_bandwidth, 0.0),
         latency=np.where(off, cluster.pair_latency, 0.0),
         successors=[cl[cptr[v] : cptr[v + 1]] for v in range(graph.num_nodes)],
         predecessors=[pl[pptr[v] : pptr[v + 1]] for v in range(graph.num_nodes)],
+        in_total=in_total,
     )
 
 

@@ -67,6 +67,8 @@ class PlacementState:
         self._unplaced_producers = graph.in_degree.tolist()
         self._frontier = graph.in_degree == 0
         self._num_placed = 0
+        # per placed node: when its output would reach each device (est. finish + transfer)
+        self._arrival = np.zeros((n, d))
         self._est_cache: tuple[int, int, np.ndarray] | None = None  # (node, #placed, row)
 
     # ------------------------------------------------------------------ phase and masks
@@ -148,10 +150,15 @@ class PlacementState:
         device = int(device)
         start = float(self.earliest_start(v)[device])
         dur = float(self.costs.duration[v, device])
+        finish = start + dur
         self.device[v] = device
         self.est_start[v] = start
-        self.est_finish[v] = start + dur
-        self.device_free[device] = start + dur
+        self.est_finish[v] = finish
+        self.device_free[device] = finish
+        costs = self.costs
+        self._arrival[v] = (
+            finish + costs.latency[device] + self.graph.out_bytes[v] * costs.inv_bandwidth[device]
+        )
         self.load[device] += dur
         self.param_used[device] += self.graph.param_bytes[v]
         self.selected = -1
@@ -167,17 +174,23 @@ class PlacementState:
         """``(D,)`` estimated time all of ``node``'s (placed) inputs are on each device
         (default: the selected node)."""
         v = self.selected if node is None else node
-        preds = [u for u in self.costs.predecessors[v] if self.device[u] >= 0]
+        return self._no_earlier_than(np.zeros(self.cluster.num_devices), v)
+
+    def _no_earlier_than(self, floor: np.ndarray, v: int) -> np.ndarray:
+        """``(D,)`` max of ``floor`` and the arrival on each device of every placed input
+        of ``v`` (a new array; max is exact, so the order does not matter)."""
+        preds = self.costs.predecessors[v]
+        if self._unplaced_producers[v]:  # some inputs unplaced: only the placed ones count
+            preds = [u for u in preds if self.device[u] >= 0]
+        arrival = self._arrival
+        if len(preds) > 8:
+            return np.maximum(floor, arrival.take(preds, axis=0).max(axis=0))
         if not preds:
-            return np.zeros(self.cluster.num_devices)
-        dev = self.device[preds]
-        fin = self.est_finish[preds]
-        arr = (
-            fin[:, None]
-            + self.costs.latency[dev]
-            + self.graph.out_bytes[preds][:, None] * self.costs.inv_bandwidth[dev]
-        )
-        return arr.max(axis=0)
+            return floor.copy()
+        row = np.maximum(floor, arrival[preds[0]])
+        for u in preds[1:]:
+            np.maximum(row, arrival[u], out=row)
+        return row
 
     def earliest_start(self, node: int | None = None) -> np.ndarray:
         """``(D,)`` estimated start of ``node`` (default: selected) on each device."""
@@ -185,7 +198,7 @@ class PlacementState:
         cache = self._est_cache
         if cache is not None and cache[0] == v and cache[1] == self._num_placed:
             return cache[2]
-        row = np.maximum(self.device_free, self.input_arrival(v))
+        row = self._no_earlier_than(self.device_free, v)
         row.setflags(write=False)
         self._est_cache = (v, self._num_placed, row)
         return row
@@ -199,16 +212,16 @@ class PlacementState:
         """``(D,)`` fraction of ``node``'s input bytes produced on each device."""
         v = self.selected if node is None else node
         preds = self.costs.predecessors[v]
-        if not preds:
+        total = self.costs.in_total[v]
+        if not preds or total <= 0:
             return np.zeros(self.cluster.num_devices)
-        sizes = self.graph.out_bytes[preds]
-        total = sizes.sum()
-        if total <= 0:
-            return np.zeros(self.cluster.num_devices)
-        dev = self.device[preds]
-        placed = dev >= 0
-        d = self.cluster.num_devices
-        return np.bincount(dev[placed], weights=sizes[placed], minlength=d) / total
+        share = [0.0] * self.cluster.num_devices  # summed in producer order, as bincount
+        device, out_bytes = self.device, self.graph.out_bytes
+        for u in preds:
+            d = device[u]
+            if d >= 0:
+                share[d] += out_bytes[u]
+        return np.array(share) / total
 
     # ------------------------------------------------------------------ results
     def to_placement(self) -> Placement:
