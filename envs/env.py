@@ -290,7 +290,7 @@ class PlacementEnv(gym.Env[dict, int]):
         if a is None or not state.is_legal(a):
             return self._illegal_step(action, a)
         reward = 0.0
-        v = self._builder.act(state, a)
+        v = self._builder.act(state, a, checked=False)
         if v >= 0 and self._potential is not None:
             reward += self._potential.on_place(v, a, self.shaping_gamma, state.done)
         if self._potential is not None and state.selected >= 0:
@@ -332,16 +332,19 @@ class PlacementEnv(gym.Env[dict, int]):
     def action_masks(self) -> np.ndarray:
         """Bool mask over ``Discrete(max(max_nodes, D))`` of the legal actions now (the one
         source of ``obs["action_mask"]`` and ``info["action_mask"]``)."""
-        out = np.zeros(self._num_actions, dtype=np.bool_)
         state = self.state
         if state is None:
-            return out
+            return np.zeros(self._num_actions, dtype=np.bool_)
         if state.done:  # the start state's mask: see "Action Space"
-            out[: state.graph.num_nodes] = state.graph.in_degree == 0
+            legal = state.graph.in_degree == 0
         elif state.selected < 0:
-            out[: state.graph.num_nodes] = state._frontier
+            legal = state._frontier
         else:
-            out[: self.cluster.num_devices] = state.place_mask()
+            legal = state.place_mask()
+        if len(legal) == self._num_actions:
+            return legal.copy()
+        out = np.zeros(self._num_actions, dtype=np.bool_)
+        out[: len(legal)] = legal
         return out
 
     def graph_observation(self) -> dict[str, np.ndarray]:

@@ -153,6 +153,7 @@ class ObservationBuilder:
         self.dynamic = np.zeros((max_nodes, NODE_DYNAMIC), np.float32)
         self.devices = np.zeros((d, DEVICE_FEATURES), np.float32)
         self.mask = np.zeros(max(max_nodes, d), np.int8)
+        self._phases = (np.zeros(1, np.int8), np.ones(1, np.int8))  # copied, never shared
         self._inv_mem = 1.0 / cluster.memory
         self.reset_dynamic()
 
@@ -164,15 +165,23 @@ class ObservationBuilder:
         self.devices[:, 5] = 1.0
         self.devices[:, 6] = self.cluster.flops / self.cluster.flops.max()
 
-    def act(self, state: PlacementState, action: int) -> int:
-        """Take the legal SEL or PLC ``action`` on ``state`` (by its phase) and update the
-        features; returns the node just placed, or -1 after a selection."""
+    def act(self, state: PlacementState, action: int, *, checked: bool = True) -> int:
+        """Take the SEL or PLC ``action`` on ``state`` (by its phase) and update the
+        features; returns the node just placed, or -1 after a selection. An illegal
+        action raises ``ValueError``; ``checked=False`` skips that check, for an int
+        action the caller has already found legal."""
         if state.selected < 0:
-            state.select(action)
+            if checked:
+                state.select(action)
+            else:
+                state._select(action)
             self.on_select(state, action)
             return -1
         v = state.selected
-        state.place(action)
+        if checked:
+            state.place(action)
+        else:
+            state._place(action)
         self.on_place(state, v, action)
         return v
 
@@ -181,7 +190,7 @@ class ObservationBuilder:
         dyn = self.dynamic
         dyn[v, 2] = 0.0
         dyn[v, 3] = 1.0
-        dyn[v, 4] = (state.rank[v] + 1) / self.graph.num_nodes
+        dyn[v, 4] = len(state.order) / self.graph.num_nodes  # (rank + 1) / n
         self.devices[:, 0] = np.minimum(state.earliest_start(v) / self.cp, FEATURE_MAX)
         self.devices[:, 1] = state.inputs_present(v)
 
@@ -207,13 +216,17 @@ class ObservationBuilder:
     def observe(self, mask: np.ndarray, phase: int, *, compact: bool = False) -> dict[str, Any]:
         """The current observation; ``mask`` is the action mask (bool), ``phase`` 0/1;
         ``compact`` leaves out the per-graph keys (:data:`GRAPH_KEYS`)."""
-        self.mask[:] = 0
-        self.mask[: len(mask)] = mask
+        if len(mask) == len(self.mask):
+            action_mask = mask.astype(np.int8)
+        else:
+            self.mask[:] = 0
+            self.mask[: len(mask)] = mask
+            action_mask = self.mask.copy()
         obs = {} if compact else {k: v.copy() for k, v in self.static.items()}
         obs["node_dynamic"] = self.dynamic.copy()
         obs["device"] = self.devices.copy()
-        obs["phase"] = np.full(1, phase, np.int8)
-        obs["action_mask"] = self.mask.copy()
+        obs["phase"] = self._phases[phase].copy()
+        obs["action_mask"] = action_mask
         return obs
 
     def graph_observation(self) -> dict[str, np.ndarray]:

@@ -102,7 +102,7 @@ class PlacementState:
         if not self.memory_mask:
             return np.ones(d, dtype=bool)
         fits = self.param_used + self.graph.param_bytes[v] <= self.cluster.memory
-        return fits if fits.any() else np.ones(d, dtype=bool)
+        return fits if np.count_nonzero(fits) else np.ones(d, dtype=bool)
 
     def frontier(self) -> np.ndarray:
         """Node ids of the frontier, ascending."""
@@ -131,7 +131,10 @@ class PlacementState:
                 f"select: node {node} is not in the frontier "
                 f"({int(self._frontier.sum())} legal nodes)"
             )
-        node = int(node)
+        self._select(int(node))
+
+    def _select(self, node: int) -> None:
+        """:meth:`select` of a node known to be legal."""
         self._frontier[node] = False
         self.rank[node] = len(self.order)
         self.order.append(node)
@@ -147,7 +150,11 @@ class PlacementState:
                 f"place: device {device} is not legal for node {v} "
                 f"({int(self.place_mask().sum())} legal devices)"
             )
-        device = int(device)
+        self._place(int(device))
+
+    def _place(self, device: int) -> None:
+        """:meth:`place` on a device known to be legal."""
+        v = self.selected
         start = float(self.earliest_start(v)[device])
         dur = float(self.costs.duration[v, device])
         finish = start + dur
