@@ -39,9 +39,12 @@ def step_limit(num_nodes: int, factor: int | None = STEP_LIMIT_FACTOR) -> int | 
     return None if factor is None else factor * 2 * num_nodes
 
 
+_INTEGERS, _BOOLS = (int, np.integer), (bool, np.bool_)
+
+
 def _as_int(action: Any) -> int | None:
     """``action`` as an int, or None when it is not an integer (a float, an array, ...)."""
-    if isinstance(action, int | np.integer) and not isinstance(action, bool | np.bool_):
+    if isinstance(action, _INTEGERS) and not isinstance(action, _BOOLS):
         return int(action)
     if isinstance(action, np.ndarray) and action.shape == () and action.dtype.kind in "iu":
         return int(action)

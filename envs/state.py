@@ -67,8 +67,6 @@ class PlacementState:
         self._unplaced_producers = graph.in_degree.tolist()
         self._frontier = graph.in_degree == 0
         self._num_placed = 0
-        # per placed node: when its output would reach each device (est. finish + transfer)
-        self._arrival = np.zeros((n, d))
         self._est_cache: tuple[int, int, np.ndarray] | None = None  # (node, #placed, row)
 
     # ------------------------------------------------------------------ phase and masks
@@ -162,10 +160,6 @@ class PlacementState:
         self.est_start[v] = start
         self.est_finish[v] = finish
         self.device_free[device] = finish
-        costs = self.costs
-        self._arrival[v] = (
-            finish + costs.latency[device] + self.graph.out_bytes[v] * costs.inv_bandwidth[device]
-        )
         self.load[device] += dur
         self.param_used[device] += self.graph.param_bytes[v]
         self.selected = -1
@@ -187,16 +181,24 @@ class PlacementState:
         """``(D,)`` max of ``floor`` and the arrival on each device of every placed input
         of ``v`` (a new array; max is exact, so the order does not matter)."""
         preds = self.costs.predecessors[v]
-        if self._unplaced_producers[v]:  # some inputs unplaced: only the placed ones count
-            preds = [u for u in preds if self.device[u] >= 0]
-        arrival = self._arrival
-        if len(preds) > 8:
-            return np.maximum(floor, arrival.take(preds, axis=0).max(axis=0))
-        if not preds:
-            return floor.copy()
-        row = np.maximum(floor, arrival[preds[0]])
-        for u in preds[1:]:
-            np.maximum(row, arrival[u], out=row)
+        device, finish, out_bytes = self.device, self.est_finish, self.graph.out_bytes
+        latency, inv_bandwidth = self.costs.latency, self.costs.inv_bandwidth
+        if len(preds) > 8:  # many inputs: one vectorised pass
+            placed = [u for u in preds if device[u] >= 0]
+            if not placed:
+                return floor.copy()
+            dev = device[placed]
+            arrival = (
+                finish[placed][:, None]
+                + latency[dev]
+                + out_bytes[placed][:, None] * inv_bandwidth[dev]
+            )
+            return np.maximum(floor, arrival.max(axis=0))
+        row = floor.copy()
+        for u in preds:
+            a = device[u]
+            if a >= 0:
+                np.maximum(row, finish[u] + latency[a] + out_bytes[u] * inv_bandwidth[a], out=row)
         return row
 
     def earliest_start(self, node: int | None = None) -> np.ndarray:
