@@ -22,6 +22,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from placegym.envs import _vector_kernel as K
+from placegym.envs.analysis import cost_table
 from placegym.envs.env import PlacementEnv, step_limit
 from placegym.envs.graph import Graph
 from placegym.envs.observation import observation_space
@@ -160,13 +161,11 @@ class PlacementVectorEnv(VectorEnv):
             return hit[1]
         proto = self._proto
         builder, ref = proto._build_for(graph)
-        preds = [graph.predecessors(v) for v in range(graph.num_nodes)]
         data = {
             "static": builder.static,
             "cp": builder.cp,
             "ref": ref,
-            # numpy's (pairwise) sum, as PlacementState.inputs_present computes it
-            "in_total": np.array([graph.out_bytes[p].sum() for p in preds]),
+            "in_total": cost_table(graph, self._cluster).in_total,  # as PlacementState's
         }
         if len(self._graph_data) > 2 * self.num_envs:
             live = {id(g) for g in self._graphs}
