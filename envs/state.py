@@ -224,13 +224,14 @@ class PlacementState:
         total = self.costs.in_total[v]
         if not preds or total <= 0:
             return np.zeros(self.cluster.num_devices)
-        share = [0.0] * self.cluster.num_devices  # summed in producer order, as bincount
+        share = np.zeros(self.cluster.num_devices)  # summed in producer order, as bincount
         device, out_bytes = self.device, self.graph.out_bytes
         for u in preds:
             d = device[u]
             if d >= 0:
                 share[d] += out_bytes[u]
-        return np.array(share) / total
+        share /= total
+        return share
 
     # ------------------------------------------------------------------ results
     def to_placement(self) -> Placement:
