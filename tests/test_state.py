@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from simcases import graph, unit_cluster
 
-from placegym.envs import Cluster, Device, Level, simulate
+from placegym.envs import Cluster, Device, Level, load_cluster, simulate
 from placegym.envs.analysis import (
     b_level,
     critical_path_length,
@@ -14,7 +14,7 @@ from placegym.envs.analysis import (
     t_level,
 )
 from placegym.envs.state import PlacementState
-from placegym.envs.workloads import ffnn
+from placegym.envs.workloads import ffnn, llama_layer
 
 
 def diamond():
@@ -161,3 +161,34 @@ def test_a_full_episode_on_a_workload_gives_a_valid_placement():
     pos = np.empty(g.num_nodes, dtype=int)
     pos[p.order] = np.arange(g.num_nodes)
     assert (pos[g.edges[:, 0]] < pos[g.edges[:, 1]]).all()
+
+
+def test_estimates_equal_their_vectorised_definitions_on_every_node():
+    """input_arrival / earliest_start / inputs_present, computed per producer (few inputs)
+    or in one pass (many: llama_layer has nodes with 17), equal the whole-array formulas
+    exactly, for placed, frontier and not-yet-ready nodes, along a random episode."""
+    g, c = llama_layer(), load_cluster("h100-2x8")
+    s = PlacementState(g, c)
+    rng = np.random.default_rng(0)
+    lat, inv_bw, out = s.costs.latency, s.costs.inv_bandwidth, g.out_bytes
+    checked = 0
+    while not s.done:
+        s.select(int(rng.choice(s.frontier())))
+        s.place(int(rng.choice(np.flatnonzero(s.place_mask()))))
+        if s.num_placed % 20:
+            continue
+        for v in range(g.num_nodes):
+            preds = g.predecessors(v)
+            placed = preds[s.device[preds] >= 0]
+            dev = s.device[placed]
+            arrival = (
+                s.est_finish[placed][:, None] + lat[dev] + out[placed][:, None] * inv_bw[dev]
+            ).max(axis=0, initial=0.0)
+            share = np.bincount(dev, weights=out[placed], minlength=c.num_devices)
+            total = out[preds].sum()
+            assert np.array_equal(s.input_arrival(v), arrival)
+            assert np.array_equal(s.earliest_start(v), np.maximum(s.device_free, arrival))
+            expected = share / total if len(preds) and total > 0 else np.zeros(c.num_devices)
+            assert np.array_equal(s.inputs_present(v), expected)
+            checked += 1
+    assert checked >= 9 * g.num_nodes
