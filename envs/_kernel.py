@@ -40,7 +40,7 @@ rank, order)``, ``out = (start, finish, tr_node, tr_dst, tr_start, tr_arrival, p
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import literally, njit
 
 
 @njit(cache=True)
@@ -77,7 +77,7 @@ def workspace(n, ne, ndev):
         bits += 1
     nch = ndev * ndev if ndev * ndev <= (1 << bits) else 1 << bits
     cap = n + ne
-    sizes = (ne, ne, ne, ndev + 1, n, ndev, cap, cap, n, nch, nch, ne, ndev, n, ne, n, n, ndev)
+    sizes = (ne, ne, ne, ndev + 1, n, ndev, cap, cap, n, nch, nch, ne, ndev + 1, n, ne, n, n, ndev + 1)
     total = 0
     for k in sizes:
         total += k
@@ -103,14 +103,14 @@ def workspace(n, ne, ndev):
         floats[cap : cap + nch],  # chfree: channel free time
         ints[at[10] : at[11]],  # chlast: last transfer enqueued per channel
         ints[at[11] : at[12]],  # next_tr: transfer that starts at this one's arrival
-        ints[at[12] : at[13]],  # dirty: devices to dispatch
+        ints[at[12] : at[13]],  # dirty: devices to dispatch (D + 1: see _mark)
         flags[ndev : 2 * ndev],  # is_dirty: in dirty
         ints[at[13] : at[14]],  # pend: releases pending per node output
         ints[at[14] : at[15]],  # tr_pend: consumers pending per received copy
         ints[at[15] : at[16]],  # trf: first transfer of each node
         ints[at[16] : at[17]],  # trc: number of transfers of each node
         floats[cap + nch :],  # cur: live bytes per device
-        ints[at[17] : at[18]],  # touched: devices allocated on at this instant
+        ints[at[17] : at[18]],  # touched: devices allocated on at this instant (D + 1)
         flags[2 * ndev :],  # is_touched: in touched
     )
 
@@ -205,11 +205,13 @@ def _pop_round(et, es, buf, esize, t):
 
 @njit(cache=True, inline="always")
 def _mark(d, lst, flag, size):
-    if not flag[d]:
-        flag[d] = True
-        lst[size] = d
-        size += 1
-    return size
+    """Append ``d`` to ``lst[:size]`` unless ``flag[d]``; returns the new size. Branch
+    free (``lst`` has one spare slot): numba's reference-count pruning keeps no
+    incref/decref of the arrays where an inlined helper has no branch."""
+    lst[size] = d
+    added = 0 if flag[d] else 1
+    flag[d] = True
+    return size + added
 
 
 @njit(cache=True, inline="always")
@@ -288,8 +290,12 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
     Set-up and event handlers stay in this one function on purpose: numba
     reference-counts an array each time it is taken out of a tuple, so helpers that read
     the packed arguments in a loop run several times slower; arrays are unpacked once,
-    here.
+    here. ``fifo`` and ``memory`` must be compile-time constants (callers go through
+    :func:`_run`): each of the four combinations is compiled apart, without the code
+    and the registers of the branches it does not take (a tenth of the time).
     """
+    literally(fifo)
+    literally(memory)
     out_bytes, param_bytes, cons_ptr, _, prod_ptr, prod_idx, npred = g
     pair_lat, pair_bw = links
     dev, rank, order = p
@@ -436,6 +442,19 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
     return (makespan if done == n else -1.0), ntr
 
 
+@njit(cache=True)
+def _run(dur, g, links, p, fifo, memory, ws, out):
+    """:func:`run_into` with run-time ``fifo`` and ``memory``: calls the version compiled
+    for their values."""
+    if fifo:
+        if memory:
+            return run_into(dur, g, links, p, True, True, ws, out)
+        return run_into(dur, g, links, p, True, False, ws, out)
+    if memory:
+        return run_into(dur, g, links, p, False, True, ws, out)
+    return run_into(dur, g, links, p, False, False, ws, out)
+
+
 @njit(cache=True, inline="always")
 def _durations_of(costs, dev, factor):
     flops, io, dflops, dmembw, dlaunch, table, dclass = costs
@@ -468,7 +487,7 @@ def simulate_one(costs, factor, g, links, p, fifo, capacity, times, ints):
         times[k + ne : k + 2 * ne],
         peak,
     )
-    makespan, ntr = run_into(dur, g, links, p, fifo, True, workspace(n, ne, ndev), out)
+    makespan, ntr = _run(dur, g, links, p, fifo, True, workspace(n, ne, ndev), out)
     for m in range(ntr):
         u = ints[m]
         ints[ne + m] = p[0][u]
@@ -487,7 +506,7 @@ def makespan_one(costs, factor, g, links, p, fifo):
     ne = g[3].shape[0]
     ndev = links[0].shape[0]
     ws = workspace(n, ne, ndev)
-    return run_into(dur, g, links, p, fifo, False, ws, _scratch_out(n, ne, ndev))[0]
+    return _run(dur, g, links, p, fifo, False, ws, _scratch_out(n, ne, ndev))[0]
 
 
 @njit(cache=True)
@@ -538,6 +557,6 @@ def run_rows(costs, g, links, devs, orders, factors, fifo, memory, lo, hi, makes
             continue
         p = (devs[i], rank, orders[i])
         dur = _durations_of(costs, devs[i], factors[i])
-        makespans[i] = run_into(dur, g, links, p, fifo, memory, ws, out)[0]
+        makespans[i] = _run(dur, g, links, p, fifo, memory, ws, out)[0]
         if memory:
             peaks[i] = out[6]
