@@ -243,7 +243,9 @@ def _plan(g: Graph, c: Cluster) -> tuple[np.ndarray, ...]:
     return arrays
 
 
-def _prepare(graph, cluster, placement, noise, rng, dispatch):
+def _prepare(
+    graph, cluster, placement, noise, rng, dispatch
+) -> tuple[Graph, Cluster, Placement, tuple[Any, ...]]:
     """Validated inputs of one placement: ``(g, c, p, kernel arguments)``."""
     g, c = _inputs(graph, cluster)
     p = placement if isinstance(placement, Placement) else load_placement(placement)
@@ -281,7 +283,7 @@ def simulate(
     g, c, p, args = _prepare(graph, cluster, placement, noise, rng, dispatch)
     n, ne, k = g.num_nodes, g.num_edges, 2 * g.num_nodes + c.num_devices
     times, ints = np.empty(k + 3 * ne), np.empty(3 * ne, dtype=np.int64)
-    makespan, ntr, oom = _kernel.simulate_one(*args, times, ints)
+    makespan, ntr, oom = _kernel.simulate_one(*(*args, times, ints))
     if makespan < 0:  # pragma: no cover - a validated DAG always completes
         raise RuntimeError("simulation did not run every node")
     transfers = _frozen(
