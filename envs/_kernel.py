@@ -40,7 +40,7 @@ rank, order)``, ``out = (start, finish, tr_node, tr_dst, tr_start, tr_arrival, p
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import literally, njit
 
 
 @njit(cache=True)
@@ -77,7 +77,8 @@ def workspace(n, ne, ndev):
         bits += 1
     nch = ndev * ndev if ndev * ndev <= (1 << bits) else 1 << bits
     cap = n + ne
-    sizes = (ne, ne, ne, ndev + 1, n, ndev, cap, cap, n, nch, nch, ne, ndev, n, ne, n, n, ndev)
+    nd1 = ndev + 1
+    sizes = (ne, ne, ne, nd1, n, ndev, cap, cap, n, nch, nch, ne, nd1, n, ne, n, n, nd1)
     total = 0
     for k in sizes:
         total += k
@@ -103,14 +104,14 @@ def workspace(n, ne, ndev):
         floats[cap : cap + nch],  # chfree: channel free time
         ints[at[10] : at[11]],  # chlast: last transfer enqueued per channel
         ints[at[11] : at[12]],  # next_tr: transfer that starts at this one's arrival
-        ints[at[12] : at[13]],  # dirty: devices to dispatch
+        ints[at[12] : at[13]],  # dirty: devices to dispatch (D + 1: see _mark)
         flags[ndev : 2 * ndev],  # is_dirty: in dirty
         ints[at[13] : at[14]],  # pend: releases pending per node output
         ints[at[14] : at[15]],  # tr_pend: consumers pending per received copy
         ints[at[15] : at[16]],  # trf: first transfer of each node
         ints[at[16] : at[17]],  # trc: number of transfers of each node
         floats[cap + nch :],  # cur: live bytes per device
-        ints[at[17] : at[18]],  # touched: devices allocated on at this instant
+        ints[at[17] : at[18]],  # touched: devices allocated on at this instant (D + 1)
         flags[2 * ndev :],  # is_touched: in touched
     )
 
@@ -205,11 +206,13 @@ def _pop_round(et, es, buf, esize, t):
 
 @njit(cache=True, inline="always")
 def _mark(d, lst, flag, size):
-    if not flag[d]:
-        flag[d] = True
-        lst[size] = d
-        size += 1
-    return size
+    """Append ``d`` to ``lst[:size]`` unless ``flag[d]``; returns the new size. Branch
+    free (``lst`` has one spare slot): numba's reference-count pruning keeps no
+    incref/decref of the arrays where an inlined helper has no branch."""
+    lst[size] = d
+    added = 0 if flag[d] else 1
+    flag[d] = True
+    return size + added
 
 
 @njit(cache=True, inline="always")
@@ -288,8 +291,12 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
     Set-up and event handlers stay in this one function on purpose: numba
     reference-counts an array each time it is taken out of a tuple, so helpers that read
     the packed arguments in a loop run several times slower; arrays are unpacked once,
-    here.
+    here. ``fifo`` and ``memory`` must be compile-time constants (callers go through
+    :func:`_run`): each of the four combinations is compiled apart, without the code
+    and the registers of the branches it does not take (a tenth of the time).
     """
+    literally(fifo)
+    literally(memory)
     out_bytes, param_bytes, cons_ptr, _, prod_ptr, prod_idx, npred = g
     pair_lat, pair_bw = links
     dev, rank, order = p
@@ -436,6 +443,61 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
     return (makespan if done == n else -1.0), ntr
 
 
+@njit(cache=True)
+def _run(dur, g, links, p, fifo, memory, ws, out):
+    """:func:`run_into` with run-time ``fifo`` and ``memory``: calls the version compiled
+    for their values."""
+    if fifo:
+        if memory:
+            return run_into(dur, g, links, p, True, True, ws, out)
+        return run_into(dur, g, links, p, True, False, ws, out)
+    if memory:
+        return run_into(dur, g, links, p, False, True, ws, out)
+    return run_into(dur, g, links, p, False, False, ws, out)
+
+
+def pack_static(graph_arrays, cost_arrays, memory):
+    """The arrays every call on one (graph, cluster) pair shares, packed into seven.
+
+    The compiled entry points take these first (each array argument costs ~0.1 µs to
+    pass):
+
+    ``gf (4, n)`` = out_bytes, param_bytes, flops, io_bytes; ``gi`` = cons_ptr (n + 1) |
+    prod_ptr (n + 1) | npred (n) | cons_idx (ne) | prod_idx (ne); ``cf (4, D)`` = device
+    flops, mem_bandwidth, launch_overhead, memory; then pair_latency, pair_bandwidth, the
+    profiled table and profile classes as they are. Plain numpy (not compiled); read-only.
+
+    Args:
+        graph_arrays: ``(out_bytes, param_bytes, flops, io_bytes, cons_ptr, cons_idx,
+            prod_ptr, prod_idx, npred)``.
+        cost_arrays: ``(device flops, mem_bandwidth, launch_overhead, pair_latency,
+            pair_bandwidth, profiled table, profile class)``.
+        memory: ``(D,)`` capacity per device.
+    """
+    out_b, param_b, flops, io, cptr, cidx, pptr, pidx, npred = graph_arrays
+    dflops, dmembw, dlaunch, lat, bw, table, dclass = cost_arrays
+    gf = np.array([out_b, param_b, flops, io], dtype=np.float64).reshape(4, -1)
+    gi = np.concatenate([cptr, pptr, npred, cidx, pidx]).astype(np.int64)
+    cf = np.array([dflops, dmembw, dlaunch, memory], dtype=np.float64)
+    packed = (gf, gi, cf, lat, bw, table, dclass)
+    for a in packed[:3]:
+        a.setflags(write=False)
+    return packed
+
+
+@njit(cache=True, inline="always")
+def _unpack(gf, gi, cf, lat, bw, table, dclass):
+    """``(costs, g, links)`` of :func:`pack_static`'s arrays, ``costs = (flops, io_bytes,
+    device flops, mem_bandwidth, launch_overhead, profiled table, profile class)`` being
+    :func:`durations`' inputs (``g`` and ``links``: see above)."""
+    n = gf.shape[1]
+    ne = (gi.shape[0] - 3 * n - 2) // 2
+    at = 3 * n + 2
+    g = (gf[0], gf[1], gi[: n + 1], gi[at : at + ne], gi[n + 1 : 2 * n + 2], gi[at + ne :])
+    g = (*g, gi[2 * n + 2 : at])
+    return (gf[2], gf[3], cf[0], cf[1], cf[2], table, dclass), g, (lat, bw)
+
+
 @njit(cache=True, inline="always")
 def _durations_of(costs, dev, factor):
     flops, io, dflops, dmembw, dlaunch, table, dclass = costs
@@ -443,20 +505,20 @@ def _durations_of(costs, dev, factor):
 
 
 @njit(cache=True)
-def simulate_one(costs, factor, g, links, p, fifo, capacity, times, ints):
-    """One placement with its full trace and memory; ``costs = (flops, io_bytes,
-    device flops, mem_bandwidth, launch_overhead, profiled table, profile class)`` are
-    :func:`durations`' inputs (the other packed arguments: see above).
+def simulate_one(gf, gi, cf, lat, bw, table, dclass, factor, dev, rank, order, fifo, times, ints):
+    """One placement ``(dev, rank, order)`` with its full trace and memory; the first
+    seven arguments are :func:`pack_static`'s.
 
     Fills ``times`` (``2n + D + 3ne``) = start (n) | finish (n) | peak (D) | transfer
     start (ne) | arrival (ne) | bytes (ne) and ``ints`` (``3ne``) = transfer node (ne) |
     src (ne) | dst (ne), of which the first ``ntr`` entries of each transfer block are
     used (given by the caller: returning arrays to Python costs more than passing them).
-    Returns ``(makespan, ntr, oom)``, ``oom``: a peak exceeds ``capacity``."""
-    dur = _durations_of(costs, p[0], factor)
+    Returns ``(makespan, ntr, oom)``, ``oom``: a peak exceeds the device's memory."""
+    costs, g, links = _unpack(gf, gi, cf, lat, bw, table, dclass)
+    dur = _durations_of(costs, dev, factor)
     n = dur.shape[0]
     ne = g[3].shape[0]
-    ndev = links[0].shape[0]
+    ndev = lat.shape[0]
     k = 2 * n + ndev
     peak = times[2 * n : k]
     out = (
@@ -468,26 +530,29 @@ def simulate_one(costs, factor, g, links, p, fifo, capacity, times, ints):
         times[k + ne : k + 2 * ne],
         peak,
     )
-    makespan, ntr = run_into(dur, g, links, p, fifo, True, workspace(n, ne, ndev), out)
+    ws = workspace(n, ne, ndev)
+    makespan, ntr = _run(dur, g, links, (dev, rank, order), fifo, True, ws, out)
     for m in range(ntr):
         u = ints[m]
-        ints[ne + m] = p[0][u]
-        times[k + 2 * ne + m] = g[0][u]
+        ints[ne + m] = dev[u]
+        times[k + 2 * ne + m] = gf[0, u]
     oom = False
     for d in range(ndev):
-        oom = oom or peak[d] > capacity[d]
+        oom = oom or peak[d] > cf[3, d]
     return makespan, ntr, oom
 
 
 @njit(cache=True)
-def makespan_one(costs, factor, g, links, p, fifo):
-    """The makespan of one placement (no trace kept, no memory tracked)."""
-    dur = _durations_of(costs, p[0], factor)
+def makespan_one(gf, gi, cf, lat, bw, table, dclass, factor, dev, rank, order, fifo):
+    """The makespan of one placement (no trace kept, no memory tracked); arguments as in
+    :func:`simulate_one`."""
+    costs, g, links = _unpack(gf, gi, cf, lat, bw, table, dclass)
+    dur = _durations_of(costs, dev, factor)
     n = dur.shape[0]
     ne = g[3].shape[0]
-    ndev = links[0].shape[0]
+    ndev = lat.shape[0]
     ws = workspace(n, ne, ndev)
-    return run_into(dur, g, links, p, fifo, False, ws, _scratch_out(n, ne, ndev))[0]
+    return _run(dur, g, links, (dev, rank, order), fifo, False, ws, _scratch_out(n, ne, ndev))[0]
 
 
 @njit(cache=True)
@@ -521,11 +586,14 @@ def _checked_ranks(dev, order, ndev, rank):
 
 
 @njit(cache=True, nogil=True)
-def run_rows(costs, g, links, devs, orders, factors, fifo, memory, lo, hi, makespans, peaks):
+def run_rows(static, devs, orders, factors, fifo, memory, lo, hi, makespans, peaks):
     """Rows ``lo .. hi - 1`` of a batch, one after another in one workspace, into
-    ``makespans (B,)`` and (when ``memory``) ``peaks (B, D)``. Releases the GIL;
-    ``factors`` is ``(B, n)`` or ``(B, 0)`` (no noise). A row whose devices are out of
-    range or whose order is not a permutation is not simulated: its makespan is NaN."""
+    ``makespans (B,)`` and (when ``memory``) ``peaks (B, D)``; ``static`` is the tuple
+    of :func:`pack_static`. Releases the GIL; ``factors`` is ``(B, n)`` or ``(B, 0)``
+    (no noise). A row whose devices are out of range or whose order is not a
+    permutation is not simulated: its makespan is NaN."""
+    gf, gi, cf, lat, bw, table, dclass = static
+    costs, g, links = _unpack(gf, gi, cf, lat, bw, table, dclass)
     n = devs.shape[1]
     ne = g[3].shape[0]
     ndev = links[0].shape[0]
@@ -538,6 +606,6 @@ def run_rows(costs, g, links, devs, orders, factors, fifo, memory, lo, hi, makes
             continue
         p = (devs[i], rank, orders[i])
         dur = _durations_of(costs, devs[i], factors[i])
-        makespans[i] = run_into(dur, g, links, p, fifo, memory, ws, out)[0]
+        makespans[i] = _run(dur, g, links, p, fifo, memory, ws, out)[0]
         if memory:
             peaks[i] = out[6]

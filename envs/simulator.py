@@ -207,41 +207,32 @@ def _inputs(graph: Any, cluster: Any) -> tuple[Graph, Cluster]:
     return g, c
 
 
-def _graph_arrays(g: Graph) -> tuple[np.ndarray, ...]:
-    """The graph as the event loop reads it (see :mod:`placegym.envs._kernel`)."""
+def _static_arrays(g: Graph, c: Cluster) -> tuple[np.ndarray, ...]:
+    """Every kernel input but the placement and the noise factors, packed by
+    :func:`placegym.envs._kernel.pack_static` (the durations of rule 1 use ``costs.py``'s
+    profiled table)."""
     cptr, cidx = g.consumer_csr
     pptr, pidx = g.producer_csr
-    return (g.out_bytes, g.param_bytes, cptr, cidx, pptr, pidx, g.in_degree)
-
-
-def _link_arrays(c: Cluster) -> tuple[np.ndarray, np.ndarray]:
-    return (c.pair_latency, c.pair_bandwidth)
-
-
-def _cost_arrays(g: Graph, c: Cluster) -> tuple[np.ndarray, ...]:
-    """The inputs of rule 1 (:func:`placegym.envs._kernel.durations`) but the placement."""
-    return (
-        g.flops,
-        g.io_bytes,
-        c.flops,
-        c.mem_bandwidth,
-        c.launch_overhead,
-        profiled_seconds(g, c),
-        c.profile_class,
+    return _kernel.pack_static(
+        (g.out_bytes, g.param_bytes, g.flops, g.io_bytes, cptr, cidx, pptr, pidx, g.in_degree),
+        (
+            c.flops,
+            c.mem_bandwidth,
+            c.launch_overhead,
+            c.pair_latency,
+            c.pair_bandwidth,
+            profiled_seconds(g, c),
+            c.profile_class,
+        ),
+        c.memory,
     )
-
-
-def _static_arrays(g: Graph, c: Cluster) -> tuple[tuple[np.ndarray, ...], ...]:
-    """``(costs, graph arrays, link arrays)``: every kernel input but the placement and
-    the noise factors."""
-    return (_cost_arrays(g, c), _graph_arrays(g), _link_arrays(c))
 
 
 _STATIC = IdentityCache(_static_arrays, size=16)
 _LAST: list[tuple[Any, Any, Any]] = [(None, None, None)]  # (graph, cluster, arrays) last used
 
 
-def _plan(g: Graph, c: Cluster) -> tuple[tuple[np.ndarray, ...], ...]:
+def _plan(g: Graph, c: Cluster) -> tuple[np.ndarray, ...]:
     """:func:`_static_arrays` of ``(g, c)``, kept per graph and cluster object (both are
     immutable): a call on the pair of the previous call finds them at once."""
     last = _LAST[0]  # one tuple, swapped whole: threads see a consistent entry
@@ -252,15 +243,16 @@ def _plan(g: Graph, c: Cluster) -> tuple[tuple[np.ndarray, ...], ...]:
     return arrays
 
 
-def _prepare(graph, cluster, placement, noise, rng, dispatch):
-    """Validated inputs of one placement: ``(g, c, p, fifo, kernel arguments)``."""
+def _prepare(
+    graph, cluster, placement, noise, rng, dispatch
+) -> tuple[Graph, Cluster, Placement, tuple[Any, ...]]:
+    """Validated inputs of one placement: ``(g, c, p, kernel arguments)``."""
     g, c = _inputs(graph, cluster)
     p = placement if isinstance(placement, Placement) else load_placement(placement)
     p.check(g, c)
     fifo = _check_dispatch(dispatch)
     factor = _noise_factors(float(noise), rng, (g.num_nodes,))
-    costs, garr, links = _plan(g, c)
-    return g, c, p, fifo, (costs, factor, garr, links)
+    return g, c, p, (*_plan(g, c), factor, p.device, p.rank, p.order, fifo)
 
 
 def simulate(
@@ -288,13 +280,10 @@ def simulate(
     Raises:
         ValueError: a bad argument or a placement that does not fit the graph or cluster.
     """
-    g, c, p, fifo, args = _prepare(graph, cluster, placement, noise, rng, dispatch)
+    g, c, p, args = _prepare(graph, cluster, placement, noise, rng, dispatch)
     n, ne, k = g.num_nodes, g.num_edges, 2 * g.num_nodes + c.num_devices
     times, ints = np.empty(k + 3 * ne), np.empty(3 * ne, dtype=np.int64)
-    costs, factor, garr, links = args
-    makespan, ntr, oom = _kernel.simulate_one(
-        costs, factor, garr, links, (p.device, p.rank, p.order), fifo, c.memory, times, ints
-    )
+    makespan, ntr, oom = _kernel.simulate_one(*(*args, times, ints))
     if makespan < 0:  # pragma: no cover - a validated DAG always completes
         raise RuntimeError("simulation did not run every node")
     transfers = _frozen(
@@ -341,9 +330,8 @@ def simulate_makespan(
 ) -> float:
     """The makespan :func:`simulate` would report, without building the schedule, the
     transfer trace or the memory profile (the lean path for search loops)."""
-    _, _, p, fifo, args = _prepare(graph, cluster, placement, noise, rng, dispatch)
-    costs, factor, garr, links = args
-    makespan = _kernel.makespan_one(costs, factor, garr, links, (p.device, p.rank, p.order), fifo)
+    args = _prepare(graph, cluster, placement, noise, rng, dispatch)[3]
+    makespan = _kernel.makespan_one(*args)
     if makespan < 0:  # pragma: no cover - a validated DAG always completes
         raise RuntimeError("simulation did not run every node")
     return float(makespan)
@@ -389,8 +377,7 @@ def _run_rows(g, c, devs, ords, factors, fifo, memory, threads):
     b = len(devs)
     makespans = np.empty(b)
     peaks = np.zeros((b, c.num_devices))
-    args = (*_plan(g, c), devs, ords)
-    args += (factors, fifo, bool(memory))
+    args = (_plan(g, c), devs, ords, factors, fifo, bool(memory))
     parts = max(1, min(threads, b // MIN_ROWS_PER_THREAD))
     bounds = [b * k // parts for k in range(parts + 1)]
     if parts == 1:
