@@ -33,7 +33,8 @@ comes before every allocation (half-open intervals), so a device's peak is check
 per instant, after all of that instant's rounds.
 
 Packed arguments (tuples of arrays): ``g = (out_bytes, param_bytes, cons_ptr, cons_idx,
-prod_ptr, prod_idx, npred)``, ``links = (pair_latency, pair_bandwidth)``, ``p = (device,
+prod_ptr, prod_idx, npred, multi)``
+(``multi``: the nodes with two consumers or more), ``links = (pair_latency, pair_bandwidth)``, ``p = (device,
 rank, order)``, ``out = (start, finish, tr_node, tr_dst, tr_start, tr_arrival, peak)``.
 """
 
@@ -54,14 +55,45 @@ def durations(flops, io, dflops, dmembw, dlaunch, dev, factor, table, dclass):
     noisy = factor.shape[0] > 0
     for v in range(n):
         d = dev[v]
-        c = dclass[d]
-        t = table[v, c] if c >= 0 else np.nan
-        if t != t:
-            a = flops[v] / dflops[d]
-            b = io[v] / dmembw[d]
-            t = a if a >= b else b
+        t = _base_time(flops, io, dflops, dmembw, table, dclass, v, d)
         dur[v] = (t * factor[v] if noisy else t) + dlaunch[d]
     return dur
+
+
+@njit(cache=True, inline="always")
+def _base_time(flops, io, dflops, dmembw, table, dclass, v, d):
+    """Rule 1's ``t`` of node ``v`` on device ``d`` (see :func:`durations`)."""
+    c = dclass[d]
+    t = table[v, c] if c >= 0 else np.nan
+    if t != t:
+        a = flops[v] / dflops[d]
+        b = io[v] / dmembw[d]
+        t = a if a >= b else b
+    return t
+
+
+@njit(cache=True)
+def base_times(flops, io, dflops, dmembw, dlaunch, table, dclass):
+    """``(n, D)`` rule 1's ``t`` of every node on every device (launch and noise not
+    applied), for :func:`durations_from`."""
+    n = flops.shape[0]
+    ndev = dflops.shape[0]
+    out = np.empty((n, ndev))
+    for v in range(n):
+        for d in range(ndev):
+            out[v, d] = _base_time(flops, io, dflops, dmembw, table, dclass, v, d)
+    return out
+
+
+@njit(cache=True, inline="always")
+def durations_from(base, dlaunch, dev, factor, dur):
+    """:func:`durations` into ``dur`` from :func:`base_times`' table: the same
+    operations, so bit for bit the same durations."""
+    noisy = factor.shape[0] > 0
+    for v in range(dur.shape[0]):
+        d = _u(dev[v])
+        t = base[_u(v), d]
+        dur[v] = (t * factor[v] if noisy else t) + dlaunch[d]
 
 
 #: An empty slot of the channel hash table.
@@ -263,14 +295,15 @@ def _copy_of(tr_dst, first, count, b):
 
 # ---------------------------------------------------------------------- set-up
 @njit(cache=True)
-def _group_consumers(cons_ptr, cons_idx, dev, out, count):
+def _group_consumers(cons_ptr, cons_idx, multi, dev, out, count):
     """Consumers of each node into ``out``, stably regrouped by device (ascending index);
-    ``count`` is scratch of length D."""
-    n = cons_ptr.shape[0] - 1
+    ``multi`` lists the nodes with two consumers or more (the others have nothing to
+    sort), ``count`` is scratch of length D."""
     out[:] = cons_idx
-    for v in range(n):
+    for i in range(multi.shape[0]):
+        v = _u(multi[i])
         lo = _u(cons_ptr[v])
-        hi = _u(cons_ptr[v + 1])
+        hi = _u(cons_ptr[v + _U1])
         if hi - lo <= _u(16):  # insertion sort, stable
             for j in range(lo + _U1, hi):
                 c = out[j]
@@ -315,7 +348,7 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
     """
     literally(fifo)
     literally(memory)
-    out_bytes, param_bytes, cons_ptr, _, prod_ptr, prod_idx, npred = g
+    out_bytes, param_bytes, cons_ptr, _, prod_ptr, prod_idx, npred, multi = g
     pair_lat, pair_bw = links
     dev, rank, order = p
     start, finish, tr_node, tr_dst, tr_start, tr_arr, peak = out
@@ -324,7 +357,7 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
     n = dur.shape[0]
     ndev = pair_lat.shape[0]
     dense = chfree.shape[0] == ndev * ndev
-    _group_consumers(cons_ptr, g[3], dev, cons, rsize)  # set-up
+    _group_consumers(cons_ptr, g[3], multi, dev, cons, rsize)  # set-up
     off[:] = 0
     for v in range(n):
         off[_u(dev[v] + 1)] += 1
@@ -490,7 +523,8 @@ def pack_static(graph_arrays, cost_arrays, memory):
     pass):
 
     ``gf (4, n)`` = out_bytes, param_bytes, flops, io_bytes; ``gi`` = cons_ptr (n + 1) |
-    prod_ptr (n + 1) | npred (n) | cons_idx (ne) | prod_idx (ne); ``cf (4, D)`` = device
+    prod_ptr (n + 1) | npred (n) | cons_idx (ne) | prod_idx (ne) | multi (the nodes with
+    two consumers or more, ascending; computed here once per graph); ``cf (4, D)`` = device
     flops, mem_bandwidth, launch_overhead, memory; then pair_latency, pair_bandwidth, the
     profiled table and profile classes as they are. Plain numpy (not compiled); read-only.
 
@@ -504,7 +538,8 @@ def pack_static(graph_arrays, cost_arrays, memory):
     out_b, param_b, flops, io, cptr, cidx, pptr, pidx, npred = graph_arrays
     dflops, dmembw, dlaunch, lat, bw, table, dclass = cost_arrays
     gf = np.array([out_b, param_b, flops, io], dtype=np.float64).reshape(4, -1)
-    gi = np.concatenate([cptr, pptr, npred, cidx, pidx]).astype(np.int64)
+    multi = np.flatnonzero(np.diff(cptr) >= 2)
+    gi = np.concatenate([cptr, pptr, npred, cidx, pidx, multi]).astype(np.int64)
     cf = np.array([dflops, dmembw, dlaunch, memory], dtype=np.float64)
     packed = (gf, gi, cf, lat, bw, table, dclass)
     for a in packed[:3]:
@@ -518,10 +553,10 @@ def _unpack(gf, gi, cf, lat, bw, table, dclass):
     device flops, mem_bandwidth, launch_overhead, profiled table, profile class)`` being
     :func:`durations`' inputs (``g`` and ``links``: see above)."""
     n = gf.shape[1]
-    ne = (gi.shape[0] - 3 * n - 2) // 2
+    ne = gi[n]  # cons_ptr[n]
     at = 3 * n + 2
-    g = (gf[0], gf[1], gi[: n + 1], gi[at : at + ne], gi[n + 1 : 2 * n + 2], gi[at + ne :])
-    g = (*g, gi[2 * n + 2 : at])
+    g = (gf[0], gf[1], gi[: n + 1], gi[at : at + ne], gi[n + 1 : 2 * n + 2])
+    g = (*g, gi[at + ne : at + 2 * ne], gi[2 * n + 2 : at], gi[at + 2 * ne :])
     return (gf[2], gf[3], cf[0], cf[1], cf[2], table, dclass), g, (lat, bw)
 
 
@@ -612,6 +647,10 @@ def _checked_ranks(dev, order, ndev, rank):
     return True
 
 
+#: Most entries of the per-batch duration table of :func:`run_rows` (8 MiB).
+_MAX_BASE_TABLE = 1 << 20
+
+
 @njit(cache=True, nogil=True)
 def run_rows(static, devs, orders, factors, fifo, memory, lo, hi, makespans, peaks):
     """Rows ``lo .. hi - 1`` of a batch, one after another in one workspace, into
@@ -627,12 +666,24 @@ def run_rows(static, devs, orders, factors, fifo, memory, lo, hi, makespans, pea
     ws = workspace(n, ne, ndev)
     out = _scratch_out(n, ne, ndev)
     rank = np.empty(n, np.int64)
+    # rule 1's per-(node, device) part once for all rows, when that is less work than
+    # the rows themselves (few devices) and small
+    use_base = hi - lo >= ndev and n * ndev <= _MAX_BASE_TABLE
+    if use_base:
+        flops, io, dflops, dmembw, dlaunch, prof, pclass = costs
+        base = base_times(flops, io, dflops, dmembw, dlaunch, prof, pclass)
+    else:
+        base = np.empty((0, 0))
+    dur = np.empty(n)
     for i in range(lo, hi):
         if not _checked_ranks(devs[i], orders[i], ndev, rank):
             makespans[i] = np.nan
             continue
         p = (devs[i], rank, orders[i])
-        dur = _durations_of(costs, devs[i], factors[i])
+        if use_base:
+            durations_from(base, costs[4], devs[i], factors[i], dur)
+        else:
+            dur = _durations_of(costs, devs[i], factors[i])
         makespans[i] = _run(dur, g, links, p, fifo, memory, ws, out)[0]
         if memory:
             peaks[i] = out[6]
