@@ -33,9 +33,9 @@ comes before every allocation (half-open intervals), so a device's peak is check
 per instant, after all of that instant's rounds.
 
 Packed arguments (tuples of arrays): ``g = (out_bytes, param_bytes, cons_ptr, cons_idx,
-prod_ptr, prod_idx, npred, multi)``
-(``multi``: the nodes with two consumers or more), ``links = (pair_latency, pair_bandwidth)``, ``p = (device,
-rank, order)``, ``out = (start, finish, tr_node, tr_dst, tr_start, tr_arrival, peak)``.
+prod_ptr, prod_idx, npred, multi)`` (``multi``: the nodes with two consumers or more),
+``links = (pair_latency, pair_bandwidth)``, ``p = (device, rank, order)``, ``out = (start,
+finish, tr_node, tr_dst, tr_start, tr_arrival, peak)``.
 """
 
 from __future__ import annotations
