@@ -33,8 +33,9 @@ comes before every allocation (half-open intervals), so a device's peak is check
 per instant, after all of that instant's rounds.
 
 Packed arguments (tuples of arrays): ``g = (out_bytes, param_bytes, cons_ptr, cons_idx,
-prod_ptr, prod_idx, npred)``, ``links = (pair_latency, pair_bandwidth)``, ``p = (device,
-rank, order)``, ``out = (start, finish, tr_node, tr_dst, tr_start, tr_arrival, peak)``.
+prod_ptr, prod_idx, npred, multi)`` (``multi``: the nodes with two consumers or more),
+``links = (pair_latency, pair_bandwidth)``, ``p = (device, rank, order)``, ``out = (start,
+finish, tr_node, tr_dst, tr_start, tr_arrival, peak)``.
 """
 
 from __future__ import annotations
@@ -54,14 +55,45 @@ def durations(flops, io, dflops, dmembw, dlaunch, dev, factor, table, dclass):
     noisy = factor.shape[0] > 0
     for v in range(n):
         d = dev[v]
-        c = dclass[d]
-        t = table[v, c] if c >= 0 else np.nan
-        if t != t:
-            a = flops[v] / dflops[d]
-            b = io[v] / dmembw[d]
-            t = a if a >= b else b
+        t = _base_time(flops, io, dflops, dmembw, table, dclass, v, d)
         dur[v] = (t * factor[v] if noisy else t) + dlaunch[d]
     return dur
+
+
+@njit(cache=True, inline="always")
+def _base_time(flops, io, dflops, dmembw, table, dclass, v, d):
+    """Rule 1's ``t`` of node ``v`` on device ``d`` (see :func:`durations`)."""
+    c = dclass[d]
+    t = table[v, c] if c >= 0 else np.nan
+    if t != t:
+        a = flops[v] / dflops[d]
+        b = io[v] / dmembw[d]
+        t = a if a >= b else b
+    return t
+
+
+@njit(cache=True)
+def base_times(flops, io, dflops, dmembw, dlaunch, table, dclass):
+    """``(n, D)`` rule 1's ``t`` of every node on every device (launch and noise not
+    applied), for :func:`durations_from`."""
+    n = flops.shape[0]
+    ndev = dflops.shape[0]
+    out = np.empty((n, ndev))
+    for v in range(n):
+        for d in range(ndev):
+            out[v, d] = _base_time(flops, io, dflops, dmembw, table, dclass, v, d)
+    return out
+
+
+@njit(cache=True, inline="always")
+def durations_from(base, dlaunch, dev, factor, dur):
+    """:func:`durations` into ``dur`` from :func:`base_times`' table: the same
+    operations, so bit for bit the same durations."""
+    noisy = factor.shape[0] > 0
+    for v in range(dur.shape[0]):
+        d = _u(dev[v])
+        t = base[_u(v), d]
+        dur[v] = (t * factor[v] if noisy else t) + dlaunch[d]
 
 
 #: An empty slot of the channel hash table.
@@ -116,12 +148,23 @@ def workspace(n, ne, ndev):
     )
 
 
+# ---------------------------------------------------------------------- indices
+#: Array indices in the hot paths are cast to unsigned (``_u(i)``, free at run time):
+#: numba wraps a signed index (``if i < 0: i += len``) on every access, which costs an
+#: instruction and keeps every array's length live in a register; an unsigned index
+#: skips both. Only indices are unsigned: arithmetic mixing uint64 and int64 would
+#: promote to float64, so values stay int64 and are cast where they index.
+_u = np.uint64
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+
+
 # ---------------------------------------------------------------------- queues
 @njit(cache=True, inline="always")
 def _push(ht, hs, size, t, s):
-    i = size
-    while i > 0:
-        p = (i - 1) >> 1
+    i = _u(size)
+    while i > _U0:
+        p = (i - _U1) >> _U1
         if ht[p] <= t:
             break
         ht[i] = ht[p]
@@ -136,15 +179,16 @@ def _push(ht, hs, size, t, s):
 def _pop(ht, hs, size):
     """Remove the root; the caller reads it first. Returns the new size."""
     size -= 1
-    t = ht[size]
-    s = hs[size]
-    i = 0
+    last = _u(size)
+    t = ht[last]
+    s = hs[last]
+    i = _U0
     while True:
-        c = 2 * i + 1
-        if c >= size:
+        c = i + i + _U1
+        if c >= last:
             break
-        if c + 1 < size and ht[c + 1] < ht[c]:
-            c += 1
+        if c + _U1 < last and ht[c + _U1] < ht[c]:
+            c += _U1
         if ht[c] >= t:
             break
         ht[i] = ht[c]
@@ -157,14 +201,15 @@ def _pop(ht, hs, size):
 
 @njit(cache=True, inline="always")
 def _ipush(h, base, size, key):
-    i = size
-    while i > 0:
-        p = (i - 1) >> 1
-        if h[base + p] <= key:
+    b = _u(base)
+    i = _u(size)
+    while i > _U0:
+        p = (i - _U1) >> _U1
+        if h[b + p] <= key:
             break
-        h[base + i] = h[base + p]
+        h[b + i] = h[b + p]
         i = p
-    h[base + i] = key
+    h[b + i] = key
     return size + 1
 
 
@@ -172,35 +217,37 @@ def _ipush(h, base, size, key):
 def _ipop(h, base, size):
     """Remove the root (the smallest key); the caller reads it first. Returns the new size."""
     size -= 1
-    key = h[base + size]
-    i = 0
+    b = _u(base)
+    last = _u(size)
+    key = h[b + last]
+    i = _U0
     while True:
-        c = 2 * i + 1
-        if c >= size:
+        c = i + i + _U1
+        if c >= last:
             break
-        if c + 1 < size and h[base + c + 1] < h[base + c]:
-            c += 1
-        if h[base + c] >= key:
+        if c + _U1 < last and h[b + c + _U1] < h[b + c]:
+            c += _U1
+        if h[b + c] >= key:
             break
-        h[base + i] = h[base + c]
+        h[b + i] = h[b + c]
         i = c
-    h[base + i] = key
+    h[b + i] = key
     return size
 
 
 @njit(cache=True, inline="always")
 def _pop_round(et, es, buf, esize, t):
     """Pop every event at time ``t`` into ``buf`` in ascending key. Returns (esize, count)."""
-    nb = 0
+    nb = _U0
     while esize > 0 and et[0] == t:
         x = es[0]
         esize = _pop(et, es, esize)
         j = nb  # insertion sort (a round rarely holds more than a few events)
-        while j > 0 and buf[j - 1] > x:
-            buf[j] = buf[j - 1]
-            j -= 1
+        while j > _U0 and buf[j - _U1] > x:
+            buf[j] = buf[j - _U1]
+            j -= _U1
         buf[j] = x
-        nb += 1
+        nb += _U1
     return esize, nb
 
 
@@ -209,9 +256,9 @@ def _mark(d, lst, flag, size):
     """Append ``d`` to ``lst[:size]`` unless ``flag[d]``; returns the new size. Branch
     free (``lst`` has one spare slot): numba's reference-count pruning keeps no
     incref/decref of the arrays where an inlined helper has no branch."""
-    lst[size] = d
-    added = 0 if flag[d] else 1
-    flag[d] = True
+    lst[_u(size)] = d
+    added = 0 if flag[_u(d)] else 1
+    flag[_u(d)] = True
     return size + added
 
 
@@ -219,28 +266,28 @@ def _mark(d, lst, flag, size):
 def _channel(chkey, chfree, dense, key):
     """Slot of channel ``key`` (``a * D + b``), created at free time 0 if new."""
     if dense:
-        return key
-    mask = chkey.shape[0] - 1
-    h = key * 2654435761
-    i = (h ^ (h >> 17)) & mask
+        return _u(key)
+    mask = _u(chkey.shape[0] - 1)
+    h = _u(key) * _u(2654435761)
+    i = (h ^ (h >> _u(17))) & mask
     while chkey[i] != key:
         if chkey[i] == _EMPTY:
             chkey[i] = key
             chfree[i] = 0.0
             return i
-        i = (i + 1) & mask
+        i = (i + _U1) & mask
     return i
 
 
 @njit(cache=True, inline="always")
 def _copy_of(tr_dst, first, count, b):
     """The transfer among ``first .. first + count - 1`` (ascending dst) that goes to ``b``."""
-    lo = first
-    hi = first + count - 1
+    lo = _u(first)
+    hi = _u(first + count - 1)
     while lo < hi:
-        mid = (lo + hi) >> 1
+        mid = (lo + hi) >> _U1
         if tr_dst[mid] < b:
-            lo = mid + 1
+            lo = mid + _U1
         else:
             hi = mid
     return lo
@@ -248,35 +295,38 @@ def _copy_of(tr_dst, first, count, b):
 
 # ---------------------------------------------------------------------- set-up
 @njit(cache=True)
-def _group_consumers(cons_ptr, cons_idx, dev, out, count):
+def _group_consumers(cons_ptr, cons_idx, multi, dev, out, count):
     """Consumers of each node into ``out``, stably regrouped by device (ascending index);
-    ``count`` is scratch of length D."""
-    n = cons_ptr.shape[0] - 1
+    ``multi`` lists the nodes with two consumers or more (the others have nothing to
+    sort), ``count`` is scratch of length D."""
     out[:] = cons_idx
-    for v in range(n):
-        lo = cons_ptr[v]
-        hi = cons_ptr[v + 1]
-        if hi - lo <= 16:  # insertion sort, stable
-            for j in range(lo + 1, hi):
+    for i in range(multi.shape[0]):
+        v = _u(multi[i])
+        lo = _u(cons_ptr[v])
+        hi = _u(cons_ptr[v + _U1])
+        if hi - lo <= _u(16):  # insertion sort, stable
+            for j in range(lo + _U1, hi):
                 c = out[j]
+                dc = dev[_u(c)]
                 k = j
-                while k > lo and dev[out[k - 1]] > dev[c]:
-                    out[k] = out[k - 1]
-                    k -= 1
+                while k > lo and dev[_u(out[k - _U1])] > dc:
+                    out[k] = out[k - _U1]
+                    k -= _U1
                 out[k] = c
         else:  # counting sort by device, stable
             count[:] = 0
             for j in range(lo, hi):
-                count[dev[cons_idx[j]]] += 1
+                count[_u(dev[_u(cons_idx[j])])] += 1
             acc = lo
             for d in range(count.shape[0]):
                 c = count[d]
                 count[d] = acc
-                acc += c
+                acc += _u(c)
             for j in range(lo, hi):
                 c = cons_idx[j]
-                out[count[dev[c]]] = c
-                count[dev[c]] += 1
+                d = _u(dev[_u(c)])
+                out[_u(count[d])] = c
+                count[d] += 1
 
 
 @njit(cache=True)
@@ -293,11 +343,12 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
     the packed arguments in a loop run several times slower; arrays are unpacked once,
     here. ``fifo`` and ``memory`` must be compile-time constants (callers go through
     :func:`_run`): each of the four combinations is compiled apart, without the code
-    and the registers of the branches it does not take (a tenth of the time).
+    and the registers of the branches it does not take (a tenth of the time). Indices
+    are unsigned (``_u``, see above).
     """
     literally(fifo)
     literally(memory)
-    out_bytes, param_bytes, cons_ptr, _, prod_ptr, prod_idx, npred = g
+    out_bytes, param_bytes, cons_ptr, _, prod_ptr, prod_idx, npred, multi = g
     pair_lat, pair_bw = links
     dev, rank, order = p
     start, finish, tr_node, tr_dst, tr_start, tr_arr, peak = out
@@ -306,10 +357,10 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
     n = dur.shape[0]
     ndev = pair_lat.shape[0]
     dense = chfree.shape[0] == ndev * ndev
-    _group_consumers(cons_ptr, g[3], dev, cons, rsize)  # set-up
+    _group_consumers(cons_ptr, g[3], multi, dev, cons, rsize)  # set-up
     off[:] = 0
     for v in range(n):
-        off[dev[v] + 1] += 1
+        off[_u(dev[v] + 1)] += 1
     for d in range(ndev):
         off[d + 1] += off[d]
     rsize[:] = 0
@@ -327,31 +378,33 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
     ndirty = 0
     for v in range(n):  # sources are ready at 0
         if missing[v] == 0:
-            rsize[dev[v]] = _ipush(ready, off[dev[v]], rsize[dev[v]], rank[v])
-            ndirty = _mark(dev[v], dirty, is_dirty, ndirty)
+            d = _u(dev[v])
+            rsize[d] = _ipush(ready, off[d], rsize[d], rank[v])
+            ndirty = _mark(d, dirty, is_dirty, ndirty)
     t = 0.0
     tick = 0  # fifo: n × (index of the instant)
     esize = ntr = ntouched = done = 0
     makespan = 0.0
     while True:
         for i in range(ndirty):  # every idle device with ready nodes starts its best one
-            d = dirty[i]
+            d = _u(dirty[i])
             is_dirty[d] = False
             if not busy[d] and rsize[d] > 0:
-                key = ready[off[d]]
-                c = order[key % n if fifo else key]
+                key = ready[_u(off[d])]
+                c = _u(order[_u(key) % _u(n) if fifo else _u(key)])
                 rsize[d] = _ipop(ready, off[d], rsize[d])
                 start[c] = t
-                finish[c] = t + dur[c]
+                f = t + dur[c]
+                finish[c] = f
                 busy[d] = True
-                esize = _push(et, es, esize, finish[c], rank[c])
+                esize = _push(et, es, esize, f, rank[c])
                 if memory:
                     cur[d] += out_bytes[c]
                     ntouched = _mark(d, touched, is_touched, ntouched)
         ndirty = 0
         if memory and (esize == 0 or et[0] > t):  # the instant t is over: check peaks
             for i in range(ntouched):
-                d = touched[i]
+                d = _u(touched[i])
                 is_touched[d] = False
                 peak[d] = cur[d] if cur[d] > peak[d] else peak[d]
             ntouched = 0
@@ -364,82 +417,89 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
         for i in range(nb):
             x = buf[i]
             if x >= n:  # arrival of transfer m: its consumers on b have the input
-                m = x - n
+                m = _u(x - n)
                 b = tr_dst[m]
-                for q in range(tr_lo[m], tr_hi[m]):
-                    c = cons[q]
+                ub = _u(b)
+                for q in range(_u(tr_lo[m]), _u(tr_hi[m])):
+                    c = _u(cons[q])
                     missing[c] -= 1
                     if missing[c] == 0:
-                        rsize[b] = _ipush(ready, off[b], rsize[b], tick + rank[c])
+                        rsize[ub] = _ipush(ready, off[ub], rsize[ub], tick + rank[c])
                         ndirty = _mark(b, dirty, is_dirty, ndirty)
                 if memory:  # one release of the sender's output; the channel's next starts
-                    u = tr_node[m]
+                    u = _u(tr_node[m])
                     pend[u] -= 1
                     if pend[u] == 0:
-                        cur[dev[u]] -= out_bytes[u]
+                        cur[_u(dev[u])] -= out_bytes[u]
                     if next_tr[m] >= 0:
-                        d = tr_dst[next_tr[m]]
-                        cur[d] += out_bytes[tr_node[next_tr[m]]]
+                        nx = _u(next_tr[m])
+                        d = tr_dst[nx]
+                        cur[_u(d)] += out_bytes[_u(tr_node[nx])]
                         ntouched = _mark(d, touched, is_touched, ntouched)
                 continue
-            v = order[x]  # finish of the node of rank x
+            v = _u(order[_u(x)])  # finish of the node of rank x
             a = dev[v]
-            busy[a] = False
+            ua = _u(a)
+            busy[ua] = False
             ndirty = _mark(a, dirty, is_dirty, ndirty)
             done += 1
             makespan = t if t > makespan else makespan
-            for q in range(prod_ptr[v], prod_ptr[v + 1] if memory else 0):  # memory:
-                u = prod_idx[q]  # v's inputs on a have one release fewer
+            for q in range(_u(prod_ptr[v]), _u(prod_ptr[v + _U1]) if memory else _U0):
+                u = _u(prod_idx[q])  # memory: v's inputs on a have one release fewer
                 if dev[u] == a:
                     pend[u] -= 1
                     if pend[u] == 0:
-                        cur[a] -= out_bytes[u]
+                        cur[ua] -= out_bytes[u]
                     continue
                 m = _copy_of(tr_dst, trf[u], trc[u], a)
                 tr_pend[m] -= 1
                 if tr_pend[m] == 0:
-                    cur[a] -= out_bytes[u]
+                    cur[ua] -= out_bytes[u]
             releases = 0
             trf[v] = ntr
-            j = cons_ptr[v]
-            while j < cons_ptr[v + 1]:  # consumers grouped by device, ascending
-                b = dev[cons[j]]
-                k = j + 1
-                while k < cons_ptr[v + 1] and dev[cons[k]] == b:
-                    k += 1
+            j = _u(cons_ptr[v])
+            hi = _u(cons_ptr[v + _U1])
+            while j < hi:  # consumers grouped by device, ascending
+                b = dev[_u(cons[j])]
+                k = j + _U1
+                while k < hi and dev[_u(cons[k])] == b:
+                    k += _U1
                 if b == a:
                     for q in range(j, k):
-                        c = cons[q]
+                        c = _u(cons[q])
                         missing[c] -= 1
                         if missing[c] == 0:
-                            rsize[a] = _ipush(ready, off[a], rsize[a], tick + rank[c])
-                    releases += k - j
+                            rsize[ua] = _ipush(ready, off[ua], rsize[ua], tick + rank[c])
+                    releases += np.int64(k - j)
                     j = k
                     continue
+                ub = _u(b)
                 ch = _channel(chkey, chfree, dense, a * ndev + b)  # one transfer to b
                 s0 = t
                 if chfree[ch] > t:
                     s0 = chfree[ch]
                     if memory:  # the copy is allocated when the channel frees up
-                        next_tr[chlast[ch]] = ntr
+                        next_tr[_u(chlast[ch])] = ntr
                 elif memory:
-                    cur[b] += out_bytes[v]
+                    cur[ub] += out_bytes[v]
                     ntouched = _mark(b, touched, is_touched, ntouched)
-                chfree[ch] = s0 + (pair_lat[a, b] + out_bytes[v] / pair_bw[a, b])
+                arr = s0 + (pair_lat[ua, ub] + out_bytes[v] / pair_bw[ua, ub])
+                chfree[ch] = arr
                 chlast[ch] = ntr
-                tr_node[ntr], tr_dst[ntr], tr_start[ntr], tr_arr[ntr] = v, b, s0, chfree[ch]
-                tr_lo[ntr], tr_hi[ntr], next_tr[ntr], tr_pend[ntr] = j, k, -1, k - j
-                esize = _push(et, es, esize, chfree[ch], n + ntr)
+                m = _u(ntr)
+                tr_node[m], tr_dst[m], tr_start[m], tr_arr[m] = v, b, s0, arr
+                tr_lo[m], tr_hi[m], next_tr[m], tr_pend[m] = j, k, -1, k - j
+                esize = _push(et, es, esize, arr, n + ntr)
                 ntr += 1
                 releases += 1
                 j = k
             trc[v] = ntr - trf[v]
             pend[v] = releases
             if memory and releases == 0:  # a sink's output lives until its own finish
-                cur[a] -= out_bytes[v]
+                cur[ua] -= out_bytes[v]
     if memory:
         for v in range(n):
-            peak[dev[v]] += param_bytes[v]
+            peak[_u(dev[v])] += param_bytes[v]
     return (makespan if done == n else -1.0), ntr
 
 
@@ -463,7 +523,8 @@ def pack_static(graph_arrays, cost_arrays, memory):
     pass):
 
     ``gf (4, n)`` = out_bytes, param_bytes, flops, io_bytes; ``gi`` = cons_ptr (n + 1) |
-    prod_ptr (n + 1) | npred (n) | cons_idx (ne) | prod_idx (ne); ``cf (4, D)`` = device
+    prod_ptr (n + 1) | npred (n) | cons_idx (ne) | prod_idx (ne) | multi (the nodes with
+    two consumers or more, ascending; computed here once per graph); ``cf (4, D)`` = device
     flops, mem_bandwidth, launch_overhead, memory; then pair_latency, pair_bandwidth, the
     profiled table and profile classes as they are. Plain numpy (not compiled); read-only.
 
@@ -477,7 +538,8 @@ def pack_static(graph_arrays, cost_arrays, memory):
     out_b, param_b, flops, io, cptr, cidx, pptr, pidx, npred = graph_arrays
     dflops, dmembw, dlaunch, lat, bw, table, dclass = cost_arrays
     gf = np.array([out_b, param_b, flops, io], dtype=np.float64).reshape(4, -1)
-    gi = np.concatenate([cptr, pptr, npred, cidx, pidx]).astype(np.int64)
+    multi = np.flatnonzero(np.diff(cptr) >= 2)
+    gi = np.concatenate([cptr, pptr, npred, cidx, pidx, multi]).astype(np.int64)
     cf = np.array([dflops, dmembw, dlaunch, memory], dtype=np.float64)
     packed = (gf, gi, cf, lat, bw, table, dclass)
     for a in packed[:3]:
@@ -491,10 +553,10 @@ def _unpack(gf, gi, cf, lat, bw, table, dclass):
     device flops, mem_bandwidth, launch_overhead, profiled table, profile class)`` being
     :func:`durations`' inputs (``g`` and ``links``: see above)."""
     n = gf.shape[1]
-    ne = (gi.shape[0] - 3 * n - 2) // 2
+    ne = gi[n]  # cons_ptr[n]
     at = 3 * n + 2
-    g = (gf[0], gf[1], gi[: n + 1], gi[at : at + ne], gi[n + 1 : 2 * n + 2], gi[at + ne :])
-    g = (*g, gi[2 * n + 2 : at])
+    g = (gf[0], gf[1], gi[: n + 1], gi[at : at + ne], gi[n + 1 : 2 * n + 2])
+    g = (*g, gi[at + ne : at + 2 * ne], gi[2 * n + 2 : at], gi[at + 2 * ne :])
     return (gf[2], gf[3], cf[0], cf[1], cf[2], table, dclass), g, (lat, bw)
 
 
@@ -585,6 +647,10 @@ def _checked_ranks(dev, order, ndev, rank):
     return True
 
 
+#: Most entries of the per-batch duration table of :func:`run_rows` (8 MiB).
+_MAX_BASE_TABLE = 1 << 20
+
+
 @njit(cache=True, nogil=True)
 def run_rows(static, devs, orders, factors, fifo, memory, lo, hi, makespans, peaks):
     """Rows ``lo .. hi - 1`` of a batch, one after another in one workspace, into
@@ -600,12 +666,24 @@ def run_rows(static, devs, orders, factors, fifo, memory, lo, hi, makespans, pea
     ws = workspace(n, ne, ndev)
     out = _scratch_out(n, ne, ndev)
     rank = np.empty(n, np.int64)
+    # rule 1's per-(node, device) part once for all rows, when that is less work than
+    # the rows themselves (few devices) and small
+    use_base = hi - lo >= ndev and n * ndev <= _MAX_BASE_TABLE
+    if use_base:
+        flops, io, dflops, dmembw, dlaunch, prof, pclass = costs
+        base = base_times(flops, io, dflops, dmembw, dlaunch, prof, pclass)
+    else:
+        base = np.empty((0, 0))
+    dur = np.empty(n)
     for i in range(lo, hi):
         if not _checked_ranks(devs[i], orders[i], ndev, rank):
             makespans[i] = np.nan
             continue
         p = (devs[i], rank, orders[i])
-        dur = _durations_of(costs, devs[i], factors[i])
+        if use_base:
+            durations_from(base, costs[4], devs[i], factors[i], dur)
+        else:
+            dur = _durations_of(costs, devs[i], factors[i])
         makespans[i] = _run(dur, g, links, p, fifo, memory, ws, out)[0]
         if memory:
             peaks[i] = out[6]
