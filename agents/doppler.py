@@ -33,6 +33,7 @@ from torch import Tensor, nn
 
 from placegym.agents.encoder import POSITION_FEATURES, GraphEncoder, GraphInputs
 from placegym.agents.hints import HINT_FEATURES, hint_share
+from placegym.agents.placed_sums import placed_sums
 from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC
 
 __all__ = ["SEL_CONTEXT", "DopplerPolicy", "Encoding", "PolicyConfig", "sel_context"]
@@ -150,18 +151,6 @@ def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tens
 
 def _mlp_tail(hidden: int) -> nn.Sequential:
     return nn.Sequential(nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
-
-
-def placed_sums(placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]:
-    """``(S, D, H)`` sums of ``values[v]`` over the nodes ``v`` placed on each device in
-    each state, and ``(S, D)`` their counts, from ``placed (S, n)`` (device, -1 unplaced):
-    ``O(S · n · H)``, never an ``(S, n, D)`` one-hot."""
-    s = placed.shape[0]
-    st, v = torch.nonzero(placed >= 0, as_tuple=True)
-    flat = st * d + placed[st, v]
-    sums = torch.zeros(s * d, values.shape[-1], dtype=values.dtype).index_add(0, flat, values[v])
-    count = torch.bincount(flat, minlength=s * d).to(values.dtype)
-    return sums.view(s, d, -1), count.view(s, d)
 
 
 def sibling_share(
