@@ -58,6 +58,7 @@ __all__ = [
     "greedy_pick",
     "plc_tie_key",
     "rollout",
+    "sample_index",
     "score",
     "segment_log_softmax",
     "sel_tie_key",
@@ -165,14 +166,10 @@ def greedy_pick(logits: np.ndarray, tie_key: np.ndarray) -> int:
     return int(tied[np.argmin(tie_key[tied])])
 
 
-def _choose(
-    logits: np.ndarray, greedy: bool, rng: np.random.Generator, tie_key: np.ndarray
-) -> int:
-    if greedy:
-        return greedy_pick(logits, tie_key)
-    p = np.exp(logits - logits.max())
-    c = np.cumsum(p)
-    return int(min(np.searchsorted(c, rng.random() * c[-1], side="right"), len(c) - 1))
+def sample_index(logits: np.ndarray, rng: np.random.Generator) -> int:
+    """An index drawn with probability ``softmax(logits)`` (one ``rng.random()`` draw)."""
+    c = np.exp(logits - logits.max()).cumsum()
+    return min(int(c.searchsorted(rng.random() * c[-1], side="right")), len(c) - 1)
 
 
 def _hints(policy: Any) -> tuple[str, ...]:
@@ -235,8 +232,9 @@ def rollout(
         obs, info = env.reset(seed=seed)
         g = env.graph
         inputs = cache.get(g, env.cluster)
-        if inputs is None:
-            inputs = graph_inputs(policy, obs, g, env.cluster)
+        if inputs is None:  # compact observations leave out the per-graph keys
+            static = obs if "node_static" in obs else env.graph_observation()
+            inputs = graph_inputs(policy, static, g, env.cluster)
             cache.put(g, env.cluster, value=inputs)
         if id(inputs) not in encodings:  # one per (graph, cluster); alive in the cache
             encodings[id(inputs)] = policy.encode(inputs)
@@ -401,10 +399,9 @@ def _select_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> li
     dyn = np.stack([lv.buf["sel_dyn"][-1] for lv in lives])
     g = lives[0].graph
     parts = frontier_logits(policy, g, lives[0].enc, dyn, nodes)
-    return [
-        int(v[_choose(s, greedy, lv.rng, sel_tie_key(g, v))])
-        for lv, v, s in zip(lives, nodes, parts)
-    ]
+    if greedy:  # the tie key only matters (and is only computed) for the greedy choice
+        return [int(v[greedy_pick(s, sel_tie_key(g, v))]) for v, s in zip(nodes, parts)]
+    return [int(v[sample_index(s, lv.rng)]) for lv, v, s in zip(lives, nodes, parts)]
 
 
 def _place_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> list[int]:
@@ -424,8 +421,11 @@ def _place_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> lis
         )
         for j, lv, row in zip(members, ls, logits):
             legal = np.flatnonzero(lv.buf["plc_mask"][-1])
-            key = plc_tie_key(lv.buf["plc_dev"][-1][legal])
-            out[j] = int(legal[_choose(row[legal], greedy, lv.rng, key)])
+            if greedy:
+                pick = greedy_pick(row[legal], plc_tie_key(lv.buf["plc_dev"][-1][legal]))
+            else:
+                pick = sample_index(row[legal], lv.rng)
+            out[j] = int(legal[pick])
     return out
 
 
