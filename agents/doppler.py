@@ -27,13 +27,20 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
+from placegym.agents._kernels import (
+    placed_sums_grad_kernel,
+    placed_sums_kernel,
+    readiness_kernel,
+    sibling_kernel,
+)
 from placegym.agents.encoder import POSITION_FEATURES, GraphEncoder, GraphInputs
 from placegym.agents.hints import HINT_FEATURES, hint_share
-from placegym.agents.placed_sums import placed_sums
 from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC
 
 __all__ = ["SEL_CONTEXT", "DopplerPolicy", "Encoding", "PolicyConfig", "sel_context"]
@@ -129,24 +136,23 @@ def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tens
     - ``max_u f_u - min_{w in pairs of s} max_u f_u``: lead over the earliest-ready
       scored node of the same state.
 
+    Computed by a compiled kernel (:mod:`placegym.agents._kernels`), exactly as the
+    ``torch`` scatter-max formulation kept in the tests; no gradient (inputs are data).
+
     Shapes:
         - input: ``dyn (S, n, 6)``, ``step (K,)`` and ``node (K,)`` long
         - output: ``(K, 3)``
     """
-    est = dyn[..., _EST_FINISH]
-    src, dst = g.edge_index
-    index = dst.unsqueeze(0).expand(est.shape[0], -1)
-    sent = est[:, src]
-    zero = torch.zeros_like(est)
-    local = zero.scatter_reduce(1, index, sent, reduce="amax", include_self=True)
-    remote = zero.scatter_reduce(
-        1, index, sent + g.edge_attr[:, _EDGE_COMM], reduce="amax", include_self=True
+    src, dst = g.edge_index.numpy()
+    out = readiness_kernel(
+        np.ascontiguousarray(dyn[..., _EST_FINISH].numpy()),
+        src,
+        dst,
+        np.ascontiguousarray(g.edge_attr[:, _EDGE_COMM].numpy()),
+        step.numpy(),
+        node.numpy(),
     )
-    now = est.max(dim=1).values[step] if est.shape[1] else torch.zeros(len(step))
-    ready = local[step, node]
-    first = torch.full((est.shape[0],), torch.inf, dtype=est.dtype)
-    first = first.scatter_reduce(0, step, ready, reduce="amin", include_self=True)
-    return torch.stack([ready - now, remote[step, node] - now, ready - first[step]], dim=-1)
+    return torch.from_numpy(out)
 
 
 def _mlp_tail(hidden: int) -> nn.Sequential:
@@ -166,24 +172,72 @@ def sibling_share(
         placed: ``(S, n)`` the device of each node in each state (-1: unplaced).
         d: the number of devices ``D``.
         dtype: of the result.
+
+    Computed by a compiled kernel (:mod:`placegym.agents._kernels`), bit for bit as
+    ``index_add`` over the CSR entries (the formulation kept in the tests).
+
+    Raises:
+        ValueError: a device in ``placed`` outside ``[-1, D)`` or a node id out of range.
     """
     s = placed.shape[0]
     if g is None or g.siblings is None:
         return torch.zeros(s, d, dtype=dtype)
+    _check_states(node, placed, d)
     ptr, idx, weight = g.siblings
-    counts = ptr[node + 1] - ptr[node]
-    step = torch.repeat_interleave(torch.arange(s), counts)
-    first = torch.repeat_interleave(ptr[node], counts)
-    offset = torch.arange(int(counts.sum())) - torch.repeat_interleave(
-        torch.cumsum(counts, 0) - counts, counts
+    share = sibling_kernel(
+        ptr.numpy(), idx.numpy(), weight.to(dtype).numpy(), node.numpy(), placed.numpy(), d
     )
-    entry = first + offset
-    w = weight[entry].to(dtype)
-    where = placed[step, idx[entry]]
-    on = where >= 0
-    share = torch.zeros(s * d, dtype=dtype).index_add_(0, step[on] * d + where[on], w[on])
-    total = torch.zeros(s, dtype=dtype).index_add_(0, step, w)
-    return share.view(s, d) / total.clamp(min=1e-12).unsqueeze(-1)
+    return torch.from_numpy(share)
+
+
+def _check_states(node: Tensor | None, placed: Tensor, d: int) -> None:
+    """Raise ``ValueError`` unless ``placed`` holds devices in ``[-1, d)`` and ``node``
+    (when given) node ids, before the compiled kernels index with them."""
+    if placed.numel() and (int(placed.max()) >= d or int(placed.min()) < -1):
+        raise ValueError(
+            f"placed: devices must lie in [-1, {d}), got [{int(placed.min())}, "
+            f"{int(placed.max())}]"
+        )
+    n = placed.shape[1]
+    if node is not None and node.numel() and (int(node.max()) >= n or int(node.min()) < 0):
+        raise ValueError(
+            f"node: ids must lie in [0, {n}), got [{int(node.min())}, {int(node.max())}]"
+        )
+
+
+class _PlacedSums(torch.autograd.Function):
+    """:func:`placed_sums` as one autograd node (gradient to ``values`` only)."""
+
+    @staticmethod
+    def forward(ctx: Any, placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]:
+        p = np.ascontiguousarray(placed.numpy())
+        sums, count = placed_sums_kernel(p, np.ascontiguousarray(values.detach().numpy()), d)
+        ctx.placed = p
+        counts = torch.from_numpy(count)
+        ctx.mark_non_differentiable(counts)
+        return torch.from_numpy(sums), counts
+
+    @staticmethod
+    def backward(ctx: Any, grad_sums: Tensor, _grad_count: Tensor) -> tuple[None, Tensor, None]:
+        grad = np.ascontiguousarray(grad_sums.numpy())
+        return None, torch.from_numpy(placed_sums_grad_kernel(ctx.placed, grad)), None
+
+
+def placed_sums(placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]:
+    """``(S, D, H)`` sums of ``values[v]`` over the nodes ``v`` placed on each device in
+    each state, and ``(S, D)`` their counts (as ``values.dtype``), from ``placed (S, n)``
+    (device, -1 unplaced), gradients to ``values``.
+
+    Computed by compiled kernels (:mod:`placegym.agents._kernels`) in ``O(S · n · H)``
+    without an ``(S · n, H)`` gather, bit for bit as ``index_add`` of the placed rows and
+    its gradient (the formulation kept in the tests).
+
+    Raises:
+        ValueError: a device in ``placed`` outside ``[-1, d)``.
+    """
+    _check_states(None, placed, d)
+    sums, count = _PlacedSums.apply(placed, values, d)
+    return sums, count.to(values.dtype)
 
 
 #: Features per device of :func:`device_affinity`.

@@ -212,37 +212,3 @@ def test_placed_sums_equal_the_one_hot_product():
     onehot = torch.zeros(3, 40, 6).scatter_(2, (placed + 1).unsqueeze(-1), 1.0)[:, :, 1:]
     torch.testing.assert_close(sums, torch.einsum("snd,nh->sdh", onehot, values))
     assert count.tolist() == onehot.sum(dim=1).tolist()
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_placed_sums_equal_index_add_bit_for_bit(dtype, one_torch_thread):
-    """The compiled sums and their gradient add in the order of index_add and of its
-    gradient on one thread: equal bits, so training with either gives the same weights."""
-    from placegym.agents.placed_sums import placed_sums, placed_sums_reference
-
-    gen = torch.Generator().manual_seed(1)
-    for s, n, d, h in [(1, 1, 1, 1), (300, 57, 3, 33), (64, 128, 4, 64), (5, 0, 2, 3)]:
-        # nested states, as in an episode: state k has k nodes placed, in a random order
-        order = torch.randperm(n, generator=gen)
-        placed = torch.full((s, n), -1, dtype=torch.int64)
-        for k in range(s):
-            first = order[: k % (n + 1)]
-            placed[k, first] = torch.randint(0, d, (len(first),), generator=gen)
-        grad = torch.randn(s, d, h, generator=gen, dtype=dtype) * 1e3
-        got, want = [], []
-        for fn, out in ((placed_sums, got), (placed_sums_reference, want)):
-            values = torch.randn(
-                n, h, generator=torch.Generator().manual_seed(2), dtype=dtype
-            ).requires_grad_()
-            sums, count = fn(placed, values, d)
-            (g,) = torch.autograd.grad(sums, values, grad)
-            out += [sums.detach(), count, g]
-        for a, b in zip(got, want):
-            assert a.dtype == b.dtype and torch.equal(a, b)
-
-
-def test_placed_sums_reject_a_device_out_of_range():
-    from placegym.agents.placed_sums import placed_sums
-
-    with pytest.raises(ValueError, match=r"placed: devices must lie in \[-1, 2\), got \[-1, 2\]"):
-        placed_sums(torch.tensor([[0, 2, -1]]), torch.zeros(3, 4), 2)
