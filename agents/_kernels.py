@@ -32,20 +32,23 @@ __all__ = ["placed_sums_grad_kernel", "placed_sums_kernel", "readiness_kernel", 
 
 @njit(cache=True)
 def placed_sums_kernel(placed, values, d):  # pragma: no cover - compiled
-    """``(S, D, H)`` sums of ``values[v]`` per state and device, in ascending ``v``, and
-    ``(S, D)`` counts; ``placed (S, n)`` holds devices in ``[-1, d)``."""
+    """``(S, D, H)`` sums of ``values[v]`` per state and device, in ascending ``v``, the
+    ``(S, D)`` counts (in ``values``' dtype) and whether every device in ``placed (S, n)``
+    is below ``d`` (negative: unplaced); on False the sums are incomplete."""
     s, n = placed.shape
     h = values.shape[1]
     sums = np.zeros((s, d, h), dtype=values.dtype)
-    count = np.zeros((s, d), dtype=np.int64)
+    count = np.zeros((s, d), dtype=values.dtype)
     for st in range(s):
         for v in range(n):
             dev = placed[st, v]
+            if dev >= d:
+                return sums, count, False
             if dev >= 0:
                 count[st, dev] += 1
                 for k in range(h):
                     sums[st, dev, k] += values[v, k]
-    return sums, count
+    return sums, count, True
 
 
 @njit(cache=True)
@@ -69,33 +72,42 @@ def sibling_kernel(ptr, idx, weight, node, placed, d):  # pragma: no cover - com
     """``(S, D)`` shares of the siblings' weight placed on each device, for the node of
     each state: ``ptr, idx, weight`` the sibling CSR (weights in the result's dtype),
     ``node (S,)``, ``placed (S, n)``. Sums run in CSR order; the total is clamped at
-    ``1e-12``."""
+    ``1e-12``. Also whether every node id is in range and every device below ``d``; on
+    False the shares are incomplete."""
     s = node.shape[0]
     share = np.zeros((s, d), dtype=weight.dtype)
     tiny = weight.dtype.type(1e-12)
     for st in range(s):
         v = node[st]
+        if v < 0 or v >= ptr.shape[0] - 1:
+            return share, False
         total = weight.dtype.type(0.0)
         for e in range(ptr[v], ptr[v + 1]):
             w = weight[e]
             total += w
             dev = placed[st, idx[e]]
+            if dev >= d:
+                return share, False
             if dev >= 0:
                 share[st, dev] += w
         total = max(total, tiny)
         for k in range(d):
             share[st, k] = share[st, k] / total
-    return share
+    return share, True
 
 
 @njit(cache=True)
 def readiness_kernel(est, src, dst, comm, step, node):  # pragma: no cover - compiled
     """``(K, 3)`` readiness of the pairs ``(step[k], node[k])`` (see
     :func:`~placegym.agents.doppler.sel_context`): ``est (S, n)`` estimated finishes,
-    ``src, dst (E,)`` the edges, ``comm (E,)`` their transfer times."""
+    ``src, dst (E,)`` the edges (ids below ``n``), ``comm (E,)`` their transfer times.
+    Also whether every pair indexes ``est``; on False the result is incomplete."""
     s, n = est.shape
     k_pairs = step.shape[0]
     zero = est.dtype.type(0.0)
+    for k in range(k_pairs):
+        if step[k] < 0 or step[k] >= s or node[k] < 0 or node[k] >= n:
+            return np.zeros((k_pairs, 3), dtype=est.dtype), False
     # producers' edges of every node (CSR over dst; the order is immaterial to a max)
     ptr = np.zeros(n + 1, dtype=np.int64)
     for e in range(dst.shape[0]):
@@ -124,10 +136,10 @@ def readiness_kernel(est, src, dst, comm, step, node):  # pragma: no cover - com
             rem = max(rem, f + comm[e])
         local[k], remote[k] = loc, rem
         first[st] = min(first[st], loc)
-    out = np.empty((k_pairs, 3), dtype=est.dtype)
+    out = np.zeros((k_pairs, 3), dtype=est.dtype)
     for k in range(k_pairs):
         st = step[k]
         out[k, 0] = local[k] - now[st]
         out[k, 1] = remote[k] - now[st]
         out[k, 2] = local[k] - first[st]
-    return out
+    return out, True

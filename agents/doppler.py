@@ -144,7 +144,7 @@ def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tens
         - output: ``(K, 3)``
     """
     src, dst = g.edge_index.numpy()
-    out = readiness_kernel(
+    out, ok = readiness_kernel(
         np.ascontiguousarray(dyn[..., _EST_FINISH].numpy()),
         src,
         dst,
@@ -152,6 +152,12 @@ def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tens
         step.numpy(),
         node.numpy(),
     )
+    if not ok:
+        raise ValueError(
+            f"step, node: pairs must index dyn of shape {tuple(dyn.shape)}, got steps in "
+            f"[{int(step.min())}, {int(step.max())}] and nodes in "
+            f"[{int(node.min())}, {int(node.max())}]"
+        )
     return torch.from_numpy(out)
 
 
@@ -182,27 +188,35 @@ def sibling_share(
     s = placed.shape[0]
     if g is None or g.siblings is None:
         return torch.zeros(s, d, dtype=dtype)
-    _check_states(node, placed, d)
     ptr, idx, weight = g.siblings
-    share = sibling_kernel(
+    share, ok = sibling_kernel(
         ptr.numpy(), idx.numpy(), weight.to(dtype).numpy(), node.numpy(), placed.numpy(), d
     )
+    if not ok:
+        _bad_states(node, placed, d)
     return torch.from_numpy(share)
 
 
-def _check_states(node: Tensor | None, placed: Tensor, d: int) -> None:
-    """Raise ``ValueError`` unless ``placed`` holds devices in ``[-1, d)`` and ``node``
-    (when given) node ids, before the compiled kernels index with them."""
-    if placed.numel() and (int(placed.max()) >= d or int(placed.min()) < -1):
-        raise ValueError(
-            f"placed: devices must lie in [-1, {d}), got [{int(placed.min())}, "
-            f"{int(placed.max())}]"
-        )
+def _bad_states(node: Tensor | None, placed: Tensor, d: int) -> None:
+    """Raise the ``ValueError`` of a kernel that found a device in ``placed`` not below
+    ``d`` or (``node`` given) a node id out of range."""
     n = placed.shape[1]
-    if node is not None and node.numel() and (int(node.max()) >= n or int(node.min()) < 0):
+    if node is not None and (int(node.max()) >= n or int(node.min()) < 0):
         raise ValueError(
             f"node: ids must lie in [0, {n}), got [{int(node.min())}, {int(node.max())}]"
         )
+    raise ValueError(f"placed: devices must be below {d}, got {int(placed.max())}")
+
+
+def _sum_placed(
+    placed: Tensor, values: Tensor, d: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel's sums and counts, and ``placed`` as the array it read."""
+    p = np.ascontiguousarray(placed.numpy())
+    sums, count, ok = placed_sums_kernel(p, np.ascontiguousarray(values.detach().numpy()), d)
+    if not ok:
+        _bad_states(None, placed, d)
+    return sums, count, p
 
 
 class _PlacedSums(torch.autograd.Function):
@@ -210,9 +224,7 @@ class _PlacedSums(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]:
-        p = np.ascontiguousarray(placed.numpy())
-        sums, count = placed_sums_kernel(p, np.ascontiguousarray(values.detach().numpy()), d)
-        ctx.placed = p
+        sums, count, ctx.placed = _sum_placed(placed, values, d)
         counts = torch.from_numpy(count)
         ctx.mark_non_differentiable(counts)
         return torch.from_numpy(sums), counts
@@ -226,18 +238,19 @@ class _PlacedSums(torch.autograd.Function):
 def placed_sums(placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]:
     """``(S, D, H)`` sums of ``values[v]`` over the nodes ``v`` placed on each device in
     each state, and ``(S, D)`` their counts (as ``values.dtype``), from ``placed (S, n)``
-    (device, -1 unplaced), gradients to ``values``.
+    (device, negative: unplaced), gradients to ``values``.
 
     Computed by compiled kernels (:mod:`placegym.agents._kernels`) in ``O(S · n · H)``
     without an ``(S · n, H)`` gather, bit for bit as ``index_add`` of the placed rows and
     its gradient (the formulation kept in the tests).
 
     Raises:
-        ValueError: a device in ``placed`` outside ``[-1, d)``.
+        ValueError: a device in ``placed`` not below ``d``.
     """
-    _check_states(None, placed, d)
-    sums, count = _PlacedSums.apply(placed, values, d)
-    return sums, count.to(values.dtype)
+    if torch.is_grad_enabled() and values.requires_grad:
+        return _PlacedSums.apply(placed, values, d)
+    sums, count, _ = _sum_placed(placed, values, d)  # rollouts: no autograd node
+    return torch.from_numpy(sums), torch.from_numpy(count)
 
 
 #: Features per device of :func:`device_affinity`.
@@ -347,29 +360,20 @@ class DopplerPolicy(nn.Module):
         agg = sums / count.clamp(min=1).unsqueeze(-1)
         lead = dev[..., :1] - dev[..., :1].min(dim=1, keepdim=True).values
         context = dev.mean(dim=1, keepdim=True).expand(-1, d, -1)
+        parts = [
+            enc.plc_h[node].unsqueeze(1).expand(-1, d, -1),
+            agg,
+            torch.log1p(count).unsqueeze(-1),
+            dev,
+            context,
+            lead,
+            sibling_share(
+                enc.graph if self.config.siblings else None, node, placed, d, sums.dtype
+            ).unsqueeze(-1),
+        ]
         if self.config.hints or self.config.affinity:  # (S, n, D), rows of unplaced nodes 0
             onehot = (placed.unsqueeze(-1) == torch.arange(d, device=placed.device)).to(sums.dtype)
-        else:
-            onehot = sums.new_zeros(placed.shape[0], 0, d)
-        x = torch.cat(
-            [
-                enc.plc_h[node].unsqueeze(1).expand(-1, d, -1),
-                agg,
-                torch.log1p(count).unsqueeze(-1),
-                dev,
-                context,
-                lead,
-                sibling_share(
-                    enc.graph if self.config.siblings else None, node, placed, d, sums.dtype
-                ).unsqueeze(-1),
-                hint_share(
-                    None if enc.graph is None else enc.graph.groups,
-                    node,
-                    onehot,
-                    len(self.config.hints),
-                ),
-                device_affinity(enc, node, onehot),
-            ],
-            dim=-1,
-        )
-        return self.plc_head(x).squeeze(-1)
+            groups = None if enc.graph is None else enc.graph.groups
+            parts.append(hint_share(groups, node, onehot, len(self.config.hints)))
+            parts.append(device_affinity(enc, node, onehot))
+        return self.plc_head(torch.cat(parts, dim=-1)).squeeze(-1)
