@@ -59,6 +59,7 @@ __all__ = [
     "plc_tie_key",
     "rollout",
     "sample_index",
+    "sample_rows",
     "score",
     "segment_log_softmax",
     "sel_tie_key",
@@ -170,6 +171,19 @@ def sample_index(logits: np.ndarray, rng: np.random.Generator) -> int:
     """An index drawn with probability ``softmax(logits)`` (one ``rng.random()`` draw)."""
     c = np.exp(logits - logits.max()).cumsum()
     return min(int(c.searchsorted(rng.random() * c[-1], side="right")), len(c) - 1)
+
+
+def sample_rows(logits: np.ndarray, legal: np.ndarray, draws: Sequence[float]) -> np.ndarray:
+    """Per row b of ``logits (B, L)``, the index of the entry that :func:`sample_index`
+    draws from the row's ``legal`` entries with the uniform draw ``draws[b]``: the same
+    floating-point operations, vectorised over the rows (illegal entries add exact zeros
+    to the cumulative masses, so the legal entries' cumulative masses are unchanged)."""
+    masked = np.where(legal, logits, -np.inf)
+    c = np.exp(masked - masked.max(axis=1, keepdims=True)).cumsum(axis=1)
+    x = np.asarray(draws).astype(c.dtype) * c[:, -1]  # as a Python float times c[-1]
+    first = (c <= x[:, None]).sum(axis=1)  # the first entry whose mass passes the draw
+    last = legal.shape[1] - 1 - legal[:, ::-1].argmax(axis=1)  # when none does (rounding)
+    return np.where(first < legal.shape[1], first, last)
 
 
 def _hints(policy: Any) -> tuple[str, ...]:
@@ -401,7 +415,12 @@ def _select_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> li
     parts = frontier_logits(policy, g, lives[0].enc, dyn, nodes)
     if greedy:  # the tie key only matters (and is only computed) for the greedy choice
         return [int(v[greedy_pick(s, sel_tie_key(g, v))]) for v, s in zip(nodes, parts)]
-    return [int(v[sample_index(s, lv.rng)]) for lv, v, s in zip(lives, nodes, parts)]
+    sizes = np.array([len(v) for v in nodes])
+    legal = np.arange(sizes.max()) < sizes[:, None]
+    padded = np.zeros(legal.shape, dtype=parts[0].dtype)
+    padded[legal] = np.concatenate(parts)
+    picks = sample_rows(padded, legal, [lv.rng.random() for lv in lives])
+    return [int(v[i]) for v, i in zip(nodes, picks)]
 
 
 def _place_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> list[int]:
@@ -419,12 +438,15 @@ def _place_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> lis
             np.stack([lv.buf["plc_placed"][-1] for lv in ls]),
             np.stack([lv.buf["plc_dev"][-1] for lv in ls]),
         )
+        if not greedy:
+            legal = np.stack([lv.buf["plc_mask"][-1] for lv in ls])
+            picks = sample_rows(logits, legal, [lv.rng.random() for lv in ls])
+            for j, pick in zip(members, picks):
+                out[j] = int(pick)
+            continue
         for j, lv, row in zip(members, ls, logits):
             legal = np.flatnonzero(lv.buf["plc_mask"][-1])
-            if greedy:
-                pick = greedy_pick(row[legal], plc_tie_key(lv.buf["plc_dev"][-1][legal]))
-            else:
-                pick = sample_index(row[legal], lv.rng)
+            pick = greedy_pick(row[legal], plc_tie_key(lv.buf["plc_dev"][-1][legal]))
             out[j] = int(legal[pick])
     return out
 

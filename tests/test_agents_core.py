@@ -212,3 +212,26 @@ def test_placed_sums_equal_the_one_hot_product():
     onehot = torch.zeros(3, 40, 6).scatter_(2, (placed + 1).unsqueeze(-1), 1.0)[:, :, 1:]
     torch.testing.assert_close(sums, torch.einsum("snd,nh->sdh", onehot, values))
     assert count.tolist() == onehot.sum(dim=1).tolist()
+
+
+def test_sample_rows_pick_what_sample_index_picks():
+    """The rollout's vectorised sampling draws, row by row, exactly the entry that the
+    one-row sampler draws from the legal logits with the same uniform draw."""
+    from placegym.agents.rollout import sample_index, sample_rows
+
+    gen = np.random.default_rng(0)
+    for _ in range(300):
+        b, width = gen.integers(1, 40), gen.integers(1, 12)
+        logits = (gen.standard_normal((b, width)) * gen.choice([0.1, 3, 60])).astype(np.float32)
+        logits[gen.random((b, width)) < 0.2] = 0.5  # exact ties
+        legal = gen.random((b, width)) < 0.6
+        legal[np.arange(b), gen.integers(0, width, b)] = True
+        seeds = gen.integers(2**31, size=b)
+        draws = [np.random.default_rng(s).random() for s in seeds]
+        picks = sample_rows(logits, legal, draws)
+        for row, mask, s, pick in zip(logits, legal, seeds, picks):
+            ids = np.flatnonzero(mask)
+            assert ids[sample_index(row[ids], np.random.default_rng(s))] == pick
+    # a draw whose mass rounds to the total takes the last legal entry, as one row does
+    logits = np.array([[0.0, 0.0, -200.0, 0.0]], dtype=np.float32)
+    assert sample_rows(logits, np.array([[True, True, True, False]]), [1 - 2**-53]).tolist() == [2]
