@@ -171,6 +171,8 @@ def sibling_share(
     """``(S, D)``: for each scored state, the share of the node's siblings' bytes (other
     producers of its consumers) already placed on each device: where its consumers' other
     inputs are, hence where sending to them costs nothing. Zeros without sibling data.
+    Computed by a compiled kernel (:mod:`placegym.agents._kernels`), bit for bit as
+    ``index_add`` over the CSR entries (the formulation kept in the tests).
 
     Args:
         g: the graph's inputs (``g.siblings``: each node's siblings and their bytes).
@@ -179,11 +181,8 @@ def sibling_share(
         d: the number of devices ``D``.
         dtype: of the result.
 
-    Computed by a compiled kernel (:mod:`placegym.agents._kernels`), bit for bit as
-    ``index_add`` over the CSR entries (the formulation kept in the tests).
-
     Raises:
-        ValueError: a device in ``placed`` outside ``[-1, D)`` or a node id out of range.
+        ValueError: a device in ``placed`` not below ``d`` or a node id out of range.
     """
     s = placed.shape[0]
     if g is None or g.siblings is None:

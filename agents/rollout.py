@@ -229,6 +229,10 @@ def rollout(
     cache serves one policy, whose hints it holds) keeps the :class:`GraphInputs` across
     calls.
 
+    Envs with compact observations (``observation="compact"``, as
+    :class:`~placegym.train.evaluate.EnvPool` builds them) are read the same way: the
+    per-graph keys come from ``env.graph_observation()`` once per graph.
+
     ``rng`` is one generator for every draw, or one generator per env for the draws of
     that env's episode: each episode is then a function of its own generator whatever the
     other envs are, so that a batch split over several processes by graph (the groups

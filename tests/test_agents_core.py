@@ -235,3 +235,27 @@ def test_sample_rows_pick_what_sample_index_picks():
     # a draw whose mass rounds to the total takes the last legal entry, as one row does
     logits = np.array([[0.0, 0.0, -200.0, 0.0]], dtype=np.float32)
     assert sample_rows(logits, np.array([[True, True, True, False]]), [1 - 2**-53]).tolist() == [2]
+
+
+def test_env_pool_envs_are_compact_share_the_reference_and_play_the_same_episodes():
+    from placegym.envs import load_cluster
+    from placegym.envs.reward import SharedReference
+    from placegym.envs.workloads import chainmm
+    from placegym.train.evaluate import EnvPool
+
+    torch.manual_seed(0)
+    policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1))
+    cluster = load_cluster("p100x4")
+    pool = EnvPool(reward="relative")
+    g = chainmm()
+    pooled = pool.get(g, cluster, 2)
+    assert pool.get(g, cluster, 2) == pooled and pool.env_kwargs == {"reward": "relative"}
+    assert all(e.compact and isinstance(e.reference, SharedReference) for e in pooled)
+    assert pooled[0].reference is pooled[1].reference
+    full = [PlacementEnv(g, cluster) for _ in range(2)]
+    a = rollout(policy, pooled, [0, 1], rng=np.random.default_rng(2), graph_cache=pool.graph_cache)
+    b = rollout(policy, full, [0, 1], rng=np.random.default_rng(2))
+    for x, y in zip(a, b):
+        assert x.info["reference_makespan"] == y.info["reference_makespan"]
+        assert (x.plc_action == y.plc_action).all() and (x.sel_action == y.sel_action).all()
+        assert (x.sel_dyn == y.sel_dyn).all() and (x.plc_dev == y.plc_dev).all()
