@@ -4,10 +4,10 @@ A rollout step asks for these inputs over the states of a few dozen environments
 scoring a PPO minibatch over thousands of states at once. Written as ``torch`` ops they
 cost a dozen small calls per step in the rollout and, in scoring, gather one embedding
 row per (state, placed node) pair (``S · n · H`` floats, 33 MB for 16 episodes of 128
-nodes), which made them the largest costs of an update. The kernels below compute the
-same values from the same operands and are **bit for bit** equal to those ``torch``
-formulations (the tests keep them as oracles), so training with either gives the same
-weights:
+nodes at ``H = 64``), which made them the largest costs of an update. The kernels below
+compute the same values from the same operands and are **bit for bit** equal to those
+``torch`` formulations (the tests keep them as oracles), so training with either gives
+the same weights:
 
 - maxima and minima are exact in any order;
 - sums add their terms one by one, from zero, in the order in which ``index_add`` (and
