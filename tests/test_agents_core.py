@@ -246,7 +246,10 @@ def test_rule_features_mark_the_critical_path_teachers_tie_sets(graph, cluster):
 
 def test_rules_policy_reads_the_rule_features():
     policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1, rules=True))
-    assert policy.sel_dynamic.in_features == DopplerPolicy(PolicyConfig(hidden=8)).sel_dynamic.in_features + 2
+    assert (
+        policy.sel_dynamic.in_features
+        == DopplerPolicy(PolicyConfig(hidden=8)).sel_dynamic.in_features + 2
+    )
     [rec] = rollout(policy, [PlacementEnv("ffnn", "p100x4")], [0], rng=np.random.default_rng(0))
     sc = score(policy, [rec])[0]
     assert torch.isfinite(sc.logp).all()
