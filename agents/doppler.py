@@ -256,8 +256,9 @@ class DopplerPolicy(nn.Module):
     """Dual SEL/PLC policy (see the module docstring).
 
     Shapes (``K`` scored (node, state) pairs, ``S`` PLC states, ``n`` nodes, ``D`` devices):
-        - :meth:`sel_inputs`: ``dyn (S, n, 6)``, ``step (K,)``, ``node (K,)`` -> ``(K, 9)`` (``(K, 11)`` with ``rules``)
-        - :meth:`sel_scores`: ``nodes (K,)``, ``x (K, 9)`` (from :meth:`sel_inputs`) -> ``(K,)``
+        - :meth:`sel_inputs`: ``dyn (S, n, 6)``, ``step (K,)``, ``node (K,)`` -> ``(K, F)``,
+          ``F`` = 9 (11 with ``rules``)
+        - :meth:`sel_scores`: ``nodes (K,)``, ``x (K, F)`` (from :meth:`sel_inputs`) -> ``(K,)``
         - :meth:`plc_logits`: ``node (S,)``, ``placed (S, n)`` (device of each node, -1
           if unplaced), ``dev (S, D, 7)`` -> ``(S, D)``
     """
