@@ -49,6 +49,12 @@ __all__ = ["SEL_CONTEXT", "DopplerPolicy", "Encoding", "PolicyConfig", "sel_cont
 LEARN = ("both", "select", "place")
 #: Number of :func:`sel_context` features.
 SEL_CONTEXT = 3
+#: Number of :func:`sel_rules` and of :func:`plc_rules` features (``PolicyConfig.rules``).
+SEL_RULES, PLC_RULES = 2, 1
+#: Relative tolerance of the rule features' "is the best" tests: well above float32
+#: rounding of the observation, well below any difference a teacher would act on.
+RULE_RTOL = 1e-5
+_B_LEVEL = 3  # node_static column: b-level / CP
 _EST_FINISH = 5  # node_dynamic column: estimated finish / CP (0 if unassigned)
 _EDGE_COMM = 0  # edge_attr column: transfer time of the edge / CP
 
@@ -90,6 +96,7 @@ class PolicyConfig:
     hints: tuple[str, ...] = ()
     positions: bool = False
     affinity: bool = False
+    rules: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
@@ -159,6 +166,28 @@ def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tens
             f"[{int(node.min())}, {int(node.max())}]"
         )
     return torch.from_numpy(out)
+
+
+def sel_rules(g: GraphInputs, step: Tensor, node: Tensor) -> Tensor:
+    """``(K, 2)``: for each scored (state, node) pair, ``b_max - b_v`` (b-levels / CP,
+    ``b_max`` the largest over the pairs of the same state, i.e. its frontier) and
+    whether that gap is within :data:`RULE_RTOL` of ``b_max`` (the critical-path
+    teacher's SEL tie set)."""
+    b = g.x[node, _B_LEVEL]
+    states = int(step.max()) + 1 if len(step) else 0
+    top = torch.full((states,), -torch.inf, dtype=b.dtype)
+    top = top.scatter_reduce(0, step, b, reduce="amax", include_self=True)[step]
+    gap = top - b
+    return torch.stack([gap, (gap <= RULE_RTOL * top.abs()).to(b.dtype)], dim=-1)
+
+
+def plc_rules(dev: Tensor) -> Tensor:
+    """``(S, D, 1)``: whether each device's estimated start (``dev[..., 0]``) is within
+    :data:`RULE_RTOL` of the state's earliest (the critical-path teacher's PLC tie set;
+    devices the mask forbids are the caller's to drop)."""
+    est = dev[..., :1]
+    first = est.min(dim=1, keepdim=True).values
+    return (est - first <= RULE_RTOL * first.abs()).to(dev.dtype)
 
 
 def _mlp_tail(hidden: int) -> nn.Sequential:
@@ -282,8 +311,9 @@ class DopplerPolicy(nn.Module):
     """Dual SEL/PLC policy (see the module docstring).
 
     Shapes (``K`` scored (node, state) pairs, ``S`` PLC states, ``n`` nodes, ``D`` devices):
-        - :meth:`sel_inputs`: ``dyn (S, n, 6)``, ``step (K,)``, ``node (K,)`` -> ``(K, 9)``
-        - :meth:`sel_scores`: ``nodes (K,)``, ``x (K, 9)`` (from :meth:`sel_inputs`) -> ``(K,)``
+        - :meth:`sel_inputs`: ``dyn (S, n, 6)``, ``step (K,)``, ``node (K,)`` -> ``(K, F)``,
+          ``F`` = 9 (11 with ``rules``)
+        - :meth:`sel_scores`: ``nodes (K,)``, ``x (K, F)`` (from :meth:`sel_inputs`) -> ``(K,)``
         - :meth:`plc_logits`: ``node (S,)``, ``placed (S, n)`` (device of each node, -1
           if unplaced), ``dev (S, D, 7)`` -> ``(S, D)``
     """
@@ -298,13 +328,16 @@ class DopplerPolicy(nn.Module):
         # SEL head: Linear([h, cp, dyn]) split into a per-graph static part and a per-step
         # dynamic part, so only (node, step) pairs in the frontier are ever scored.
         self.sel_static = nn.Linear(3 * h, h)
-        self.sel_dynamic = nn.Linear(NODE_DYNAMIC + SEL_CONTEXT, h, bias=False)
+        sel_in = NODE_DYNAMIC + SEL_CONTEXT + (SEL_RULES if self.config.rules else 0)
+        self.sel_dynamic = nn.Linear(sel_in, h, bias=False)
         self.sel_tail = _mlp_tail(h)
         plc_in = 2 * h + 1 + 2 * DEVICE_FEATURES + 2 + HINT_FEATURES * len(self.config.hints)
         if self.config.affinity:
             self.plc_query = nn.Linear(h, h)
             self.plc_key = nn.Linear(h, h)
             plc_in += AFFINITY_FEATURES
+        if self.config.rules:
+            plc_in += PLC_RULES
         self.plc_head = nn.Sequential(nn.Linear(plc_in, h), _mlp_tail(h))
 
     @property
@@ -343,10 +376,14 @@ class DopplerPolicy(nn.Module):
             enc.query, enc.key = self.plc_query(plc_h), self.plc_key(plc_h)
         return enc
 
-    @staticmethod
-    def sel_inputs(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
-        """Per-pair SEL inputs: the node's dynamic features and its :func:`sel_context`."""
-        return torch.cat([dyn[step, node], sel_context(g, dyn, step, node)], dim=-1)
+    def sel_inputs(self, g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
+        """Per-pair SEL inputs: the node's dynamic features, its :func:`sel_context` and,
+        with ``rules``, its :func:`sel_rules` (``step`` groups the pairs by state, so
+        each state's pairs must be its whole frontier)."""
+        parts = [dyn[step, node], sel_context(g, dyn, step, node)]
+        if self.config.rules:
+            parts.append(sel_rules(g, step, node))
+        return torch.cat(parts, dim=-1)
 
     def sel_scores(self, enc: Encoding, nodes: Tensor, x: Tensor) -> Tensor:
         """SEL scores ``(K,)`` of the (state, node) pairs ``x`` (from :meth:`sel_inputs`)."""
@@ -375,4 +412,6 @@ class DopplerPolicy(nn.Module):
             groups = None if enc.graph is None else enc.graph.groups
             parts.append(hint_share(groups, node, onehot, len(self.config.hints)))
             parts.append(device_affinity(enc, node, onehot))
+        if self.config.rules:
+            parts.append(plc_rules(dev))
         return self.plc_head(torch.cat(parts, dim=-1)).squeeze(-1)

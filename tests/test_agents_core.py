@@ -259,3 +259,44 @@ def test_env_pool_envs_are_compact_share_the_reference_and_play_the_same_episode
         assert x.info["reference_makespan"] == y.info["reference_makespan"]
         assert (x.plc_action == y.plc_action).all() and (x.sel_action == y.sel_action).all()
         assert (x.sel_dyn == y.sel_dyn).all() and (x.plc_dev == y.plc_dev).all()
+
+
+@pytest.mark.parametrize("graph,cluster", [("llama_block", "p100x4"), ("chainmm", "v100x8")])
+def test_rule_features_mark_the_critical_path_teachers_tie_sets(graph, cluster):
+    from placegym.agents.doppler import plc_rules, sel_rules
+
+    teacher = get_teacher("critical_path")
+    env = PlacementEnv(graph, cluster)
+    obs, _ = env.reset(seed=0)
+    g = GraphInputs.from_obs(obs)
+    checked = [0, 0]
+    done = False
+    while not done:
+        state = env.unwrapped.state
+        if obs["phase"][0] == 0:
+            frontier = torch.from_numpy(np.flatnonzero(obs["action_mask"][: g.num_nodes]))
+            flags = sel_rules(g, torch.zeros_like(frontier), frontier)
+            assert (flags[:, 0] >= 0).all()
+            expected = teacher.select_actions(state).tolist()
+            assert frontier[flags[:, 1] > 0].tolist() == expected
+            action = expected[-1]
+        else:
+            flags = plc_rules(torch.from_numpy(obs["device"]).unsqueeze(0))[0, :, 0]
+            expected = teacher.place_actions(state).tolist()
+            legal = obs["action_mask"][: len(flags)] > 0
+            assert np.flatnonzero((flags.numpy() > 0) & legal).tolist() == expected
+            action = expected[-1]
+        checked[int(obs["phase"][0])] += 1
+        obs, _, done, _, _ = env.step(action)
+    assert min(checked) == env.unwrapped.graph.num_nodes
+
+
+def test_rules_policy_reads_the_rule_features():
+    policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1, rules=True))
+    assert (
+        policy.sel_dynamic.in_features
+        == DopplerPolicy(PolicyConfig(hidden=8)).sel_dynamic.in_features + 2
+    )
+    [rec] = rollout(policy, [PlacementEnv("ffnn", "p100x4")], [0], rng=np.random.default_rng(0))
+    sc = score(policy, [rec])[0]
+    assert torch.isfinite(sc.logp).all()
