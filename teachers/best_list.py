@@ -50,7 +50,8 @@ class BestListTeacher(Teacher):
         select: the teacher answering SEL for plan candidates (see the module docstring).
 
     Raises:
-        ValueError: no candidate, or a name that is not a registered teacher.
+        ValueError: no candidate, ``best_list`` itself among them, or a name that is not a
+            registered teacher.
     """
 
     name: ClassVar[str] = "best_list"
@@ -61,8 +62,11 @@ class BestListTeacher(Teacher):
         from placegym.teachers import get_teacher
         from placegym.teachers.canonical_plan import CanonicalPlanTeacher
 
-        if not candidates:
-            raise ValueError("candidates: expected at least one teacher name, got none")
+        if not candidates or self.name in candidates:
+            raise ValueError(
+                f"candidates: expected teacher names other than {self.name!r}, "
+                f"got {list(candidates)}"
+            )
         chooser = get_teacher(select)
         self.names = tuple(candidates)
         self.candidates: list[Teacher] = []

@@ -60,7 +60,9 @@ def test_state_answers_follow_the_chosen_candidate():
 
 
 def test_bad_candidates():
-    with pytest.raises(ValueError, match="candidates: expected at least one"):
+    with pytest.raises(ValueError, match="candidates: expected teacher names other than"):
         BestListTeacher(candidates=())
+    with pytest.raises(ValueError, match=r"other than 'best_list', got \['heft', 'best_list'\]"):
+        BestListTeacher(candidates=("heft", "best_list"))
     with pytest.raises(ValueError, match="teacher: unknown name 'nope'"):
         BestListTeacher(candidates=("critical_path", "nope"))
