@@ -264,6 +264,7 @@ def test_rank_check_refuses_devices_that_share_hardware(monkeypatch):
     ):
         rank_check(g, c, "cpu#3", placements=2)
     res = rank_check(g, c, "cpu#3", placements=3, repeats=1, allow_shared=True)
+    assert (res.runs >= 1).all() and (res.disturbed <= res.runs).all()
     assert res.simulated.shape == res.measured.shape == (3,)
     assert 0 < res.cpu_share <= 1.1 and res.median_relative_error >= 0
 

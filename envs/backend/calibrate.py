@@ -17,6 +17,13 @@ itself, so per-node and per-copy overheads of the runtime are part of the figure
   alternating between the two devices (:func:`~placegym.envs.backend.probes.hop_latency`:
   what a dependency across devices adds, wake-ups included), so a transfer takes
   ``latency + bytes / bandwidth`` as in the simulator;
+- with kernels profiled in runs (CPU workers, :mod:`.profile`), the launch overhead of
+  those devices and the latency between them are read off the profiling executions
+  instead (:mod:`.run_costs`): the dispatcher's gap between consecutive kernels, and a
+  copy's time on its channel plus its consumer's wake-up, as they are while the devices
+  are busy together (the probes measure them with one device busy: in a run on CPU
+  workers a copy thread or a waking worker may have to wait for the core the other
+  worker holds);
 - pairs are grouped into levels by bandwidth (sorted, split where consecutive
   bandwidths differ by more than ``level_gap``), written as a ``level_matrix``.
 
@@ -48,12 +55,13 @@ from placegym.envs.backend.probes import (
     hop_latency,
     probe_size,
 )
-from placegym.envs.backend.profile import profile_kernels
+from placegym.envs.backend.profile import profile_with_costs
+from placegym.envs.backend.run_costs import RunCosts
 from placegym.envs.cluster import Cluster, Device, Level
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 
-__all__ = ["RankCheck", "calibrate", "rank_check", "spearman"]
+__all__ = ["RankCheck", "calibrate", "check_placements", "rank_check", "spearman"]
 
 
 def _measure(graph: Graph, devices: str, device: np.ndarray, repeats: int):
@@ -125,7 +133,7 @@ def calibrate(
     """
     vds = parse_devices(devices)
     rates = [_device_rates(devices, d, size or probe_size(v), repeats) for d, v in enumerate(vds)]
-    profile = profile_kernels(graphs, vds, mode=profile_mode) if graphs else None
+    profile, costs = profile_with_costs(graphs, vds, mode=profile_mode) if graphs else (None, {})
     k = len(vds)
     lat = np.zeros((k, k))
     bw = np.full((k, k), np.inf)
@@ -136,6 +144,9 @@ def calibrate(
             if a != b:
                 sizes = copy_sizes or _copy_sizes(vds[a], vds[b])
                 bw[a, b] = _pair_bandwidth(vds[a], vds[b], sizes, repeats)
+    for kind, run in costs.items():
+        of_kind = [d for d, v in enumerate(vds) if device_kind(v) == kind]
+        _fit_run_costs(of_kind, run, rates, lat, bw)
     levels, matrix = _group_levels(lat, bw, level_gap)
     depth = len(levels) - 1
     mem = _default_memory(vds) if memory is None else [float(memory)] * k
@@ -158,6 +169,21 @@ def calibrate(
         name=name or f"calibrated-{devices}",
         profile=profile,
     )
+
+
+def _fit_run_costs(
+    of_kind: list[int], run: RunCosts, rates: list, lat: np.ndarray, bw: np.ndarray
+) -> None:
+    """Launch overheads and latencies of the devices ``of_kind`` (one kind, profiled in
+    runs) as their executions showed them (:mod:`.run_costs`), in place of the probes'."""
+    if np.isfinite(run.launch):
+        for d in of_kind:
+            rates[d] = (*rates[d][:2], run.launch)
+    for i, a in enumerate(of_kind):
+        for j, b in enumerate(of_kind):
+            fitted = run.latency(i, j, bw[a, b]) if a != b else float("nan")
+            if np.isfinite(fitted):
+                lat[a, b] = fitted
 
 
 def _default_memory(vds: list[VirtualDevice]) -> list[float]:
@@ -231,16 +257,23 @@ class RankCheck:
 
     Attributes:
         spearman: rank correlation of ``simulated`` and ``measured``.
-        simulated, measured: ``(P,)`` makespans (s); measured ones are medians of rounds.
-        cpu_share: how undisturbed the CPU workers were during the measurements
-            (:attr:`~placegym.envs.backend.executor.Measurement.cpu_share`: about 1 on
+        simulated, measured: ``(P,)`` makespans (s); measured ones are medians over the
+            undisturbed runs of each placement (:func:`rank_check`).
+        cpu_share: how undisturbed the CPU workers were during the measurements: the
+            median over every timed run of
+            :attr:`~placegym.envs.backend.executor.Measurement.cpu_share` (about 1 on
             an otherwise idle machine, NaN without CPU workers).
+        runs: ``(P,)`` timed runs of each placement.
+        disturbed: ``(P,)`` of those, runs whose share was below the quiet level (left
+            out of the median while enough others were not).
     """
 
     spearman: float
     simulated: np.ndarray
     measured: np.ndarray
-    cpu_share: float = float("nan")
+    cpu_share: float
+    runs: np.ndarray
+    disturbed: np.ndarray
 
     @property
     def relative_errors(self) -> np.ndarray:
@@ -253,6 +286,46 @@ class RankCheck:
         return float(np.median(self.relative_errors))
 
 
+def check_placements(graph: Graph, devices: int, count: int, seed: int) -> list[Placement]:
+    """``count`` random placements of ``graph`` on ``devices`` devices, in topological
+    order, whose makespans span the range from balanced to all on one device.
+
+    Placement ``i`` gives one device (drawn uniformly) the share
+    ``m_i = 1/D + (1 - 1/D) (i + u_i) / count`` of the nodes, ``u_i ~ U(0, 1)``, and the
+    other devices the rest in shares drawn from ``Dirichlet(1)``; then the nodes are dealt
+    to the devices in those shares (rounded), in random order. The largest share is
+    stratified: the placements spread evenly from balanced to lopsided, which sets their
+    makespans apart (with shares drawn from ``Dirichlet(1)`` outright and every node's
+    device drawn from them, two devices' placements bunch by chance, and placements whose
+    makespans differ by less than the measurement's noise are ranked by the noise).
+    Seeded by ``seed`` alone; nothing is chosen by its outcome.
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        top = 1 / devices + (1 - 1 / devices) * (i + rng.random()) / max(count, 1)
+        w = np.zeros(devices)
+        j = int(rng.integers(devices))
+        w[j] = top
+        rest = [k for k in range(devices) if k != j]
+        if rest:
+            w[rest] = (1 - top) * rng.dirichlet(np.ones(len(rest)))
+        dev = _deal(w, graph.num_nodes, rng)
+        out.append(Placement(device=dev, order=graph.topological_order.copy()))
+    return out
+
+
+def _deal(shares: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``(n,)`` devices in random order, device ``k`` on ``shares[k] * n`` nodes (rounded
+    by largest remainder)."""
+    want = shares / shares.sum() * n
+    counts = np.floor(want).astype(np.int64)
+    counts[np.argsort(counts - want)[: n - counts.sum()]] += 1
+    dev = np.repeat(np.arange(len(shares)), counts)
+    rng.shuffle(dev)
+    return dev
+
+
 def rank_check(
     graph: Graph,
     cluster: Cluster,
@@ -260,19 +333,25 @@ def rank_check(
     *,
     placements: int = 20,
     seed: int = 0,
-    repeats: int = 3,
+    repeats: int = 15,
+    quiet: float = 0.9,
     allow_shared: bool = False,
 ) -> RankCheck:
-    """Spearman and errors of simulated vs measured makespans of random placements with
-    topological orders.
-
-    Each placement draws device shares ``w ~ Dirichlet(1)`` and then every node's device
-    from ``w``, so the sample spans balanced and lopsided placements (uniform devices
-    would give near-identical makespans whose ranking is only noise).
+    """Spearman and errors of simulated vs measured makespans of the
+    :func:`check_placements` of ``graph``.
 
     Measurements are interleaved to cancel drift (the machine warming up, other load):
     one untimed round over all placements, then ``repeats`` timed rounds, each running
-    every placement once; a placement's measured makespan is its median over the rounds.
+    every placement once. A run is *disturbed* when its CPU workers ran less than
+    ``quiet`` of the time they were ready to run (another process had their core;
+    :attr:`~placegym.envs.backend.executor.Measurement.cpu_share`); each placement with
+    disturbed runs is run again, up to ``repeats`` more times, until it has ``repeats``
+    undisturbed ones. Its measured makespan is the median of its undisturbed runs, or of
+    all its runs when fewer than half of them are undisturbed (the machine stayed busy:
+    :attr:`RankCheck.cpu_share` says so). Many rounds are needed on a virtual machine:
+    on this project's 2-core VM, idle, one run of a placement of FFNN / 2 varies by
+    about 10% (the cores' speed varies from second to second), so a median of 5 runs
+    still misorders placements whose makespans differ by less than 5%.
 
     Raises:
         ValueError: ``devices`` share hardware by construction (streams or partitions of
@@ -289,21 +368,43 @@ def rank_check(
             f"('cuda:0,cuda:1'), CPU workers ('cpu#2') or a GPU with CPU workers "
             f"('cuda:0,cpu#2'), or allow shared devices explicitly"
         )
-    rng = np.random.default_rng(seed)
+    if repeats < 1:
+        raise ValueError(f"repeats: need at least 1 timed round, got {repeats}")
     ex = TorchExecutor(graph, devices, warmup=0, repeats=1)
-    d = cluster.num_devices
-    chosen = [
-        Placement(
-            device=rng.choice(d, size=graph.num_nodes, p=rng.dirichlet(np.ones(d))),
-            order=graph.topological_order.copy(),
-        )
-        for _ in range(placements)
-    ]
+    chosen = check_placements(graph, cluster.num_devices, placements, seed)
     sim = np.array([simulate(graph, cluster, p).makespan for p in chosen])
-    for p in chosen:
+    times, shares = _measure_rounds(ex, chosen, repeats, quiet)
+    real, disturbed = np.empty(len(chosen)), np.empty(len(chosen), dtype=np.int64)
+    for i, (t, sh) in enumerate(zip(times, shares, strict=True)):
+        calm = ~(sh < quiet)  # NaN (no scheduler statistics) counts as undisturbed
+        real[i] = np.median(t[calm] if 2 * calm.sum() >= len(t) else t)
+        disturbed[i] = len(t) - calm.sum()
+    every = np.concatenate(shares)
+    share = float(np.median(every[np.isfinite(every)])) if np.isfinite(every).any() else np.nan
+    runs = np.array([len(t) for t in times])
+    return RankCheck(spearman(sim, real), sim, real, share, runs, disturbed)
+
+
+def _measure_rounds(ex: TorchExecutor, chosen: list[Placement], rounds: int, quiet: float):
+    """Per placement: ``(runs,)`` makespans and CPU shares of its timed runs (see
+    :func:`rank_check`: interleaved rounds, then disturbed runs made up)."""
+    for p in chosen:  # untimed
         ex.run(p)
-    runs = [[ex.run(p) for p in chosen] for _ in range(repeats)]
-    real = np.median([[m.makespan for m in r] for r in runs], axis=0)
-    shares = [m.cpu_share for r in runs for m in r if np.isfinite(m.cpu_share)]
-    share = float(np.median(shares)) if shares else float("nan")
-    return RankCheck(spearman(sim, real), sim, real, share)
+    times: list[list[float]] = [[] for _ in chosen]
+    shares: list[list[float]] = [[] for _ in chosen]
+
+    def run(i: int) -> None:
+        m = ex.run(chosen[i])
+        times[i].append(m.makespan)
+        shares[i].append(m.cpu_share)
+
+    for _ in range(rounds):
+        for i in range(len(chosen)):
+            run(i)
+    for _ in range(rounds):
+        short = [i for i, sh in enumerate(shares) if sum(not x < quiet for x in sh) < rounds]
+        if not short:
+            break
+        for i in short:
+            run(i)
+    return [np.array(t) for t in times], [np.array(s) for s in shares]

@@ -38,11 +38,18 @@ import numpy as np
 
 from placegym.envs.backend.devices import VirtualDevice, device_kind, open_stream, parse_devices
 from placegym.envs.backend.kernels import Kernel, build_kernels, make_tensors
+from placegym.envs.backend.run_costs import RunCosts, run_costs
 from placegym.envs.costs import signatures
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 
-__all__ = ["PROFILE_MODES", "profile_in_run", "profile_kernels", "time_kernel"]
+__all__ = [
+    "PROFILE_MODES",
+    "profile_in_run",
+    "profile_kernels",
+    "profile_with_costs",
+    "time_kernel",
+]
 
 #: How kernels are timed (module docstring).
 PROFILE_MODES = ("auto", "run", "isolated")
@@ -75,6 +82,23 @@ def profile_kernels(
     """``{kind: {signature: median seconds}}`` for every device kind of ``devices`` and
     every distinct kernel of ``graphs`` (module docstring; ``mode``: ``"auto"``,
     ``"run"`` or ``"isolated"``)."""
+    return profile_with_costs(
+        graphs, devices, warmup=warmup, repeats=repeats, threads=threads, seed=seed, mode=mode
+    )[0]
+
+
+def profile_with_costs(
+    graphs: Sequence[Graph],
+    devices: str | Sequence[VirtualDevice],
+    *,
+    warmup: int = 2,
+    repeats: int = 7,
+    threads: int = 1,
+    seed: int = 0,
+    mode: str = "auto",
+) -> tuple[dict[str, dict[str, float]], dict[str, RunCosts]]:
+    """:func:`profile_kernels`, and the runtime's costs (:class:`.RunCosts`) read from
+    the profiling executions of every kind profiled in runs."""
     if repeats < 1 or warmup < 0:
         raise ValueError(
             f"repeats, warmup: need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}"
@@ -86,15 +110,14 @@ def profile_kernels(
     for d in vds:
         of_kind.setdefault(device_kind(d), []).append(d)
     out: dict[str, dict[str, float]] = {}
+    costs: dict[str, RunCosts] = {}
     for kind, devs in of_kind.items():
         in_run = mode == "run" or (mode == "auto" and not devs[0].is_cuda)
         if in_run:
-            out[kind] = profile_in_run(
-                graphs, devs, warmup=warmup, repeats=repeats, seed=seed, threads=threads
-            )
+            out[kind], costs[kind] = _profile_runs(graphs, devs, warmup, repeats, seed, threads)
         else:
             out[kind] = _profile_isolated(graphs, devs[0], warmup, repeats, threads, seed)
-    return out
+    return out, costs
 
 
 def profile_in_run(
@@ -109,9 +132,23 @@ def profile_in_run(
     """``{signature: median seconds}`` of the kernels of ``graphs`` as they run on
     ``devices`` (one kind), each graph executed with its nodes dealt round-robin over the
     devices in topological order (module docstring, ``mode="run"``)."""
+    return _profile_runs(graphs, devices, warmup, repeats, seed, threads)[0]
+
+
+def _profile_runs(
+    graphs: Sequence[Graph],
+    devices: Sequence[VirtualDevice],
+    warmup: int,
+    repeats: int,
+    seed: int,
+    threads: int,
+) -> tuple[dict[str, float], RunCosts]:
+    """:func:`profile_in_run` and the :class:`.RunCosts` of the same executions (device
+    indices in them are positions in ``devices``)."""
     from placegym.envs.backend.executor import TorchExecutor
 
     spans: dict[str, list[np.ndarray]] = {}
+    timed = []
     for g in graphs:
         order = g.topological_order.copy()
         device = np.empty(g.num_nodes, dtype=np.int64)
@@ -121,11 +158,13 @@ def profile_in_run(
         for _ in range(warmup):
             ex.run(placement)
         runs = [ex.run(placement) for _ in range(repeats)]
+        timed += [(g, placement, m) for m in runs]
         took = np.stack([m.finish - m.start for m in runs])  # (repeats, nodes)
         for v, sig in enumerate(signatures(g)):
             if sig is not None:
                 spans.setdefault(sig, []).append(took[:, v])
-    return {sig: float(np.median(np.concatenate(ts))) for sig, ts in spans.items()}
+    kernels = {sig: float(np.median(np.concatenate(ts))) for sig, ts in spans.items()}
+    return kernels, run_costs(timed)
 
 
 def _profile_isolated(

@@ -62,6 +62,13 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
         help="divide the graph's tensor dimensions by this (< 1 grows them; default 2)",
     )
     p.add_argument("--placements", type=int, default=20, help="random placements for --check")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=15,
+        help="--check: timed runs of every placement (interleaved rounds; the median of "
+        "the runs no other load disturbed is compared)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the --check placements")
     p.set_defaults(func=cmd_calibrate)
 
@@ -103,7 +110,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             args.devices,
             placements=args.placements,
             seed=args.seed,
-            repeats=args.repeats,
+            repeats=args.rounds,
             allow_shared=args.allow_shared,
         )
         summary = {
@@ -115,6 +122,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             "profile_mode": args.profile_mode if args.profile else None,
             "shared_hardware": shared,
             "cpu_share": res.cpu_share,
+            "runs": int(res.runs.sum()),
+            "disturbed_runs": int(res.disturbed.sum()),
             "simulated_ms": [round(x * 1e3, 3) for x in res.simulated],
             "measured_ms": [round(x * 1e3, 3) for x in res.measured],
         }
@@ -125,6 +134,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             print(
                 f"warning: the CPU workers ran only {res.cpu_share:.0%} of the time they were "
                 f"ready to run (other load on this machine): the measured makespans include it"
+            )
+        if res.disturbed.sum():
+            print(
+                f"{res.disturbed.sum()} of {res.runs.sum()} runs were disturbed by other load "
+                f"(left out where each placement had enough undisturbed runs)"
             )
         if shared:
             print("warning: these devices share hardware; the figures above are not a check")
