@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 
 from placegym.envs import Placement
-from placegym.envs.backend.calibrate import calibrate, check_placements
+from placegym.envs.backend.calibrate import calibrate
+from placegym.envs.backend.check import check_placements
 from placegym.envs.backend.executor import Measurement, TorchExecutor, keep_host_memory
 from placegym.envs.backend.kernels import scale_graph
+from placegym.envs.backend.profile import profile_placements
 from placegym.envs.backend.run_costs import run_costs
 from placegym.envs.graph import Graph
 from placegym.envs.workloads import make_graph
@@ -50,7 +52,7 @@ def test_run_costs_of_a_real_execution_are_positive_and_calibration_uses_them():
     rc = run_costs([(g, p, ex.run(p)) for _ in range(2)])
     assert 0 < rc.launch < 0.05 and 0 < rc.wake < 0.05
     assert len(rc.copies) and (rc.copies[:, 3] > 0).all()
-    c = calibrate("cpu#2", graphs=[g], size=64, copy_sizes=(16, 64), repeats=1)
+    c = calibrate("cpu#2", graphs=[g], size=64, copy_sizes=(16, 64), repeats=1, profile_seconds=0)
     assert c.launch_overhead[0] == c.launch_overhead[1] > 0  # one in-run figure per kind
 
 
@@ -91,3 +93,25 @@ def test_check_placements_spread_from_balanced_to_one_device():
     assert all((a.device == b.device).all() for a, b in same)
     other = zip(check_placements(g, 2, 20, 3), check_placements(g, 2, 20, 4), strict=True)
     assert any((a.device != b.device).any() for a, b in other)
+
+
+def test_disturbed_runs_are_those_well_below_the_placements_best_share():
+    from placegym.envs.backend.check import _undisturbed
+
+    # a placement's undisturbed runs share its copies' cost: the best share sets the bar
+    assert _undisturbed([0.95, 0.80, 0.90, 0.86], 0.9).tolist() == [True, False, True, True]
+    assert _undisturbed([0.70, 0.62], 0.9).tolist() == [True, False]
+    assert _undisturbed([float("nan")] * 3, 0.9).all()  # no scheduler statistics
+
+
+def test_profile_placements_alternate_every_device_busy_and_each_device_alone():
+    g = scale_graph(make_graph("ffnn"), 8)
+    order = g.topological_order
+    dealt = np.empty(g.num_nodes, dtype=np.int64)
+    dealt[order] = np.arange(g.num_nodes) % 2
+    ps = profile_placements(g, 2)
+    want = [dealt, dealt, np.zeros(g.num_nodes), dealt, dealt, np.ones(g.num_nodes)]
+    assert [p.device.tolist() for p in ps] == [w.tolist() for w in want]
+    assert all((p.order == order).all() for p in ps)
+    (only,) = profile_placements(g, 1)
+    assert (only.device == 0).all()

@@ -27,11 +27,8 @@ itself, so per-node and per-copy overheads of the runtime are part of the figure
 - pairs are grouped into levels by bandwidth (sorted, split where consecutive
   bandwidths differ by more than ``level_gap``), written as a ``level_matrix``.
 
-:func:`rank_check` reports the Spearman rank correlation and the median relative error
-of simulated vs measured makespans of random placements (``placegym calibrate --check``).
-It refuses device sets that share hardware by construction
-(:func:`~placegym.envs.backend.devices.shared_hardware`), whose contention the simulator
-does not model, unless told to run anyway.
+How well the fitted cluster predicts the devices is checked in :mod:`.check`
+(``placegym calibrate --check``).
 """
 
 from __future__ import annotations
@@ -41,12 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placegym.envs.backend.devices import (
-    VirtualDevice,
-    device_kind,
-    parse_devices,
-    shared_hardware,
-)
+from placegym.envs.backend.devices import VirtualDevice, device_kind, parse_devices
 from placegym.envs.backend.executor import TorchExecutor
 from placegym.envs.backend.probes import (
     chains,
@@ -55,13 +47,13 @@ from placegym.envs.backend.probes import (
     hop_latency,
     probe_size,
 )
-from placegym.envs.backend.profile import profile_with_costs
+from placegym.envs.backend.profile import RUN_SECONDS, profile_with_costs
 from placegym.envs.backend.run_costs import RunCosts
 from placegym.envs.cluster import Cluster, Device, Level
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 
-__all__ = ["RankCheck", "calibrate", "check_placements", "rank_check", "spearman"]
+__all__ = ["Probes", "calibrate", "fit_cluster", "probe_devices"]
 
 
 def _measure(graph: Graph, devices: str, device: np.ndarray, repeats: int):
@@ -111,6 +103,7 @@ def calibrate(
     memory: float | None = None,
     name: str | None = None,
     profile_mode: str = "auto",
+    profile_seconds: float = RUN_SECONDS,
 ) -> Cluster:
     """Measure ``devices`` and return the fitted :class:`Cluster` (module docstring).
 
@@ -130,10 +123,45 @@ def calibrate(
         profile_mode: how ``graphs``' kernels are timed
             (:func:`~placegym.envs.backend.profile.profile_kernels`: ``auto``, ``run``
             or ``isolated``).
+        profile_seconds: least seconds of timed executions of each graph when its
+            kernels are timed in runs.
     """
+    probes = probe_devices(devices, size=size, copy_sizes=copy_sizes, repeats=repeats)
+    profile, costs = (
+        profile_with_costs(graphs, probes.devices, mode=profile_mode, seconds=profile_seconds)
+        if graphs
+        else (None, {})
+    )
+    return fit_cluster(probes, profile, costs, level_gap=level_gap, memory=memory, name=name)
+
+
+@dataclass(frozen=True)
+class Probes:
+    """What :func:`calibrate` measures besides kernel costs (module docstring).
+
+    Attributes:
+        spec: the device spec; devices: the parsed devices.
+        rates: per device ``(FLOP/s, bytes/s, launch overhead s)``.
+        latency, bandwidth: ``(D, D)`` per ordered pair (s, bytes/s).
+    """
+
+    spec: str
+    devices: list[VirtualDevice]
+    rates: list[tuple[float, float, float]]
+    latency: np.ndarray
+    bandwidth: np.ndarray
+
+
+def probe_devices(
+    devices: str,
+    *,
+    size: int | None = None,
+    copy_sizes: tuple[int, ...] | None = None,
+    repeats: int = 5,
+) -> Probes:
+    """The :class:`Probes` of ``devices`` (arguments as for :func:`calibrate`)."""
     vds = parse_devices(devices)
     rates = [_device_rates(devices, d, size or probe_size(v), repeats) for d, v in enumerate(vds)]
-    profile, costs = profile_with_costs(graphs, vds, mode=profile_mode) if graphs else (None, {})
     k = len(vds)
     lat = np.zeros((k, k))
     bw = np.full((k, k), np.inf)
@@ -144,6 +172,23 @@ def calibrate(
             if a != b:
                 sizes = copy_sizes or _copy_sizes(vds[a], vds[b])
                 bw[a, b] = _pair_bandwidth(vds[a], vds[b], sizes, repeats)
+    return Probes(devices, vds, rates, lat, bw)
+
+
+def fit_cluster(
+    probes: Probes,
+    profile: dict[str, dict[str, float]] | None,
+    costs: dict[str, RunCosts],
+    *,
+    level_gap: float = 0.25,
+    memory: float | None = None,
+    name: str | None = None,
+) -> Cluster:
+    """The cluster of ``probes``, kernel costs ``profile`` (None: the roofline) and the
+    run ``costs`` of the kinds profiled in runs, which replace the probes' launch
+    overheads and latencies there (arguments as for :func:`calibrate`)."""
+    vds, k = probes.devices, len(probes.devices)
+    rates, lat, bw = list(probes.rates), probes.latency.copy(), probes.bandwidth
     for kind, run in costs.items():
         of_kind = [d for d, v in enumerate(vds) if device_kind(v) == kind]
         _fit_run_costs(of_kind, run, rates, lat, bw)
@@ -166,8 +211,8 @@ def calibrate(
         devices=devs,
         levels=levels,
         level_matrix=matrix if k > 1 else None,
-        name=name or f"calibrated-{devices}",
-        profile=profile,
+        name=name or f"calibrated-{probes.spec}",
+        profile=profile or None,
     )
 
 
@@ -231,180 +276,3 @@ def _group_levels(lat: np.ndarray, bw: np.ndarray, gap: float):
             )
         )
     return tuple(levels), matrix.tolist()
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman rank correlation (average ranks for ties)."""
-
-    def ranks(a: np.ndarray) -> np.ndarray:
-        order = np.argsort(a, kind="mergesort")
-        r = np.empty(len(a))
-        r[order] = np.arange(len(a))
-        for val in np.unique(a):  # average ties
-            idx = a == val
-            r[idx] = r[idx].mean()
-        return r
-
-    rx, ry = ranks(np.asarray(x, float)), ranks(np.asarray(y, float))
-    if rx.std() == 0 or ry.std() == 0:
-        return 0.0
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
-@dataclass(frozen=True)
-class RankCheck:
-    """Simulated vs measured makespans of the same placements.
-
-    Attributes:
-        spearman: rank correlation of ``simulated`` and ``measured``.
-        simulated, measured: ``(P,)`` makespans (s); measured ones are medians over the
-            undisturbed runs of each placement (:func:`rank_check`).
-        cpu_share: how undisturbed the CPU workers were during the measurements: the
-            median over every timed run of
-            :attr:`~placegym.envs.backend.executor.Measurement.cpu_share` (about 1 on
-            an otherwise idle machine, NaN without CPU workers).
-        runs: ``(P,)`` timed runs of each placement.
-        disturbed: ``(P,)`` of those, runs whose share was below the quiet level (left
-            out of the median while enough others were not).
-    """
-
-    spearman: float
-    simulated: np.ndarray
-    measured: np.ndarray
-    cpu_share: float
-    runs: np.ndarray
-    disturbed: np.ndarray
-
-    @property
-    def relative_errors(self) -> np.ndarray:
-        """``|simulated - measured| / measured`` per placement."""
-        return np.abs(self.simulated - self.measured) / self.measured
-
-    @property
-    def median_relative_error(self) -> float:
-        """The median of :attr:`relative_errors`."""
-        return float(np.median(self.relative_errors))
-
-
-def check_placements(graph: Graph, devices: int, count: int, seed: int) -> list[Placement]:
-    """``count`` random placements of ``graph`` on ``devices`` devices, in topological
-    order, whose makespans span the range from balanced to all on one device.
-
-    Placement ``i`` gives one device (drawn uniformly) the share
-    ``m_i = 1/D + (1 - 1/D) (i + u_i) / count`` of the nodes, ``u_i ~ U(0, 1)``, and the
-    other devices the rest in shares drawn from ``Dirichlet(1)``; then the nodes are dealt
-    to the devices in those shares (rounded), in random order. The largest share is
-    stratified: the placements spread evenly from balanced to lopsided, which sets their
-    makespans apart (with shares drawn from ``Dirichlet(1)`` outright and every node's
-    device drawn from them, two devices' placements bunch by chance, and placements whose
-    makespans differ by less than the measurement's noise are ranked by the noise).
-    Seeded by ``seed`` alone; nothing is chosen by its outcome.
-    """
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(count):
-        top = 1 / devices + (1 - 1 / devices) * (i + rng.random()) / max(count, 1)
-        w = np.zeros(devices)
-        j = int(rng.integers(devices))
-        w[j] = top
-        rest = [k for k in range(devices) if k != j]
-        if rest:
-            w[rest] = (1 - top) * rng.dirichlet(np.ones(len(rest)))
-        dev = _deal(w, graph.num_nodes, rng)
-        out.append(Placement(device=dev, order=graph.topological_order.copy()))
-    return out
-
-
-def _deal(shares: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``(n,)`` devices in random order, device ``k`` on ``shares[k] * n`` nodes (rounded
-    by largest remainder)."""
-    want = shares / shares.sum() * n
-    counts = np.floor(want).astype(np.int64)
-    counts[np.argsort(counts - want)[: n - counts.sum()]] += 1
-    dev = np.repeat(np.arange(len(shares)), counts)
-    rng.shuffle(dev)
-    return dev
-
-
-def rank_check(
-    graph: Graph,
-    cluster: Cluster,
-    devices: str,
-    *,
-    placements: int = 20,
-    seed: int = 0,
-    repeats: int = 15,
-    quiet: float = 0.9,
-    allow_shared: bool = False,
-) -> RankCheck:
-    """Spearman and errors of simulated vs measured makespans of the
-    :func:`check_placements` of ``graph``.
-
-    Measurements are interleaved to cancel drift (the machine warming up, other load):
-    one untimed round over all placements, then ``repeats`` timed rounds, each running
-    every placement once. A run is *disturbed* when its CPU workers ran less than
-    ``quiet`` of the time they were ready to run (another process had their core;
-    :attr:`~placegym.envs.backend.executor.Measurement.cpu_share`); each placement with
-    disturbed runs is run again, up to ``repeats`` more times, until it has ``repeats``
-    undisturbed ones. Its measured makespan is the median of its undisturbed runs, or of
-    all its runs when fewer than half of them are undisturbed (the machine stayed busy:
-    :attr:`RankCheck.cpu_share` says so). Many rounds are needed on a virtual machine:
-    on this project's 2-core VM, idle, one run of a placement of FFNN / 2 varies by
-    about 10% (the cores' speed varies from second to second), so a median of 5 runs
-    still misorders placements whose makespans differ by less than 5%.
-
-    Raises:
-        ValueError: ``devices`` share hardware by construction (streams or partitions of
-            one GPU, more CPU workers than cores) and ``allow_shared`` is False: their
-            contention is not in the simulator, so no correlation can be expected.
-    """
-    from placegym.envs.simulator import simulate
-
-    notes = shared_hardware(parse_devices(devices))
-    if notes and not allow_shared:
-        raise ValueError(
-            f"devices: {devices!r} are not independent devices ({notes[0]}); a rank check "
-            f"on them measures contention the simulator does not model. Use several GPUs "
-            f"('cuda:0,cuda:1'), CPU workers ('cpu#2') or a GPU with CPU workers "
-            f"('cuda:0,cpu#2'), or allow shared devices explicitly"
-        )
-    if repeats < 1:
-        raise ValueError(f"repeats: need at least 1 timed round, got {repeats}")
-    ex = TorchExecutor(graph, devices, warmup=0, repeats=1)
-    chosen = check_placements(graph, cluster.num_devices, placements, seed)
-    sim = np.array([simulate(graph, cluster, p).makespan for p in chosen])
-    times, shares = _measure_rounds(ex, chosen, repeats, quiet)
-    real, disturbed = np.empty(len(chosen)), np.empty(len(chosen), dtype=np.int64)
-    for i, (t, sh) in enumerate(zip(times, shares, strict=True)):
-        calm = ~(sh < quiet)  # NaN (no scheduler statistics) counts as undisturbed
-        real[i] = np.median(t[calm] if 2 * calm.sum() >= len(t) else t)
-        disturbed[i] = len(t) - calm.sum()
-    every = np.concatenate(shares)
-    share = float(np.median(every[np.isfinite(every)])) if np.isfinite(every).any() else np.nan
-    runs = np.array([len(t) for t in times])
-    return RankCheck(spearman(sim, real), sim, real, share, runs, disturbed)
-
-
-def _measure_rounds(ex: TorchExecutor, chosen: list[Placement], rounds: int, quiet: float):
-    """Per placement: ``(runs,)`` makespans and CPU shares of its timed runs (see
-    :func:`rank_check`: interleaved rounds, then disturbed runs made up)."""
-    for p in chosen:  # untimed
-        ex.run(p)
-    times: list[list[float]] = [[] for _ in chosen]
-    shares: list[list[float]] = [[] for _ in chosen]
-
-    def run(i: int) -> None:
-        m = ex.run(chosen[i])
-        times[i].append(m.makespan)
-        shares[i].append(m.cpu_share)
-
-    for _ in range(rounds):
-        for i in range(len(chosen)):
-            run(i)
-    for _ in range(rounds):
-        short = [i for i, sh in enumerate(shares) if sum(not x < quiet for x in sh) < rounds]
-        if not short:
-            break
-        for i in short:
-            run(i)
-    return [np.array(t) for t in times], [np.array(s) for s in shares]
