@@ -27,10 +27,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
+from placegym.agents._kernels import (
+    placed_sums_grad_kernel,
+    placed_sums_kernel,
+    readiness_kernel,
+    sibling_kernel,
+)
 from placegym.agents.encoder import POSITION_FEATURES, GraphEncoder, GraphInputs
 from placegym.agents.hints import HINT_FEATURES, hint_share
 from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC
@@ -41,6 +49,12 @@ __all__ = ["SEL_CONTEXT", "DopplerPolicy", "Encoding", "PolicyConfig", "sel_cont
 LEARN = ("both", "select", "place")
 #: Number of :func:`sel_context` features.
 SEL_CONTEXT = 3
+#: Number of :func:`sel_rules` and of :func:`plc_rules` features (``PolicyConfig.rules``).
+SEL_RULES, PLC_RULES = 2, 1
+#: Relative tolerance of the rule features' "is the best" tests: well above float32
+#: rounding of the observation, well below any difference a teacher would act on.
+RULE_RTOL = 1e-5
+_B_LEVEL = 3  # node_static column: b-level / CP
 _EST_FINISH = 5  # node_dynamic column: estimated finish / CP (0 if unassigned)
 _EDGE_COMM = 0  # edge_attr column: transfer time of the edge / CP
 
@@ -82,6 +96,7 @@ class PolicyConfig:
     hints: tuple[str, ...] = ()
     positions: bool = False
     affinity: bool = False
+    rules: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
@@ -128,40 +143,55 @@ def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tens
     - ``max_u f_u - min_{w in pairs of s} max_u f_u``: lead over the earliest-ready
       scored node of the same state.
 
+    Computed by a compiled kernel (:mod:`placegym.agents._kernels`), exactly as the
+    ``torch`` scatter-max formulation kept in the tests; no gradient (inputs are data).
+
     Shapes:
         - input: ``dyn (S, n, 6)``, ``step (K,)`` and ``node (K,)`` long
         - output: ``(K, 3)``
     """
-    est = dyn[..., _EST_FINISH]
-    src, dst = g.edge_index
-    index = dst.unsqueeze(0).expand(est.shape[0], -1)
-    sent = est[:, src]
-    zero = torch.zeros_like(est)
-    local = zero.scatter_reduce(1, index, sent, reduce="amax", include_self=True)
-    remote = zero.scatter_reduce(
-        1, index, sent + g.edge_attr[:, _EDGE_COMM], reduce="amax", include_self=True
+    src, dst = g.edge_index.numpy()
+    out, ok = readiness_kernel(
+        np.ascontiguousarray(dyn[..., _EST_FINISH].numpy()),
+        src,
+        dst,
+        np.ascontiguousarray(g.edge_attr[:, _EDGE_COMM].numpy()),
+        step.numpy(),
+        node.numpy(),
     )
-    now = est.max(dim=1).values[step] if est.shape[1] else torch.zeros(len(step))
-    ready = local[step, node]
-    first = torch.full((est.shape[0],), torch.inf, dtype=est.dtype)
-    first = first.scatter_reduce(0, step, ready, reduce="amin", include_self=True)
-    return torch.stack([ready - now, remote[step, node] - now, ready - first[step]], dim=-1)
+    if not ok:
+        raise ValueError(
+            f"step, node: pairs must index dyn of shape {tuple(dyn.shape)}, got steps in "
+            f"[{int(step.min())}, {int(step.max())}] and nodes in "
+            f"[{int(node.min())}, {int(node.max())}]"
+        )
+    return torch.from_numpy(out)
+
+
+def sel_rules(g: GraphInputs, step: Tensor, node: Tensor) -> Tensor:
+    """``(K, 2)``: for each scored (state, node) pair, ``b_max - b_v`` (b-levels / CP,
+    ``b_max`` the largest over the pairs of the same state, i.e. its frontier) and
+    whether that gap is within :data:`RULE_RTOL` of ``b_max`` (the critical-path
+    teacher's SEL tie set)."""
+    b = g.x[node, _B_LEVEL]
+    states = int(step.max()) + 1 if len(step) else 0
+    top = torch.full((states,), -torch.inf, dtype=b.dtype)
+    top = top.scatter_reduce(0, step, b, reduce="amax", include_self=True)[step]
+    gap = top - b
+    return torch.stack([gap, (gap <= RULE_RTOL * top.abs()).to(b.dtype)], dim=-1)
+
+
+def plc_rules(dev: Tensor) -> Tensor:
+    """``(S, D, 1)``: whether each device's estimated start (``dev[..., 0]``) is within
+    :data:`RULE_RTOL` of the state's earliest (the critical-path teacher's PLC tie set;
+    devices the mask forbids are the caller's to drop)."""
+    est = dev[..., :1]
+    first = est.min(dim=1, keepdim=True).values
+    return (est - first <= RULE_RTOL * first.abs()).to(dev.dtype)
 
 
 def _mlp_tail(hidden: int) -> nn.Sequential:
     return nn.Sequential(nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
-
-
-def placed_sums(placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]:
-    """``(S, D, H)`` sums of ``values[v]`` over the nodes ``v`` placed on each device in
-    each state, and ``(S, D)`` their counts, from ``placed (S, n)`` (device, -1 unplaced):
-    ``O(S · n · H)``, never an ``(S, n, D)`` one-hot."""
-    s = placed.shape[0]
-    st, v = torch.nonzero(placed >= 0, as_tuple=True)
-    flat = st * d + placed[st, v]
-    sums = torch.zeros(s * d, values.shape[-1], dtype=values.dtype).index_add(0, flat, values[v])
-    count = torch.bincount(flat, minlength=s * d).to(values.dtype)
-    return sums.view(s, d, -1), count.view(s, d)
 
 
 def sibling_share(
@@ -170,6 +200,8 @@ def sibling_share(
     """``(S, D)``: for each scored state, the share of the node's siblings' bytes (other
     producers of its consumers) already placed on each device: where its consumers' other
     inputs are, hence where sending to them costs nothing. Zeros without sibling data.
+    Computed by a compiled kernel (:mod:`placegym.agents._kernels`), bit for bit as
+    ``index_add`` over the CSR entries (the formulation kept in the tests).
 
     Args:
         g: the graph's inputs (``g.siblings``: each node's siblings and their bytes).
@@ -177,24 +209,76 @@ def sibling_share(
         placed: ``(S, n)`` the device of each node in each state (-1: unplaced).
         d: the number of devices ``D``.
         dtype: of the result.
+
+    Raises:
+        ValueError: a device in ``placed`` not below ``d`` or a node id out of range.
     """
     s = placed.shape[0]
     if g is None or g.siblings is None:
         return torch.zeros(s, d, dtype=dtype)
     ptr, idx, weight = g.siblings
-    counts = ptr[node + 1] - ptr[node]
-    step = torch.repeat_interleave(torch.arange(s), counts)
-    first = torch.repeat_interleave(ptr[node], counts)
-    offset = torch.arange(int(counts.sum())) - torch.repeat_interleave(
-        torch.cumsum(counts, 0) - counts, counts
+    share, ok = sibling_kernel(
+        ptr.numpy(), idx.numpy(), weight.to(dtype).numpy(), node.numpy(), placed.numpy(), d
     )
-    entry = first + offset
-    w = weight[entry].to(dtype)
-    where = placed[step, idx[entry]]
-    on = where >= 0
-    share = torch.zeros(s * d, dtype=dtype).index_add_(0, step[on] * d + where[on], w[on])
-    total = torch.zeros(s, dtype=dtype).index_add_(0, step, w)
-    return share.view(s, d) / total.clamp(min=1e-12).unsqueeze(-1)
+    if not ok:
+        _bad_states(node, placed, d)
+    return torch.from_numpy(share)
+
+
+def _bad_states(node: Tensor | None, placed: Tensor, d: int) -> None:
+    """Raise the ``ValueError`` of a kernel that found a device in ``placed`` not below
+    ``d`` or (``node`` given) a node id out of range."""
+    n = placed.shape[1]
+    if node is not None and (int(node.max()) >= n or int(node.min()) < 0):
+        raise ValueError(
+            f"node: ids must lie in [0, {n}), got [{int(node.min())}, {int(node.max())}]"
+        )
+    raise ValueError(f"placed: devices must be below {d}, got {int(placed.max())}")
+
+
+def _sum_placed(
+    placed: Tensor, values: Tensor, d: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel's sums and counts, and ``placed`` as the array it read."""
+    p = np.ascontiguousarray(placed.numpy())
+    sums, count, ok = placed_sums_kernel(p, np.ascontiguousarray(values.detach().numpy()), d)
+    if not ok:
+        _bad_states(None, placed, d)
+    return sums, count, p
+
+
+class _PlacedSums(torch.autograd.Function):
+    """:func:`placed_sums` as one autograd node (gradient to ``values`` only)."""
+
+    @staticmethod
+    def forward(ctx: Any, placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]:
+        sums, count, ctx.placed = _sum_placed(placed, values, d)
+        counts = torch.from_numpy(count)
+        ctx.mark_non_differentiable(counts)
+        return torch.from_numpy(sums), counts
+
+    @staticmethod
+    def backward(ctx: Any, grad_sums: Tensor, _grad_count: Tensor) -> tuple[None, Tensor, None]:
+        grad = np.ascontiguousarray(grad_sums.numpy())
+        return None, torch.from_numpy(placed_sums_grad_kernel(ctx.placed, grad)), None
+
+
+def placed_sums(placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]:
+    """``(S, D, H)`` sums of ``values[v]`` over the nodes ``v`` placed on each device in
+    each state, and ``(S, D)`` their counts (as ``values.dtype``), from ``placed (S, n)``
+    (device, negative: unplaced), gradients to ``values``.
+
+    Computed by compiled kernels (:mod:`placegym.agents._kernels`) in ``O(S · n · H)``
+    without an ``(S · n, H)`` gather, bit for bit as ``index_add`` of the placed rows and
+    its gradient (the formulation kept in the tests).
+
+    Raises:
+        ValueError: a device in ``placed`` not below ``d``.
+    """
+    if torch.is_grad_enabled() and values.requires_grad:
+        return _PlacedSums.apply(placed, values, d)
+    sums, count, _ = _sum_placed(placed, values, d)  # rollouts: no autograd node
+    return torch.from_numpy(sums), torch.from_numpy(count)
 
 
 #: Features per device of :func:`device_affinity`.
@@ -227,8 +311,9 @@ class DopplerPolicy(nn.Module):
     """Dual SEL/PLC policy (see the module docstring).
 
     Shapes (``K`` scored (node, state) pairs, ``S`` PLC states, ``n`` nodes, ``D`` devices):
-        - :meth:`sel_inputs`: ``dyn (S, n, 6)``, ``step (K,)``, ``node (K,)`` -> ``(K, 9)``
-        - :meth:`sel_scores`: ``nodes (K,)``, ``x (K, 9)`` (from :meth:`sel_inputs`) -> ``(K,)``
+        - :meth:`sel_inputs`: ``dyn (S, n, 6)``, ``step (K,)``, ``node (K,)`` -> ``(K, F)``,
+          ``F`` = 9 (11 with ``rules``)
+        - :meth:`sel_scores`: ``nodes (K,)``, ``x (K, F)`` (from :meth:`sel_inputs`) -> ``(K,)``
         - :meth:`plc_logits`: ``node (S,)``, ``placed (S, n)`` (device of each node, -1
           if unplaced), ``dev (S, D, 7)`` -> ``(S, D)``
     """
@@ -243,13 +328,16 @@ class DopplerPolicy(nn.Module):
         # SEL head: Linear([h, cp, dyn]) split into a per-graph static part and a per-step
         # dynamic part, so only (node, step) pairs in the frontier are ever scored.
         self.sel_static = nn.Linear(3 * h, h)
-        self.sel_dynamic = nn.Linear(NODE_DYNAMIC + SEL_CONTEXT, h, bias=False)
+        sel_in = NODE_DYNAMIC + SEL_CONTEXT + (SEL_RULES if self.config.rules else 0)
+        self.sel_dynamic = nn.Linear(sel_in, h, bias=False)
         self.sel_tail = _mlp_tail(h)
         plc_in = 2 * h + 1 + 2 * DEVICE_FEATURES + 2 + HINT_FEATURES * len(self.config.hints)
         if self.config.affinity:
             self.plc_query = nn.Linear(h, h)
             self.plc_key = nn.Linear(h, h)
             plc_in += AFFINITY_FEATURES
+        if self.config.rules:
+            plc_in += PLC_RULES
         self.plc_head = nn.Sequential(nn.Linear(plc_in, h), _mlp_tail(h))
 
     @property
@@ -288,10 +376,14 @@ class DopplerPolicy(nn.Module):
             enc.query, enc.key = self.plc_query(plc_h), self.plc_key(plc_h)
         return enc
 
-    @staticmethod
-    def sel_inputs(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
-        """Per-pair SEL inputs: the node's dynamic features and its :func:`sel_context`."""
-        return torch.cat([dyn[step, node], sel_context(g, dyn, step, node)], dim=-1)
+    def sel_inputs(self, g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
+        """Per-pair SEL inputs: the node's dynamic features, its :func:`sel_context` and,
+        with ``rules``, its :func:`sel_rules` (``step`` groups the pairs by state, so
+        each state's pairs must be its whole frontier)."""
+        parts = [dyn[step, node], sel_context(g, dyn, step, node)]
+        if self.config.rules:
+            parts.append(sel_rules(g, step, node))
+        return torch.cat(parts, dim=-1)
 
     def sel_scores(self, enc: Encoding, nodes: Tensor, x: Tensor) -> Tensor:
         """SEL scores ``(K,)`` of the (state, node) pairs ``x`` (from :meth:`sel_inputs`)."""
@@ -304,29 +396,22 @@ class DopplerPolicy(nn.Module):
         agg = sums / count.clamp(min=1).unsqueeze(-1)
         lead = dev[..., :1] - dev[..., :1].min(dim=1, keepdim=True).values
         context = dev.mean(dim=1, keepdim=True).expand(-1, d, -1)
+        parts = [
+            enc.plc_h[node].unsqueeze(1).expand(-1, d, -1),
+            agg,
+            torch.log1p(count).unsqueeze(-1),
+            dev,
+            context,
+            lead,
+            sibling_share(
+                enc.graph if self.config.siblings else None, node, placed, d, sums.dtype
+            ).unsqueeze(-1),
+        ]
         if self.config.hints or self.config.affinity:  # (S, n, D), rows of unplaced nodes 0
             onehot = (placed.unsqueeze(-1) == torch.arange(d, device=placed.device)).to(sums.dtype)
-        else:
-            onehot = sums.new_zeros(placed.shape[0], 0, d)
-        x = torch.cat(
-            [
-                enc.plc_h[node].unsqueeze(1).expand(-1, d, -1),
-                agg,
-                torch.log1p(count).unsqueeze(-1),
-                dev,
-                context,
-                lead,
-                sibling_share(
-                    enc.graph if self.config.siblings else None, node, placed, d, sums.dtype
-                ).unsqueeze(-1),
-                hint_share(
-                    None if enc.graph is None else enc.graph.groups,
-                    node,
-                    onehot,
-                    len(self.config.hints),
-                ),
-                device_affinity(enc, node, onehot),
-            ],
-            dim=-1,
-        )
-        return self.plc_head(x).squeeze(-1)
+            groups = None if enc.graph is None else enc.graph.groups
+            parts.append(hint_share(groups, node, onehot, len(self.config.hints)))
+            parts.append(device_affinity(enc, node, onehot))
+        if self.config.rules:
+            parts.append(plc_rules(dev))
+        return self.plc_head(torch.cat(parts, dim=-1)).squeeze(-1)

@@ -58,6 +58,8 @@ __all__ = [
     "greedy_pick",
     "plc_tie_key",
     "rollout",
+    "sample_index",
+    "sample_rows",
     "score",
     "segment_log_softmax",
     "sel_tie_key",
@@ -165,14 +167,23 @@ def greedy_pick(logits: np.ndarray, tie_key: np.ndarray) -> int:
     return int(tied[np.argmin(tie_key[tied])])
 
 
-def _choose(
-    logits: np.ndarray, greedy: bool, rng: np.random.Generator, tie_key: np.ndarray
-) -> int:
-    if greedy:
-        return greedy_pick(logits, tie_key)
-    p = np.exp(logits - logits.max())
-    c = np.cumsum(p)
-    return int(min(np.searchsorted(c, rng.random() * c[-1], side="right"), len(c) - 1))
+def sample_index(logits: np.ndarray, rng: np.random.Generator) -> int:
+    """An index drawn with probability ``softmax(logits)`` (one ``rng.random()`` draw)."""
+    c = np.exp(logits - logits.max()).cumsum()
+    return min(int(c.searchsorted(rng.random() * c[-1], side="right")), len(c) - 1)
+
+
+def sample_rows(logits: np.ndarray, legal: np.ndarray, draws: Sequence[float]) -> np.ndarray:
+    """Per row b of ``logits (B, L)``, the index of the entry that :func:`sample_index`
+    draws from the row's ``legal`` entries with the uniform draw ``draws[b]``: the same
+    floating-point operations, vectorised over the rows (illegal entries add exact zeros
+    to the cumulative masses, so the legal entries' cumulative masses are unchanged)."""
+    masked = np.where(legal, logits, -np.inf)
+    c = np.exp(masked - masked.max(axis=1, keepdims=True)).cumsum(axis=1)
+    x = np.asarray(draws).astype(c.dtype) * c[:, -1]  # as a Python float times c[-1]
+    first = (c <= x[:, None]).sum(axis=1)  # the first entry whose mass passes the draw
+    last = legal.shape[1] - 1 - legal[:, ::-1].argmax(axis=1)  # when none does (rounding)
+    return np.where(first < legal.shape[1], first, last)
 
 
 def _hints(policy: Any) -> tuple[str, ...]:
@@ -218,6 +229,10 @@ def rollout(
     cache serves one policy, whose hints it holds) keeps the :class:`GraphInputs` across
     calls.
 
+    Envs with compact observations (``observation="compact"``, as
+    :class:`~placegym.train.evaluate.EnvPool` builds them) are read the same way: the
+    per-graph keys come from ``env.graph_observation()`` once per graph.
+
     ``rng`` is one generator for every draw, or one generator per env for the draws of
     that env's episode: each episode is then a function of its own generator whatever the
     other envs are, so that a batch split over several processes by graph (the groups
@@ -235,8 +250,9 @@ def rollout(
         obs, info = env.reset(seed=seed)
         g = env.graph
         inputs = cache.get(g, env.cluster)
-        if inputs is None:
-            inputs = graph_inputs(policy, obs, g, env.cluster)
+        if inputs is None:  # compact observations leave out the per-graph keys
+            static = obs if "node_static" in obs else env.graph_observation()
+            inputs = graph_inputs(policy, static, g, env.cluster)
             cache.put(g, env.cluster, value=inputs)
         if id(inputs) not in encodings:  # one per (graph, cluster); alive in the cache
             encodings[id(inputs)] = policy.encode(inputs)
@@ -401,10 +417,14 @@ def _select_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> li
     dyn = np.stack([lv.buf["sel_dyn"][-1] for lv in lives])
     g = lives[0].graph
     parts = frontier_logits(policy, g, lives[0].enc, dyn, nodes)
-    return [
-        int(v[_choose(s, greedy, lv.rng, sel_tie_key(g, v))])
-        for lv, v, s in zip(lives, nodes, parts)
-    ]
+    if greedy:  # the tie key only matters (and is only computed) for the greedy choice
+        return [int(v[greedy_pick(s, sel_tie_key(g, v))]) for v, s in zip(nodes, parts)]
+    sizes = np.array([len(v) for v in nodes])
+    legal = np.arange(sizes.max()) < sizes[:, None]
+    padded = np.zeros(legal.shape, dtype=parts[0].dtype)
+    padded[legal] = np.concatenate(parts)
+    picks = sample_rows(padded, legal, [lv.rng.random() for lv in lives])
+    return [int(v[i]) for v, i in zip(nodes, picks)]
 
 
 def _place_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> list[int]:
@@ -422,10 +442,16 @@ def _place_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> lis
             np.stack([lv.buf["plc_placed"][-1] for lv in ls]),
             np.stack([lv.buf["plc_dev"][-1] for lv in ls]),
         )
+        if not greedy:
+            legal = np.stack([lv.buf["plc_mask"][-1] for lv in ls])
+            picks = sample_rows(logits, legal, [lv.rng.random() for lv in ls])
+            for j, pick in zip(members, picks):
+                out[j] = int(pick)
+            continue
         for j, lv, row in zip(members, ls, logits):
             legal = np.flatnonzero(lv.buf["plc_mask"][-1])
-            key = plc_tie_key(lv.buf["plc_dev"][-1][legal])
-            out[j] = int(legal[_choose(row[legal], greedy, lv.rng, key)])
+            pick = greedy_pick(row[legal], plc_tie_key(lv.buf["plc_dev"][-1][legal]))
+            out[j] = int(legal[pick])
     return out
 
 

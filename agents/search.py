@@ -47,6 +47,7 @@ from placegym.agents.rollout import (
     graph_inputs,
     greedy_pick,
     plc_tie_key,
+    sample_index,
     sel_tie_key,
 )
 from placegym.envs.cluster import Cluster
@@ -221,7 +222,7 @@ class _Decoder:
         for _ in range(2 * self.graph.num_nodes):
             acts, logits = self.logits(entries)
             for e, a, z in zip(entries, acts, logits):
-                e.act(int(a[_sample(z / temperature, rng)]))
+                e.act(int(a[sample_index(z / temperature, rng)]))
         self._orders = np.stack([np.array(e.state.order, dtype=np.int64) for e in entries])
         return np.stack([e.state.device for e in entries])
 
@@ -293,7 +294,7 @@ class _Decoder:
             free = [b for b in range(len(entries)) if k < start + lengths[b]]
             acts, logits = self.logits([entries[b] for b in free])
             for b, a, z in zip(free, acts, logits):
-                out[b, v] = int(a[_sample(z / temperature, rng)])
+                out[b, v] = int(a[sample_index(z / temperature, rng)])
             for b, e in enumerate(entries):
                 e.act(int(out[b, v]))
         return out
@@ -311,12 +312,6 @@ def _first_difference(cache: dict, order: np.ndarray, device: np.ndarray) -> int
     same = (cache["order"] == order) & (cache["device"][cache["order"]] == device[order])
     bad = np.flatnonzero(~same)
     return int(bad[0]) if len(bad) else len(order)
-
-
-def _sample(logits: np.ndarray, rng: np.random.Generator) -> int:
-    p = np.exp(logits - logits.max())
-    c = np.cumsum(p)
-    return int(min(np.searchsorted(c, rng.random() * c[-1], side="right"), len(c) - 1))
 
 
 def _distinct(logits: np.ndarray, key: np.ndarray) -> list[int]:

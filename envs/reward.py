@@ -21,6 +21,7 @@ import importlib
 from typing import Protocol
 
 from placegym.envs.analysis import overflow_penalty
+from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
@@ -38,6 +39,7 @@ __all__ = [
     "REWARDS",
     "NestPotential",
     "ReferencePlacer",
+    "SharedReference",
     "reference_makespan",
     "reference_placer",
     "terminal_reward",
@@ -71,6 +73,28 @@ def reference_placer(spec: ReferencePlacer | str) -> ReferencePlacer:
     except (ImportError, AttributeError, ValueError) as e:
         raise ValueError(f"reference: cannot load {spec!r} ('module:Class'): {e}") from None
     return cls()
+
+
+class SharedReference:
+    """A reference placer that keeps its placement of each (graph, cluster) object pair,
+    for many environments to share: a pool of environments of one graph then places it
+    once instead of once per environment (the same ``T_ref``: a reference placer is
+    deterministic, as ``T_ref`` is computed once per graph anyway).
+
+    Args:
+        spec: the placer, or its import path (as ``PlacementEnv``'s ``reference``).
+    """
+
+    def __init__(self, spec: ReferencePlacer | str = DEFAULT_REFERENCE) -> None:
+        self.placer = reference_placer(spec)
+        self._placements: IdentityCache[Placement] = IdentityCache(self.placer.place, size=None)
+
+    def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        """The placer's placement of ``graph`` on ``cluster`` (computed on first use)."""
+        return self._placements(graph, cluster)
+
+    def __repr__(self) -> str:
+        return f"SharedReference({self.placer!r})"
 
 
 def reference_makespan(

@@ -212,3 +212,91 @@ def test_placed_sums_equal_the_one_hot_product():
     onehot = torch.zeros(3, 40, 6).scatter_(2, (placed + 1).unsqueeze(-1), 1.0)[:, :, 1:]
     torch.testing.assert_close(sums, torch.einsum("snd,nh->sdh", onehot, values))
     assert count.tolist() == onehot.sum(dim=1).tolist()
+
+
+def test_sample_rows_pick_what_sample_index_picks():
+    """The rollout's vectorised sampling draws, row by row, exactly the entry that the
+    one-row sampler draws from the legal logits with the same uniform draw."""
+    from placegym.agents.rollout import sample_index, sample_rows
+
+    gen = np.random.default_rng(0)
+    for _ in range(300):
+        b, width = gen.integers(1, 40), gen.integers(1, 12)
+        logits = (gen.standard_normal((b, width)) * gen.choice([0.1, 3, 60])).astype(np.float32)
+        logits[gen.random((b, width)) < 0.2] = 0.5  # exact ties
+        legal = gen.random((b, width)) < 0.6
+        legal[np.arange(b), gen.integers(0, width, b)] = True
+        seeds = gen.integers(2**31, size=b)
+        draws = [np.random.default_rng(s).random() for s in seeds]
+        picks = sample_rows(logits, legal, draws)
+        for row, mask, s, pick in zip(logits, legal, seeds, picks):
+            ids = np.flatnonzero(mask)
+            assert ids[sample_index(row[ids], np.random.default_rng(s))] == pick
+    # a draw whose mass rounds to the total takes the last legal entry, as one row does
+    logits = np.array([[0.0, 0.0, -200.0, 0.0]], dtype=np.float32)
+    assert sample_rows(logits, np.array([[True, True, True, False]]), [1 - 2**-53]).tolist() == [2]
+
+
+def test_env_pool_envs_are_compact_share_the_reference_and_play_the_same_episodes():
+    from placegym.envs import load_cluster
+    from placegym.envs.reward import SharedReference
+    from placegym.envs.workloads import chainmm
+    from placegym.train.evaluate import EnvPool
+
+    torch.manual_seed(0)
+    policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1))
+    cluster = load_cluster("p100x4")
+    pool = EnvPool(reward="relative")
+    g = chainmm()
+    pooled = pool.get(g, cluster, 2)
+    assert pool.get(g, cluster, 2) == pooled and pool.env_kwargs == {"reward": "relative"}
+    assert all(e.compact and isinstance(e.reference, SharedReference) for e in pooled)
+    assert pooled[0].reference is pooled[1].reference
+    full = [PlacementEnv(g, cluster) for _ in range(2)]
+    a = rollout(policy, pooled, [0, 1], rng=np.random.default_rng(2), graph_cache=pool.graph_cache)
+    b = rollout(policy, full, [0, 1], rng=np.random.default_rng(2))
+    for x, y in zip(a, b):
+        assert x.info["reference_makespan"] == y.info["reference_makespan"]
+        assert (x.plc_action == y.plc_action).all() and (x.sel_action == y.sel_action).all()
+        assert (x.sel_dyn == y.sel_dyn).all() and (x.plc_dev == y.plc_dev).all()
+
+
+@pytest.mark.parametrize("graph,cluster", [("llama_block", "p100x4"), ("chainmm", "v100x8")])
+def test_rule_features_mark_the_critical_path_teachers_tie_sets(graph, cluster):
+    from placegym.agents.doppler import plc_rules, sel_rules
+
+    teacher = get_teacher("critical_path")
+    env = PlacementEnv(graph, cluster)
+    obs, _ = env.reset(seed=0)
+    g = GraphInputs.from_obs(obs)
+    checked = [0, 0]
+    done = False
+    while not done:
+        state = env.unwrapped.state
+        if obs["phase"][0] == 0:
+            frontier = torch.from_numpy(np.flatnonzero(obs["action_mask"][: g.num_nodes]))
+            flags = sel_rules(g, torch.zeros_like(frontier), frontier)
+            assert (flags[:, 0] >= 0).all()
+            expected = teacher.select_actions(state).tolist()
+            assert frontier[flags[:, 1] > 0].tolist() == expected
+            action = expected[-1]
+        else:
+            flags = plc_rules(torch.from_numpy(obs["device"]).unsqueeze(0))[0, :, 0]
+            expected = teacher.place_actions(state).tolist()
+            legal = obs["action_mask"][: len(flags)] > 0
+            assert np.flatnonzero((flags.numpy() > 0) & legal).tolist() == expected
+            action = expected[-1]
+        checked[int(obs["phase"][0])] += 1
+        obs, _, done, _, _ = env.step(action)
+    assert min(checked) == env.unwrapped.graph.num_nodes
+
+
+def test_rules_policy_reads_the_rule_features():
+    policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1, rules=True))
+    assert (
+        policy.sel_dynamic.in_features
+        == DopplerPolicy(PolicyConfig(hidden=8)).sel_dynamic.in_features + 2
+    )
+    [rec] = rollout(policy, [PlacementEnv("ffnn", "p100x4")], [0], rng=np.random.default_rng(0))
+    sc = score(policy, [rec])[0]
+    assert torch.isfinite(sc.logp).all()

@@ -408,3 +408,28 @@ def test_optimal_teacher_drives_a_small_graph():
             break
     best = simulate(g, unit_cluster(2), teacher.place(g, unit_cluster(2))).makespan
     assert info["makespan"] == pytest.approx(best)
+
+
+def test_shared_reference_places_each_graph_once_for_every_env():
+    from placegym.envs.reward import SharedReference
+    from placegym.teachers import get_teacher
+
+    class Counting:
+        def __init__(self):
+            self.calls, self.teacher = 0, get_teacher("critical_path")
+
+        def place(self, graph, cluster):
+            self.calls += 1
+            return self.teacher.place(graph, cluster)
+
+    counting = Counting()
+    shared = SharedReference(counting)
+    g = graph([1, 2, 3], [[0, 1], [0, 2]], out_bytes=[4, 0, 0])
+    c = unit_cluster(2)
+    envs = [PlacementEnv(g, c, reference=shared) for _ in range(3)]
+    alone = PlacementEnv(g, c)
+    for env in [*envs, alone]:
+        env.reset(seed=0)
+    assert counting.calls == 1
+    assert {env.reference_makespan for env in envs} == {alone.reference_makespan}
+    assert repr(shared).startswith("SharedReference(")

@@ -34,6 +34,7 @@ from placegym.agents.rollout import EpisodeRecord, rollout
 from placegym.agents.search import best_of_samples, decodes_like_rollout, sample_placements
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate
 from placegym.envs.cache import IdentityCache
+from placegym.envs.reward import DEFAULT_REFERENCE, SharedReference
 from placegym.envs.simulator import Dispatch
 from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
 
@@ -63,10 +64,22 @@ __all__ = [
 class EnvPool:
     """Environments per (graph, cluster), created on demand and reused (each caches its
     observation builder and reference makespan for its graph), and the policy inputs of
-    their graphs (``graph_cache`` for :func:`~placegym.agents.rollout.rollout`)."""
+    their graphs (``graph_cache`` for :func:`~placegym.agents.rollout.rollout`).
+
+    The environments are built with ``env_kwargs`` plus two settings that change no
+    episode: compact observations (:func:`~placegym.agents.rollout.rollout` reads the
+    per-graph keys once per graph, not at every step) and one
+    :class:`~placegym.envs.reward.SharedReference` for all of them, so the reference
+    placement of a graph is computed once, not once per environment.
+    """
 
     def __init__(self, **env_kwargs: Any) -> None:
         self.env_kwargs = env_kwargs
+        self._build_kwargs = {
+            "observation": "compact",
+            **env_kwargs,
+            "reference": SharedReference(env_kwargs.get("reference", DEFAULT_REFERENCE)),
+        }
         self._envs: IdentityCache[list[PlacementEnv]] = IdentityCache(lambda g, c: [], size=None)
         self.graph_cache: IdentityCache[GraphInputs] = IdentityCache(size=None)
 
@@ -74,7 +87,7 @@ class EnvPool:
         """``count`` environments of ``graph`` on ``cluster`` (the same objects each call)."""
         envs = self._envs(graph, cluster)
         while len(envs) < count:
-            envs.append(PlacementEnv(graph, cluster, **self.env_kwargs))
+            envs.append(PlacementEnv(graph, cluster, **self._build_kwargs))
         return envs[:count]
 
 

@@ -1,0 +1,145 @@
+"""Compiled kernels of the dual policy's per-state inputs (numba, cached on disk).
+
+A rollout step asks for these inputs over the states of a few dozen environments, and
+scoring a PPO minibatch over thousands of states at once. Written as ``torch`` ops they
+cost a dozen small calls per step in the rollout and, in scoring, gather one embedding
+row per (state, placed node) pair (``S · n · H`` floats, 33 MB for 16 episodes of 128
+nodes at ``H = 64``), which made them the largest costs of an update. The kernels below
+compute the same values from the same operands and are **bit for bit** equal to those
+``torch`` formulations (the tests keep them as oracles), so training with either gives
+the same weights:
+
+- maxima and minima are exact in any order;
+- sums add their terms one by one, from zero, in the order in which ``index_add`` (and
+  the ``index_put`` of its gradient) adds them on one CPU thread, training's setting:
+  ascending entry index. (On several threads ``torch`` accumulates with atomic adds in
+  no fixed order; the kernels keep theirs.)
+- every operation is in the operands' precision (float32 stays float32).
+
+:mod:`placegym.agents.doppler` holds the functions the policy calls
+(:func:`~placegym.agents.doppler.placed_sums`, ``sibling_share``, ``sel_context``) and
+documents what they compute. Everything compiled lives in this one file: numba's disk
+cache is invalidated per source file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["placed_sums_grad_kernel", "placed_sums_kernel", "readiness_kernel", "sibling_kernel"]
+
+
+@njit(cache=True)
+def placed_sums_kernel(placed, values, d):  # pragma: no cover - compiled
+    """``(S, D, H)`` sums of ``values[v]`` per state and device, in ascending ``v``, the
+    ``(S, D)`` counts (in ``values``' dtype) and whether every device in ``placed (S, n)``
+    is below ``d`` (negative: unplaced); on False the sums are incomplete."""
+    s, n = placed.shape
+    h = values.shape[1]
+    sums = np.zeros((s, d, h), dtype=values.dtype)
+    count = np.zeros((s, d), dtype=values.dtype)
+    for st in range(s):
+        for v in range(n):
+            dev = placed[st, v]
+            if dev >= d:
+                return sums, count, False
+            if dev >= 0:
+                count[st, dev] += 1
+                for k in range(h):
+                    sums[st, dev, k] += values[v, k]
+    return sums, count, True
+
+
+@njit(cache=True)
+def placed_sums_grad_kernel(placed, grad):  # pragma: no cover - compiled
+    """``(n, H)``: each node's sum of ``grad[s, placed[s, v]]`` over the states ``s``
+    where it is placed, in ascending ``s`` (the gradient of :func:`placed_sums_kernel`)."""
+    s, n = placed.shape
+    h = grad.shape[2]
+    out = np.zeros((n, h), dtype=grad.dtype)
+    for st in range(s):
+        for v in range(n):
+            dev = placed[st, v]
+            if dev >= 0:
+                for k in range(h):
+                    out[v, k] += grad[st, dev, k]
+    return out
+
+
+@njit(cache=True)
+def sibling_kernel(ptr, idx, weight, node, placed, d):  # pragma: no cover - compiled
+    """``(S, D)`` shares of the siblings' weight placed on each device, for the node of
+    each state: ``ptr, idx, weight`` the sibling CSR (weights in the result's dtype),
+    ``node (S,)``, ``placed (S, n)``. Sums run in CSR order; the total is clamped at
+    ``1e-12``. Also whether every node id is in range and every device below ``d``; on
+    False the shares are incomplete."""
+    s = node.shape[0]
+    share = np.zeros((s, d), dtype=weight.dtype)
+    tiny = weight.dtype.type(1e-12)
+    for st in range(s):
+        v = node[st]
+        if v < 0 or v >= ptr.shape[0] - 1:
+            return share, False
+        total = weight.dtype.type(0.0)
+        for e in range(ptr[v], ptr[v + 1]):
+            w = weight[e]
+            total += w
+            dev = placed[st, idx[e]]
+            if dev >= d:
+                return share, False
+            if dev >= 0:
+                share[st, dev] += w
+        total = max(total, tiny)
+        for k in range(d):
+            share[st, k] = share[st, k] / total
+    return share, True
+
+
+@njit(cache=True)
+def readiness_kernel(est, src, dst, comm, step, node):  # pragma: no cover - compiled
+    """``(K, 3)`` readiness of the pairs ``(step[k], node[k])`` (see
+    :func:`~placegym.agents.doppler.sel_context`): ``est (S, n)`` estimated finishes,
+    ``src, dst (E,)`` the edges (ids below ``n``), ``comm (E,)`` their transfer times.
+    Also whether every pair indexes ``est``; on False the result is incomplete."""
+    s, n = est.shape
+    k_pairs = step.shape[0]
+    zero = est.dtype.type(0.0)
+    for k in range(k_pairs):
+        if step[k] < 0 or step[k] >= s or node[k] < 0 or node[k] >= n:
+            return np.zeros((k_pairs, 3), dtype=est.dtype), False
+    # producers' edges of every node (CSR over dst; the order is immaterial to a max)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for e in range(dst.shape[0]):
+        ptr[dst[e] + 1] += 1
+    for v in range(n):
+        ptr[v + 1] += ptr[v]
+    fill = ptr[:-1].copy()
+    into = np.empty(dst.shape[0], dtype=np.int64)
+    for e in range(dst.shape[0]):
+        into[fill[dst[e]]] = e
+        fill[dst[e]] += 1
+    now = np.zeros(s, dtype=est.dtype)
+    for st in range(s):
+        if n:
+            now[st] = est[st].max()
+    local = np.empty(k_pairs, dtype=est.dtype)
+    remote = np.empty(k_pairs, dtype=est.dtype)
+    first = np.full(s, np.inf, dtype=est.dtype)
+    for k in range(k_pairs):
+        st, v = step[k], node[k]
+        loc, rem = zero, zero
+        for j in range(ptr[v], ptr[v + 1]):
+            e = into[j]
+            f = est[st, src[e]]
+            loc = max(loc, f)
+            rem = max(rem, f + comm[e])
+        local[k], remote[k] = loc, rem
+        first[st] = min(first[st], loc)
+    out = np.zeros((k_pairs, 3), dtype=est.dtype)
+    for k in range(k_pairs):
+        st = step[k]
+        out[k, 0] = local[k] - now[st]
+        out[k, 1] = remote[k] - now[st]
+        out[k, 2] = local[k] - first[st]
+    return out, True
