@@ -378,13 +378,16 @@ def test_profiled_calibration_predicts_cpu_makespans(tmp_path, capsys):
 
 
 def idle_share() -> float:
-    """The CPU share of two workers each running its own chain of matmuls (no copies):
-    about 1 on an idle 2-core machine."""
+    """The CPU share of two workers each running its own chain of matmuls (no copies),
+    the best of three short executions: one alone reads 0.84-0.99 on an idle 2-core
+    machine (eight in a row: 0.856, 0.968, 0.942, 0.835, 0.992, 0.993, 0.975, 0.994), a
+    busy one keeps all three low."""
     from placegym.envs.backend.probes import chains
 
     g = chains([256, 256], 8)
     p = Placement(device=np.repeat([0, 1], 9), order=np.arange(g.num_nodes))
-    return TorchExecutor(g, "cpu#2", warmup=1, repeats=5).run(p).cpu_share
+    ex = TorchExecutor(g, "cpu#2", warmup=1, repeats=5)
+    return max(ex.run(p).cpu_share for _ in range(3))
 
 
 def assert_when_quiet(summary) -> None:

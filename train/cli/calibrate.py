@@ -103,7 +103,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         + f" in {time.perf_counter() - t0:.1f} s; written to {args.out}"
     )
     _print_cluster(cluster)
-    shared = _report_sharing(args.devices, notes, args.repeats)
+    shared = _report_sharing(args.devices, notes)
     if res is not None:
         summary = {
             "spearman": res.spearman,
@@ -199,7 +199,7 @@ def _print_cluster(cluster) -> None:
         )
 
 
-def _report_sharing(devices: str, notes: list[str], repeats: int) -> bool:
+def _report_sharing(devices: str, notes: list[str]) -> bool:
     """Print what is known and measured about shared hardware; True if any is shared."""
     from placegym.envs.backend.devices import parse_devices
     from placegym.envs.backend.probes import measure_sharing
@@ -208,7 +208,7 @@ def _report_sharing(devices: str, notes: list[str], repeats: int) -> bool:
         print(f"warning: {note}")
     if len(parse_devices(devices)) < 2:
         return False
-    sharing = measure_sharing(devices, repeats=max(1, min(repeats, 3)))
+    sharing = measure_sharing(devices)
     print("sharing probe (matmul chains, each device alone vs all at once):")
     for line in sharing.lines():
         print(line if line.startswith("  ") else f"  {line}")
