@@ -8,7 +8,8 @@ import torch
 
 from placegym.envs import Placement, load_cluster, simulate
 from placegym.envs.backend import BackendError, TorchExecutor, parse_devices, scale_graph
-from placegym.envs.backend.calibrate import calibrate, rank_check, spearman
+from placegym.envs.backend.calibrate import calibrate
+from placegym.envs.backend.check import rank_check, spearman
 from placegym.envs.backend.devices import shared_hardware
 from placegym.envs.backend.executor import copy_side, copy_tensor
 from placegym.envs.backend.kernels import build_kernels
@@ -198,7 +199,7 @@ def test_calibration_writes_a_valid_cluster(tmp_path):
 
 def test_profile_times_every_distinct_kernel_once_per_kind():
     g = small("ffnn")
-    prof = profile_kernels([g, small("ffnn")], "cpu#2", warmup=0, repeats=2)
+    prof = profile_kernels([g, small("ffnn")], "cpu#2", warmup=0, repeats=2, seconds=0)
     assert list(prof) == ["cpu"]
     assert set(prof["cpu"]) == set(signatures(g)) - {None}
     assert all(t > 0 for t in prof["cpu"].values())
@@ -208,7 +209,7 @@ def test_profile_times_every_distinct_kernel_once_per_kind():
 
 def test_profiled_calibration_gives_each_kernel_its_measured_time(tmp_path):
     g = small("ffnn")
-    c = calibrate("cpu#2", graphs=[g], size=64, copy_sizes=(16, 64), repeats=1)
+    c = calibrate("cpu#2", graphs=[g], size=64, copy_sizes=(16, 64), repeats=1, profile_seconds=0)
     c.save(tmp_path / "c.json")
     c = load_cluster(tmp_path / "c.json")
     assert c.profile_kinds == ("cpu",) and c.profile_class.tolist() == [0, 0]
@@ -238,7 +239,7 @@ def test_probes_on_cpu_workers(monkeypatch):
     g = small("ffnn")
     p, measured = node_times(g, "cpu#1", repeats=1)
     assert np.isnan(measured).sum() == 1 and (measured[np.isfinite(measured)] > 0).all()
-    c = calibrate("cpu#1", graphs=[g], size=64, repeats=1)
+    c = calibrate("cpu#1", graphs=[g], size=64, repeats=1, profile_seconds=0)
     assert node_errors(g, c, p, measured).shape == (g.num_nodes - 1,)
 
 
@@ -264,6 +265,7 @@ def test_rank_check_refuses_devices_that_share_hardware(monkeypatch):
     ):
         rank_check(g, c, "cpu#3", placements=2)
     res = rank_check(g, c, "cpu#3", placements=3, repeats=1, allow_shared=True)
+    assert (res.runs >= 1).all() and (res.disturbed <= res.runs).all()
     assert res.simulated.shape == res.measured.shape == (3,)
     assert 0 < res.cpu_share <= 1.1 and res.median_relative_error >= 0
 
@@ -318,27 +320,46 @@ def test_calibrate_cli_writes_the_cluster_and_refuses_shared_devices(tmp_path, c
 QUIET = 0.9
 
 
-def profiled_check(tmp_path, capsys, scale: str, placements: str, repeats: str):
-    """``placegym calibrate --devices cpu#2 --profile --check``: (summary, printed text)."""
+def profiled_check(tmp_path, capsys, *args: str):
+    """``placegym calibrate --devices cpu#2 --profile --check`` with further ``args``:
+    (summary, printed text)."""
     from placegym.train.cli import main
 
     out = tmp_path / "cpu2.json"
     argv = ["calibrate", "--devices", "cpu#2", "--out", str(out), "--profile", "--check"]
-    argv += ["--scale", scale, "--placements", placements, "--repeats", repeats]
-    assert main(argv) == 0
+    assert main([*argv, *args]) == 0
     text = capsys.readouterr().out
     summary = json.loads(next(x for x in text.splitlines() if x.startswith("{")))
     assert load_cluster(out).profile_kinds == ("cpu",)
-    assert summary["profiled"] and summary["placements"] == int(placements)
-    assert len(summary["simulated_ms"]) == len(summary["measured_ms"]) == int(placements)
+    assert summary["profiled"] and summary["placements"] == 20
+    assert len(summary["simulated_ms"]) == len(summary["measured_ms"]) == 20
+    assert 0 <= summary["disturbed_runs"] <= summary["runs"] - 20
+    assert "median relative error, simulated vs measured:" in text
     print(text)
     return summary, text
 
 
+def test_profiled_check_reports_its_figures(tmp_path, capsys):
+    """The check's plumbing at a tiny size (FFNN / 8, 2 rounds, no least profiling time).
+
+    Nothing is asserted of the figures at this size: kernels last 25-150 us and the
+    workers' dispatch in Python, serialised by the interpreter lock, dominates them, so
+    measured makespans barely depend on the placement (over the 20 placements they
+    spread by 1.14x where the simulated ones spread by 1.9x, and two halves of the
+    measurements rank them with a Spearman correlation of 0.06): the two workers are not
+    independent devices there. The next test checks the figures at the CLI's size.
+    """
+    args = ["--scale", "8", "--rounds", "2", "--profile-seconds", "0", "--repeats", "1"]
+    summary, _ = profiled_check(tmp_path, capsys, *args)
+    assert summary["runs"] >= 2 * 20 and summary["graph"] == "ffnn-3x2x4/scale8"
+    assert set(summary["interference"]) == {"cpu"} and summary["interference"]["cpu"] > -1
+
+
 def test_profiled_calibration_predicts_cpu_makespans(tmp_path, capsys):
-    """The issue's check at tiny size (FFNN / 8, 20 placements, on 2 CPU workers):
-    Spearman >= 0.95 and median relative error <= 10% between simulated and measured
-    makespans, with profiled costs.
+    """The issue's check as ``placegym calibrate --devices cpu#2 --profile --check`` runs
+    it (FFNN / 2, 20 placements, 15 rounds, a 30 s profile; about 1.5 minutes on an idle
+    2-core machine): Spearman >= 0.95 and median relative error <= 10% between
+    simulated and measured makespans, with profiled costs.
 
     Wall-clock times on a shared machine include the other processes' load, which no
     simulator of this graph can predict; under it two workers are not two independent
@@ -347,11 +368,26 @@ def test_profiled_calibration_predicts_cpu_makespans(tmp_path, capsys):
     The thresholds are asserted when the workers had their cores (share >= QUIET and
     not found shared, as on an otherwise idle CI machine); on a busier machine the
     figures are reported and the test is skipped, naming them, rather than asserting
-    something it cannot show.
+    something it cannot show. A short probe skips it at once on a busy machine.
     """
-    summary, text = profiled_check(tmp_path, capsys, "8", "20", "3")
-    assert "median relative error, simulated vs measured:" in text
+    share = idle_share()
+    if share < QUIET:
+        pytest.skip(f"machine busy: the CPU workers ran {share:.0%} of the time they were ready")
+    summary, _ = profiled_check(tmp_path, capsys)
     assert_when_quiet(summary)
+
+
+def idle_share() -> float:
+    """The CPU share of two workers each running its own chain of matmuls (no copies),
+    the best of three short executions: one alone reads 0.84-0.99 on an idle 2-core
+    machine (eight in a row: 0.856, 0.968, 0.942, 0.835, 0.992, 0.993, 0.975, 0.994), a
+    busy one keeps all three low."""
+    from placegym.envs.backend.probes import chains
+
+    g = chains([256, 256], 8)
+    p = Placement(device=np.repeat([0, 1], 9), order=np.arange(g.num_nodes))
+    ex = TorchExecutor(g, "cpu#2", warmup=1, repeats=5)
+    return max(ex.run(p).cpu_share for _ in range(3))
 
 
 def assert_when_quiet(summary) -> None:
@@ -365,20 +401,13 @@ def assert_when_quiet(summary) -> None:
     assert rho >= 0.95 and err <= 0.10, (rho, err, share)
 
 
-@pytest.mark.slow
-def test_profiled_calibration_predicts_cpu_makespans_at_default_size(tmp_path, capsys):
-    """The same at the CLI's default size (FFNN / 2, 20 placements): the strict twin."""
-    summary, _ = profiled_check(tmp_path, capsys, "2", "20", "5")
-    assert_when_quiet(summary)
-
-
 def test_profile_in_run_times_kernels_as_the_executor_runs_them():
     from placegym.envs.backend.profile import PROFILE_MODES as MODES
     from placegym.train.cli.calibrate import PROFILE_MODES as CLI_MODES
 
     assert CLI_MODES == MODES
     g = small("ffnn")
-    prof = profile_kernels([g], "cpu#2", warmup=0, repeats=2, mode="run")
+    prof = profile_kernels([g], "cpu#2", warmup=0, repeats=2, seconds=0, mode="run")
     assert set(prof["cpu"]) == set(signatures(g)) - {None}
     assert all(np.isfinite(t) and t > 0 for t in prof["cpu"].values())
     with pytest.raises(ValueError, match="mode: expected one of auto, run, isolated, got 'x'"):

@@ -10,7 +10,8 @@ import pytest
 
 from placegym.envs import Placement
 from placegym.envs.backend import TorchExecutor, scale_graph
-from placegym.envs.backend.calibrate import calibrate, rank_check
+from placegym.envs.backend.calibrate import calibrate
+from placegym.envs.backend.check import calibrate_and_check, rank_check
 from placegym.envs.backend.probes import chains, measure_sharing, node_errors, node_times
 from placegym.envs.workloads import make_graph
 
@@ -62,8 +63,7 @@ def test_profiled_gpu_predicts_each_node_at_gpu_size():
 
 def test_gpu_with_cpu_workers_ranks_placements():
     g = scale_graph(make_graph("ffnn"), 2)
-    c = calibrate("cuda:0,cpu#2", graphs=[g])
-    res = rank_check(g, c, "cuda:0,cpu#2", placements=20)
+    _, res = calibrate_and_check(g, "cuda:0,cpu#2", placements=20)
     print(
         f"\ncuda:0,cpu#2: Spearman {res.spearman:.3f}, median relative error "
         f"{res.median_relative_error:.1%}, cpu share {res.cpu_share:.2f}"

@@ -92,6 +92,13 @@ class Setup:
         return cls("cuda:0", "cuda:0,cpu#2", gpus, "cuda:0#4", 0.25, 2, 4, 20, 3, False)
 
 
+def _profile_seconds(s: Setup) -> float:
+    """Least seconds of profiling runs on CPU workers: the default, none in a dry run."""
+    from placegym.envs.backend.profile import RUN_SECONDS
+
+    return 0.0 if s.dry_run else RUN_SECONDS
+
+
 def _ffnn(scale: float):
     from placegym.envs.backend.kernels import scale_graph
     from placegym.envs.workloads import make_graph
@@ -140,7 +147,7 @@ def check_profiled(s: Setup) -> dict[str, Any]:
     from placegym.envs.backend.probes import node_errors, node_times
 
     g = _ffnn(s.gpu_scale)
-    cluster = calibrate(s.gpu, graphs=[g])
+    cluster = calibrate(s.gpu, graphs=[g], profile_seconds=_profile_seconds(s))
     placement, measured = node_times(g, s.gpu)
     res: dict[str, Any] = {"graph": g.name, "gflop": float(g.flops.sum() / 1e9)}
     roofline = dataclasses.replace(cluster, profile=None)
@@ -158,11 +165,10 @@ def check_profiled(s: Setup) -> dict[str, Any]:
 
 def check_rank(devices: str, scale: float, s: Setup) -> dict[str, Any]:
     """Profiled calibration of ``devices`` and the rank check over random placements."""
-    from placegym.envs.backend.calibrate import calibrate, rank_check
+    from placegym.envs.backend.check import calibrate_and_check
 
     g = _ffnn(scale)
-    cluster = calibrate(devices, graphs=[g])
-    r = rank_check(g, cluster, devices, placements=s.placements, repeats=3)
+    _, r = calibrate_and_check(g, devices, placements=s.placements, repeats=3)
     return {
         "devices": devices,
         "graph": g.name,

@@ -17,14 +17,18 @@ itself, so per-node and per-copy overheads of the runtime are part of the figure
   alternating between the two devices (:func:`~placegym.envs.backend.probes.hop_latency`:
   what a dependency across devices adds, wake-ups included), so a transfer takes
   ``latency + bytes / bandwidth`` as in the simulator;
+- with kernels profiled in runs (CPU workers, :mod:`.profile`), the launch overhead of
+  those devices and the latency between them are read off the profiling executions
+  instead (:mod:`.run_costs`): the dispatcher's gap between consecutive kernels, and a
+  copy's time on its channel plus its consumer's wake-up, as they are while the devices
+  are busy together (the probes measure them with one device busy: in a run on CPU
+  workers a copy thread or a waking worker may have to wait for the core the other
+  worker holds);
 - pairs are grouped into levels by bandwidth (sorted, split where consecutive
   bandwidths differ by more than ``level_gap``), written as a ``level_matrix``.
 
-:func:`rank_check` reports the Spearman rank correlation and the median relative error
-of simulated vs measured makespans of random placements (``placegym calibrate --check``).
-It refuses device sets that share hardware by construction
-(:func:`~placegym.envs.backend.devices.shared_hardware`), whose contention the simulator
-does not model, unless told to run anyway.
+How well the fitted cluster predicts the devices is checked in :mod:`.check`
+(``placegym calibrate --check``).
 """
 
 from __future__ import annotations
@@ -34,12 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placegym.envs.backend.devices import (
-    VirtualDevice,
-    device_kind,
-    parse_devices,
-    shared_hardware,
-)
+from placegym.envs.backend.devices import VirtualDevice, device_kind, parse_devices
 from placegym.envs.backend.executor import TorchExecutor
 from placegym.envs.backend.probes import (
     chains,
@@ -48,12 +47,13 @@ from placegym.envs.backend.probes import (
     hop_latency,
     probe_size,
 )
-from placegym.envs.backend.profile import profile_kernels
+from placegym.envs.backend.profile import RUN_SECONDS, profile_with_costs
+from placegym.envs.backend.run_costs import RunCosts
 from placegym.envs.cluster import Cluster, Device, Level
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 
-__all__ = ["RankCheck", "calibrate", "rank_check", "spearman"]
+__all__ = ["Probes", "calibrate", "fit_cluster", "probe_devices"]
 
 
 def _measure(graph: Graph, devices: str, device: np.ndarray, repeats: int):
@@ -103,6 +103,7 @@ def calibrate(
     memory: float | None = None,
     name: str | None = None,
     profile_mode: str = "auto",
+    profile_seconds: float = RUN_SECONDS,
 ) -> Cluster:
     """Measure ``devices`` and return the fitted :class:`Cluster` (module docstring).
 
@@ -122,10 +123,45 @@ def calibrate(
         profile_mode: how ``graphs``' kernels are timed
             (:func:`~placegym.envs.backend.profile.profile_kernels`: ``auto``, ``run``
             or ``isolated``).
+        profile_seconds: least seconds of timed executions of each graph when its
+            kernels are timed in runs.
     """
+    probes = probe_devices(devices, size=size, copy_sizes=copy_sizes, repeats=repeats)
+    profile, costs = (
+        profile_with_costs(graphs, probes.devices, mode=profile_mode, seconds=profile_seconds)
+        if graphs
+        else (None, {})
+    )
+    return fit_cluster(probes, profile, costs, level_gap=level_gap, memory=memory, name=name)
+
+
+@dataclass(frozen=True)
+class Probes:
+    """What :func:`calibrate` measures besides kernel costs (module docstring).
+
+    Attributes:
+        spec: the device spec; devices: the parsed devices.
+        rates: per device ``(FLOP/s, bytes/s, launch overhead s)``.
+        latency, bandwidth: ``(D, D)`` per ordered pair (s, bytes/s).
+    """
+
+    spec: str
+    devices: list[VirtualDevice]
+    rates: list[tuple[float, float, float]]
+    latency: np.ndarray
+    bandwidth: np.ndarray
+
+
+def probe_devices(
+    devices: str,
+    *,
+    size: int | None = None,
+    copy_sizes: tuple[int, ...] | None = None,
+    repeats: int = 5,
+) -> Probes:
+    """The :class:`Probes` of ``devices`` (arguments as for :func:`calibrate`)."""
     vds = parse_devices(devices)
     rates = [_device_rates(devices, d, size or probe_size(v), repeats) for d, v in enumerate(vds)]
-    profile = profile_kernels(graphs, vds, mode=profile_mode) if graphs else None
     k = len(vds)
     lat = np.zeros((k, k))
     bw = np.full((k, k), np.inf)
@@ -136,6 +172,26 @@ def calibrate(
             if a != b:
                 sizes = copy_sizes or _copy_sizes(vds[a], vds[b])
                 bw[a, b] = _pair_bandwidth(vds[a], vds[b], sizes, repeats)
+    return Probes(devices, vds, rates, lat, bw)
+
+
+def fit_cluster(
+    probes: Probes,
+    profile: dict[str, dict[str, float]] | None,
+    costs: dict[str, RunCosts],
+    *,
+    level_gap: float = 0.25,
+    memory: float | None = None,
+    name: str | None = None,
+) -> Cluster:
+    """The cluster of ``probes``, kernel costs ``profile`` (None: the roofline) and the
+    run ``costs`` of the kinds profiled in runs, which replace the probes' launch
+    overheads and latencies there (arguments as for :func:`calibrate`)."""
+    vds, k = probes.devices, len(probes.devices)
+    rates, lat, bw = list(probes.rates), probes.latency.copy(), probes.bandwidth
+    for kind, run in costs.items():
+        of_kind = [d for d, v in enumerate(vds) if device_kind(v) == kind]
+        _fit_run_costs(of_kind, run, rates, lat, bw)
     levels, matrix = _group_levels(lat, bw, level_gap)
     depth = len(levels) - 1
     mem = _default_memory(vds) if memory is None else [float(memory)] * k
@@ -155,9 +211,24 @@ def calibrate(
         devices=devs,
         levels=levels,
         level_matrix=matrix if k > 1 else None,
-        name=name or f"calibrated-{devices}",
-        profile=profile,
+        name=name or f"calibrated-{probes.spec}",
+        profile=profile or None,
     )
+
+
+def _fit_run_costs(
+    of_kind: list[int], run: RunCosts, rates: list, lat: np.ndarray, bw: np.ndarray
+) -> None:
+    """Launch overheads and latencies of the devices ``of_kind`` (one kind, profiled in
+    runs) as their executions showed them (:mod:`.run_costs`), in place of the probes'."""
+    if np.isfinite(run.launch):
+        for d in of_kind:
+            rates[d] = (*rates[d][:2], run.launch)
+    for i, a in enumerate(of_kind):
+        for j, b in enumerate(of_kind):
+            fitted = run.latency(i, j, bw[a, b]) if a != b else float("nan")
+            if np.isfinite(fitted):
+                lat[a, b] = fitted
 
 
 def _default_memory(vds: list[VirtualDevice]) -> list[float]:
@@ -205,105 +276,3 @@ def _group_levels(lat: np.ndarray, bw: np.ndarray, gap: float):
             )
         )
     return tuple(levels), matrix.tolist()
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman rank correlation (average ranks for ties)."""
-
-    def ranks(a: np.ndarray) -> np.ndarray:
-        order = np.argsort(a, kind="mergesort")
-        r = np.empty(len(a))
-        r[order] = np.arange(len(a))
-        for val in np.unique(a):  # average ties
-            idx = a == val
-            r[idx] = r[idx].mean()
-        return r
-
-    rx, ry = ranks(np.asarray(x, float)), ranks(np.asarray(y, float))
-    if rx.std() == 0 or ry.std() == 0:
-        return 0.0
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
-@dataclass(frozen=True)
-class RankCheck:
-    """Simulated vs measured makespans of the same placements.
-
-    Attributes:
-        spearman: rank correlation of ``simulated`` and ``measured``.
-        simulated, measured: ``(P,)`` makespans (s); measured ones are medians of rounds.
-        cpu_share: how undisturbed the CPU workers were during the measurements
-            (:attr:`~placegym.envs.backend.executor.Measurement.cpu_share`: about 1 on
-            an otherwise idle machine, NaN without CPU workers).
-    """
-
-    spearman: float
-    simulated: np.ndarray
-    measured: np.ndarray
-    cpu_share: float = float("nan")
-
-    @property
-    def relative_errors(self) -> np.ndarray:
-        """``|simulated - measured| / measured`` per placement."""
-        return np.abs(self.simulated - self.measured) / self.measured
-
-    @property
-    def median_relative_error(self) -> float:
-        """The median of :attr:`relative_errors`."""
-        return float(np.median(self.relative_errors))
-
-
-def rank_check(
-    graph: Graph,
-    cluster: Cluster,
-    devices: str,
-    *,
-    placements: int = 20,
-    seed: int = 0,
-    repeats: int = 3,
-    allow_shared: bool = False,
-) -> RankCheck:
-    """Spearman and errors of simulated vs measured makespans of random placements with
-    topological orders.
-
-    Each placement draws device shares ``w ~ Dirichlet(1)`` and then every node's device
-    from ``w``, so the sample spans balanced and lopsided placements (uniform devices
-    would give near-identical makespans whose ranking is only noise).
-
-    Measurements are interleaved to cancel drift (the machine warming up, other load):
-    one untimed round over all placements, then ``repeats`` timed rounds, each running
-    every placement once; a placement's measured makespan is its median over the rounds.
-
-    Raises:
-        ValueError: ``devices`` share hardware by construction (streams or partitions of
-            one GPU, more CPU workers than cores) and ``allow_shared`` is False: their
-            contention is not in the simulator, so no correlation can be expected.
-    """
-    from placegym.envs.simulator import simulate
-
-    notes = shared_hardware(parse_devices(devices))
-    if notes and not allow_shared:
-        raise ValueError(
-            f"devices: {devices!r} are not independent devices ({notes[0]}); a rank check "
-            f"on them measures contention the simulator does not model. Use several GPUs "
-            f"('cuda:0,cuda:1'), CPU workers ('cpu#2') or a GPU with CPU workers "
-            f"('cuda:0,cpu#2'), or allow shared devices explicitly"
-        )
-    rng = np.random.default_rng(seed)
-    ex = TorchExecutor(graph, devices, warmup=0, repeats=1)
-    d = cluster.num_devices
-    chosen = [
-        Placement(
-            device=rng.choice(d, size=graph.num_nodes, p=rng.dirichlet(np.ones(d))),
-            order=graph.topological_order.copy(),
-        )
-        for _ in range(placements)
-    ]
-    sim = np.array([simulate(graph, cluster, p).makespan for p in chosen])
-    for p in chosen:
-        ex.run(p)
-    runs = [[ex.run(p) for p in chosen] for _ in range(repeats)]
-    real = np.median([[m.makespan for m in r] for r in runs], axis=0)
-    shares = [m.cpu_share for r in runs for m in r if np.isfinite(m.cpu_share)]
-    share = float(np.median(shares)) if shares else float("nan")
-    return RankCheck(spearman(sim, real), sim, real, share)

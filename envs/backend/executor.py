@@ -18,6 +18,15 @@ taken on completed work. A copy between a GPU and a CPU worker is a real host↔
 on the GPU side's stream. Every worker and copy thread sets its own torch intra-op thread
 count (``threads``). Times are host wall-clock (``perf_counter``).
 
+Host memory on CPU workers (:func:`keep_host_memory`): torch allocates CPU tensors with
+the C library's ``malloc``, which by default hands tensors of more than 128 KiB out as
+fresh ``mmap`` ed pages and returns them to the system when freed, so every kernel output
+is page-faulted in as it is first written (about 19,000 faults per execution of FFNN / 2,
+a fault per 4 KiB of output, serialised on the process's memory map when two workers
+fault at once). A GPU has no such cost: torch's caching allocator reuses device memory.
+With CPU workers the executor sets glibc to keep freed memory for reuse instead (the
+same for every execution after the first), so a kernel's time is its own work.
+
 Dispatch cost: the threads share one lock, but each waits on its own condition and is
 woken only when its own queue changes (a worker when one of its nodes becomes ready, a
 channel when it has a copy to make), and a worker whose next node is ready goes on
@@ -46,7 +55,14 @@ from placegym.envs.backend.kernels import Kernel, build_kernels, make_tensors
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 
-__all__ = ["BackendError", "Measurement", "TorchExecutor", "copy_side", "copy_tensor"]
+__all__ = [
+    "BackendError",
+    "Measurement",
+    "TorchExecutor",
+    "copy_side",
+    "copy_tensor",
+    "keep_host_memory",
+]
 
 
 @dataclass(frozen=True)
@@ -113,6 +129,8 @@ class TorchExecutor:
         self.warmup, self.repeats, self.seed, self.timeout = warmup, repeats, seed, timeout
         self.threads = threads
         torch.set_num_threads(threads)
+        if any(not d.is_cuda for d in self.devices):
+            keep_host_memory()
         self._streams: dict[str, object] = {}
         self._tensors: dict[tuple[int, str], tuple[list, object]] = {}
         cptr, cidx = graph.consumer_csr
@@ -417,6 +435,34 @@ def copy_tensor(x, dst: VirtualDevice, stream):
     y = x.to(dst.torch_device, copy=True, non_blocking=True)
     stream.synchronize()
     return y
+
+
+def keep_host_memory() -> bool:
+    """Make the C library keep freed host memory for reuse, as torch's caching allocator
+    does on a GPU (module docstring): glibc's ``mallopt`` with ``M_MMAP_THRESHOLD`` (no
+    ``mmap`` per tensor) and ``M_TRIM_THRESHOLD`` (no return of freed memory to the
+    system) at their largest. Process-wide and lasting: memory freed by the process stays
+    with it for reuse. Returns whether it took effect (False without glibc)."""
+    global _HOST_MEMORY_KEPT
+    if _HOST_MEMORY_KEPT is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+        except (AttributeError, OSError, TypeError):  # not glibc
+            _HOST_MEMORY_KEPT = False
+        else:
+            # the 64-bit maximum of each (glibc's HEAP_MAX_SIZE / 2, and INT_MAX)
+            _HOST_MEMORY_KEPT = bool(
+                mallopt(_M_MMAP_THRESHOLD, 32 * 2**20) and mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
+            )
+    return _HOST_MEMORY_KEPT
+
+
+#: glibc's ``mallopt`` parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_HOST_MEMORY_KEPT: bool | None = None
 
 
 def _scheduler_times() -> tuple[float, float] | None:

@@ -6,14 +6,24 @@ the cost is a median of measured durations. Two ways to measure (``mode``):
 
 - ``"isolated"``: the kernel runs alone on the first device of the kind, on random
   operands of its shapes: ``warmup`` untimed calls, then ``repeats`` timed calls.
-- ``"run"``: each graph is executed by the backend on all devices of the kind (nodes
-  dealt round-robin in topological order, so the devices run at once), ``warmup``
-  untimed and ``repeats`` timed executions; the cost is the median over the timed
-  executions and over the nodes with that signature of the kernel's span as the
-  executor records it. The kernels then meet the caches, the memory allocator and the
-  other devices' load that they meet in a run: on CPU workers an elementwise kernel
-  reading a tensor produced a few kernels earlier, and allocating its output afresh,
-  took 4-6x its isolated time on this project's 2-core machine, a matmul 1.1-1.7x.
+- ``"run"``: each graph is executed by the backend on the devices of the kind, in turn
+  with its nodes dealt round-robin over all of them in topological order (every device
+  busy at once; two executions in three) and with all of them on one device (the others
+  idle; one in three) (:func:`profile_placements`): ``warmup`` untimed executions of
+  each, then timed ones until there are ``repeats`` of them and ``seconds`` have
+  passed; the cost is the median over the timed executions and over the nodes with that
+  signature of the kernel's span as the executor records it. The kernels then meet the
+  caches, the memory allocator and the other devices' load that they meet in a run. On
+  CPU workers of this project's 2-core machine, at FFNN / 2, an elementwise kernel
+  reading tensors produced a few kernels earlier took 2.2-3.3x its isolated time, a
+  matmul 1.1-1.4x; and a kernel takes 6-9% longer while the other worker runs (18% at
+  FFNN / 4: the workers share caches, memory bandwidth and the interpreter). The
+  simulator's durations do not depend on what else runs, so the profile mixes the two
+  cases. The mix is fitted: over calibrations of FFNN / 2 on two CPU workers followed
+  by rank checks of placements from balanced to all on one device, the measured
+  makespans came out 5% shorter than the simulated ones on average with every
+  execution round-robin (7 calibrations), 5% longer with half of them on one device (4);
+  two in three round-robin centres them.
 
 ``mode="auto"`` (the default) is ``"run"`` on CPU workers and ``"isolated"`` on GPUs.
 
@@ -33,19 +43,41 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from placegym.envs.backend.devices import VirtualDevice, device_kind, open_stream, parse_devices
 from placegym.envs.backend.kernels import Kernel, build_kernels, make_tensors
+from placegym.envs.backend.run_costs import RunCosts, run_costs
 from placegym.envs.costs import signatures
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 
-__all__ = ["PROFILE_MODES", "profile_in_run", "profile_kernels", "time_kernel"]
+if TYPE_CHECKING:
+    from placegym.envs.backend.executor import Measurement
+
+__all__ = [
+    "PROFILE_MODES",
+    "profile_from_runs",
+    "profile_in_run",
+    "profile_kernels",
+    "profile_placements",
+    "profile_with_costs",
+    "time_kernel",
+    "timed_in_runs",
+]
 
 #: How kernels are timed (module docstring).
 PROFILE_MODES = ("auto", "run", "isolated")
+
+#: Least seconds of timed executions of each graph in mode ``"run"`` (beyond
+#: ``repeats`` executions). On this project's 2-core virtual machine, idle, the cores'
+#: speed varies by about 12% from one execution to the next and drifts by 4-9% between
+#: stretches of 10 s: kernel costs timed over 10 s were off the level of the next 45 s by
+#: 4.4% (standard deviation; at most 12%), over 30 s by 2.2% (at most 4.5%).
+#: ``placegym calibrate`` times for 30 s.
+RUN_SECONDS = 10.0
 
 #: GPU clock cycles of the sleep queued before the timed calls (about 2-5 ms).
 SLEEP_CYCLES = 5_000_000
@@ -68,13 +100,40 @@ def profile_kernels(
     *,
     warmup: int = 2,
     repeats: int = 7,
+    seconds: float = RUN_SECONDS,
     threads: int = 1,
     seed: int = 0,
     mode: str = "auto",
 ) -> dict[str, dict[str, float]]:
     """``{kind: {signature: median seconds}}`` for every device kind of ``devices`` and
     every distinct kernel of ``graphs`` (module docstring; ``mode``: ``"auto"``,
-    ``"run"`` or ``"isolated"``)."""
+    ``"run"`` or ``"isolated"``; in runs, timed executions continue until ``repeats``
+    of them and ``seconds`` have passed)."""
+    return profile_with_costs(
+        graphs,
+        devices,
+        warmup=warmup,
+        repeats=repeats,
+        seconds=seconds,
+        threads=threads,
+        seed=seed,
+        mode=mode,
+    )[0]
+
+
+def profile_with_costs(
+    graphs: Sequence[Graph],
+    devices: str | Sequence[VirtualDevice],
+    *,
+    warmup: int = 2,
+    repeats: int = 7,
+    seconds: float = RUN_SECONDS,
+    threads: int = 1,
+    seed: int = 0,
+    mode: str = "auto",
+) -> tuple[dict[str, dict[str, float]], dict[str, RunCosts]]:
+    """:func:`profile_kernels`, and the runtime's costs (:class:`.RunCosts`) read from
+    the profiling executions of every kind profiled in runs."""
     if repeats < 1 or warmup < 0:
         raise ValueError(
             f"repeats, warmup: need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}"
@@ -86,15 +145,21 @@ def profile_kernels(
     for d in vds:
         of_kind.setdefault(device_kind(d), []).append(d)
     out: dict[str, dict[str, float]] = {}
+    costs: dict[str, RunCosts] = {}
     for kind, devs in of_kind.items():
-        in_run = mode == "run" or (mode == "auto" and not devs[0].is_cuda)
-        if in_run:
-            out[kind] = profile_in_run(
-                graphs, devs, warmup=warmup, repeats=repeats, seed=seed, threads=threads
+        if timed_in_runs(devs[0], mode):
+            out[kind], costs[kind] = _profile_runs(
+                graphs, devs, warmup, (repeats, seconds), seed, threads
             )
         else:
             out[kind] = _profile_isolated(graphs, devs[0], warmup, repeats, threads, seed)
-    return out
+    return out, costs
+
+
+def timed_in_runs(device: VirtualDevice, mode: str) -> bool:
+    """Whether ``mode`` times the kernels of ``device``'s kind in runs (module
+    docstring: ``"auto"`` does on CPU workers)."""
+    return mode == "run" or (mode == "auto" and not device.is_cuda)
 
 
 def profile_in_run(
@@ -103,29 +168,73 @@ def profile_in_run(
     *,
     warmup: int = 2,
     repeats: int = 7,
+    seconds: float = RUN_SECONDS,
     seed: int = 0,
     threads: int = 1,
 ) -> dict[str, float]:
     """``{signature: median seconds}`` of the kernels of ``graphs`` as they run on
     ``devices`` (one kind), each graph executed with its nodes dealt round-robin over the
-    devices in topological order (module docstring, ``mode="run"``)."""
+    devices in topological order, at least ``repeats`` times and for ``seconds`` (module
+    docstring, ``mode="run"``)."""
+    return _profile_runs(graphs, devices, warmup, (repeats, seconds), seed, threads)[0]
+
+
+def _profile_runs(
+    graphs: Sequence[Graph],
+    devices: Sequence[VirtualDevice],
+    warmup: int,
+    least: tuple[int, float],
+    seed: int,
+    threads: int,
+) -> tuple[dict[str, float], RunCosts]:
+    """:func:`profile_in_run` and the :class:`.RunCosts` of the same executions (device
+    indices in them are positions in ``devices``)."""
     from placegym.envs.backend.executor import TorchExecutor
 
-    spans: dict[str, list[np.ndarray]] = {}
+    timed = []
     for g in graphs:
-        order = g.topological_order.copy()
-        device = np.empty(g.num_nodes, dtype=np.int64)
-        device[order] = np.arange(g.num_nodes) % len(devices)
         ex = TorchExecutor(g, devices, threads=threads, warmup=0, repeats=1, seed=seed)
-        placement = Placement(device=device, order=order)
-        for _ in range(warmup):
-            ex.run(placement)
-        runs = [ex.run(placement) for _ in range(repeats)]
-        took = np.stack([m.finish - m.start for m in runs])  # (repeats, nodes)
+        placements = profile_placements(g, len(devices))
+        for p in placements * warmup:
+            ex.run(p)
+        runs: list[tuple[Graph, Placement, Measurement]] = []
+        t0 = time.perf_counter()
+        while len(runs) < least[0] or time.perf_counter() - t0 < least[1]:
+            p = placements[len(runs) % len(placements)]
+            runs.append((g, p, ex.run(p)))
+        timed += runs
+    return profile_from_runs(timed)
+
+
+def profile_from_runs(
+    runs: Sequence[tuple[Graph, Placement, Measurement]],
+) -> tuple[dict[str, float], RunCosts]:
+    """``{signature: median seconds}`` of the kernels in timed executions (each a graph,
+    a placement and the measurement of one execution), and their :class:`.RunCosts`."""
+    spans: dict[str, list[float]] = {}
+    for g, _, m in runs:
+        took = (m.finish - m.start).tolist()
         for v, sig in enumerate(signatures(g)):
             if sig is not None:
-                spans.setdefault(sig, []).append(took[:, v])
-    return {sig: float(np.median(np.concatenate(ts))) for sig, ts in spans.items()}
+                spans.setdefault(sig, []).append(took[v])
+    return {sig: float(np.median(ts)) for sig, ts in spans.items()}, run_costs(runs)
+
+
+def profile_placements(graph: Graph, devices: int) -> list[Placement]:
+    """The placements of ``graph`` that mode ``"run"`` times, in turn: twice the nodes
+    dealt round-robin over the ``devices`` in topological order (every device busy,
+    copies between them after nearly every node), then all nodes on one device; once
+    for each device (module docstring)."""
+    order = graph.topological_order.copy()
+    dealt = np.empty(graph.num_nodes, dtype=np.int64)
+    dealt[order] = np.arange(graph.num_nodes) % devices
+    both = Placement(device=dealt, order=order)
+    if devices == 1:
+        return [both]
+    out = []
+    for d in range(devices):
+        out += [both, both, Placement(device=np.full(graph.num_nodes, d), order=order)]
+    return out
 
 
 def _profile_isolated(

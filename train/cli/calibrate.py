@@ -44,6 +44,13 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
         "isolated: each kernel alone; auto: run on CPU workers, isolated on GPUs",
     )
     p.add_argument(
+        "--profile-seconds",
+        type=float,
+        default=30.0,
+        help="least seconds of timed executions of --graph when kernels are timed in runs, "
+        "without --check (with it, the executions are interleaved with the check's rounds)",
+    )
+    p.add_argument(
         "--check",
         action="store_true",
         help="report the Spearman rank correlation and the median relative error of "
@@ -62,13 +69,19 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
         help="divide the graph's tensor dimensions by this (< 1 grows them; default 2)",
     )
     p.add_argument("--placements", type=int, default=20, help="random placements for --check")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=15,
+        help="--check: timed runs of every placement (interleaved rounds; the median of "
+        "the runs no other load disturbed is compared)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the --check placements")
     p.set_defaults(func=cmd_calibrate)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Calibrate the devices, write the cluster JSON, optionally rank-check it."""
-    from placegym.envs.backend.calibrate import calibrate, rank_check
     from placegym.envs.backend.devices import parse_devices, shared_hardware
     from placegym.envs.backend.kernels import scale_graph
     from placegym.envs.sources import resolve_graph
@@ -82,30 +95,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         )
     graph = scale_graph(resolve_graph(args.graph, seed=args.seed), args.scale)
     t0 = time.perf_counter()
-    cluster = calibrate(
-        args.devices,
-        graphs=[graph] if args.profile else (),
-        size=args.size,
-        repeats=args.repeats,
-        profile_mode=args.profile_mode,
-    )
+    cluster, res = _calibrate_and_check(args, graph)
     cluster.save(args.out)
     print(
-        f"calibrated {cluster.num_devices} devices in {time.perf_counter() - t0:.1f} s; "
-        f"written to {args.out}"
+        f"calibrated {cluster.num_devices} devices"
+        + (" and checked" if args.check else "")
+        + f" in {time.perf_counter() - t0:.1f} s; written to {args.out}"
     )
     _print_cluster(cluster)
-    shared = _report_sharing(args.devices, notes, args.repeats)
-    if args.check:
-        res = rank_check(
-            graph,
-            cluster,
-            args.devices,
-            placements=args.placements,
-            seed=args.seed,
-            repeats=args.repeats,
-            allow_shared=args.allow_shared,
-        )
+    shared = _report_sharing(args.devices, notes)
+    if res is not None:
         summary = {
             "spearman": res.spearman,
             "median_relative_error": res.median_relative_error,
@@ -115,6 +114,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             "profile_mode": args.profile_mode if args.profile else None,
             "shared_hardware": shared,
             "cpu_share": res.cpu_share,
+            "runs": int(res.runs.sum()),
+            "disturbed_runs": int(res.disturbed.sum()),
+            "interference": res.interference,
             "simulated_ms": [round(x * 1e3, 3) for x in res.simulated],
             "measured_ms": [round(x * 1e3, 3) for x in res.measured],
         }
@@ -126,9 +128,60 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 f"warning: the CPU workers ran only {res.cpu_share:.0%} of the time they were "
                 f"ready to run (other load on this machine): the measured makespans include it"
             )
+        for kind, x in res.interference.items():
+            print(
+                f"interference: {kind} kernels took {x:.1%} longer with every such device "
+                f"busy than alone (independent devices: 0)"
+            )
+        if res.disturbed.sum():
+            print(
+                f"{res.disturbed.sum()} of {res.runs.sum()} runs were disturbed by other load "
+                f"(left out of the medians)"
+            )
         if shared:
             print("warning: these devices share hardware; the figures above are not a check")
     return 0
+
+
+def _calibrate_and_check(args: argparse.Namespace, graph):
+    """(cluster, check or None). With --profile and --check the profiling executions are
+    interleaved with the check's rounds (``calibrate_and_check``); else the check, if
+    asked for, follows the calibration."""
+    from placegym.envs.backend.calibrate import calibrate
+    from placegym.envs.backend.check import calibrate_and_check, rank_check
+
+    if args.profile and args.check:
+        return calibrate_and_check(
+            graph,
+            args.devices,
+            placements=args.placements,
+            seed=args.seed,
+            repeats=args.rounds,
+            allow_shared=args.allow_shared,
+            profile_mode=args.profile_mode,
+            size=args.size,
+            probe_repeats=args.repeats,
+        )
+    cluster = calibrate(
+        args.devices,
+        graphs=[graph] if args.profile else (),
+        size=args.size,
+        repeats=args.repeats,
+        profile_mode=args.profile_mode,
+        profile_seconds=args.profile_seconds,
+    )
+    if not args.check:
+        return cluster, None
+    res = rank_check(
+        graph,
+        cluster,
+        args.devices,
+        placements=args.placements,
+        seed=args.seed,
+        repeats=args.rounds,
+        allow_shared=args.allow_shared,
+    )
+    return cluster, res
 
 
 def _print_cluster(cluster) -> None:
@@ -146,7 +199,7 @@ def _print_cluster(cluster) -> None:
         )
 
 
-def _report_sharing(devices: str, notes: list[str], repeats: int) -> bool:
+def _report_sharing(devices: str, notes: list[str]) -> bool:
     """Print what is known and measured about shared hardware; True if any is shared."""
     from placegym.envs.backend.devices import parse_devices
     from placegym.envs.backend.probes import measure_sharing
@@ -155,7 +208,7 @@ def _report_sharing(devices: str, notes: list[str], repeats: int) -> bool:
         print(f"warning: {note}")
     if len(parse_devices(devices)) < 2:
         return False
-    sharing = measure_sharing(devices, repeats=max(1, min(repeats, 3)))
+    sharing = measure_sharing(devices)
     print("sharing probe (matmul chains, each device alone vs all at once):")
     for line in sharing.lines():
         print(line if line.startswith("  ") else f"  {line}")
