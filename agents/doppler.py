@@ -83,6 +83,15 @@ class PolicyConfig:
             (a scaled dot product of query and key projections of the PLC embeddings)
             between the node and the nodes already there (:func:`device_affinity`): a
             learned "put me with these nodes" that can express any grouping.
+        rules: both heads read the critical-path teacher's rule as features
+            (:func:`sel_rules`, :func:`plc_rules`).
+        hint_quality: PLC also sees, per hint, how good that hint's placement is on the
+            graph (:func:`~placegym.agents.hints.hint_quality`: log of its simulated
+            makespan over the best hint's, and whether it is the best, the same on every
+            device) and the best hint's :func:`~placegym.agents.hints.hint_share`
+            features again, so that it can learn to follow whichever hint is best on the
+            graph (requires ``hints``; the ``best_list`` teacher with the hints as
+            candidates labels exactly that).
 
     Raises:
         ValueError: a size out of range, an unknown ``learn`` or a hint that is not a
@@ -97,6 +106,7 @@ class PolicyConfig:
     positions: bool = False
     affinity: bool = False
     rules: bool = False
+    hint_quality: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
@@ -114,6 +124,8 @@ class PolicyConfig:
             raise ValueError(
                 f"hints: expected distinct single-pass teachers, got {list(self.hints)}"
             )
+        if self.hint_quality and not self.hints:
+            raise ValueError("hint_quality: needs hints, got none")
 
 
 @dataclass
@@ -188,6 +200,32 @@ def plc_rules(dev: Tensor) -> Tensor:
     est = dev[..., :1]
     first = est.min(dim=1, keepdim=True).values
     return (est - first <= RULE_RTOL * first.abs()).to(dev.dtype)
+
+
+#: Features per hint of :attr:`PolicyConfig.hint_quality`.
+QUALITY_FEATURES = 2
+
+
+def _hint_quality(g: GraphInputs | None, hints: int, dev: Tensor) -> Tensor:
+    """``(S, D, 2K)``: per hint, the graph's hint quality ``q`` (log makespan over the
+    best hint's) and whether it is the best (``q == 0``), on every device (zeros without
+    it)."""
+    s, d = dev.shape[:2]
+    if g is None or g.quality is None:
+        return dev.new_zeros(s, d, QUALITY_FEATURES * hints)
+    q = g.quality.to(dev.dtype)
+    x = torch.stack([q, (q <= 0).to(dev.dtype)], dim=-1).reshape(-1)
+    return x.expand(s, d, QUALITY_FEATURES * hints)
+
+
+def _best_hint(g: GraphInputs | None, shares: Tensor) -> Tensor:
+    """``(S, D, 3)``: the :func:`~placegym.agents.hints.hint_share` features of the best
+    hint (smallest quality, the first on ties; zeros without qualities)."""
+    s, d = shares.shape[:2]
+    if g is None or g.quality is None:
+        return shares.new_zeros(s, d, HINT_FEATURES)
+    k = int(torch.argmin(g.quality))  # argmin returns the first minimum
+    return shares[..., HINT_FEATURES * k : HINT_FEATURES * (k + 1)]
 
 
 def _mlp_tail(hidden: int) -> nn.Sequential:
@@ -338,6 +376,8 @@ class DopplerPolicy(nn.Module):
             plc_in += AFFINITY_FEATURES
         if self.config.rules:
             plc_in += PLC_RULES
+        if self.config.hint_quality:
+            plc_in += QUALITY_FEATURES * len(self.config.hints) + HINT_FEATURES
         self.plc_head = nn.Sequential(nn.Linear(plc_in, h), _mlp_tail(h))
 
     @property
@@ -410,8 +450,12 @@ class DopplerPolicy(nn.Module):
         if self.config.hints or self.config.affinity:  # (S, n, D), rows of unplaced nodes 0
             onehot = (placed.unsqueeze(-1) == torch.arange(d, device=placed.device)).to(sums.dtype)
             groups = None if enc.graph is None else enc.graph.groups
-            parts.append(hint_share(groups, node, onehot, len(self.config.hints)))
+            shares = hint_share(groups, node, onehot, len(self.config.hints))
+            parts.append(shares)
             parts.append(device_affinity(enc, node, onehot))
         if self.config.rules:
             parts.append(plc_rules(dev))
+        if self.config.hint_quality:
+            parts.append(_hint_quality(enc.graph, len(self.config.hints), dev))
+            parts.append(_best_hint(enc.graph, shares))
         return self.plc_head(torch.cat(parts, dim=-1)).squeeze(-1)

@@ -29,6 +29,8 @@ class GraphInputs:
         groups: optional ``(n, K)`` long hint groups (device of each node in each hint
             placement, :func:`placegym.agents.hints.hint_groups`).
         pos: ``(n, 2)`` node positions (:func:`node_positions`), or None.
+        quality: optional ``(K,)`` quality of each hint placement on this graph
+            (:func:`placegym.agents.hints.hint_quality`).
     """
 
     x: Tensor
@@ -39,6 +41,7 @@ class GraphInputs:
     siblings: tuple[Tensor, Tensor, Tensor] | None = None
     groups: Tensor | None = None
     pos: Tensor | None = None
+    quality: Tensor | None = None
 
     @property
     def num_nodes(self) -> int:

@@ -10,7 +10,9 @@ device map up to a relabelling; learning decides where to deviate from it.
 
 Hints are computed once per (graph, cluster) when the policy's graph inputs are built
 (milliseconds for the single-pass heuristics), so a policy with hints remains a
-single-pass placer.
+single-pass placer. With :func:`hint_quality` the policy also learns how good each hint
+is on this graph (its simulated makespan against the best hint's), so it can tell which
+heuristic to follow where none is best everywhere.
 """
 
 from __future__ import annotations
@@ -21,25 +23,52 @@ from torch import Tensor
 
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
+from placegym.envs.simulator import simulate_makespan
 
-__all__ = ["HINT_FEATURES", "hint_groups", "hint_share"]
+__all__ = ["HINT_FEATURES", "hint_groups", "hint_placements", "hint_quality", "hint_share"]
 
 #: Features per hint and device in :func:`hint_share`.
 HINT_FEATURES = 3
 
 
-def hint_groups(graph: Graph, cluster: Cluster, names: tuple[str, ...]) -> np.ndarray:
-    """``(n, K)`` int64: the device each heuristic of ``names`` gives every node.
+def hint_placements(graph: Graph, cluster: Cluster, names: tuple[str, ...]) -> list[Placement]:
+    """The placement of ``graph`` on ``cluster`` by each heuristic of ``names``.
 
     Raises:
         ValueError: an unknown teacher name.
     """
     from placegym.teachers import get_teacher
 
-    cols = [get_teacher(name).place(graph, cluster).device for name in names]
-    if not cols:
+    return [get_teacher(name).place(graph, cluster) for name in names]
+
+
+def hint_groups(
+    graph: Graph,
+    cluster: Cluster,
+    names: tuple[str, ...],
+    placements: list[Placement] | None = None,
+) -> np.ndarray:
+    """``(n, K)`` int64: the device each heuristic of ``names`` gives every node (from
+    ``placements`` when given, else :func:`hint_placements`).
+
+    Raises:
+        ValueError: an unknown teacher name.
+    """
+    if placements is None:
+        placements = hint_placements(graph, cluster, names)
+    if not placements:
         return np.zeros((graph.num_nodes, 0), dtype=np.int64)
-    return np.stack(cols, axis=1).astype(np.int64)
+    return np.stack([p.device for p in placements], axis=1).astype(np.int64)
+
+
+def hint_quality(graph: Graph, cluster: Cluster, placements: list[Placement]) -> np.ndarray:
+    """``(K,)`` float32: ``log(makespan_k / min_j makespan_j)`` of each hint placement
+    (simulated, priority dispatch): 0 for the best hint, positive for the others."""
+    if not placements:
+        return np.zeros(0, dtype=np.float32)
+    makespans = np.array([simulate_makespan(graph, cluster, p) for p in placements])
+    return np.log(makespans / makespans.min()).astype(np.float32)
 
 
 def hint_share(groups: Tensor | None, node: Tensor, onehot: Tensor, hints: int) -> Tensor:

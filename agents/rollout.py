@@ -40,7 +40,7 @@ from torch import Tensor
 
 from placegym.agents.doppler import DopplerPolicy, Encoding
 from placegym.agents.encoder import GraphInputs
-from placegym.agents.hints import hint_groups
+from placegym.agents.hints import hint_groups, hint_placements, hint_quality
 from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.env import PlacementEnv
@@ -192,12 +192,17 @@ def _hints(policy: Any) -> tuple[str, ...]:
 
 def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluster) -> GraphInputs:
     """The static inputs of ``policy`` for ``graph`` on ``cluster``: those of the first
-    observation ``obs``, plus the hint groups of the policy's ``config.hints``."""
+    observation ``obs``, plus the hint groups of the policy's ``config.hints`` (and
+    their quality with ``config.hint_quality``)."""
     inputs = GraphInputs.from_obs(obs)
     hints = _hints(policy)
     if hints:
-        groups = torch.from_numpy(hint_groups(graph, cluster, hints))
+        placements = hint_placements(graph, cluster, hints)
+        groups = torch.from_numpy(hint_groups(graph, cluster, hints, placements))
         inputs = dataclasses.replace(inputs, groups=groups)
+        if getattr(getattr(policy, "config", None), "hint_quality", False):
+            quality = torch.from_numpy(hint_quality(graph, cluster, placements))
+            inputs = dataclasses.replace(inputs, quality=quality)
     return inputs
 
 

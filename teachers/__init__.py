@@ -32,6 +32,7 @@ _REGISTRY: dict[str, str] = {
     "single_device": "placegym.teachers.simple:SingleDeviceTeacher",
     "metis": "placegym.teachers.metis:MetisTeacher",
     "optimal": "placegym.teachers.optimal:OptimalTeacher",
+    "best_list": "placegym.teachers.best_list:BestListTeacher",
 }
 
 __all__ = [

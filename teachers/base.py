@@ -29,7 +29,7 @@ from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.state import PlacementState
 
-__all__ = ["PlanTeacher", "StepTeacher", "Teacher", "ties"]
+__all__ = ["PlanTeacher", "StepTeacher", "Teacher", "roll_out", "ties"]
 
 #: Relative tolerance under which two scores count as tied.
 TIE_RTOL = 1e-9
@@ -65,16 +65,22 @@ class Teacher(ABC):
         return f"{type(self).__name__}()"
 
 
+def roll_out(teacher: Teacher, graph: Graph, cluster: Cluster) -> Placement:
+    """The placement of ``teacher``'s per-state answers from the empty state, taking the
+    first action of each tie set (what an imitator of its tie sets can reproduce)."""
+    state = PlacementState(graph, cluster)
+    while not state.done:
+        state.select(int(teacher.select_actions(state)[0]))
+        state.place(int(teacher.place_actions(state)[0]))
+    return state.to_placement()
+
+
 class StepTeacher(Teacher):
     """A teacher given by per-state rules; :meth:`place` rolls them out."""
 
     def place(self, graph: Graph, cluster: Cluster) -> Placement:
         """Roll the per-state rules out from the empty state, first of each tie set."""
-        state = PlacementState(graph, cluster)
-        while not state.done:
-            state.select(int(self.select_actions(state)[0]))
-            state.place(int(self.place_actions(state)[0]))
-        return state.to_placement()
+        return roll_out(self, graph, cluster)
 
 
 class PlanTeacher(Teacher):

@@ -1,5 +1,7 @@
 """GNN layers, the dual policy and batched rollouts."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -300,3 +302,56 @@ def test_rules_policy_reads_the_rule_features():
     [rec] = rollout(policy, [PlacementEnv("ffnn", "p100x4")], [0], rng=np.random.default_rng(0))
     sc = score(policy, [rec])[0]
     assert torch.isfinite(sc.logp).all()
+
+
+def test_hint_quality_is_the_log_makespan_over_the_best_hint():
+    from placegym.agents.hints import hint_placements, hint_quality
+    from placegym.envs import get_preset, simulate
+    from placegym.envs.workloads import ffnn
+
+    g, c = ffnn(), get_preset("v100x8")
+    placements = hint_placements(g, c, ("critical_path", "heft"))
+    cp, heft = (simulate(g, c, p).makespan for p in placements)
+    q = hint_quality(g, c, placements)
+    assert q.dtype == np.float32
+    np.testing.assert_allclose(q, [np.log(cp / heft), 0.0], rtol=1e-6)
+    assert hint_quality(g, c, []).shape == (0,)
+
+
+def test_hint_quality_policy_reads_the_quality():
+    cfg = PolicyConfig(hidden=8, layers=1, hints=["critical_path", "heft"], hint_quality=True)
+    policy = DopplerPolicy(cfg)
+    base = DopplerPolicy(PolicyConfig(hidden=8, layers=1, hints=["critical_path", "heft"]))
+    assert policy.plc_head[0].in_features == base.plc_head[0].in_features + 4 + 3
+    env = PlacementEnv("ffnn", "v100x8")
+    [rec] = rollout(policy, [env], [0], rng=np.random.default_rng(0))
+    assert rec.graph.quality.shape == (2,) and float(rec.graph.quality.min()) == 0.0
+    assert float(rec.graph.quality[0]) > 0.2  # critical_path is 30% slower here
+    assert torch.isfinite(score(policy, [rec])[0].logp).all()
+    enc = policy.encode(rec.graph)
+    node, placed = torch.tensor([0]), torch.full((1, env.graph.num_nodes), -1)
+    dev = torch.rand(1, 8, 7, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        a = policy.plc_logits(enc, node, placed, dev)
+        enc.graph = dataclasses.replace(rec.graph, quality=torch.zeros(2))
+        b = policy.plc_logits(enc, node, placed, dev)
+    assert not torch.equal(a, b)
+    with pytest.raises(ValueError, match="hint_quality: needs hints"):
+        PolicyConfig(hint_quality=True)
+
+
+def test_best_hint_features_are_those_of_the_first_best_hint():
+    from placegym.agents.doppler import _best_hint
+
+    shares = torch.arange(2 * 3 * 9, dtype=torch.float32).reshape(2, 3, 9)  # 3 hints
+    g = GraphInputs(
+        x=torch.zeros(2, 7),
+        edge_index=torch.zeros(2, 0, dtype=torch.long),
+        edge_attr=torch.zeros(0, 2),
+        down=torch.full((2,), -1),
+        up=torch.full((2,), -1),
+        quality=torch.tensor([0.1, 0.0, 0.0]),
+    )
+    assert torch.equal(_best_hint(g, shares), shares[..., 3:6])
+    no_quality = dataclasses.replace(g, quality=None)
+    assert torch.equal(_best_hint(no_quality, shares), torch.zeros(2, 3, 3))

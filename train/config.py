@@ -232,7 +232,8 @@ class ImitationConfig(PhaseConfig):
 
     teacher: str = "critical_path"
     """Teacher to imitate (``critical_path`` as in DOPPLER, ``nest`` or ``anneal``; any
-    registered teacher with per-state tie sets works)."""
+    registered teacher with per-state tie sets works; ``best_list`` follows, per graph,
+    the faster of critical_path and HEFT, :mod:`placegym.teachers.best_list`)."""
     teacher_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the teacher, e.g. ``{budget: 20000}`` for ``anneal``."""
     canonical_labels: bool = True

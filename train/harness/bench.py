@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 REFERENCE = "critical_path"
 OPTIMAL_MAX_NODES = 12
 OPTIMAL_MAX_DEVICES = 4
-#: Every placer of the registry but ``optimal`` (small graphs only; see ``with_optimal``)
-#: and ``device_anneal`` (a plan teacher for behaviour cloning, 30,000 calls by default).
+#: Every placer of the registry but ``optimal`` (small graphs only; see ``with_optimal``),
+#: ``device_anneal`` (a plan teacher for behaviour cloning, 30,000 calls by default) and
+#: ``best_list`` (a phase-I teacher: the fastest of placers the table has already).
 DEFAULT_TEACHERS = (
     "critical_path",
     "heft",
