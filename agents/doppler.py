@@ -16,7 +16,10 @@
   other producers of its consumers) already there (:func:`sibling_share`): where its
   consumers will find their other inputs; with :attr:`PolicyConfig.hints`, also how the
   node's hint mates (nodes a heuristic puts with it) are spread over the devices
-  (:func:`~placegym.agents.hints.hint_share`).
+  (:func:`~placegym.agents.hints.hint_share`); with :attr:`PolicyConfig.topology`, also
+  a per-device embedding from message passing over the cluster's links
+  (:meth:`DopplerPolicy.device_topology`): where a device sits in the network relative to
+  the devices in use.
 
 Encoders run once per episode (their outputs are reused at every step), heads are small
 MLPs applied per node / per device, so the policy works for any graph size and any
@@ -43,7 +46,14 @@ from placegym.agents.encoder import POSITION_FEATURES, GraphEncoder, GraphInputs
 from placegym.agents.hints import HINT_FEATURES, hint_share
 from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC
 
-__all__ = ["SEL_CONTEXT", "DopplerPolicy", "Encoding", "PolicyConfig", "sel_context"]
+__all__ = [
+    "SEL_CONTEXT",
+    "DopplerPolicy",
+    "Encoding",
+    "PolicyConfig",
+    "cluster_links",
+    "sel_context",
+]
 
 #: Values of :attr:`PolicyConfig.learn`.
 LEARN = ("both", "select", "place")
@@ -54,6 +64,9 @@ SEL_RULES, PLC_RULES = 2, 1
 #: Relative tolerance of the rule features' "is the best" tests: well above float32
 #: rounding of the observation, well below any difference a teacher would act on.
 RULE_RTOL = 1e-5
+#: Features per ordered device pair of :func:`cluster_links`, message channels per pair
+#: and rounds of :meth:`DopplerPolicy.device_topology` (``PolicyConfig.topology``).
+LINK_FEATURES, TOPOLOGY_CHANNELS, TOPOLOGY_ROUNDS = 2, 2, 2
 _B_LEVEL = 3  # node_static column: b-level / CP
 _EST_FINISH = 5  # node_dynamic column: estimated finish / CP (0 if unassigned)
 _EDGE_COMM = 0  # edge_attr column: transfer time of the edge / CP
@@ -92,6 +105,15 @@ class PolicyConfig:
             features again, so that it can learn to follow whichever hint is best on the
             graph (requires ``hints``; the ``best_list`` teacher with the hints as
             candidates labels exactly that).
+        topology: PLC also reads a per-device embedding from
+            :data:`TOPOLOGY_ROUNDS` rounds of message passing over the cluster's links
+            (:meth:`DopplerPolicy.device_topology`), started from each device's features
+            and the mean embedding of its nodes. Without it PLC sees the network only
+            through the selected node's estimated start on each device, so two empty
+            devices equally far from the devices in use look alike even where the rest of
+            the network tells them apart (on ``v100x8`` no two devices are
+            interchangeable once one is in use), and a plan that chose one of them
+            cannot be cloned. Permutation-equivariant: it works on any cluster.
 
     Raises:
         ValueError: a size out of range, an unknown ``learn`` or a hint that is not a
@@ -107,6 +129,7 @@ class PolicyConfig:
     affinity: bool = False
     rules: bool = False
     hint_quality: bool = False
+    topology: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
@@ -378,6 +401,16 @@ class DopplerPolicy(nn.Module):
             plc_in += PLC_RULES
         if self.config.hint_quality:
             plc_in += QUALITY_FEATURES * len(self.config.hints) + HINT_FEATURES
+        if self.config.topology:
+            t = max(h // 2, 1)
+            self.topo_in = nn.Linear(DEVICE_FEATURES + 1 + h, t)
+            self.topo_gate = nn.Sequential(
+                nn.Linear(LINK_FEATURES, 16), nn.ReLU(), nn.Linear(16, TOPOLOGY_CHANNELS)
+            )
+            self.topo_rounds = nn.ModuleList(
+                nn.Linear(t * (1 + TOPOLOGY_CHANNELS), t) for _ in range(TOPOLOGY_ROUNDS)
+            )
+            plc_in += t
         self.plc_head = nn.Sequential(nn.Linear(plc_in, h), _mlp_tail(h))
 
     @property
@@ -458,4 +491,50 @@ class DopplerPolicy(nn.Module):
         if self.config.hint_quality:
             parts.append(_hint_quality(enc.graph, len(self.config.hints), dev))
             parts.append(_best_hint(enc.graph, shares))
+        if self.config.topology:
+            links = None if enc.graph is None else enc.graph.links
+            parts.append(self.device_topology(links, dev, count, agg))
         return self.plc_head(torch.cat(parts, dim=-1)).squeeze(-1)
+
+    def device_topology(
+        self, links: Tensor | None, dev: Tensor, count: Tensor, agg: Tensor
+    ) -> Tensor:
+        """``(S, D, T)`` per-device embeddings from message passing over the cluster's
+        links (``PolicyConfig.topology``).
+
+        Each device starts from its features ``dev (S, D, 7)``, ``log1p`` of its node
+        count ``(S, D)`` and the mean embedding of its nodes ``agg (S, D, H)``; each of
+        :data:`TOPOLOGY_ROUNDS` rounds updates it from its own state and, per channel,
+        the gated mean of the other devices' states, the gates a learned function of
+        each pair's :func:`cluster_links` row (``links (D, D, 2)``).
+
+        Raises:
+            ValueError: no links in the graph inputs (built without the cluster).
+        """
+        if links is None:
+            raise ValueError(
+                "graph inputs: the policy reads the cluster's links (policy.topology), got "
+                "none; build the inputs with placegym.agents.rollout.graph_inputs"
+            )
+        s, d, _ = dev.shape
+        x = torch.relu(self.topo_in(torch.cat([dev, torch.log1p(count).unsqueeze(-1), agg], -1)))
+        off = 1.0 - torch.eye(d, dtype=x.dtype, device=x.device)
+        gate = self.topo_gate(links.to(x.dtype)) * off.unsqueeze(-1) / max(d - 1, 1)
+        for layer in self.topo_rounds:
+            msg = torch.einsum("dec,set->sdct", gate, x).reshape(s, d, -1)
+            x = torch.relu(layer(torch.cat([x, msg], dim=-1)))
+        return x
+
+
+def cluster_links(cluster: Any) -> Tensor:
+    """``(D, D, 2)`` float32 per ordered device pair: its bandwidth over the cluster's
+    largest and its latency over the largest (0 where all are 0); 0 on the diagonal
+    (``PolicyConfig.topology``)."""
+    bw = np.asarray(cluster.pair_bandwidth, dtype=np.float64).copy()
+    lat = np.asarray(cluster.pair_latency, dtype=np.float64).copy()
+    off = ~np.eye(cluster.num_devices, dtype=bool)
+    bw = np.where(off & np.isfinite(bw), bw, 0.0)
+    lat = np.where(off, lat, 0.0)
+    bw = bw / bw.max() if bw.max() > 0 else bw
+    lat = lat / lat.max() if lat.max() > 0 else lat
+    return torch.from_numpy(np.stack([bw, lat], axis=-1).astype(np.float32))

@@ -31,6 +31,8 @@ class GraphInputs:
         pos: ``(n, 2)`` node positions (:func:`node_positions`), or None.
         quality: optional ``(K,)`` quality of each hint placement on this graph
             (:func:`placegym.agents.hints.hint_quality`).
+        links: ``(D, D, 2)`` the cluster's links as the PLC topology encoder reads them
+            (:func:`placegym.agents.doppler.cluster_links`), or None.
     """
 
     x: Tensor
@@ -42,6 +44,7 @@ class GraphInputs:
     groups: Tensor | None = None
     pos: Tensor | None = None
     quality: Tensor | None = None
+    links: Tensor | None = None
 
     @property
     def num_nodes(self) -> int:

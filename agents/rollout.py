@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from placegym.agents.doppler import DopplerPolicy, Encoding
+from placegym.agents.doppler import DopplerPolicy, Encoding, cluster_links
 from placegym.agents.encoder import GraphInputs
 from placegym.agents.hints import hint_groups, hint_placements, hint_quality
 from placegym.envs.cache import IdentityCache
@@ -193,7 +193,8 @@ def _hints(policy: Any) -> tuple[str, ...]:
 def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluster) -> GraphInputs:
     """The static inputs of ``policy`` for ``graph`` on ``cluster``: those of the first
     observation ``obs``, plus the hint groups of the policy's ``config.hints`` (and
-    their quality with ``config.hint_quality``)."""
+    their quality with ``config.hint_quality``) and, with ``config.topology``, the
+    cluster's links."""
     inputs = GraphInputs.from_obs(obs)
     hints = _hints(policy)
     if hints:
@@ -203,6 +204,8 @@ def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluste
         if getattr(getattr(policy, "config", None), "hint_quality", False):
             quality = torch.from_numpy(hint_quality(graph, cluster, placements))
             inputs = dataclasses.replace(inputs, quality=quality)
+    if getattr(getattr(policy, "config", None), "topology", False):
+        inputs = dataclasses.replace(inputs, links=cluster_links(cluster))
     return inputs
 
 
