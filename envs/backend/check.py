@@ -40,6 +40,7 @@ from placegym.envs.backend.calibrate import fit_cluster, probe_devices
 from placegym.envs.backend.devices import device_kind, parse_devices, shared_hardware
 from placegym.envs.backend.executor import TorchExecutor
 from placegym.envs.backend.profile import (
+    kernel_medians,
     profile_from_runs,
     profile_placements,
     profile_with_costs,
@@ -282,8 +283,8 @@ class _ProfilePasses:
             calm = _undisturbed([m.cpu_share for m in done], quiet)
             kept += [(self.graph, p, m) for m, ok in zip(done, calm, strict=True) if ok]
         kernels, costs = profile_from_runs(kept)
-        busy = profile_from_runs([r for r in kept if len(np.unique(r[1].device)) > 1])[0]
-        alone = profile_from_runs([r for r in kept if len(np.unique(r[1].device)) == 1])[0]
+        busy = kernel_medians([r for r in kept if len(np.unique(r[1].device)) > 1])
+        alone = kernel_medians([r for r in kept if len(np.unique(r[1].device)) == 1])
         ratios = [busy[k] / alone[k] for k in busy.keys() & alone.keys() if alone[k] > 0]
         return kernels, costs, float(np.median(ratios)) - 1 if ratios else float("nan")
 

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROFILE_MODES",
+    "kernel_medians",
     "profile_from_runs",
     "profile_in_run",
     "profile_kernels",
@@ -211,13 +212,21 @@ def profile_from_runs(
 ) -> tuple[dict[str, float], RunCosts]:
     """``{signature: median seconds}`` of the kernels in timed executions (each a graph,
     a placement and the measurement of one execution), and their :class:`.RunCosts`."""
+    return kernel_medians(runs), run_costs(runs)
+
+
+def kernel_medians(
+    runs: Sequence[tuple[Graph, Placement, Measurement]],
+) -> dict[str, float]:
+    """``{signature: median seconds}`` of the kernels in timed executions (as for
+    :func:`profile_from_runs`), over executions and over the nodes of each signature."""
     spans: dict[str, list[float]] = {}
     for g, _, m in runs:
         took = (m.finish - m.start).tolist()
         for v, sig in enumerate(signatures(g)):
             if sig is not None:
                 spans.setdefault(sig, []).append(took[v])
-    return {sig: float(np.median(ts)) for sig, ts in spans.items()}, run_costs(runs)
+    return {sig: float(np.median(ts)) for sig, ts in spans.items()}
 
 
 def profile_placements(graph: Graph, devices: int) -> list[Placement]:
