@@ -67,6 +67,9 @@ RULE_RTOL = 1e-5
 #: Features per ordered device pair of :func:`cluster_links`, message channels per pair
 #: and rounds of :meth:`DopplerPolicy.device_topology` (``PolicyConfig.topology``).
 LINK_FEATURES, TOPOLOGY_CHANNELS, TOPOLOGY_ROUNDS = 2, 2, 2
+#: Device columns that the rollout adds with ``PolicyConfig.insertion``
+#: (:func:`placegym.agents.rollout.insertion_features`).
+INSERTION_FEATURES = 3
 _B_LEVEL = 3  # node_static column: b-level / CP
 _EST_FINISH = 5  # node_dynamic column: estimated finish / CP (0 if unassigned)
 _EDGE_COMM = 0  # edge_attr column: transfer time of the edge / CP
@@ -114,6 +117,13 @@ class PolicyConfig:
             the network tells them apart (on ``v100x8`` no two devices are
             interchangeable once one is in use), and a plan that chose one of them
             cannot be cloned. Permutation-equivariant: it works on any cluster.
+        insertion: PLC also reads HEFT's rule per device: the selected node's
+            insertion-based estimated start there (it may start in an idle gap of the
+            device, :meth:`~placegym.envs.state.PlacementState.insertion_start`), its
+            finish's lead over the earliest one and whether it is the earliest
+            (:func:`~placegym.agents.rollout.insertion_features`, added to the device
+            rows by the rollout), beside the list-schedule estimate of the observation
+            that the critical-path rule reads.
 
     Raises:
         ValueError: a size out of range, an unknown ``learn`` or a hint that is not a
@@ -130,6 +140,7 @@ class PolicyConfig:
     rules: bool = False
     hint_quality: bool = False
     topology: bool = False
+    insertion: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
@@ -376,7 +387,8 @@ class DopplerPolicy(nn.Module):
           ``F`` = 9 (11 with ``rules``)
         - :meth:`sel_scores`: ``nodes (K,)``, ``x (K, F)`` (from :meth:`sel_inputs`) -> ``(K,)``
         - :meth:`plc_logits`: ``node (S,)``, ``placed (S, n)`` (device of each node, -1
-          if unplaced), ``dev (S, D, 7)`` -> ``(S, D)``
+          if unplaced), ``dev (S, D, 7)`` (10 with ``insertion``: the rollout's
+          :func:`~placegym.agents.rollout.plc_devices`) -> ``(S, D)``
     """
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
@@ -392,7 +404,8 @@ class DopplerPolicy(nn.Module):
         sel_in = NODE_DYNAMIC + SEL_CONTEXT + (SEL_RULES if self.config.rules else 0)
         self.sel_dynamic = nn.Linear(sel_in, h, bias=False)
         self.sel_tail = _mlp_tail(h)
-        plc_in = 2 * h + 1 + 2 * DEVICE_FEATURES + 2 + HINT_FEATURES * len(self.config.hints)
+        dev_in = DEVICE_FEATURES + (INSERTION_FEATURES if self.config.insertion else 0)
+        plc_in = 2 * h + 1 + 2 * dev_in + 2 + HINT_FEATURES * len(self.config.hints)
         if self.config.affinity:
             self.plc_query = nn.Linear(h, h)
             self.plc_key = nn.Linear(h, h)
@@ -403,7 +416,7 @@ class DopplerPolicy(nn.Module):
             plc_in += QUALITY_FEATURES * len(self.config.hints) + HINT_FEATURES
         if self.config.topology:
             t = max(h // 2, 1)
-            self.topo_in = nn.Linear(DEVICE_FEATURES + 1 + h, t)
+            self.topo_in = nn.Linear(dev_in + 1 + h, t)
             self.topo_gate = nn.Sequential(
                 nn.Linear(LINK_FEATURES, 16), nn.ReLU(), nn.Linear(16, TOPOLOGY_CHANNELS)
             )
@@ -502,7 +515,7 @@ class DopplerPolicy(nn.Module):
         """``(S, D, T)`` per-device embeddings from message passing over the cluster's
         links (``PolicyConfig.topology``).
 
-        Each device starts from its features ``dev (S, D, 7)``, ``log1p`` of its node
+        Each device starts from its features ``dev (S, D, F)``, ``log1p`` of its node
         count ``(S, D)`` and the mean embedding of its nodes ``agg (S, D, H)``; each of
         :data:`TOPOLOGY_ROUNDS` rounds updates it from its own state and, per channel,
         the gated mean of the other devices' states, the gates a learned function of

@@ -33,6 +33,9 @@ class GraphInputs:
             (:func:`placegym.agents.hints.hint_quality`).
         links: ``(D, D, 2)`` the cluster's links as the PLC topology encoder reads them
             (:func:`placegym.agents.doppler.cluster_links`), or None.
+        scale: the graph's critical-path length on the cluster, the time unit of the
+            observation's features, for the features that the rollout adds
+            (:func:`placegym.agents.rollout.insertion_features`), or None.
     """
 
     x: Tensor
@@ -45,6 +48,7 @@ class GraphInputs:
     pos: Tensor | None = None
     quality: Tensor | None = None
     links: Tensor | None = None
+    scale: float | None = None
 
     @property
     def num_nodes(self) -> int:

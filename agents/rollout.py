@@ -38,13 +38,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from placegym.agents.doppler import DopplerPolicy, Encoding, cluster_links
+from placegym.agents.doppler import RULE_RTOL, DopplerPolicy, Encoding, cluster_links
 from placegym.agents.encoder import GraphInputs
 from placegym.agents.hints import hint_groups, hint_placements, hint_quality
+from placegym.envs.analysis import b_level
 from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.env import PlacementEnv
 from placegym.envs.graph import Graph
+from placegym.envs.observation import FEATURE_MAX
 from placegym.envs.state import PlacementState
 from placegym.teachers.base import Teacher
 
@@ -206,7 +208,40 @@ def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluste
             inputs = dataclasses.replace(inputs, quality=quality)
     if getattr(getattr(policy, "config", None), "topology", False):
         inputs = dataclasses.replace(inputs, links=cluster_links(cluster))
+    if getattr(getattr(policy, "config", None), "insertion", False):
+        bl = b_level(graph, cluster)
+        scale = float(bl.max()) if len(bl) and bl.max() > 0 else 1.0  # as the observation's
+        inputs = dataclasses.replace(inputs, scale=scale)
     return inputs
+
+
+def insertion_features(state: PlacementState, scale: float) -> np.ndarray:
+    """``(D, 3)`` float32 per device, for the selected node (``PolicyConfig.insertion``):
+    its insertion-based estimated start (:meth:`PlacementState.insertion_start`) /
+    ``scale``, its insertion-based finish there minus the earliest over the devices /
+    ``scale``, and whether that lead is within :data:`RULE_RTOL` of the earliest (HEFT's
+    tie set; devices the mask forbids are the caller's to drop)."""
+    start = state.insertion_start()
+    finish = start + state.costs.duration[state.selected]
+    first = finish.min()
+    lead = finish - first
+    return np.stack(
+        [
+            np.minimum(start / scale, FEATURE_MAX),
+            np.minimum(lead / scale, FEATURE_MAX),
+            lead <= RULE_RTOL * abs(first),
+        ],
+        axis=-1,
+    ).astype(np.float32)
+
+
+def plc_devices(graph: GraphInputs, state: PlacementState, devices: np.ndarray) -> np.ndarray:
+    """The PLC's device features in ``state``: the observation's ``device`` rows and, when
+    the graph inputs carry a ``scale`` (``PolicyConfig.insertion``), the
+    :func:`insertion_features` (a new array)."""
+    if graph.scale is None:
+        return devices.copy()
+    return np.concatenate([devices, insertion_features(state, graph.scale)], axis=1)
 
 
 @torch.no_grad()
@@ -360,7 +395,7 @@ def _record_inputs(lv: _Live, select: bool, ties: np.ndarray | None, record: boo
     else:
         b["plc_node"].append(state.selected)
         b["plc_placed"].append(state.device.copy())
-        b["plc_dev"].append(lv.obs["device"].copy())
+        b["plc_dev"].append(plc_devices(lv.graph, state, lv.obs["device"]))
         b["plc_mask"].append(lv.info["action_mask"][: lv.d].copy())
         if record:
             assert ties is not None
@@ -402,7 +437,8 @@ def device_logits(
     policy: DopplerPolicy, enc: Encoding, node: np.ndarray, placed: np.ndarray, dev: np.ndarray
 ) -> np.ndarray:
     """PLC logits ``(S, D)`` of several states of one graph (one device count) in one
-    call: ``node (S,)`` the selected nodes, ``placed (S, n)``, ``dev (S, D, 7)``."""
+    call: ``node (S,)`` the selected nodes, ``placed (S, n)``, ``dev (S, D, F)`` (from
+    :func:`plc_devices`)."""
     return policy.plc_logits(
         enc, torch.from_numpy(node), torch.from_numpy(placed), torch.from_numpy(dev)
     ).numpy()
@@ -414,7 +450,7 @@ def sel_tie_key(graph: GraphInputs, nodes: np.ndarray) -> np.ndarray:
 
 
 def plc_tie_key(dev: np.ndarray) -> np.ndarray:
-    """Greedy PLC tie key of devices with features ``dev (D, 7)``: earliest start first
+    """Greedy PLC tie key of devices with features ``dev (D, F)``: earliest start first
     (then smallest index)."""
     return dev[:, _EST_START]
 

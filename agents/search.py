@@ -46,6 +46,7 @@ from placegym.agents.rollout import (
     frontier_logits,
     graph_inputs,
     greedy_pick,
+    plc_devices,
     plc_tie_key,
     sample_index,
     sel_tie_key,
@@ -199,7 +200,7 @@ class _Decoder:
             self.enc,
             np.array([e.state.selected for e in entries], dtype=np.int64),
             np.stack([e.state.device for e in entries]),
-            np.stack([e.obs.devices for e in entries]),
+            np.stack([plc_devices(self.inputs, e.state, e.obs.devices) for e in entries]),
         )
         legal = [np.flatnonzero(e.state.place_mask()) for e in entries]
         return legal, [row[a] for row, a in zip(rows, legal)]

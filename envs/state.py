@@ -12,7 +12,10 @@ that process and the quantities that teachers and observations need:
   selection order, start at ``max(device free, inputs arrived)`` where an input from
   another device arrives ``latency + bytes / bandwidth`` after its producer's estimated
   finish. :meth:`earliest_start` gives that start for a node on every device. It guides
-  teachers and features; the makespan itself always comes from the simulator.
+  teachers and features; the makespan itself always comes from the simulator;
+- HEFT's *insertion-based* estimate of the same assignment (:meth:`insertion_start`): a
+  node may also start in an idle gap of a device that its duration fits, as a
+  work-conserving device would run it there.
 
 The Gymnasium environment wraps this class; teachers answer questions about it (see
 :mod:`placegym.teachers`).
@@ -20,6 +23,7 @@ The Gymnasium environment wraps this class; teachers answer questions about it (
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Literal
 
 import numpy as np
@@ -31,7 +35,58 @@ from placegym.envs.placement import Placement
 
 Phase = Literal["select", "place"]
 
-__all__ = ["PlacementState"]
+__all__ = ["PlacementState", "Timeline"]
+
+
+class Timeline:
+    """Busy intervals of one device, sorted and disjoint (finishes sorted too)."""
+
+    __slots__ = ("finish", "start")
+
+    def __init__(self) -> None:
+        self.start: list[float] = []
+        self.finish: list[float] = []
+
+    def earliest_fit(self, ready: float, dur: float) -> float:
+        """The earliest start >= ``ready`` of an idle gap at least ``dur`` long."""
+        i = bisect_right(self.finish, ready)
+        prev_end = ready
+        for j in range(i, len(self.start)):
+            if prev_end + dur <= self.start[j]:
+                return prev_end
+            prev_end = max(prev_end, self.finish[j])
+        return prev_end
+
+    def insert(self, start: float, finish: float) -> None:
+        """Add the busy interval ``[start, finish)`` (it must fit an idle gap)."""
+        i = bisect_right(self.start, start)
+        self.start.insert(i, start)
+        self.finish.insert(i, finish)
+
+    def copy(self) -> Timeline:
+        """An independent copy."""
+        new = Timeline()
+        new.start, new.finish = self.start.copy(), self.finish.copy()
+        return new
+
+
+class _Insertion:
+    """The insertion-based schedule of a state's placed nodes, brought up to date lazily
+    (:meth:`PlacementState.insertion_start`): ``finish`` per node (nan if not yet
+    scheduled), a :class:`Timeline` per device, and how many placed nodes it holds."""
+
+    __slots__ = ("finish", "lines", "seen")
+
+    def __init__(self, n: int, d: int) -> None:
+        self.finish = np.full(n, np.nan)
+        self.lines = [Timeline() for _ in range(d)]
+        self.seen = 0
+
+    def copy(self) -> _Insertion:
+        new = object.__new__(_Insertion)
+        new.finish, new.seen = self.finish.copy(), self.seen
+        new.lines = [line.copy() for line in self.lines]
+        return new
 
 
 class PlacementState:
@@ -68,6 +123,7 @@ class PlacementState:
         self._frontier = graph.in_degree == 0
         self._num_placed = 0
         self._est_cache: tuple[int, int, np.ndarray] | None = None  # (node, #placed, row)
+        self._insertion: _Insertion | None = None  # built on the first insertion_start
 
     # ------------------------------------------------------------------ phase and masks
     @property
@@ -177,11 +233,15 @@ class PlacementState:
         v = self.selected if node is None else node
         return self._no_earlier_than(np.zeros(self.cluster.num_devices), v)
 
-    def _no_earlier_than(self, floor: np.ndarray, v: int) -> np.ndarray:
+    def _no_earlier_than(
+        self, floor: np.ndarray, v: int, finish: np.ndarray | None = None
+    ) -> np.ndarray:
         """``(D,)`` max of ``floor`` and the arrival on each device of every placed input
-        of ``v`` (a new array; max is exact, so the order does not matter)."""
+        of ``v``, produced at ``finish`` (default: the list-schedule estimate
+        ``est_finish``); a new array; max is exact, so the order does not matter."""
         preds = self.costs.predecessors[v]
-        device, finish, out_bytes = self.device, self.est_finish, self.graph.out_bytes
+        device, out_bytes = self.device, self.graph.out_bytes
+        finish = self.est_finish if finish is None else finish
         latency, inv_bandwidth = self.costs.latency, self.costs.inv_bandwidth
         if len(preds) > 8:  # many inputs: one vectorised pass
             placed = [u for u in preds if device[u] >= 0]
@@ -211,6 +271,39 @@ class PlacementState:
         row.setflags(write=False)
         self._est_cache = (v, self._num_placed, row)
         return row
+
+    def insertion_start(self, node: int | None = None) -> np.ndarray:
+        """``(D,)`` HEFT's insertion-based estimated start of ``node`` (default: the
+        selected one) on each device.
+
+        The schedule behind it places the placed nodes one by one in selection order,
+        each at the earliest start on its device, no earlier than its inputs' arrival
+        (as in :meth:`earliest_start`, from its producers' insertion-based finishes), of
+        an idle gap its duration fits; the node's start on a device is the same rule
+        applied to it there. Unlike :meth:`earliest_start`, a node can start before work
+        placed earlier on the device. Brought up to date on each call, in time linear
+        in the nodes placed since the previous one."""
+        v = self.selected if node is None else node
+        ins = self._insertion_schedule()
+        ready = self._no_earlier_than(np.zeros(self.cluster.num_devices), v, ins.finish)
+        fits = zip(ins.lines, ready.tolist(), self.costs.duration[v].tolist())
+        return np.array([line.earliest_fit(r, t) for line, r, t in fits])
+
+    def _insertion_schedule(self) -> _Insertion:
+        """The insertion-based schedule with every placed node in it."""
+        ins = self._insertion
+        if ins is None:
+            ins = self._insertion = _Insertion(self.graph.num_nodes, self.cluster.num_devices)
+        zero = np.zeros(self.cluster.num_devices)
+        for v in self.order[ins.seen : self._num_placed]:  # placed nodes lead the order
+            d = int(self.device[v])
+            ready = float(self._no_earlier_than(zero, v, ins.finish)[d])
+            dur = float(self.costs.duration[v, d])
+            start = ins.lines[d].earliest_fit(ready, dur)
+            ins.lines[d].insert(start, start + dur)
+            ins.finish[v] = start + dur
+        ins.seen = self._num_placed
+        return ins
 
     def earliest_finish(self, node: int | None = None) -> np.ndarray:
         """``(D,)`` estimated finish of ``node`` (default: the selected one) on each device."""
@@ -247,7 +340,7 @@ class PlacementState:
         new = object.__new__(PlacementState)
         new.__dict__.update(
             {
-                k: (v.copy() if isinstance(v, np.ndarray | list) else v)
+                k: (v.copy() if isinstance(v, np.ndarray | list | _Insertion) else v)
                 for k, v in self.__dict__.items()
             }
         )

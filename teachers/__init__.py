@@ -24,6 +24,7 @@ from placegym.teachers.base import PlanTeacher, StepTeacher, Teacher, ties
 _REGISTRY: dict[str, str] = {
     "critical_path": "placegym.teachers.critical_path:CriticalPathTeacher",
     "heft": "placegym.teachers.heft:HeftTeacher",
+    "heft_rule": "placegym.teachers.heft:HeftRuleTeacher",
     "nest": "placegym.teachers.nest:NestTeacher",
     "anneal": "placegym.teachers.anneal:AnnealTeacher",
     "device_anneal": "placegym.teachers.device_anneal:DeviceAnnealTeacher",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from typing import ClassVar
 
 import numpy as np
@@ -11,35 +10,12 @@ from placegym.envs.analysis import b_level, durations_on
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
+from placegym.envs.state import PlacementState, Timeline
 from placegym.teachers._common import fits, priority_order
-from placegym.teachers.base import PlanTeacher
+from placegym.teachers.base import PlanTeacher, ties
+from placegym.teachers.critical_path import CriticalPathTeacher
 
-__all__ = ["HeftTeacher", "heft_schedule"]
-
-
-class _Timeline:
-    """Busy intervals of one device, sorted and disjoint (finishes sorted too)."""
-
-    __slots__ = ("finish", "start")
-
-    def __init__(self) -> None:
-        self.start: list[float] = []
-        self.finish: list[float] = []
-
-    def earliest_fit(self, ready: float, dur: float) -> float:
-        """The earliest start >= ``ready`` of an idle gap at least ``dur`` long."""
-        i = bisect_right(self.finish, ready)
-        prev_end = ready
-        for j in range(i, len(self.start)):
-            if prev_end + dur <= self.start[j]:
-                return prev_end
-            prev_end = max(prev_end, self.finish[j])
-        return prev_end
-
-    def insert(self, start: float, finish: float) -> None:
-        i = bisect_right(self.start, start)
-        self.start.insert(i, start)
-        self.finish.insert(i, finish)
+__all__ = ["HeftRuleTeacher", "HeftTeacher", "heft_schedule"]
 
 
 def _arrival(graph: Graph, cluster: Cluster, v: int, dev: np.ndarray, aft: np.ndarray):
@@ -66,7 +42,7 @@ def heft_schedule(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, np.ndarra
     dev = np.full(n, -1, dtype=np.int64)
     ast, aft = np.zeros(n), np.zeros(n)
     used = np.zeros(nd)
-    lines = [_Timeline() for _ in range(nd)]
+    lines = [Timeline() for _ in range(nd)]
     for v in priority_order(graph, b_level(graph, cluster)).tolist():
         ready = _arrival(graph, cluster, v, dev, aft)
         legal = fits(used, graph.param_bytes[v], cluster.memory)
@@ -118,3 +94,33 @@ class HeftTeacher(PlanTeacher):
         rank_pos[priority_order(graph, b_level(graph, cluster))] = np.arange(graph.num_nodes)
         order = np.lexsort((rank_pos, start)).astype(np.int64)
         return Placement(device=dev, order=order)
+
+
+class HeftRuleTeacher(CriticalPathTeacher):
+    """HEFT's rule answered state by state, so that a learner can follow it from any state.
+
+    Rule:
+        - **SEL**: the frontier nodes of maximum b-level (HEFT's upward rank), as
+          :class:`~placegym.teachers.critical_path.CriticalPathTeacher`.
+        - **PLC**: the legal devices of earliest insertion-based finish:
+          :meth:`PlacementState.insertion_start
+          <placegym.envs.state.PlacementState.insertion_start>` plus the node's duration
+          there (HEFT's earliest finish time with insertion, on the schedule of the
+          state's own placed nodes).
+
+    Tie sets as the critical-path teacher's; :meth:`place` rolls the rule out taking the
+    smallest id of each set. On a graph without b-level ties this is HEFT's device map
+    (:func:`heft_schedule`) in HEFT's rank order, which the simulator then runs in that
+    order instead of HEFT's planned-start order (:class:`HeftTeacher`); from other
+    states it answers with HEFT's rule where :class:`HeftTeacher` answers with its plan.
+    """
+
+    name: ClassVar[str] = "heft_rule"
+
+    def place_actions(self, state: PlacementState) -> np.ndarray:
+        """The legal devices where the selected node finishes earliest with insertion."""
+        if state.selected < 0:
+            raise ValueError("state: phase is 'select', no node awaits a device")
+        legal = np.flatnonzero(state.place_mask())
+        finish = state.insertion_start() + state.costs.duration[state.selected]
+        return ties(finish, legal, best="min")

@@ -111,9 +111,9 @@ def test_cli_prints_the_table(tmp_path, capsys):
     assert "unknown workload or file 'nope'" in capsys.readouterr().err
 
 
-def test_the_default_teachers_are_every_placer_but_optimal_device_anneal_and_best_list():
+def test_the_default_teachers_are_every_placer_but_the_exact_and_phase_i_ones():
     from placegym.teachers import list_teachers
     from placegym.train.harness.bench import DEFAULT_TEACHERS
 
-    others = {"optimal", "device_anneal", "best_list"}
+    others = {"optimal", "device_anneal", "best_list", "heft_rule"}
     assert sorted(DEFAULT_TEACHERS) == sorted(set(list_teachers()) - others)

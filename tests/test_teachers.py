@@ -9,14 +9,23 @@ import pytest
 from simcases import graph, unit_cluster
 
 from placegym.envs import Cluster, Device, Level, get_preset, list_presets, simulate
-from placegym.envs.state import PlacementState
+from placegym.envs.state import PlacementState, Timeline
 from placegym.envs.workloads import ffnn
 from placegym.teachers import get_teacher, list_teachers
 from placegym.teachers._common import fits
 from placegym.teachers.base import StepTeacher
-from placegym.teachers.heft import _Timeline, heft_schedule
+from placegym.teachers.heft import heft_schedule
 
-MINE = ["critical_path", "heft", "random", "round_robin", "single_device", "metis", "anneal"]
+MINE = [
+    "critical_path",
+    "heft",
+    "heft_rule",
+    "random",
+    "round_robin",
+    "single_device",
+    "metis",
+    "anneal",
+]
 OTHERS = {"nest": "placegym.teachers.nest", "optimal": "placegym.teachers.optimal"}
 CLUSTERS = ["p100x4", "v100x8", "h100-2x8"]
 
@@ -205,8 +214,42 @@ def test_heft_inserts_into_idle_gaps():
     assert s.makespan == 6.0 and s.start.tolist() == start.tolist()
 
 
+def test_insertion_start_follows_heft_state_by_state():
+    # the graph of test_heft_inserts_into_idle_gaps, played through PlacementState
+    g = graph([2, 3, 3, 1], [[0, 1], [0, 2]], out_bytes=[1, 0, 0, 0])
+    c = unit_cluster(2)
+    s = PlacementState(g, c)
+    for v, d in [(0, 0), (1, 0), (2, 1)]:
+        s.select(v)
+        s.place(d)
+    s.select(3)
+    assert s.insertion_start().tolist() == [5.0, 0.0]  # the idle gap [0, 3] of d1
+    assert s.earliest_start().tolist() == [5.0, 6.0]  # the list schedule appends
+    twin = s.copy()
+    s.place(1)
+    assert twin.insertion_start().tolist() == [5.0, 0.0]  # copies are independent
+    assert s.insertion_start(3).tolist() == [5.0, 1.0]  # node 3 now occupies [0, 1]
+    assert get_teacher("heft_rule").place(g, c).device.tolist() == [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize("cname", CLUSTERS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_heft_rule_is_hefts_device_map(cname, seed):
+    from placegym.envs.workloads import make_graph
+
+    g, c = make_graph("random_dag", nodes=60, seed=seed), get_preset(cname)
+    rule = get_teacher("heft_rule")
+    assert rule.place(g, c).device.tolist() == heft_schedule(g, c)[0].tolist()
+    s = PlacementState(g, c)  # from a state off HEFT's path, HEFT's rule on its own schedule
+    s.select(int(rule.select_actions(s)[0]))
+    s.place(c.num_devices - 1)
+    s.select(int(rule.select_actions(s)[0]))
+    finish = s.insertion_start() + s.costs.duration[s.selected]
+    assert rule.place_actions(s).tolist() == np.flatnonzero(finish == finish.min()).tolist()
+
+
 def test_heft_timeline_gaps():
-    line = _Timeline()
+    line = Timeline()
     line.insert(0.0, 1.0)
     line.insert(5.0, 6.0)
     assert line.earliest_fit(0.0, 2.0) == 1.0  # [1, 3] fits before 5

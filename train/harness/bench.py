@@ -42,8 +42,10 @@ REFERENCE = "critical_path"
 OPTIMAL_MAX_NODES = 12
 OPTIMAL_MAX_DEVICES = 4
 #: Every placer of the registry but ``optimal`` (small graphs only; see ``with_optimal``),
-#: ``device_anneal`` (a plan teacher for behaviour cloning, 30,000 calls by default) and
-#: ``best_list`` (a phase-I teacher: the fastest of placers the table has already).
+#: ``device_anneal`` (a plan teacher for behaviour cloning, 30,000 calls by default),
+#: ``best_list`` (a phase-I teacher: the fastest of placers the table has already) and
+#: ``heft_rule`` (a phase-I teacher: HEFT's devices in rank order, within a few percent of
+#: ``heft``).
 DEFAULT_TEACHERS = (
     "critical_path",
     "heft",
