@@ -46,7 +46,7 @@ from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.env import PlacementEnv
 from placegym.envs.graph import Graph
-from placegym.envs.observation import FEATURE_MAX
+from placegym.envs.observation import FEATURE_MAX, time_unit
 from placegym.envs.state import PlacementState
 from placegym.teachers.base import Teacher
 
@@ -209,9 +209,7 @@ def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluste
     if getattr(getattr(policy, "config", None), "topology", False):
         inputs = dataclasses.replace(inputs, links=cluster_links(cluster))
     if getattr(getattr(policy, "config", None), "insertion", False):
-        bl = b_level(graph, cluster)
-        scale = float(bl.max()) if len(bl) and bl.max() > 0 else 1.0  # as the observation's
-        inputs = dataclasses.replace(inputs, scale=scale)
+        inputs = dataclasses.replace(inputs, scale=time_unit(b_level(graph, cluster)))
     return inputs
 
 

@@ -65,6 +65,7 @@ __all__ = [
     "batch_to_pyg",
     "obs_to_pyg",
     "observation_space",
+    "time_unit",
 ]
 
 #: The keys fixed per graph, left out of compact observations.
@@ -101,6 +102,12 @@ def observation_space(
     return spaces.Dict({k: s for k, s in full.spaces.items() if k not in GRAPH_KEYS})
 
 
+def time_unit(b_levels: np.ndarray) -> float:
+    """The critical-path length ``CP`` that every time feature is divided by: the largest
+    of the graph's ``b_levels`` (1 for an empty graph or one without costs)."""
+    return float(b_levels.max()) if len(b_levels) and b_levels.max() > 0 else 1.0
+
+
 class ObservationBuilder:
     """Static features of one (graph, cluster) plus the per-step dynamic ones."""
 
@@ -109,7 +116,7 @@ class ObservationBuilder:
         self.graph, self.cluster = graph, cluster
         self.max_nodes, self.max_edges = max_nodes, max_edges
         bl = b_level(graph, cluster)
-        self.cp = float(bl.max()) if n and bl.max() > 0 else 1.0
+        self.cp = time_unit(bl)
         w, comm = mean_durations(graph, cluster), mean_comm(graph, cluster)
         comm_in = np.bincount(graph.edges[:, 1], weights=comm[graph.edges[:, 0]], minlength=n)
         max_out = float(graph.out_bytes.max()) if n and graph.out_bytes.max() > 0 else 1.0
