@@ -109,7 +109,9 @@ class LookaheadTeacher(StepTeacher):
             devices[i] = done.device
             orders[i] = done.order
         self.calls += len(legal)
-        result = simulate_batch(state.graph, state.cluster, devices, orders, memory=False, threads=1)
+        result = simulate_batch(
+            state.graph, state.cluster, devices, orders, memory=False, threads=1
+        )
         return legal, np.asarray(result.makespan, dtype=np.float64)
 
     def place_actions(self, state: PlacementState) -> np.ndarray:

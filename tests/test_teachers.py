@@ -297,7 +297,7 @@ def test_lookahead_is_never_slower_than_its_base(base, cname, seed):
 
 
 def test_lookahead_base_is_validated():
-    with pytest.raises(ValueError, match="base: expected a step teacher.*'heft'"):
+    with pytest.raises(ValueError, match=r"base: expected a step teacher.*'heft'"):
         get_teacher("lookahead", base="heft")
     with pytest.raises(ValueError, match="base: expected a rule other than 'lookahead'"):
         get_teacher("lookahead", base="lookahead")
