@@ -29,6 +29,9 @@ from typing import ClassVar
 import numpy as np
 
 from placegym.envs.cache import IdentityCache
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
 from placegym.envs.simulator import simulate_batch
 from placegym.envs.state import PlacementState
 from placegym.teachers.base import StepTeacher, Teacher, ties
@@ -55,11 +58,16 @@ class LookaheadTeacher(StepTeacher):
           least simulated makespan (:func:`~placegym.envs.simulator.simulate_batch`,
           noiseless, priority dispatch) form the tie set.
 
-    :meth:`place` rolls the rule out taking the first of each tie set; its makespan is at
-    most the base rule's (module docstring).
+    :meth:`place` rolls the rule out taking the first device of least makespan (exact
+    ties only, whatever ``rtol``); its makespan is at most the base rule's (module
+    docstring).
 
     Args:
         base: a registered step teacher to look ahead with (default ``heft_rule``).
+        rtol: the PLC tie set holds every legal device within this relative margin of the
+            least makespan (0: exact ties, :data:`~placegym.teachers.base.TIE_RTOL`). A
+            margin leaves the base rule's own device among the labels wherever deviating
+            gains less than it, so an imitator learns the deviations that matter.
         cache_size: PLC answers kept per (graph, cluster) pair (the state's decisions so
             far are the key; the least recently used go first); 0 keeps none.
 
@@ -70,7 +78,9 @@ class LookaheadTeacher(StepTeacher):
 
     name: ClassVar[str] = "lookahead"
 
-    def __init__(self, base: str = "heft_rule", cache_size: int = 200_000) -> None:
+    def __init__(
+        self, base: str = "heft_rule", rtol: float = 0.0, cache_size: int = 200_000
+    ) -> None:
         from placegym.teachers import get_teacher
 
         if base == self.name:
@@ -81,7 +91,10 @@ class LookaheadTeacher(StepTeacher):
                 f"base: expected a step teacher (a per-state rule), got {base!r} "
                 f"({type(rule).__name__})"
             )
+        if not rtol >= 0:
+            raise ValueError(f"rtol: expected a margin >= 0, got {rtol!r}")
         self.base = base
+        self.rtol = float(rtol)
         self.rule = rule
         self.cache_size = cache_size
         self.calls = 0
@@ -115,26 +128,41 @@ class LookaheadTeacher(StepTeacher):
         return legal, np.asarray(result.makespan, dtype=np.float64)
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
-        """The legal devices of least simulated completion makespan."""
-        if self.cache_size <= 0:
-            return self._answer(state)
-        answers = self._answers(state.graph, state.cluster)
-        placed = np.asarray(state.order[: state.num_placed], dtype=np.int64)
-        key = (state.selected, placed.tobytes(), state.device[placed].tobytes())
-        hit = answers.get(key)
-        if hit is None:
-            hit = answers[key] = self._answer(state)
-            while len(answers) > self.cache_size:
-                answers.popitem(last=False)
-        else:
-            answers.move_to_end(key)
-        return hit.copy()
+        """The legal devices of least simulated completion makespan (within ``rtol``)."""
+        scores = self._scores(state)
+        legal = np.flatnonzero(np.isfinite(scores))
+        if self.rtol == 0:
+            return ties(scores, legal, best="min")
+        return legal[scores[legal] <= scores[legal].min() * (1.0 + self.rtol)]
 
-    def _answer(self, state: PlacementState) -> np.ndarray:
+    def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        """Roll the rule out from the empty state, first device of least makespan."""
+        state = PlacementState(graph, cluster)
+        while not state.done:
+            state.select(int(self.select_actions(state)[0]))
+            scores = self._scores(state)
+            state.place(int(ties(scores, np.flatnonzero(np.isfinite(scores)), best="min")[0]))
+        return state.to_placement()
+
+    def _scores(self, state: PlacementState) -> np.ndarray:
+        """``(D,)`` completion makespan per device, inf where illegal (cached per state)."""
+        answers = self._answers(state.graph, state.cluster) if self.cache_size > 0 else None
+        key = None
+        if answers is not None:
+            placed = np.asarray(state.order[: state.num_placed], dtype=np.int64)
+            key = (state.selected, placed.tobytes(), state.device[placed].tobytes())
+            hit = answers.get(key)
+            if hit is not None:
+                answers.move_to_end(key)
+                return hit
         legal, makespan = self.completion_makespans(state)
         scores = np.full(state.cluster.num_devices, np.inf)
         scores[legal] = makespan
-        return ties(scores, legal, best="min")
+        if answers is not None and key is not None:
+            answers[key] = scores
+            while len(answers) > self.cache_size:
+                answers.popitem(last=False)
+        return scores
 
     def __repr__(self) -> str:
-        return f"LookaheadTeacher(base={self.base!r})"
+        return f"LookaheadTeacher(base={self.base!r}, rtol={self.rtol!r})"

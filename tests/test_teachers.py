@@ -268,6 +268,9 @@ def test_lookahead_sees_the_cost_of_outputs():
     legal, makespan = look.completion_makespans(s)
     assert legal.tolist() == [0, 1] and makespan.tolist() == [6.0, 7.0]
     assert look.place_actions(s).tolist() == [0]
+    assert get_teacher("lookahead", rtol=0.2).place_actions(s).tolist() == [0, 1]  # 7 <= 7.2
+    assert get_teacher("lookahead", rtol=0.1).place_actions(s).tolist() == [0]
+    assert get_teacher("lookahead", rtol=0.2).place(g, c).device.tolist() == [0] * 4  # exact
     p = look.place(g, c)
     assert simulate(g, c, p).makespan == 6.0 and p.device.tolist() == [0, 0, 0, 0]
     assert look.calls == 2 + 2 + 2 + 2 + 2  # the two PLC answers above, then 4 for place
@@ -301,6 +304,8 @@ def test_lookahead_base_is_validated():
         get_teacher("lookahead", base="heft")
     with pytest.raises(ValueError, match="base: expected a rule other than 'lookahead'"):
         get_teacher("lookahead", base="lookahead")
+    with pytest.raises(ValueError, match="rtol: expected a margin >= 0, got -0.1"):
+        get_teacher("lookahead", rtol=-0.1)
 
 
 def test_heft_timeline_gaps():
