@@ -304,7 +304,7 @@ def test_lookahead_base_is_validated():
         get_teacher("lookahead", base="heft")
     with pytest.raises(ValueError, match="base: expected a rule other than 'lookahead'"):
         get_teacher("lookahead", base="lookahead")
-    with pytest.raises(ValueError, match="rtol: expected a margin >= 0, got -0.1"):
+    with pytest.raises(ValueError, match=r"rtol: expected a margin >= 0, got -0\.1"):
         get_teacher("lookahead", rtol=-0.1)
 
 
