@@ -135,6 +135,11 @@ class LookaheadTeacher(StepTeacher):
             return ties(scores, legal, best="min")
         return legal[scores[legal] <= scores[legal].min() * (1.0 + self.rtol)]
 
+    def place_costs(self, state: PlacementState) -> np.ndarray:
+        """``(D,)`` simulated makespan of the base rule's completion after each device (inf
+        where illegal): the cost-to-go a cost-sensitive imitator weighs its misses by."""
+        return self._scores(state).copy()
+
     def place(self, graph: Graph, cluster: Cluster) -> Placement:
         """Roll the rule out from the empty state, first device of least makespan."""
         state = PlacementState(graph, cluster)
