@@ -80,6 +80,9 @@ class EpisodeRecord:
         plc_placed: ``(S, n)`` device of every node before each PLC step (-1 unplaced).
         plc_dev: ``(S, D, 7)`` device features; plc_mask ``(S, D)``; plc_action ``(S,)``.
         sel_teacher, plc_teacher: teacher tie sets as masks (imitation), or None.
+        plc_regret: ``(S, D)`` with a teacher that prices devices (``place_costs``, e.g.
+            :class:`~placegym.teachers.lookahead.LookaheadTeacher`): each device's cost
+            over the least one, relative (0 for the best and for illegal devices), or None.
         rewards: ``(2S,)`` environment rewards; info: the final step's info.
         from_teacher: ``(2S,)`` whether the teacher chose that step's action.
 
@@ -102,6 +105,7 @@ class EpisodeRecord:
     info: dict[str, Any]
     sel_teacher: np.ndarray | None = None
     plc_teacher: np.ndarray | None = None
+    plc_regret: np.ndarray | None = None
 
     @property
     def makespan(self) -> float:
@@ -142,6 +146,7 @@ class _Live:
                 "from_teacher",
                 "sel_teacher",
                 "plc_teacher",
+                "plc_regret",
             )
         }
     )
@@ -356,6 +361,8 @@ def _decide(
             assert teacher is not None
             ties = teacher.select_actions(state) if select else teacher.place_actions(state)
         _record_inputs(lv, select, ties, record_teacher)
+        if record_teacher and not select and hasattr(teacher, "place_costs"):
+            lv.buf["plc_regret"].append(_regret(teacher.place_costs(state)))  # type: ignore[union-attr]
         if (select and fixed_sel) or (not select and fixed_plc):
             if fixed_teacher is not None:
                 fixed = (
@@ -497,6 +504,15 @@ def _place_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> lis
     return out
 
 
+def _regret(costs: np.ndarray) -> np.ndarray:
+    """Relative regret of each device, ``cost / least - 1`` (0 where the cost is inf)."""
+    finite = np.isfinite(costs)
+    best = costs[finite].min()
+    out = np.zeros(len(costs))
+    out[finite] = costs[finite] / best - 1.0
+    return out
+
+
 def _as_mask(ids: np.ndarray, size: int) -> np.ndarray:
     m = np.zeros(size, dtype=bool)
     m[ids] = True
@@ -520,6 +536,11 @@ def _finish(lv: _Live, record_teacher: bool) -> EpisodeRecord:
         info=lv.info,
         sel_teacher=np.stack(b["sel_teacher"]) if record_teacher else None,
         plc_teacher=np.stack(b["plc_teacher"]) if record_teacher else None,
+        plc_regret=(
+            np.stack(b["plc_regret"])
+            if b["plc_regret"] and len(b["plc_regret"]) == len(b["plc_action"])
+            else None
+        ),
     )
 
 
@@ -536,11 +557,14 @@ def segment_log_softmax(logits: Tensor, segment: Tensor, num_segments: int) -> T
 @dataclass
 class Scores:
     """Per-step log-probabilities of the taken actions and entropies, ``(2S,)`` each,
-    interleaved SEL/PLC; ``teacher_logp`` is ``log π(teacher tie set)`` when recorded."""
+    interleaved SEL/PLC; ``teacher_logp`` is ``log π(teacher tie set)`` when recorded;
+    ``plc_regret`` ``(S,)`` the policy's expected regret ``Σ_d π(d) regret(d)`` at each
+    PLC step when the record has :attr:`EpisodeRecord.plc_regret`."""
 
     logp: Tensor
     entropy: Tensor
     teacher_logp: Tensor | None
+    plc_regret: Tensor | None = None
 
 
 def score(policy: DopplerPolicy, records: list[EpisodeRecord]) -> list[Scores]:
@@ -606,8 +630,17 @@ def _score_graph(policy: DopplerPolicy, enc: Encoding, rs: list[EpisodeRecord]) 
         if not getattr(policy, "learns_placement", True):
             t_plc = torch.zeros_like(t_sel)
         teacher_logp = torch.stack([t_sel, t_plc], dim=1).reshape(m, 2 * s)
+    regret = None
+    if all(r.plc_regret is not None for r in rs):
+        probs = plc_logp_all.exp()  # 0 on illegal devices, whose regret is 0 too
+        regret = (probs * _cat(rs, "plc_regret").to(probs.dtype)).sum(dim=1).reshape(m, s)
     return [
-        Scores(logp[k], entropy[k], None if teacher_logp is None else teacher_logp[k])
+        Scores(
+            logp[k],
+            entropy[k],
+            None if teacher_logp is None else teacher_logp[k],
+            None if regret is None else regret[k],
+        )
         for k in range(m)
     ]
 

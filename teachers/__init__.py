@@ -34,6 +34,7 @@ _REGISTRY: dict[str, str] = {
     "metis": "placegym.teachers.metis:MetisTeacher",
     "optimal": "placegym.teachers.optimal:OptimalTeacher",
     "best_list": "placegym.teachers.best_list:BestListTeacher",
+    "lookahead": "placegym.teachers.lookahead:LookaheadTeacher",
 }
 
 __all__ = [

@@ -26,6 +26,8 @@ MINE = [
     "metis",
     "anneal",
 ]
+# n * D base-rule completions per placement: checked on the small graphs only
+LOOKAHEAD = ["lookahead"]
 OTHERS = {"nest": "placegym.teachers.nest", "optimal": "placegym.teachers.optimal"}
 CLUSTERS = ["p100x4", "v100x8", "h100-2x8"]
 
@@ -117,7 +119,7 @@ def is_topological(g, order):
 
 # ---------------------------------------------------------------- validity everywhere
 def test_registry_names_are_provided():
-    for name in MINE:
+    for name in MINE + LOOKAHEAD:
         assert name in list_teachers()
         assert get_teacher(name).name == name
 
@@ -134,7 +136,7 @@ def test_valid_placement_on_ffnn(name, cname):
 
 
 @pytest.mark.parametrize("cname", CLUSTERS)
-@pytest.mark.parametrize("name", MINE + list(OTHERS))
+@pytest.mark.parametrize("name", MINE + LOOKAHEAD + list(OTHERS))
 def test_valid_placement_on_hand_graphs(name, cname):
     t, c = teacher(name), get_preset(cname)
     for build in [*HAND.values(), slow_fast, tight_memory]:
@@ -142,7 +144,7 @@ def test_valid_placement_on_hand_graphs(name, cname):
         check_valid(t.place(g, c), g, c)
 
 
-@pytest.mark.parametrize("name", MINE)
+@pytest.mark.parametrize("name", MINE + LOOKAHEAD)
 def test_tiny_and_degenerate_graphs(name):
     t = teacher(name)
     for g, c in [
@@ -248,6 +250,64 @@ def test_heft_rule_is_hefts_device_map(cname, seed):
     assert rule.place_actions(s).tolist() == np.flatnonzero(finish == finish.min()).tolist()
 
 
+def test_lookahead_sees_the_cost_of_outputs():
+    # 0 -> {1, 2} -> 3, flops 1, 2, 2, 1; 1 and 2 send 3 bytes (3 s across), 0 sends none.
+    # HEFT's rule puts 2 where it finishes first (d1 at 3, not d0 at 5) and the join then
+    # waits for a 3 s transfer: 7. All on one device is the serial sum 6.
+    g = graph([1, 2, 2, 1], [[0, 1], [0, 2], [1, 3], [2, 3]], out_bytes=[0, 3, 3, 0])
+    c = unit_cluster(2)
+    assert simulate(g, c, get_teacher("heft_rule").place(g, c)).makespan == 7.0
+    look = get_teacher("lookahead")
+    s = PlacementState(g, c)
+    s.select(0)
+    assert look.place_actions(s).tolist() == [0, 1]  # both completions take 7
+    s.place(0)
+    s.select(1)
+    s.place(0)
+    s.select(2)
+    legal, makespan = look.completion_makespans(s)
+    assert legal.tolist() == [0, 1] and makespan.tolist() == [6.0, 7.0]
+    assert look.place_actions(s).tolist() == [0]
+    assert get_teacher("lookahead", rtol=0.2).place_actions(s).tolist() == [0, 1]  # 7 <= 7.2
+    assert get_teacher("lookahead", rtol=0.1).place_actions(s).tolist() == [0]
+    assert get_teacher("lookahead", rtol=0.2).place(g, c).device.tolist() == [0] * 4  # exact
+    p = look.place(g, c)
+    assert simulate(g, c, p).makespan == 6.0 and p.device.tolist() == [0, 0, 0, 0]
+    assert look.calls == 2 + 2 + 2 + 2 + 2  # the two PLC answers above, then 4 for place
+    assert get_teacher("lookahead", base="critical_path").place(g, c).device.tolist() == [0] * 4
+
+
+@pytest.mark.parametrize("base", ["heft_rule", "critical_path"])
+@pytest.mark.parametrize("cname", ["p100x4", "v100x8"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lookahead_is_never_slower_than_its_base(base, cname, seed):
+    from placegym.envs.workloads import make_graph
+
+    g, c = make_graph("random_dag", nodes=30, seed=seed), get_preset(cname)
+    look = get_teacher("lookahead", base=base)
+    s = PlacementState(g, c)
+    best = np.inf
+    while not s.done:  # the best completion's makespan never rises along the rollout
+        s.select(int(look.select_actions(s)[0]))
+        legal, makespan = look.completion_makespans(s)
+        assert makespan.min() <= best
+        best = makespan.min()
+        s.place(int(look.place_actions(s)[0]))
+    p = s.to_placement()
+    assert simulate(g, c, p).makespan == best
+    assert p.device.tolist() == look.place(g, c).device.tolist()
+    assert best <= simulate(g, c, get_teacher(base).place(g, c)).makespan
+
+
+def test_lookahead_base_is_validated():
+    with pytest.raises(ValueError, match=r"base: expected a step teacher.*'heft'"):
+        get_teacher("lookahead", base="heft")
+    with pytest.raises(ValueError, match="base: expected a rule other than 'lookahead'"):
+        get_teacher("lookahead", base="lookahead")
+    with pytest.raises(ValueError, match=r"rtol: expected a margin >= 0, got -0\.1"):
+        get_teacher("lookahead", rtol=-0.1)
+
+
 def test_heft_timeline_gaps():
     line = Timeline()
     line.insert(0.0, 1.0)
@@ -289,7 +349,7 @@ def mask_ok(g, c, p):
     return True
 
 
-@pytest.mark.parametrize("name", MINE)
+@pytest.mark.parametrize("name", MINE + LOOKAHEAD)
 def test_plans_respect_the_memory_rule(name):
     g, c = tight_memory(), unit_cluster(2, memory=10.0)
     p = get_teacher(name).place(g, c)
@@ -314,7 +374,7 @@ def drive(t, g, c):
     return s.to_placement()
 
 
-@pytest.mark.parametrize("name", MINE)
+@pytest.mark.parametrize("name", MINE + LOOKAHEAD)
 def test_per_state_answers_are_legal(name):
     t = get_teacher(name)
     cases = [(ffnn(), get_preset("p100x4")), (tight_memory(), unit_cluster(2, memory=10.0))]

@@ -249,6 +249,10 @@ class ImitationConfig(PhaseConfig):
     (:class:`~placegym.teachers.base.FirstOfTies`). With a plan teacher, ``eps_end: 1``
     (pure behaviour cloning) and one episode per update, the greedy policy can then learn
     to reproduce the teacher's episode exactly (``configs/plan_imitation.yaml``)."""
+    regret_coef: float = 0.0
+    """Weight of the expected-regret term (:func:`placegym.train.losses.regret_loss`):
+    with a teacher that prices every device (``lookahead``), each PLC miss also costs
+    the relative makespan it loses. 0 imitates the tie sets alone."""
     eps_start: float = 1.0
     """Roll-in probability of following the teacher at the first update (1 = teacher)."""
     eps_end: float = 0.0
@@ -576,6 +580,7 @@ def _validate_phase1(p: ImitationConfig) -> None:
     for key in ("eps_start", "eps_end", "eps_decay"):
         v = getattr(p, key)
         _check(0 <= v <= 1, f"phase1.{key}", "must be in [0, 1]", v)
+    _check(p.regret_coef >= 0, "phase1.regret_coef", "must be >= 0", p.regret_coef)
 
 
 def _validate_rl(p: RLConfig, name: str) -> None:

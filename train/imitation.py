@@ -10,7 +10,12 @@ learner's own state distribution, DAgger) over the first ``eps_decay`` of the up
 The loss (:func:`placegym.train.losses.imitation_loss`) is the negative mean over steps
 of ``log π(tie set)``, the log of the total probability the policy gives to the teacher's
 equally good actions, so ties cost nothing and the policy may spread its mass over them
-(DOPPLER imitates the critical-path teacher this way). Teachers come from
+(DOPPLER imitates the critical-path teacher this way). With ``regret_coef`` > 0 and a
+teacher that prices every device (``place_costs``: ``lookahead``), the loss adds
+``regret_coef`` times :func:`~placegym.train.losses.regret_loss`, the policy's expected
+relative regret per PLC step (AggreVaTe's cost-sensitive imitation): a label that the
+tie-set loss counts as one miss whatever it loses is then weighed by what it loses.
+Teachers come from
 :func:`placegym.teachers.make_teacher` (plan teachers imitated up to device symmetries).
 """
 
@@ -21,7 +26,7 @@ import torch
 
 from placegym.agents.doppler import DopplerPolicy
 from placegym.agents.rollout import EpisodeRecord, score
-from placegym.train.losses import entropy_by_phase, imitation_loss
+from placegym.train.losses import entropy_by_phase, imitation_loss, regret_loss
 from placegym.train.optim import clipped_step
 
 __all__ = ["epsilon", "imitation_update", "teacher_agreement"]
@@ -55,10 +60,15 @@ def imitation_update(
     optimizer: torch.optim.Optimizer,
     records: list[EpisodeRecord],
     max_grad_norm: float,
+    regret_coef: float = 0.0,
 ) -> dict[str, float]:
-    """One gradient step on :func:`imitation_loss` of ``records``; returns metrics."""
+    """One gradient step on :func:`imitation_loss` of ``records`` (plus ``regret_coef``
+    times :func:`regret_loss`); returns metrics."""
     scores = score(policy, records)
-    loss = imitation_loss(scores)
+    nll = imitation_loss(scores)
+    priced = all(s.plc_regret is not None for s in scores)
+    regret = regret_loss(scores) if regret_coef > 0 or priced else None
+    loss = nll + regret_coef * regret if regret is not None and regret_coef > 0 else nll
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = clipped_step(optimizer, list(policy.parameters()), max_grad_norm)
@@ -67,8 +77,10 @@ def imitation_update(
         in_ties = float(
             torch.cat([x for s in scores if (x := s.teacher_logp) is not None]).exp().mean()
         )
+    extra = {} if regret is None else {"losses/regret": regret.item()}
     return {
-        "losses/imitation": loss.item(),
+        "losses/imitation": nll.item(),
+        **extra,
         "losses/grad_norm": grad_norm,
         "charts/entropy": entropy,
         "charts/teacher_prob_mass": in_ties,

@@ -5,6 +5,9 @@
   ties cost nothing (phase I's loss, and self-imitation's in phase II);
 - :class:`ImitationTerm`: that loss, weighted, as an extra term of the RL loss (on the
   sampled episodes' own states or on episodes that followed the plans);
+- :func:`regret_loss`: the mean over PLC steps of the policy's expected regret under a
+  teacher that prices every device (the cost-sensitive imitation of AggreVaTe: a miss
+  costs what it loses, so decisive states weigh more than near-ties);
 - :func:`mean_steps`: the mean over episodes of the per-episode mean over steps, so the
   policy term and the entropy bonus have comparable scales on graphs of any size;
 - :func:`entropy_by_phase`: the mean entropy of SEL steps and of PLC steps (metrics).
@@ -21,7 +24,7 @@ from torch import Tensor
 from placegym.agents.doppler import DopplerPolicy
 from placegym.agents.rollout import EpisodeRecord, Scores, score
 
-__all__ = ["ImitationTerm", "entropy_by_phase", "imitation_loss", "mean_steps"]
+__all__ = ["ImitationTerm", "entropy_by_phase", "imitation_loss", "mean_steps", "regret_loss"]
 
 
 def imitation_loss(scores: Sequence[Scores]) -> Tensor:
@@ -34,6 +37,22 @@ def imitation_loss(scores: Sequence[Scores]) -> Tensor:
     if not logps or any(x is None for x in logps):
         raise ValueError("imitation_loss: episodes must be recorded with record_teacher=True")
     return -torch.cat(logps).mean()  # type: ignore[arg-type]
+
+
+def regret_loss(scores: Sequence[Scores]) -> Tensor:
+    """Mean over all PLC steps of ``Σ_d π(d) regret(d)`` (:attr:`Scores.plc_regret`).
+
+    Raises:
+        ValueError: an episode was recorded without device costs (a teacher without
+            ``place_costs``).
+    """
+    regrets = [s.plc_regret for s in scores]
+    if not regrets or any(x is None for x in regrets):
+        raise ValueError(
+            "regret_loss: episodes must be recorded with a teacher that prices devices "
+            "(place_costs, e.g. phase1.teacher: lookahead)"
+        )
+    return torch.cat(regrets).mean()  # type: ignore[arg-type]
 
 
 def mean_steps(values: Sequence[Tensor]) -> Tensor:

@@ -404,7 +404,9 @@ class Trainer:
         )
         job = Job(groups, seeds, streams, "relative", eps, True, "phase1")
         records = self._play(envs, job, pool, teacher)
-        metrics = imitation_update(self.policy, opt, records, pcfg.max_grad_norm)
+        metrics = imitation_update(
+            self.policy, opt, records, pcfg.max_grad_norm, regret_coef=pcfg.regret_coef
+        )
         metrics["charts/epsilon"] = eps
         return records, metrics
 

@@ -1,0 +1,173 @@
+"""One-step lookahead over a list rule: the rollout algorithm (pilot method) as a teacher.
+
+A single-pass rule (critical_path, heft_rule) decides each device from an estimate of the
+partial schedule; it never sees what the decision costs the rest of the graph on the
+work-conserving simulator. :class:`LookaheadTeacher` asks, for every legal device of the
+selected node, what the *whole* placement would take if the node went there and the base
+rule placed everything after it, and answers with the devices of least simulated
+makespan. This is Bertsekas' rollout algorithm (the pilot method of list scheduling) with
+the base rule as its heuristic: per PLC state one exact simulation per legal device.
+
+Because the completions follow the base rule deterministically (first of each tie set, as
+:func:`~placegym.teachers.base.roll_out`) and SEL follows the base rule's first node too,
+the completion through the base rule's own device at a state *is* the completion chosen at
+the previous state; the best completion's makespan therefore never rises along
+:meth:`LookaheadTeacher.place`, and the lookahead's placement is never slower than the
+base rule's (the cost-improvement property; ``tests/test_teachers.py`` checks it).
+
+Cost: :meth:`~LookaheadTeacher.place` makes one simulator call per legal device per node
+(``n * D`` calls, :attr:`LookaheadTeacher.calls` counts them) and as many base-rule
+completions; answers are cached per state, so imitating it with teacher roll-in pays
+each state once.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import ClassVar
+
+import numpy as np
+
+from placegym.envs.cache import IdentityCache
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
+from placegym.envs.simulator import simulate_batch
+from placegym.envs.state import PlacementState
+from placegym.teachers.base import StepTeacher, Teacher, ties
+
+__all__ = ["LookaheadTeacher"]
+
+
+def _complete(state: PlacementState, rule: Teacher) -> PlacementState:
+    """``state`` (changed in place) finished by ``rule``, first of each tie set."""
+    while not state.done:
+        if state.selected < 0:
+            state.select(int(rule.select_actions(state)[0]))
+        state.place(int(rule.place_actions(state)[0]))
+    return state
+
+
+class LookaheadTeacher(StepTeacher):
+    """Per selected node, the devices whose base-rule completion simulates fastest.
+
+    Rule:
+        - **SEL**: the base rule's tie set.
+        - **PLC**: for each legal device ``d``: a copy of the state with the node on
+          ``d``, completed by the base rule (first of each tie set); the legal devices of
+          least simulated makespan (:func:`~placegym.envs.simulator.simulate_batch`,
+          noiseless, priority dispatch) form the tie set.
+
+    :meth:`place` rolls the rule out taking the first device of least makespan (exact
+    ties only, whatever ``rtol``); its makespan is at most the base rule's (module
+    docstring).
+
+    Args:
+        base: a registered step teacher to look ahead with (default ``heft_rule``).
+        rtol: the PLC tie set holds every legal device within this relative margin of the
+            least makespan (0: exact ties, :data:`~placegym.teachers.base.TIE_RTOL`). A
+            margin leaves the base rule's own device among the labels wherever deviating
+            gains less than it, so an imitator learns the deviations that matter.
+        cache_size: PLC answers kept per (graph, cluster) pair (the state's decisions so
+            far are the key; the least recently used go first); 0 keeps none.
+
+    Raises:
+        ValueError: ``base`` is not a registered :class:`~placegym.teachers.base.StepTeacher`
+            or is ``lookahead`` itself.
+    """
+
+    name: ClassVar[str] = "lookahead"
+
+    def __init__(
+        self, base: str = "heft_rule", rtol: float = 0.0, cache_size: int = 200_000
+    ) -> None:
+        from placegym.teachers import get_teacher
+
+        if base == self.name:
+            raise ValueError(f"base: expected a rule other than {self.name!r}, got {base!r}")
+        rule = get_teacher(base)
+        if not isinstance(rule, StepTeacher):
+            raise ValueError(
+                f"base: expected a step teacher (a per-state rule), got {base!r} "
+                f"({type(rule).__name__})"
+            )
+        if not rtol >= 0:
+            raise ValueError(f"rtol: expected a margin >= 0, got {rtol!r}")
+        self.base = base
+        self.rtol = float(rtol)
+        self.rule = rule
+        self.cache_size = cache_size
+        self.calls = 0
+        """Simulator calls made so far (one per completed candidate placement)."""
+        self._answers: IdentityCache[OrderedDict[tuple[int, bytes, bytes], np.ndarray]]
+        self._answers = IdentityCache(lambda graph, cluster: OrderedDict(), size=64)
+
+    def select_actions(self, state: PlacementState) -> np.ndarray:
+        """The base rule's SEL tie set."""
+        return self.rule.select_actions(state)
+
+    def completion_makespans(self, state: PlacementState) -> tuple[np.ndarray, np.ndarray]:
+        """``(legal, makespan)``: the legal devices of ``state.selected`` and the simulated
+        makespan of the base rule's completion after placing it on each."""
+        if state.selected < 0:
+            raise ValueError("state: phase is 'select', no node awaits a device")
+        legal = np.flatnonzero(state.place_mask())
+        n = state.graph.num_nodes
+        devices = np.empty((len(legal), n), dtype=np.int64)
+        orders = np.empty((len(legal), n), dtype=np.int64)
+        for i, d in enumerate(legal.tolist()):
+            s = state.copy()
+            s.place(d)
+            done = _complete(s, self.rule)
+            devices[i] = done.device
+            orders[i] = done.order
+        self.calls += len(legal)
+        result = simulate_batch(
+            state.graph, state.cluster, devices, orders, memory=False, threads=1
+        )
+        return legal, np.asarray(result.makespan, dtype=np.float64)
+
+    def place_actions(self, state: PlacementState) -> np.ndarray:
+        """The legal devices of least simulated completion makespan (within ``rtol``)."""
+        scores = self._scores(state)
+        legal = np.flatnonzero(np.isfinite(scores))
+        if self.rtol == 0:
+            return ties(scores, legal, best="min")
+        return legal[scores[legal] <= scores[legal].min() * (1.0 + self.rtol)]
+
+    def place_costs(self, state: PlacementState) -> np.ndarray:
+        """``(D,)`` simulated makespan of the base rule's completion after each device (inf
+        where illegal): the cost-to-go a cost-sensitive imitator weighs its misses by."""
+        return self._scores(state).copy()
+
+    def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        """Roll the rule out from the empty state, first device of least makespan."""
+        state = PlacementState(graph, cluster)
+        while not state.done:
+            state.select(int(self.select_actions(state)[0]))
+            scores = self._scores(state)
+            state.place(int(ties(scores, np.flatnonzero(np.isfinite(scores)), best="min")[0]))
+        return state.to_placement()
+
+    def _scores(self, state: PlacementState) -> np.ndarray:
+        """``(D,)`` completion makespan per device, inf where illegal (cached per state)."""
+        answers = self._answers(state.graph, state.cluster) if self.cache_size > 0 else None
+        key = None
+        if answers is not None:
+            placed = np.asarray(state.order[: state.num_placed], dtype=np.int64)
+            key = (state.selected, placed.tobytes(), state.device[placed].tobytes())
+            hit = answers.get(key)
+            if hit is not None:
+                answers.move_to_end(key)
+                return hit
+        legal, makespan = self.completion_makespans(state)
+        scores = np.full(state.cluster.num_devices, np.inf)
+        scores[legal] = makespan
+        if answers is not None and key is not None:
+            answers[key] = scores
+            while len(answers) > self.cache_size:
+                answers.popitem(last=False)
+        return scores
+
+    def __repr__(self) -> str:
+        return f"LookaheadTeacher(base={self.base!r}, rtol={self.rtol!r})"

@@ -1,0 +1,85 @@
+"""Cost-sensitive imitation of the lookahead teacher: regrets recorded per PLC step, the
+policy's expected regret scored, and a greedy policy that learns the lookahead's choice."""
+
+import numpy as np
+import pytest
+import torch
+from simcases import graph, unit_cluster
+
+from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+from placegym.agents.rollout import rollout, score
+from placegym.envs import PlacementEnv
+from placegym.teachers import get_teacher
+from placegym.train.losses import regret_loss
+
+
+def outputs_graph():
+    """0 -> {1, 2} -> 3; 1 and 2 send 3 bytes (3 s across): heft_rule 7, all on one device 6
+    (tests/test_teachers.py::test_lookahead_sees_the_cost_of_outputs)."""
+    return graph([1, 2, 2, 1], [[0, 1], [0, 2], [1, 3], [2, 3]], out_bytes=[0, 3, 3, 0])
+
+
+def play(policy, teacher, n, greedy=False, prob=1.0, seed=0):
+    g, c = outputs_graph(), unit_cluster(2)
+    envs = [PlacementEnv(g, c) for _ in range(n)]
+    return rollout(
+        policy,
+        envs,
+        list(range(n)),
+        rng=np.random.default_rng(seed),
+        greedy=greedy,
+        teacher=teacher,
+        teacher_prob=prob,
+        record_teacher=True,
+    )
+
+
+def test_regrets_are_recorded_and_scored(one_torch_thread):
+    torch.manual_seed(0)
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
+    look = get_teacher("lookahead")
+    (rec,) = play(policy, look, 1, prob=0.0)
+    assert rec.plc_regret is not None and rec.plc_regret.shape == (4, 2)
+    assert (rec.plc_regret >= 0).all() and (rec.plc_regret.min(axis=1) == 0).all()
+    (sc,) = score(policy, [rec])
+    assert sc.plc_regret is not None and sc.plc_regret.shape == (4,)
+    # by hand: the policy's PLC probabilities times the recorded regrets
+    probs = (sc.logp.view(-1, 2)[:, 1].exp()).detach().numpy()  # of the taken devices
+    taken = rec.plc_regret[np.arange(4), rec.plc_action]
+    other = rec.plc_regret[np.arange(4), 1 - rec.plc_action]
+    expected = probs * taken + (1 - probs) * other
+    np.testing.assert_allclose(sc.plc_regret.detach().numpy(), expected, rtol=1e-6)
+    assert regret_loss([sc]).item() == pytest.approx(expected.mean(), rel=1e-6)
+
+
+def test_regret_loss_needs_a_teacher_that_prices_devices(one_torch_thread):
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
+    (rec,) = play(policy, get_teacher("heft_rule"), 1)
+    assert rec.plc_regret is None
+    with pytest.raises(ValueError, match="regret_loss: episodes must be recorded with a teacher"):
+        regret_loss(score(policy, [rec]))
+
+
+def test_cost_sensitive_imitation_learns_the_lookahead_placement(one_torch_thread):
+    from placegym.envs import simulate
+    from placegym.train.imitation import epsilon, imitation_update
+    from placegym.train.optim import make_optimizer
+
+    torch.manual_seed(0)
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
+    look = get_teacher("lookahead")
+    opt, _ = make_optimizer(policy.parameters(), 1e-2, "constant", 30, 1.0)
+    for update in range(30):
+        records = play(policy, look, 4, prob=epsilon(update, 30, 1.0, 0.0, 0.5), seed=update)
+        metrics = imitation_update(policy, opt, records, 1.0, regret_coef=10.0)
+    assert "losses/regret" in metrics
+    (greedy,) = play(policy, look, 1, greedy=True, prob=0.0)
+    g, c = outputs_graph(), unit_cluster(2)
+    assert greedy.makespan == 6.0 == simulate(g, c, look.place(g, c)).makespan
+
+
+def test_regret_coef_is_validated():
+    from placegym.train.config import config_from_dict
+
+    with pytest.raises(ValueError, match=r"phase1\.regret_coef: must be >= 0, got -1"):
+        config_from_dict({"phase1": {"regret_coef": -1.0}})
