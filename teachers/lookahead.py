@@ -48,6 +48,11 @@ def _complete(state: PlacementState, rule: Teacher) -> PlacementState:
     return state
 
 
+def _least(scores: np.ndarray) -> np.ndarray:
+    """The devices of least finite score (exact tie set, ascending)."""
+    return ties(scores, np.flatnonzero(np.isfinite(scores)), best="min")
+
+
 class LookaheadTeacher(StepTeacher):
     """Per selected node, the devices whose base-rule completion simulates fastest.
 
@@ -130,9 +135,9 @@ class LookaheadTeacher(StepTeacher):
     def place_actions(self, state: PlacementState) -> np.ndarray:
         """The legal devices of least simulated completion makespan (within ``rtol``)."""
         scores = self._scores(state)
-        legal = np.flatnonzero(np.isfinite(scores))
         if self.rtol == 0:
-            return ties(scores, legal, best="min")
+            return _least(scores)
+        legal = np.flatnonzero(np.isfinite(scores))
         return legal[scores[legal] <= scores[legal].min() * (1.0 + self.rtol)]
 
     def place_costs(self, state: PlacementState) -> np.ndarray:
@@ -145,8 +150,7 @@ class LookaheadTeacher(StepTeacher):
         state = PlacementState(graph, cluster)
         while not state.done:
             state.select(int(self.select_actions(state)[0]))
-            scores = self._scores(state)
-            state.place(int(ties(scores, np.flatnonzero(np.isfinite(scores)), best="min")[0]))
+            state.place(int(_least(self._scores(state))[0]))
         return state.to_placement()
 
     def _scores(self, state: PlacementState) -> np.ndarray:

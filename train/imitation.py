@@ -68,7 +68,7 @@ def imitation_update(
     nll = imitation_loss(scores)
     priced = all(s.plc_regret is not None for s in scores)
     regret = regret_loss(scores) if regret_coef > 0 or priced else None
-    loss = nll + regret_coef * regret if regret is not None and regret_coef > 0 else nll
+    loss = nll if regret is None or regret_coef == 0 else nll + regret_coef * regret
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = clipped_step(optimizer, list(policy.parameters()), max_grad_norm)
