@@ -29,7 +29,7 @@ from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.state import PlacementState
 
-__all__ = ["PlanTeacher", "StepTeacher", "Teacher", "roll_out", "ties"]
+__all__ = ["PlanTeacher", "StepTeacher", "Teacher", "complete", "roll_out", "ties"]
 
 #: Relative tolerance under which two scores count as tied.
 TIE_RTOL = 1e-9
@@ -68,11 +68,17 @@ class Teacher(ABC):
 def roll_out(teacher: Teacher, graph: Graph, cluster: Cluster) -> Placement:
     """The placement of ``teacher``'s per-state answers from the empty state, taking the
     first action of each tie set (what an imitator of its tie sets can reproduce)."""
-    state = PlacementState(graph, cluster)
+    return complete(PlacementState(graph, cluster), teacher).to_placement()
+
+
+def complete(state: PlacementState, teacher: Teacher) -> PlacementState:
+    """``state`` (changed in place) finished by ``teacher``'s per-state answers, first
+    action of each tie set; a state in the PLC phase starts with its pending placement."""
     while not state.done:
-        state.select(int(teacher.select_actions(state)[0]))
+        if state.selected < 0:
+            state.select(int(teacher.select_actions(state)[0]))
         state.place(int(teacher.place_actions(state)[0]))
-    return state.to_placement()
+    return state
 
 
 class StepTeacher(Teacher):

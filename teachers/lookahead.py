@@ -9,7 +9,7 @@ makespan. This is Bertsekas' rollout algorithm (the pilot method of list schedul
 the base rule as its heuristic: per PLC state one exact simulation per legal device.
 
 Because the completions follow the base rule deterministically (first of each tie set, as
-:func:`~placegym.teachers.base.roll_out`) and SEL follows the base rule's first node too,
+:func:`~placegym.teachers.base.complete`) and SEL follows the base rule's first node too,
 the completion through the base rule's own device at a state *is* the completion chosen at
 the previous state; the best completion's makespan therefore never rises along
 :meth:`LookaheadTeacher.place`, and the lookahead's placement is never slower than the
@@ -34,18 +34,9 @@ from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.simulator import simulate_batch
 from placegym.envs.state import PlacementState
-from placegym.teachers.base import StepTeacher, Teacher, ties
+from placegym.teachers.base import StepTeacher, complete, ties
 
 __all__ = ["LookaheadTeacher"]
-
-
-def _complete(state: PlacementState, rule: Teacher) -> PlacementState:
-    """``state`` (changed in place) finished by ``rule``, first of each tie set."""
-    while not state.done:
-        if state.selected < 0:
-            state.select(int(rule.select_actions(state)[0]))
-        state.place(int(rule.place_actions(state)[0]))
-    return state
 
 
 def _least(scores: np.ndarray) -> np.ndarray:
@@ -123,7 +114,7 @@ class LookaheadTeacher(StepTeacher):
         for i, d in enumerate(legal.tolist()):
             s = state.copy()
             s.place(d)
-            done = _complete(s, self.rule)
+            done = complete(s, self.rule)
             devices[i] = done.device
             orders[i] = done.order
         self.calls += len(legal)
