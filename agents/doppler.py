@@ -70,6 +70,9 @@ LINK_FEATURES, TOPOLOGY_CHANNELS, TOPOLOGY_ROUNDS = 2, 2, 2
 #: Device columns that the rollout adds with ``PolicyConfig.insertion``
 #: (:func:`placegym.agents.rollout.insertion_features`).
 INSERTION_FEATURES = 3
+#: Device columns that the rollout adds with ``PolicyConfig.rollout``
+#: (:func:`placegym.agents.rollout.rollout_features`).
+ROLLOUT_FEATURES = 2
 _B_LEVEL = 3  # node_static column: b-level / CP
 _EST_FINISH = 5  # node_dynamic column: estimated finish / CP (0 if unassigned)
 _EDGE_COMM = 0  # edge_attr column: transfer time of the edge / CP
@@ -124,6 +127,14 @@ class PolicyConfig:
             (:func:`~placegym.agents.rollout.insertion_features`, added to the device
             rows by the rollout), beside the list-schedule estimate of the observation
             that the critical-path rule reads.
+        rollout: PLC also reads, per device, what the rest of the placement would cost
+            there: the simulated makespan of ``heft_rule``'s completion of the state
+            with the selected node on the device, as its lead over the least one and
+            whether it is the least (:func:`~placegym.agents.rollout.rollout_features`,
+            the ``lookahead`` teacher's prices). Decoding then costs one simulator call
+            per legal device per node (``n * D`` a placement, compiled completions);
+            :func:`~placegym.agents.search.policy_search`, whose budget counts simulator
+            calls, refuses such a policy.
 
     Raises:
         ValueError: a size out of range, an unknown ``learn`` or a hint that is not a
@@ -141,6 +152,7 @@ class PolicyConfig:
     hint_quality: bool = False
     topology: bool = False
     insertion: bool = False
+    rollout: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
@@ -387,8 +399,8 @@ class DopplerPolicy(nn.Module):
           ``F`` = 9 (11 with ``rules``)
         - :meth:`sel_scores`: ``nodes (K,)``, ``x (K, F)`` (from :meth:`sel_inputs`) -> ``(K,)``
         - :meth:`plc_logits`: ``node (S,)``, ``placed (S, n)`` (device of each node, -1
-          if unplaced), ``dev (S, D, 7)`` (10 with ``insertion``: the rollout's
-          :func:`~placegym.agents.rollout.plc_devices`) -> ``(S, D)``
+          if unplaced), ``dev (S, D, 7)`` (+3 with ``insertion``, +2 with ``rollout``:
+          the rollout's :func:`~placegym.agents.rollout.plc_devices`) -> ``(S, D)``
     """
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
@@ -404,7 +416,11 @@ class DopplerPolicy(nn.Module):
         sel_in = NODE_DYNAMIC + SEL_CONTEXT + (SEL_RULES if self.config.rules else 0)
         self.sel_dynamic = nn.Linear(sel_in, h, bias=False)
         self.sel_tail = _mlp_tail(h)
-        dev_in = DEVICE_FEATURES + (INSERTION_FEATURES if self.config.insertion else 0)
+        dev_in = (
+            DEVICE_FEATURES
+            + (INSERTION_FEATURES if self.config.insertion else 0)
+            + (ROLLOUT_FEATURES if self.config.rollout else 0)
+        )
         plc_in = 2 * h + 1 + 2 * dev_in + 2 + HINT_FEATURES * len(self.config.hints)
         if self.config.affinity:
             self.plc_query = nn.Linear(h, h)

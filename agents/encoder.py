@@ -36,6 +36,9 @@ class GraphInputs:
         scale: the graph's critical-path length on the cluster, the time unit of the
             observation's features, for the features that the rollout adds
             (:func:`placegym.agents.rollout.insertion_features`), or None.
+        rollout_scale: the same time unit for
+            :func:`placegym.agents.rollout.rollout_features` (``PolicyConfig.rollout``),
+            or None when the policy does not read them.
     """
 
     x: Tensor
@@ -49,6 +52,7 @@ class GraphInputs:
     quality: Tensor | None = None
     links: Tensor | None = None
     scale: float | None = None
+    rollout_scale: float | None = None
 
     @property
     def num_nodes(self) -> int:
