@@ -178,9 +178,12 @@ def complete_candidates(
         v = prefix[i, 0]
         for j in range(sptr[v], sptr[v + 1]):
             left0[sidx[j]] -= 1
-    frontier0 = np.zeros(n, np.bool_)
+    front0 = np.empty(n, np.int64)  # the frontier, unordered
+    nf0 = 0
     for v in range(n):
-        frontier0[v] = left0[v] == 0 and device0[v] < 0 and v != selected
+        if left0[v] == 0 and device0[v] < 0 and v != selected:
+            front0[nf0] = v
+            nf0 += 1
 
     for c in range(m):
         device = device0.copy()
@@ -191,7 +194,8 @@ def complete_candidates(
         fins = fins0.copy()
         count = count0.copy()
         left = left0.copy()
-        frontier = frontier0.copy()
+        front = front0.copy()
+        nf = nf0
         order = out_ord[c]
         for i in range(k):
             order[i] = prefix[i, 0]
@@ -241,22 +245,25 @@ def complete_candidates(
                 w = sidx[j]
                 left[w] -= 1
                 if left[w] == 0:
-                    frontier[w] = True
+                    front[nf] = w
+                    nf += 1
             pos += 1
             if pos == n:
                 break
-            # SEL: the frontier node of largest b-level, first of the tie set
+            # SEL: the frontier node of largest b-level, smallest id of the tie set
             target = -np.inf
-            for u in range(n):
-                if frontier[u] and blevel[u] > target:
-                    target = blevel[u]
+            for i in range(nf):
+                if blevel[front[i]] > target:
+                    target = blevel[front[i]]
             tol = _tol(target)
-            v = -1
-            for u in range(n):
-                if frontier[u] and abs(blevel[u] - target) <= tol:
-                    v = u
-                    break
-            frontier[v] = False
+            at = -1
+            for i in range(nf):
+                u = front[i]
+                if abs(blevel[u] - target) <= tol and (at < 0 or u < front[at]):
+                    at = i
+            v = front[at]
+            nf -= 1
+            front[at] = front[nf]
             order[pos] = v
         out_dev[c] = device
     return out_dev, out_ord
