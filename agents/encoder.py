@@ -39,6 +39,8 @@ class GraphInputs:
         rollout_scale: the same time unit for
             :func:`placegym.agents.rollout.rollout_features` (``PolicyConfig.rollout``),
             or None when the policy does not read them.
+        b_level: ``(n,)`` float64 exact b-levels (``PolicyConfig.rollout``: SEL's
+            :func:`placegym.agents.doppler.sel_pick`), or None.
     """
 
     x: Tensor
@@ -53,6 +55,7 @@ class GraphInputs:
     links: Tensor | None = None
     scale: float | None = None
     rollout_scale: float | None = None
+    b_level: Tensor | None = None
 
     @property
     def num_nodes(self) -> int:

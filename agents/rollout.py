@@ -218,7 +218,10 @@ def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluste
     if getattr(getattr(policy, "config", None), "insertion", False):
         inputs = dataclasses.replace(inputs, scale=time_unit(b_level(graph, cluster)))
     if getattr(getattr(policy, "config", None), "rollout", False):
-        inputs = dataclasses.replace(inputs, rollout_scale=time_unit(b_level(graph, cluster)))
+        levels = b_level(graph, cluster)  # heft_rule's SEL key, as its completions'
+        inputs = dataclasses.replace(
+            inputs, rollout_scale=time_unit(levels), b_level=torch.from_numpy(levels.copy())
+        )
     return inputs
 
 

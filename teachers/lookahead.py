@@ -91,7 +91,9 @@ class LookaheadTeacher(StepTeacher):
     """Per selected node, the devices whose base-rule completion simulates fastest.
 
     Rule:
-        - **SEL**: the base rule's tie set.
+        - **SEL**: the first node of the base rule's tie set: the node its completions
+          select next (following another node of the tie set would void the
+          cost-improvement property).
         - **PLC**: for each legal device ``d``: a copy of the state with the node on
           ``d``, completed by the base rule (first of each tie set); the legal devices of
           least simulated makespan (:func:`~placegym.envs.simulator.simulate_batch`,
@@ -152,8 +154,8 @@ class LookaheadTeacher(StepTeacher):
         self._answers = IdentityCache(lambda graph, cluster: OrderedDict(), size=64)
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
-        """The base rule's SEL tie set."""
-        return self.rule.select_actions(state)
+        """The first node of the base rule's SEL tie set (the completions' next node)."""
+        return self.rule.select_actions(state)[:1]
 
     def completion_makespans(self, state: PlacementState) -> tuple[np.ndarray, np.ndarray]:
         """``(legal, makespan)``: the legal devices of ``state.selected`` and the simulated

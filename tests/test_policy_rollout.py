@@ -108,3 +108,31 @@ def test_imitating_the_lookahead_with_its_prices_reaches_its_placement(one_torch
     devices = runs[0].info["placement"].tolist()
     assert devices[1] == devices[2] == devices[3] and runs[0].makespan == 6.0
     assert simulate(g, c, get_teacher("heft_rule").place(g, c)).makespan == 7.0
+
+
+def test_sel_pick_marks_the_node_heft_rule_selects():
+    from placegym.agents.doppler import sel_pick
+
+    g, c = make_graph("ffnn"), load_cluster("v100x8")  # identical layers: b-level ties
+    env = PlacementEnv(g, c)
+    obs, _ = env.reset(seed=0)
+    pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True))
+    inputs = graph_inputs(pol, obs, g, c)
+    rule, look = get_teacher("heft_rule"), get_teacher("lookahead")
+    s = PlacementState(g, c)
+    rng = np.random.default_rng(1)
+    states, steps, nodes, tied_sets = [], [], [], 0
+    for k in range(40):
+        frontier = s.frontier()
+        steps.append(np.full(len(frontier), k))
+        nodes.append(frontier)
+        states.append(int(rule.select_actions(s)[0]))
+        tied_sets += len(rule.select_actions(s)) > 1
+        assert look.select_actions(s).tolist() == states[-1:]
+        s.select(int(rng.choice(frontier)))
+        s.place(int(rng.choice(np.flatnonzero(s.place_mask()))))
+    assert tied_sets > 5  # the first of a tie set is what is tested
+    step, node = torch.from_numpy(np.concatenate(steps)), torch.from_numpy(np.concatenate(nodes))
+    pick = sel_pick(inputs, step, node)[:, 0].numpy()
+    for k in range(40):
+        assert node[step == k][pick[step.numpy() == k] == 1].tolist() == [states[k]]
