@@ -4,6 +4,7 @@ simulated makespan of heft_rule's completion with the selected node there)."""
 import numpy as np
 import pytest
 import torch
+from dagger import imitate
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
@@ -76,27 +77,11 @@ def test_imitating_the_lookahead_with_its_prices_reaches_its_placement(one_torch
     """On the outputs graph heft_rule spreads the branches (7) and the lookahead keeps
     them on one device (6); with the prices as inputs the greedy policy learns the
     lookahead's placement."""
-    from placegym.train.imitation import epsilon, imitation_update
-    from placegym.train.optim import make_optimizer
-
     torch.manual_seed(0)
     g, c = outputs_graph(), unit_cluster(2)
     teacher = get_teacher("lookahead")
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2, rollout=True))
-    opt, _ = make_optimizer(policy.parameters(), 1e-2, "constant", 40, 1.0)
-    envs = [PlacementEnv(g, c) for _ in range(4)]
-    rng = np.random.default_rng(0)
-    for update in range(40):
-        records = rollout(
-            policy,
-            envs,
-            list(range(4)),
-            rng=rng,
-            teacher=teacher,
-            teacher_prob=epsilon(update, 40, 1.0, 0.0, 0.5),
-            record_teacher=True,
-        )
-        imitation_update(policy, opt, records, 1.0)
+    imitate(policy, g, c, teacher)
     runs = [
         rollout(policy, [PlacementEnv(g, c)], [s], rng=np.random.default_rng(s), greedy=True)[0]
         for s in (0, 5)
