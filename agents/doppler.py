@@ -45,6 +45,7 @@ from placegym.agents._kernels import (
 from placegym.agents.encoder import POSITION_FEATURES, GraphEncoder, GraphInputs
 from placegym.agents.hints import HINT_FEATURES, hint_share
 from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC
+from placegym.teachers.base import TIE_RTOL
 
 __all__ = [
     "SEL_CONTEXT",
@@ -70,6 +71,11 @@ LINK_FEATURES, TOPOLOGY_CHANNELS, TOPOLOGY_ROUNDS = 2, 2, 2
 #: Device columns that the rollout adds with ``PolicyConfig.insertion``
 #: (:func:`placegym.agents.rollout.insertion_features`).
 INSERTION_FEATURES = 3
+#: Device columns that the rollout adds with ``PolicyConfig.rollout``
+#: (:func:`placegym.agents.rollout.rollout_features`).
+ROLLOUT_FEATURES = 2
+#: SEL features with ``PolicyConfig.rollout`` (:func:`sel_pick`).
+SEL_PICK = 1
 _B_LEVEL = 3  # node_static column: b-level / CP
 _EST_FINISH = 5  # node_dynamic column: estimated finish / CP (0 if unassigned)
 _EDGE_COMM = 0  # edge_attr column: transfer time of the edge / CP
@@ -124,6 +130,18 @@ class PolicyConfig:
             (:func:`~placegym.agents.rollout.insertion_features`, added to the device
             rows by the rollout), beside the list-schedule estimate of the observation
             that the critical-path rule reads.
+        rollout: PLC also reads, per device, what the rest of the placement would cost
+            there: the simulated makespan of ``heft_rule``'s completion of the state
+            with the selected node on the device, as its lead over the least one and
+            whether it is the least (:func:`~placegym.agents.rollout.rollout_features`,
+            the ``lookahead`` teacher's prices). Decoding then costs one simulator call
+            per legal device per node (``n * D`` a placement, compiled completions);
+            :func:`~placegym.agents.search.policy_search`, whose budget counts simulator
+            calls, refuses such a policy. SEL also reads which node the completions
+            select next (:func:`sel_pick`): a policy that selects it and places on a
+            device of least price never ends slower than the least price it has seen,
+            hence never slower than ``heft_rule`` (the rollout algorithm's
+            cost-improvement property).
 
     Raises:
         ValueError: a size out of range, an unknown ``learn`` or a hint that is not a
@@ -141,6 +159,7 @@ class PolicyConfig:
     hint_quality: bool = False
     topology: bool = False
     insertion: bool = False
+    rollout: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
@@ -225,6 +244,25 @@ def sel_rules(g: GraphInputs, step: Tensor, node: Tensor) -> Tensor:
     top = top.scatter_reduce(0, step, b, reduce="amax", include_self=True)[step]
     gap = top - b
     return torch.stack([gap, (gap <= RULE_RTOL * top.abs()).to(b.dtype)], dim=-1)
+
+
+def sel_pick(g: GraphInputs, step: Tensor, node: Tensor) -> Tensor:
+    """``(K, 1)``: whether each scored (state, node) pair's node is the one ``heft_rule``
+    selects in that state (the smallest id among the frontier nodes whose b-level is
+    within :data:`~placegym.teachers.base.TIE_RTOL` of the largest, on the exact float64
+    b-levels ``g.b_level``): the node that :func:`~placegym.agents.rollout.
+    rollout_features`'s completions select next."""
+    if g.b_level is None:
+        raise ValueError("g: sel_pick needs the graph inputs' b_level (PolicyConfig.rollout)")
+    b = g.b_level[node]
+    states = int(step.max()) + 1 if len(step) else 0
+    top = torch.full((states,), -torch.inf, dtype=b.dtype)
+    top = top.scatter_reduce(0, step, b, reduce="amax", include_self=True)[step]
+    tied = (b - top).abs() <= TIE_RTOL * top.abs().clamp_min(1e-300)
+    big = torch.iinfo(node.dtype).max
+    first = torch.full((states,), big, dtype=node.dtype)
+    first = first.scatter_reduce(0, step, torch.where(tied, node, big), reduce="amin")[step]
+    return (node == first).to(g.x.dtype).unsqueeze(-1)
 
 
 def plc_rules(dev: Tensor) -> Tensor:
@@ -387,8 +425,8 @@ class DopplerPolicy(nn.Module):
           ``F`` = 9 (11 with ``rules``)
         - :meth:`sel_scores`: ``nodes (K,)``, ``x (K, F)`` (from :meth:`sel_inputs`) -> ``(K,)``
         - :meth:`plc_logits`: ``node (S,)``, ``placed (S, n)`` (device of each node, -1
-          if unplaced), ``dev (S, D, 7)`` (10 with ``insertion``: the rollout's
-          :func:`~placegym.agents.rollout.plc_devices`) -> ``(S, D)``
+          if unplaced), ``dev (S, D, 7)`` (+3 with ``insertion``, +2 with ``rollout``:
+          the rollout's :func:`~placegym.agents.rollout.plc_devices`) -> ``(S, D)``
     """
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
@@ -401,10 +439,19 @@ class DopplerPolicy(nn.Module):
         # SEL head: Linear([h, cp, dyn]) split into a per-graph static part and a per-step
         # dynamic part, so only (node, step) pairs in the frontier are ever scored.
         self.sel_static = nn.Linear(3 * h, h)
-        sel_in = NODE_DYNAMIC + SEL_CONTEXT + (SEL_RULES if self.config.rules else 0)
+        sel_in = (
+            NODE_DYNAMIC
+            + SEL_CONTEXT
+            + (SEL_RULES if self.config.rules else 0)
+            + (SEL_PICK if self.config.rollout else 0)
+        )
         self.sel_dynamic = nn.Linear(sel_in, h, bias=False)
         self.sel_tail = _mlp_tail(h)
-        dev_in = DEVICE_FEATURES + (INSERTION_FEATURES if self.config.insertion else 0)
+        dev_in = (
+            DEVICE_FEATURES
+            + (INSERTION_FEATURES if self.config.insertion else 0)
+            + (ROLLOUT_FEATURES if self.config.rollout else 0)
+        )
         plc_in = 2 * h + 1 + 2 * dev_in + 2 + HINT_FEATURES * len(self.config.hints)
         if self.config.affinity:
             self.plc_query = nn.Linear(h, h)
@@ -464,11 +511,14 @@ class DopplerPolicy(nn.Module):
 
     def sel_inputs(self, g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
         """Per-pair SEL inputs: the node's dynamic features, its :func:`sel_context` and,
-        with ``rules``, its :func:`sel_rules` (``step`` groups the pairs by state, so
-        each state's pairs must be its whole frontier)."""
+        with ``rules``, its :func:`sel_rules`, with ``rollout`` its :func:`sel_pick`
+        (``step`` groups the pairs by state, so each state's pairs must be its whole
+        frontier)."""
         parts = [dyn[step, node], sel_context(g, dyn, step, node)]
         if self.config.rules:
             parts.append(sel_rules(g, step, node))
+        if self.config.rollout:
+            parts.append(sel_pick(g, step, node))
         return torch.cat(parts, dim=-1)
 
     def sel_scores(self, enc: Encoding, nodes: Tensor, x: Tensor) -> Tensor:

@@ -36,6 +36,11 @@ class GraphInputs:
         scale: the graph's critical-path length on the cluster, the time unit of the
             observation's features, for the features that the rollout adds
             (:func:`placegym.agents.rollout.insertion_features`), or None.
+        rollout_scale: the same time unit for
+            :func:`placegym.agents.rollout.rollout_features` (``PolicyConfig.rollout``),
+            or None when the policy does not read them.
+        b_level: ``(n,)`` float64 exact b-levels (``PolicyConfig.rollout``: SEL's
+            :func:`placegym.agents.doppler.sel_pick`), or None.
     """
 
     x: Tensor
@@ -49,6 +54,8 @@ class GraphInputs:
     quality: Tensor | None = None
     links: Tensor | None = None
     scale: float | None = None
+    rollout_scale: float | None = None
+    b_level: Tensor | None = None
 
     @property
     def num_nodes(self) -> int:

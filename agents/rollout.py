@@ -30,6 +30,7 @@ False), scored the same way.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ from placegym.envs.graph import Graph
 from placegym.envs.observation import FEATURE_MAX, time_unit
 from placegym.envs.state import PlacementState
 from placegym.teachers.base import Teacher
+from placegym.teachers.lookahead import LookaheadTeacher
 
 __all__ = [
     "GREEDY_TIE_TOL",
@@ -215,6 +217,11 @@ def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluste
         inputs = dataclasses.replace(inputs, links=cluster_links(cluster))
     if getattr(getattr(policy, "config", None), "insertion", False):
         inputs = dataclasses.replace(inputs, scale=time_unit(b_level(graph, cluster)))
+    if getattr(getattr(policy, "config", None), "rollout", False):
+        levels = b_level(graph, cluster)  # heft_rule's SEL key, as its completions'
+        inputs = dataclasses.replace(
+            inputs, rollout_scale=time_unit(levels), b_level=torch.from_numpy(levels.copy())
+        )
     return inputs
 
 
@@ -238,13 +245,40 @@ def insertion_features(state: PlacementState, scale: float) -> np.ndarray:
     ).astype(np.float32)
 
 
+@functools.cache
+def _pricer() -> LookaheadTeacher:
+    """The lookahead teacher whose per-device prices :func:`rollout_features` reads (one
+    per process; it keeps the prices of recent states of a few graphs)."""
+    return LookaheadTeacher("heft_rule", cache_size=4096)
+
+
+def rollout_features(state: PlacementState, scale: float) -> np.ndarray:
+    """``(D, 2)`` float32 per device, for the selected node (``PolicyConfig.rollout``):
+    the simulated makespan of ``heft_rule``'s completion of ``state`` with the node on
+    the device (:meth:`~placegym.teachers.lookahead.LookaheadTeacher.place_costs`) minus
+    the least over the legal devices, / ``scale``, and whether that lead is within
+    :data:`RULE_RTOL` of the least (the lookahead's tie set). Devices the mask forbids
+    get ``FEATURE_MAX`` and 0 (the caller drops them). One simulator call per legal
+    device, unless the state's prices are cached."""
+    cost = _pricer().place_costs(state)
+    best = cost.min()
+    lead = cost - best
+    return np.stack(
+        [np.minimum(lead / scale, FEATURE_MAX), lead <= RULE_RTOL * abs(best)], axis=-1
+    ).astype(np.float32)
+
+
 def plc_devices(graph: GraphInputs, state: PlacementState, devices: np.ndarray) -> np.ndarray:
     """The PLC's device features in ``state``: the observation's ``device`` rows and, when
     the graph inputs carry a ``scale`` (``PolicyConfig.insertion``), the
-    :func:`insertion_features` (a new array)."""
-    if graph.scale is None:
-        return devices.copy()
-    return np.concatenate([devices, insertion_features(state, graph.scale)], axis=1)
+    :func:`insertion_features`, and with a ``rollout_scale`` (``PolicyConfig.rollout``)
+    the :func:`rollout_features` (a new array)."""
+    parts = [devices]
+    if graph.scale is not None:
+        parts.append(insertion_features(state, graph.scale))
+    if graph.rollout_scale is not None:
+        parts.append(rollout_features(state, graph.rollout_scale))
+    return np.concatenate(parts, axis=1) if len(parts) > 1 else devices.copy()
 
 
 @torch.no_grad()

@@ -520,6 +520,11 @@ def policy_search(
 ) -> SearchResult:
     """Search placements of ``graph`` on ``cluster`` with ``policy`` (module docstring)."""
     cfg = config or SearchConfig()
+    if getattr(policy.config, "rollout", False):
+        raise ValueError(
+            "policy: reads rollout features (policy.rollout), which call the simulator "
+            "while decoding; a search's budget of simulator calls cannot hold them"
+        )
     rng = np.random.default_rng(seed)
     was_training = policy.training
     policy.eval()

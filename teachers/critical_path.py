@@ -7,6 +7,8 @@ from typing import ClassVar
 import numpy as np
 
 from placegym.envs.analysis import b_level
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
 from placegym.envs.state import PlacementState
 from placegym.teachers._common import IdentityCache
 from placegym.teachers.base import StepTeacher, ties
@@ -37,12 +39,16 @@ class CriticalPathTeacher(StepTeacher):
     def __init__(self) -> None:
         self._b_level = IdentityCache(b_level)
 
+    def b_level(self, graph: Graph, cluster: Cluster) -> np.ndarray:
+        """``(n,)`` the b-levels SEL ranks by (cached per (graph, cluster) pair)."""
+        return self._b_level(graph, cluster)
+
     def select_actions(self, state: PlacementState) -> np.ndarray:
         """The frontier nodes of maximum b-level."""
         frontier = state.frontier()
         if len(frontier) == 0:
             raise ValueError(f"state: no frontier node to select (phase {state.phase!r})")
-        return ties(self._b_level(state.graph, state.cluster), frontier, best="max")
+        return ties(self.b_level(state.graph, state.cluster), frontier, best="max")
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
         """The legal devices where the selected node can start earliest."""

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from dagger import imitate
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
@@ -69,9 +70,6 @@ def test_imitating_heft_rule_reaches_its_gap_filling_placement(one_torch_thread)
     """On the gap graph node 3 goes into device 1's idle gap under HEFT's rule, where the
     list-schedule estimate of the observation puts it on device 0 (start 5 vs 6): with the
     insertion features, imitation makes the greedy policy place as heft_rule does."""
-    from placegym.train.imitation import epsilon, imitation_update
-    from placegym.train.optim import make_optimizer
-
     torch.manual_seed(0)
     s = gap_state()
     g, c = s.graph, s.cluster
@@ -79,19 +77,7 @@ def test_imitating_heft_rule_reaches_its_gap_filling_placement(one_torch_thread)
     assert get_teacher("critical_path").place_actions(s).tolist() == [0]
     assert teacher.place_actions(s).tolist() == [1]
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2, insertion=True))
-    opt, _ = make_optimizer(policy.parameters(), 1e-2, "constant", 40, 1.0)
-    envs = [PlacementEnv(g, c) for _ in range(4)]
+    imitate(policy, g, c, teacher)
     rng = np.random.default_rng(0)
-    for update in range(40):
-        records = rollout(
-            policy,
-            envs,
-            list(range(4)),
-            rng=rng,
-            teacher=teacher,
-            teacher_prob=epsilon(update, 40, 1.0, 0.0, 0.5),
-            record_teacher=True,
-        )
-        imitation_update(policy, opt, records, 1.0)
     [greedy] = rollout(policy, [PlacementEnv(g, c)], [0], rng=rng, greedy=True)
     assert greedy.info["placement"].tolist() == teacher.place(g, c).device.tolist()

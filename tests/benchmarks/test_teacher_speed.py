@@ -1,0 +1,32 @@
+"""Teacher speed (``make bench``): the lookahead teacher's placement with compiled
+base-rule completions next to the same completions through ``PlacementState``, in the
+same run (the placements are equal: tests/test_rule_kernel.py).
+
+Target: compiled >= 10x faster on a 120-node random DAG on v100x8 (960 completions).
+"""
+
+import pytest
+from benchmarks.timing import cpu_per_call, load_note
+
+from placegym.envs import get_preset
+from placegym.envs.workloads import make_graph
+from placegym.teachers.lookahead import LookaheadTeacher
+
+pytestmark = pytest.mark.benchmark
+
+
+def test_lookahead_compiled_completions_vs_python():
+    g, c = make_graph("random_dag", nodes=120, seed=0), get_preset("v100x8")
+    print(f"\n\nlookahead placement, {g.num_nodes} nodes on {c.name} ({load_note()})")
+    print("| base | compiled s | PlacementState s | speed-up |")
+    print("|---|---|---|---|")
+    ratios = []
+    for base in ("heft_rule", "critical_path"):
+        # cache_size=0: every call completes every state again
+        fast_teacher = LookaheadTeacher(base, cache_size=0)
+        slow_teacher = LookaheadTeacher(base, cache_size=0, compiled=False)
+        fast = cpu_per_call(lambda t=fast_teacher: t.place(g, c), 3, 3)
+        slow = cpu_per_call(lambda t=slow_teacher: t.place(g, c), 1, 2)
+        ratios.append(slow / fast)
+        print(f"| {base} | {fast:.3f} | {slow:.2f} | {slow / fast:.0f}x |")
+    assert min(ratios) >= 10, f"compiled completions only {min(ratios):.1f}x faster"

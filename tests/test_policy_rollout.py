@@ -1,0 +1,123 @@
+"""PolicyConfig.rollout: PLC reads each device's price under the lookahead teacher (the
+simulated makespan of heft_rule's completion with the selected node there)."""
+
+import numpy as np
+import pytest
+import torch
+from dagger import imitate
+from simcases import graph, unit_cluster
+
+from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+from placegym.agents.rollout import graph_inputs, plc_devices, rollout, rollout_features
+from placegym.agents.search import SearchConfig, policy_search
+from placegym.envs import PlacementEnv, load_cluster, simulate
+from placegym.envs.state import PlacementState
+from placegym.envs.workloads import make_graph
+from placegym.teachers import get_teacher
+
+
+def outputs_graph():
+    """test_lookahead_sees_the_cost_of_outputs's graph: heft_rule 7, all on one device 6."""
+    return graph([1, 2, 2, 1], [[0, 1], [0, 2], [1, 3], [2, 3]], out_bytes=[0, 3, 3, 0])
+
+
+def test_rollout_features_on_a_hand_solved_state():
+    g, c = outputs_graph(), unit_cluster(2)
+    s = PlacementState(g, c)
+    for v, d in [(0, 0), (1, 0)]:
+        s.select(v)
+        s.place(d)
+    s.select(2)
+    x = rollout_features(s, scale=2.0)
+    # completions take 6 (node 2 on device 0) and 7 (device 1): device 0 is the least
+    assert x.dtype == np.float32 and x.shape == (2, 2)
+    assert x.tolist() == [[0.0, 1.0], [0.5, 0.0]]
+
+
+def test_rollout_features_price_every_legal_device_as_the_lookahead():
+    g, c = make_graph("random_dag", nodes=30, seed=3), load_cluster("v100x8")
+    look = get_teacher("lookahead")
+    s = PlacementState(g, c)
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        s.select(int(rng.choice(s.frontier())))
+        s.place(int(rng.choice(np.flatnonzero(s.place_mask()))))
+    s.select(int(s.frontier()[0]))
+    _, makespan = look.completion_makespans(s)
+    x = rollout_features(s, scale=3.0)
+    lead = (makespan - makespan.min()) / 3.0
+    np.testing.assert_allclose(x[:, 0], lead.astype(np.float32))
+    assert np.flatnonzero(x[:, 1]).tolist() == look.place_actions(s).tolist()
+
+
+def test_plc_devices_adds_the_columns_only_with_rollout():
+    g, c = make_graph("ffnn"), load_cluster("p100x4")
+    env = PlacementEnv(g, c)
+    obs, _ = env.reset(seed=0)
+    both = DopplerPolicy(PolicyConfig(hidden=8, insertion=True, rollout=True))
+    inputs = graph_inputs(both, obs, g, c)
+    assert inputs.rollout_scale == pytest.approx(env.unwrapped._builder.cp)
+    state = env.unwrapped.state
+    state.select(int(state.frontier()[0]))
+    out = plc_devices(inputs, state, np.zeros((4, 7), np.float32))
+    assert out.shape == (4, 12)
+    np.testing.assert_array_equal(out[:, 10:], rollout_features(state, inputs.rollout_scale))
+    only = graph_inputs(DopplerPolicy(PolicyConfig(hidden=8, rollout=True)), obs, g, c)
+    assert only.scale is None and plc_devices(only, state, np.zeros((4, 7))).shape == (4, 9)
+
+
+def test_search_refuses_a_rollout_policy():
+    pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True))
+    g, c = outputs_graph(), unit_cluster(2)
+    with pytest.raises(ValueError, match=r"policy: reads rollout features"):
+        policy_search(pol, g, c, SearchConfig(budget=10))
+
+
+def test_imitating_the_lookahead_with_its_prices_reaches_its_placement(one_torch_thread):
+    """On the outputs graph heft_rule spreads the branches (7) and the lookahead keeps
+    them on one device (6); with the prices as inputs the greedy policy learns the
+    lookahead's placement."""
+    torch.manual_seed(0)
+    g, c = outputs_graph(), unit_cluster(2)
+    teacher = get_teacher("lookahead")
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2, rollout=True))
+    imitate(policy, g, c, teacher)
+    runs = [
+        rollout(policy, [PlacementEnv(g, c)], [s], rng=np.random.default_rng(s), greedy=True)[0]
+        for s in (0, 5)
+    ]
+    assert runs[0].plc_dev.shape[-1] == 9
+    assert runs[0].info["placement"].tolist() == runs[1].info["placement"].tolist()
+    # node 0 sends nothing, so nodes 1-3 together on either device are the lookahead's
+    # tie set (both price 6); heft_rule's own placement takes 7
+    devices = runs[0].info["placement"].tolist()
+    assert devices[1] == devices[2] == devices[3] and runs[0].makespan == 6.0
+    assert simulate(g, c, get_teacher("heft_rule").place(g, c)).makespan == 7.0
+
+
+def test_sel_pick_marks_the_node_heft_rule_selects():
+    from placegym.agents.doppler import sel_pick
+
+    g, c = make_graph("ffnn"), load_cluster("v100x8")  # identical layers: b-level ties
+    env = PlacementEnv(g, c)
+    obs, _ = env.reset(seed=0)
+    pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True))
+    inputs = graph_inputs(pol, obs, g, c)
+    rule, look = get_teacher("heft_rule"), get_teacher("lookahead")
+    s = PlacementState(g, c)
+    rng = np.random.default_rng(1)
+    states, steps, nodes, tied_sets = [], [], [], 0
+    for k in range(40):
+        frontier = s.frontier()
+        steps.append(np.full(len(frontier), k))
+        nodes.append(frontier)
+        states.append(int(rule.select_actions(s)[0]))
+        tied_sets += len(rule.select_actions(s)) > 1
+        assert look.select_actions(s).tolist() == states[-1:]
+        s.select(int(rng.choice(frontier)))
+        s.place(int(rng.choice(np.flatnonzero(s.place_mask()))))
+    assert tied_sets > 5  # the first of a tie set is what is tested
+    step, node = torch.from_numpy(np.concatenate(steps)), torch.from_numpy(np.concatenate(nodes))
+    pick = sel_pick(inputs, step, node)[:, 0].numpy()
+    for k in range(40):
+        assert node[step == k][pick[step.numpy() == k] == 1].tolist() == [states[k]]
