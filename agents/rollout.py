@@ -215,13 +215,17 @@ def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluste
             inputs = dataclasses.replace(inputs, quality=quality)
     if getattr(getattr(policy, "config", None), "topology", False):
         inputs = dataclasses.replace(inputs, links=cluster_links(cluster))
-    if getattr(getattr(policy, "config", None), "insertion", False):
-        inputs = dataclasses.replace(inputs, scale=time_unit(b_level(graph, cluster)))
-    if getattr(getattr(policy, "config", None), "rollout", False):
+    with_insertion = getattr(getattr(policy, "config", None), "insertion", False)
+    with_rollout = getattr(getattr(policy, "config", None), "rollout", False)
+    if with_insertion or with_rollout:
         levels = b_level(graph, cluster)  # heft_rule's SEL key, as its completions'
-        inputs = dataclasses.replace(
-            inputs, rollout_scale=time_unit(levels), b_level=torch.from_numpy(levels.copy())
-        )
+        unit = time_unit(levels)
+        if with_insertion:
+            inputs = dataclasses.replace(inputs, scale=unit)
+        if with_rollout:
+            inputs = dataclasses.replace(
+                inputs, rollout_scale=unit, b_level=torch.from_numpy(levels.copy())
+            )
     return inputs
 
 
