@@ -6,23 +6,27 @@ from placegym.agents.rollout import rollout
 from placegym.envs import PlacementEnv
 
 
-def imitate(policy, graph, cluster, teacher, updates: int = 40, lr: float = 1e-2) -> None:
-    """``updates`` imitation updates of 4 episodes each on ``graph``, the teacher's
-    roll-in probability decaying from 1 to 0 over the first half (seeded, in place)."""
+def imitate(policy, graph, cluster, teacher, updates: int = 40, lr: float = 1e-2, episodes=4):
+    """``updates`` imitation updates of ``episodes`` episodes each on ``graph``, the
+    teacher's roll-in probability decaying from 1 to 0 over the first half (seeded, the
+    policy trained in place). Returns each update's imitation loss and the last
+    update's records."""
     from placegym.train.imitation import epsilon, imitation_update
     from placegym.train.optim import make_optimizer
 
     opt, _ = make_optimizer(policy.parameters(), lr, "constant", updates, 1.0)
-    envs = [PlacementEnv(graph, cluster) for _ in range(4)]
+    envs = [PlacementEnv(graph, cluster) for _ in range(episodes)]
     rng = np.random.default_rng(0)
+    losses = []
     for update in range(updates):
         records = rollout(
             policy,
             envs,
-            list(range(4)),
+            list(range(episodes)),
             rng=rng,
             teacher=teacher,
             teacher_prob=epsilon(update, updates, 1.0, 0.0, 0.5),
             record_teacher=True,
         )
-        imitation_update(policy, opt, records, 1.0)
+        losses.append(imitation_update(policy, opt, records, 1.0)["losses/imitation"])
+    return losses, records

@@ -87,3 +87,10 @@ def test_lookahead_places_the_same_compiled_or_not(base):
     assert a.device.tolist() == b.device.tolist() and a.order.tolist() == b.order.tolist()
     assert fast.calls == slow.calls
     assert simulate(g, c, a).makespan <= simulate(g, c, get_teacher(base).place(g, c)).makespan
+
+
+def test_the_kernel_ties_as_the_teachers_do():
+    # compiled code keeps its own copy (numba's disk cache is per file)
+    from placegym.teachers import _rule_kernel, base
+
+    assert _rule_kernel.TIE_RTOL == base.TIE_RTOL

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from dagger import imitate
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
@@ -11,7 +12,7 @@ from placegym.envs import PlacementEnv, simulate
 from placegym.teachers import get_teacher
 from placegym.train.config import RLConfig
 from placegym.train.evaluate import evaluate_policy
-from placegym.train.imitation import epsilon, imitation_update, teacher_agreement
+from placegym.train.imitation import teacher_agreement
 from placegym.train.optim import make_optimizer
 from placegym.train.rl import group_advantages, rl_update
 
@@ -37,23 +38,7 @@ def test_imitation_lowers_the_loss_and_reaches_the_teachers_makespan():
     teacher = get_teacher("critical_path")
     target = simulate(g, cluster, teacher.place(g, cluster)).makespan
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
-    opt, sched = make_optimizer(policy.parameters(), 1e-2, "constant", 60, 1.0)
-    envs = [PlacementEnv(g, cluster) for _ in range(8)]
-    rng = np.random.default_rng(0)
-    losses = []
-    for update in range(60):
-        eps = epsilon(update, 60, 1.0, 0.0, 0.5)
-        records = rollout(
-            policy,
-            envs,
-            list(range(8)),
-            rng=rng,
-            teacher=teacher,
-            teacher_prob=eps,
-            record_teacher=True,
-        )
-        losses.append(imitation_update(policy, opt, records, 1.0)["losses/imitation"])
-        sched.step()
+    losses, records = imitate(policy, g, cluster, teacher, updates=60, episodes=8)
     assert np.mean(losses[-5:]) < 0.25 * np.mean(losses[:5])
     assert teacher_agreement(records) > 0.9
     res = evaluate_policy(policy, g, cluster, k=4, seed=0)
