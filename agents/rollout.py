@@ -25,6 +25,11 @@ A policy with a ``fixed_teacher`` (the SEL-only / PLC-only ablations of
 :class:`~placegym.agents.doppler.DopplerPolicy`) takes that teacher's first tie-set
 action in the phase it does not learn (``learns_selection`` / ``learns_placement``
 False), scored the same way.
+
+A policy with ``PolicyConfig.rollout`` prices each PLC state's devices by simulated
+``heft_rule`` completions (:func:`rollout_features`); when the teacher is the lookahead
+over ``heft_rule`` (:func:`prices_with`), its labels and those prices come from one
+cache, so a labelled state is priced once.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ __all__ = [
     "graph_inputs",
     "greedy_pick",
     "plc_tie_key",
+    "prices_with",
     "rollout",
     "sample_index",
     "sample_rows",
@@ -256,15 +262,35 @@ def _pricer() -> LookaheadTeacher:
     return LookaheadTeacher("heft_rule", cache_size=4096)
 
 
-def rollout_features(state: PlacementState, scale: float) -> np.ndarray:
+def prices_with(teacher: Teacher | None) -> LookaheadTeacher | None:
+    """``teacher`` itself when it is a :class:`~placegym.teachers.lookahead.
+    LookaheadTeacher` over ``heft_rule`` that caches its answers: its PLC labels and the
+    :func:`rollout_features` are then one computation per state (the prices do not
+    depend on its ``rtol``); else None (the process-wide pricer)."""
+    if isinstance(teacher, LookaheadTeacher) and teacher.base == "heft_rule":
+        return teacher if teacher.cache_size > 0 else None
+    return None
+
+
+def rollout_features(
+    state: PlacementState, scale: float, pricer: LookaheadTeacher | None = None
+) -> np.ndarray:
     """``(D, 2)`` float32 per device, for the selected node (``PolicyConfig.rollout``):
     the simulated makespan of ``heft_rule``'s completion of ``state`` with the node on
     the device (:meth:`~placegym.teachers.lookahead.LookaheadTeacher.place_costs`) minus
     the least over the legal devices, / ``scale``, and whether that lead is within
     :data:`RULE_RTOL` of the least (the lookahead's tie set). Devices the mask forbids
     get ``FEATURE_MAX`` and 0 (the caller drops them). One simulator call per legal
-    device, unless the state's prices are cached."""
-    cost = _pricer().place_costs(state)
+    device, unless the state's prices are cached.
+
+    ``pricer``: the lookahead over ``heft_rule`` that prices the devices (its cache and
+    its :attr:`~placegym.teachers.lookahead.LookaheadTeacher.calls`); the process-wide
+    one by default. Any such pricer gives the same features."""
+    if pricer is None:
+        pricer = _pricer()
+    elif pricer.base != "heft_rule":
+        raise ValueError(f"pricer: expected a lookahead over 'heft_rule', got {pricer!r}")
+    cost = pricer.place_costs(state)
     best = cost.min()
     lead = cost - best
     return np.stack(
@@ -272,16 +298,21 @@ def rollout_features(state: PlacementState, scale: float) -> np.ndarray:
     ).astype(np.float32)
 
 
-def plc_devices(graph: GraphInputs, state: PlacementState, devices: np.ndarray) -> np.ndarray:
+def plc_devices(
+    graph: GraphInputs,
+    state: PlacementState,
+    devices: np.ndarray,
+    pricer: LookaheadTeacher | None = None,
+) -> np.ndarray:
     """The PLC's device features in ``state``: the observation's ``device`` rows and, when
     the graph inputs carry a ``scale`` (``PolicyConfig.insertion``), the
     :func:`insertion_features`, and with a ``rollout_scale`` (``PolicyConfig.rollout``)
-    the :func:`rollout_features` (a new array)."""
+    the :func:`rollout_features` (priced by ``pricer``; a new array)."""
     parts = [devices]
     if graph.scale is not None:
         parts.append(insertion_features(state, graph.scale))
     if graph.rollout_scale is not None:
-        parts.append(rollout_features(state, graph.rollout_scale))
+        parts.append(rollout_features(state, graph.rollout_scale, pricer))
     return np.concatenate(parts, axis=1) if len(parts) > 1 else devices.copy()
 
 
@@ -391,6 +422,7 @@ def _decide(
     fixed_sel = not getattr(policy, "learns_selection", True)
     fixed_plc = not getattr(policy, "learns_placement", True)
     fixed_teacher: Teacher | None = getattr(policy, "fixed_teacher", None)
+    pricer = prices_with(teacher)
     for j, (lv, use) in enumerate(zip(lives, use_teacher)):
         state = lv.state
         select = state.selected < 0
@@ -398,7 +430,7 @@ def _decide(
         if use or record_teacher:
             assert teacher is not None
             ties = teacher.select_actions(state) if select else teacher.place_actions(state)
-        _record_inputs(lv, select, ties, record_teacher)
+        _record_inputs(lv, select, ties, record_teacher, pricer)
         if record_teacher and not select and hasattr(teacher, "place_costs"):
             lv.buf["plc_regret"].append(_regret(teacher.place_costs(state)))  # type: ignore[union-attr]
         if (select and fixed_sel) or (not select and fixed_plc):
@@ -427,7 +459,13 @@ def _decide(
     return actions  # type: ignore[return-value]
 
 
-def _record_inputs(lv: _Live, select: bool, ties: np.ndarray | None, record: bool) -> None:
+def _record_inputs(
+    lv: _Live,
+    select: bool,
+    ties: np.ndarray | None,
+    record: bool,
+    pricer: LookaheadTeacher | None = None,
+) -> None:
     b, state = lv.buf, lv.state
     if select:
         b["sel_dyn"].append(lv.obs["node_dynamic"][: lv.n].copy())
@@ -438,7 +476,7 @@ def _record_inputs(lv: _Live, select: bool, ties: np.ndarray | None, record: boo
     else:
         b["plc_node"].append(state.selected)
         b["plc_placed"].append(state.device.copy())
-        b["plc_dev"].append(plc_devices(lv.graph, state, lv.obs["device"]))
+        b["plc_dev"].append(plc_devices(lv.graph, state, lv.obs["device"], pricer))
         b["plc_mask"].append(lv.info["action_mask"][: lv.d].copy())
         if record:
             assert ties is not None

@@ -121,3 +121,40 @@ def test_sel_pick_marks_the_node_heft_rule_selects():
     pick = sel_pick(inputs, step, node)[:, 0].numpy()
     for k in range(40):
         assert node[step == k][pick[step.numpy() == k] == 1].tolist() == [states[k]]
+
+
+def test_the_lookahead_teacher_prices_its_labelled_states_once():
+    """With the lookahead over heft_rule as teacher, the PLC prices come from the teacher's
+    own cache: each state is priced once (no second pricer), the features unchanged."""
+    from placegym.agents import rollout as rollout_module
+    from placegym.teachers.lookahead import LookaheadTeacher
+
+    g, c = make_graph("random_dag", nodes=24, seed=2), load_cluster("p100x4")
+    policy = DopplerPolicy(PolicyConfig(hidden=8, rollout=True))
+    teacher = LookaheadTeacher()
+    assert rollout_module.prices_with(teacher) is teacher
+    assert rollout_module.prices_with(LookaheadTeacher(cache_size=0)) is None
+    assert rollout_module.prices_with(LookaheadTeacher("critical_path")) is None
+    rollout_module._pricer.cache_clear()
+    [rec] = rollout(
+        policy,
+        [PlacementEnv(g, c)],
+        [0],
+        rng=np.random.default_rng(0),
+        teacher=teacher,
+        teacher_prob=1.0,
+        record_teacher=True,
+    )
+    assert rollout_module._pricer.cache_info().currsize == 0  # never built
+    # one completion per legal device per PLC state (no memory pressure: all legal)
+    assert teacher.calls == g.num_nodes * c.num_devices
+    # the same features a fresh pricer computes, state by state
+    fresh = LookaheadTeacher()
+    s = PlacementState(g, c)
+    scale = graph_inputs(policy, PlacementEnv(g, c).reset(seed=0)[0], g, c).rollout_scale
+    for k in range(g.num_nodes):
+        s.select(int(rec.sel_action[k]))
+        np.testing.assert_array_equal(rec.plc_dev[k, :, -2:], rollout_features(s, scale, fresh))
+        s.place(int(rec.plc_action[k]))
+    with pytest.raises(ValueError, match=r"pricer: expected a lookahead over 'heft_rule'"):
+        rollout_features(s, 1.0, LookaheadTeacher("critical_path"))
