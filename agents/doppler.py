@@ -135,9 +135,9 @@ class PolicyConfig:
             with the selected node on the device, as its lead over the least one and
             whether it is the least (:func:`~placegym.agents.rollout.rollout_features`,
             the ``lookahead`` teacher's prices). Decoding then costs one simulator call
-            per legal device per node (``n * D`` a placement, compiled completions);
-            :func:`~placegym.agents.search.policy_search`, whose budget counts simulator
-            calls, refuses such a policy. SEL also reads which node the completions
+            per legal device per node (``n * D`` a placement, compiled completions),
+            which :func:`~placegym.agents.search.policy_search` counts in its budget
+            (its greedy pass, then annealing moves only). SEL also reads which node the completions
             select next (:func:`sel_pick`): a policy that selects it and places on a
             device of least price never ends slower than the least price it has seen,
             hence never slower than ``heft_rule`` (the rollout algorithm's

@@ -22,11 +22,19 @@
    with probability ``guide`` (finding the chain costs one call after each accepted step,
    as in anneal). Priority swaps that would make the order non-topological are dropped.
 
-Budget: every placement simulated counts one call, and nothing else calls the simulator
-(decoding only uses the list-schedule estimates of
-:class:`~placegym.envs.state.PlacementState`). Duplicate candidates, and candidates equal
-to the incumbent, are not simulated. :attr:`SearchResult.curve` ``[i]`` is the best
-makespan after ``i + 1`` calls (an anytime curve). All draws come from
+Budget: every placement simulated counts one call. Decoding a policy calls the
+simulator only when it reads rollout features (``PolicyConfig.rollout``): each PLC state
+it decodes prices its legal devices by simulated ``heft_rule`` completions
+(:func:`~placegym.agents.rollout.rollout_features`), one call per device, and those
+completions are complete placements: they count in the budget and in the curve, and the
+best of them is a candidate like any other (when no placement of the graph can exceed a
+device's memory; otherwise they are counted only, since the prices do not check memory).
+Such a policy's greedy pass costs up to ``n * D`` calls, so the budget must be at least
+``n * D + 1``; beam search, sampling and policy-guided windows would price every state
+they visit, so with such a policy the search is its greedy pass then annealing moves only
+(``beam``, ``samples`` and ``policy_moves`` are not used). Duplicate candidates, and
+candidates equal to the incumbent, are not simulated. :attr:`SearchResult.curve` ``[i]``
+is the best makespan after ``i + 1`` calls (an anytime curve). All draws come from
 ``numpy.random.default_rng(seed)``: same checkpoint, graph, cluster, config and seed, same
 result.
 """
@@ -34,6 +42,7 @@ result.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,6 +69,7 @@ from placegym.envs.state import PlacementState
 
 # the annealing move set and critical chain of the anneal teacher, shared with it
 from placegym.teachers.anneal import MOVES, _critical_chain, _problem, _propose, _weights
+from placegym.teachers.lookahead import LookaheadTeacher
 
 __all__ = [
     "SearchConfig",
@@ -129,7 +139,7 @@ class SearchResult:
         placement: the best placement found; makespan its simulated makespan.
         curve: ``(calls,)`` best makespan after each simulator call.
         stages: simulator calls spent per stage (``greedy``, ``beam``, ``samples``,
-            ``improve``).
+            ``improve``); ``greedy`` includes a rollout policy's pricing calls.
         greedy: the greedy placement's makespan.
     """
 
@@ -179,6 +189,11 @@ class _Decoder:
         with torch.no_grad():
             self.enc = policy.encode(self.inputs)
         self._prefixes: dict = {}
+        # a private pricer: its calls are this search's own (a shared cache would make
+        # the budget depend on what was decoded before)
+        self.pricer: LookaheadTeacher | None = None
+        if self.inputs.rollout_scale is not None:
+            self.pricer = LookaheadTeacher("heft_rule", cache_size=1 << 30)
 
     def fresh(self) -> _Entry:
         builder = copy.copy(self._builder)
@@ -200,7 +215,9 @@ class _Decoder:
             self.enc,
             np.array([e.state.selected for e in entries], dtype=np.int64),
             np.stack([e.state.device for e in entries]),
-            np.stack([plc_devices(self.inputs, e.state, e.obs.devices) for e in entries]),
+            np.stack(
+                [plc_devices(self.inputs, e.state, e.obs.devices, self.pricer) for e in entries]
+            ),
         )
         legal = [np.flatnonzero(e.state.place_mask()) for e in entries]
         return legal, [row[a] for row, a in zip(rows, legal)]
@@ -338,7 +355,7 @@ class _Calls:
         self.graph, self.cluster, self.budget = graph, cluster, budget
         self.curve: list[float] = []
         self.best: tuple[float, float, np.ndarray, np.ndarray] | None = None  # score, ms
-        self.seen: set[bytes] = set()
+        self.seen: dict[bytes, float] = {}  # placement -> makespan (nan: not yet known)
         worst = float(graph.param_bytes.sum() + graph.out_bytes.sum())
         self.memory = worst > float(cluster.memory.min())  # some placement could OOM
         self.penalty = 0.0
@@ -353,9 +370,13 @@ class _Calls:
         for b in range(len(devs)):
             key = devs[b].tobytes() + ords[b].tobytes()
             if key not in self.seen and len(keep) < self.left:
-                self.seen.add(key)
+                self.seen[key] = float("nan")
                 keep.append(b)
         return np.array(keep, dtype=np.int64)
+
+    def makespan_of(self, dev: np.ndarray, order: np.ndarray) -> float:
+        """The simulated makespan of a placement simulated so far (nan if unknown)."""
+        return self.seen.get(dev.tobytes() + order.tobytes(), float("nan"))
 
     def simulate(self, devs: np.ndarray, ords: np.ndarray) -> np.ndarray:
         """Scores (makespan, plus a penalty if OOM) of rows already filtered by :meth:`new`."""
@@ -363,11 +384,27 @@ class _Calls:
         if self.penalty <= 0:
             self.penalty = 10.0 * max(float(res.makespan.max()), 1e-30)
         scores = res.makespan + self.penalty * res.oom
-        for b in range(len(scores)):
-            if self.best is None or scores[b] < self.best[0]:
-                self.best = (float(scores[b]), float(res.makespan[b]), devs[b], ords[b])
-            self.curve.append(self.best[1])
+        self._keep(devs, ords, scores, res.makespan)
         return scores
+
+    def _keep(
+        self, devs: np.ndarray, ords: np.ndarray, scores: np.ndarray, makespan: np.ndarray
+    ) -> None:
+        for b in range(len(scores)):
+            self.seen[devs[b].tobytes() + ords[b].tobytes()] = float(makespan[b])
+            if self.best is None or scores[b] < self.best[0]:
+                self.best = (float(scores[b]), float(makespan[b]), devs[b], ords[b])
+            self.curve.append(self.best[1])
+
+    def record(self, devs: np.ndarray, ords: np.ndarray, makespan: np.ndarray) -> None:
+        """Count placements simulated elsewhere (a pricer's completions, noiseless and
+        memory unchecked): candidates when no placement can exceed memory, else counted
+        only."""
+        if self.memory:
+            for _ in range(len(devs)):
+                self.count_extra()
+            return
+        self._keep(devs.copy(), ords.copy(), makespan, makespan)
 
     def count_extra(self) -> None:
         """Count one call made outside :meth:`simulate` (a schedule look-up)."""
@@ -520,10 +557,13 @@ def policy_search(
 ) -> SearchResult:
     """Search placements of ``graph`` on ``cluster`` with ``policy`` (module docstring)."""
     cfg = config or SearchConfig()
-    if getattr(policy.config, "rollout", False):
+    priced = bool(getattr(policy.config, "rollout", False))
+    if priced and cfg.budget < graph.num_nodes * cluster.num_devices + 1:
         raise ValueError(
-            "policy: reads rollout features (policy.rollout), which call the simulator "
-            "while decoding; a search's budget of simulator calls cannot hold them"
+            f"budget: a policy that reads rollout features (policy.rollout) prices up to "
+            f"n * D = {graph.num_nodes * cluster.num_devices} placements in its greedy "
+            f"pass; expected a budget >= {graph.num_nodes * cluster.num_devices + 1}, "
+            f"got {cfg.budget}"
         )
     rng = np.random.default_rng(seed)
     was_training = policy.training
@@ -531,6 +571,8 @@ def policy_search(
     dec = _Decoder(policy, graph, cluster)
     calls = _Calls(graph, cluster, cfg.budget)
     stages: dict[str, int] = {}
+    if dec.pricer is not None:
+        dec.pricer.observer = calls.record
 
     def stage(name: str, devs: np.ndarray, ords: np.ndarray) -> None:
         used = len(calls.curve)
@@ -538,8 +580,13 @@ def policy_search(
         stages[name] = len(calls.curve) - used
 
     greedy = dec.greedy()
+    priced_calls = len(calls.curve)  # the rollout features' completions
     stage("greedy", greedy.device[None], greedy.order[None])
-    greedy_ms = calls.curve[0]
+    stages["greedy"] += priced_calls
+    greedy_ms = calls.makespan_of(greedy.device, greedy.order)
+    if dec.pricer is not None:
+        dec.pricer.observer = None
+        cfg = dataclasses.replace(cfg, beam=0, samples=0, policy_moves=0.0)
     if cfg.beam and calls.left:
         beams = dec.beam(cfg.beam)
         stage("beam", np.stack([p.device for p in beams]), np.stack([p.order for p in beams]))

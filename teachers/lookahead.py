@@ -26,6 +26,7 @@ faster than through :class:`~placegym.envs.state.PlacementState` (``make bench``
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -150,6 +151,11 @@ class LookaheadTeacher(StepTeacher):
         self.cache_size = cache_size
         self.calls = 0
         """Simulator calls made so far (one per completed candidate placement)."""
+        self.observer: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
+        """Called with ``(devices, orders, makespans)`` (``(k, n)``, ``(k, n)``,
+        ``(k,)``) after every batch of completions simulated: the complete placements
+        behind the prices (noiseless, priority dispatch, memory not checked), e.g. for a
+        search that counts them in its budget and keeps the best."""
         self._answers: IdentityCache[OrderedDict[tuple[int, bytes, bytes], np.ndarray]]
         self._answers = IdentityCache(lambda graph, cluster: OrderedDict(), size=64)
 
@@ -180,7 +186,10 @@ class LookaheadTeacher(StepTeacher):
         result = simulate_batch(
             state.graph, state.cluster, devices, orders, memory=False, threads=1
         )
-        return legal, np.asarray(result.makespan, dtype=np.float64)
+        makespan = np.asarray(result.makespan, dtype=np.float64)
+        if self.observer is not None:
+            self.observer(devices, orders, makespan)
+        return legal, makespan
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
         """The legal devices of least simulated completion makespan (within ``rtol``)."""

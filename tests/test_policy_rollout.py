@@ -66,11 +66,37 @@ def test_plc_devices_adds_the_columns_only_with_rollout():
     assert only.scale is None and plc_devices(only, state, np.zeros((4, 7))).shape == (4, 9)
 
 
-def test_search_refuses_a_rollout_policy():
+def test_search_counts_a_rollout_policys_prices_in_its_budget():
+    """The greedy pass of a rollout policy prices n * D completions: they are counted in
+    the budget and the curve, the best of them is a candidate, and the rest of the budget
+    anneals (no beam, samples or policy windows, which would price more states)."""
+    g, c = make_graph("random_dag", nodes=20, seed=4), load_cluster("p100x4")
+    n_d = g.num_nodes * c.num_devices
     pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True))
-    g, c = outputs_graph(), unit_cluster(2)
-    with pytest.raises(ValueError, match=r"policy: reads rollout features"):
+    with pytest.raises(ValueError, match=rf"budget: .* expected a budget >= {n_d + 1}, got 10"):
         policy_search(pol, g, c, SearchConfig(budget=10))
+    res = policy_search(pol, g, c, SearchConfig(budget=n_d + 200), seed=3)
+    assert res.calls == n_d + 200
+    assert res.stages["greedy"] in (n_d, n_d + 1)  # + 1 unless a completion was the greedy
+    assert "beam" not in res.stages and "samples" not in res.stages
+    assert res.stages["greedy"] + res.stages["improve"] == res.calls
+    # the first D calls are the completions of the first PLC state: heft_rule's own
+    # placement among them, so the curve is at heft_rule's makespan or below by then
+    heft_rule = simulate(g, c, get_teacher("heft_rule").place(g, c)).makespan
+    assert np.isfinite(res.curve).all() and res.curve[c.num_devices - 1] <= heft_rule
+    assert res.greedy == simulate(g, c, rollout_greedy(pol, g, c)).makespan
+    assert res.makespan == res.curve[-1] <= min(res.greedy, res.curve[n_d - 1])
+    assert simulate(g, c, res.placement).makespan == res.makespan
+    again = policy_search(pol, g, c, SearchConfig(budget=n_d + 200), seed=3)
+    np.testing.assert_array_equal(again.curve, res.curve)  # the budget is the search's own
+
+
+def rollout_greedy(policy, g, c):
+    from placegym.envs.placement import Placement
+
+    [rec] = rollout(policy, [PlacementEnv(g, c)], [0], rng=np.random.default_rng(0), greedy=True)
+    order = rec.sel_action
+    return Placement(device=np.asarray(rec.info["placement"]), order=order)
 
 
 def test_imitating_the_lookahead_with_its_prices_reaches_its_placement(one_torch_thread):
@@ -158,3 +184,19 @@ def test_the_lookahead_teacher_prices_its_labelled_states_once():
         s.place(int(rec.plc_action[k]))
     with pytest.raises(ValueError, match=r"pricer: expected a lookahead over 'heft_rule'"):
         rollout_features(s, 1.0, LookaheadTeacher("critical_path"))
+
+
+def test_search_counts_but_does_not_keep_unchecked_completions_under_memory_pressure():
+    """Where some placement could exceed a device's memory, a pricer's completions (whose
+    memory is not checked) count in the budget but are not candidates."""
+    from placegym.agents.search import _Calls
+
+    g, c = make_graph("random_dag", nodes=6, seed=0), load_cluster("p100x4")
+    devs, ords = np.zeros((3, 6), np.int64), np.tile(g.topological_order, (3, 1))
+    calls = _Calls(g, c, budget=10)
+    calls.memory = True
+    calls.record(devs, ords, np.array([3.0, 2.0, 1.0]))
+    assert calls.curve == [np.inf] * 3 and calls.best is None and calls.left == 7
+    calls.memory = False
+    calls.record(devs, ords, np.array([3.0, 2.0, 1.0]))
+    assert calls.curve[3:] == [3.0, 2.0, 1.0] and calls.best[1] == 1.0

@@ -149,7 +149,8 @@ def register_search_placer(name: str, placer: SearchPlacer) -> None:
 def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
     """A trained agent's :func:`~placegym.agents.search.policy_search` (default stages)
     as a search placer, named ``<run>-search``; its curve is the search's own anytime
-    curve (every simulated placement counts one call)."""
+    curve (every simulated placement counts one call, a rollout policy's pricing calls
+    included)."""
     from placegym.agents.search import SearchConfig, policy_search
     from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
 
@@ -159,7 +160,8 @@ def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
     def search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
         res = policy_search(policy, graph, cluster, SearchConfig(budget=budget), seed=seed)
         for calls, best in enumerate(res.curve.tolist(), start=1):
-            trace.report(calls, best)
+            if math.isfinite(best):  # a rollout policy's unchecked prices come first
+                trace.report(calls, best)
         return res.placement
 
     return f"{ckpt.get('name') or Path(path).stem}-search", search
