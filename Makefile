@@ -79,8 +79,9 @@ wheelhouse: $(STAMP)
 # in runs/report/report.md).
 .PHONY: agent-report
 agent-report: $(STAMP)
-	WANDB_MODE=disabled $(VENV)/bin/placegym report --parts per_graph \
-		--results docs/results/per_graph.jsonl --out runs/report
+	WANDB_MODE=disabled $(VENV)/bin/placegym report --parts per_graph,generalist \
+		--results docs/results/per_graph.jsonl \
+		--generalist-results docs/results/generalist.jsonl --out runs/report
 	WANDB_MODE=disabled $(VENV)/bin/placegym report --out runs/report
 
 lint: $(STAMP) typecheck

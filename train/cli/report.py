@@ -5,6 +5,7 @@
     placegym report --out runs/report                       # every part, ~70 min on 2 cores
     placegym report --parts main --clusters p100x4          # the main table only
     placegym report --quick --out /tmp/report               # tiny budgets (a smoke run)
+    placegym report --parts generalist --generalist-results docs/results/generalist.jsonl
 
 Runs that finished under ``--out`` are loaded, killed ones resume
 (:mod:`placegym.train.harness.report`). The presets ship with the package, so the command
@@ -31,7 +32,8 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--parts",
         help="comma-separated parts: main, optimality, ablation, reward, transfer (default: "
-        "all of these), per_graph (plan-imitation agents on 12 instances, 3 seeds)",
+        "all of these), per_graph (plan-imitation agents on 12 instances, 3 seeds), "
+        "generalist (the rollout generalist zero-shot on 76 unseen instances, 3 seeds)",
     )
     p.add_argument(
         "--clusters", help="comma-separated clusters of the main part (default: the report's)"
@@ -40,6 +42,10 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--results",
         help="per_graph part: read its rows from this results.jsonl instead of training",
+    )
+    p.add_argument(
+        "--generalist-results",
+        help="generalist part: read its rows from this results.jsonl instead of training",
     )
     p.set_defaults(func=cmd_report)
 
@@ -62,8 +68,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         parts.remove("per_graph")
         results = Path(args.results) if args.results else None
         print(per_graph_report(Path(args.out), results=results) + "\n", flush=True)
-        if not parts:
-            return 0
+    if "generalist" in parts:
+        from placegym.train.harness.generalist import generalist_report
+
+        parts.remove("generalist")
+        results = Path(args.generalist_results) if args.generalist_results else None
+        print(generalist_report(Path(args.out), results=results) + "\n", flush=True)
+    if not parts:
+        return 0
     report(Path(args.out), parts, Budget.quick() if args.quick else None, clusters=clusters)
     return 0
 

@@ -1,0 +1,79 @@
+"""The generalist report's table and target checks (train/harness/generalist.py)."""
+
+import json
+
+import pytest
+
+from placegym.train.cli import main
+from placegym.train.harness.generalist import generalist_table, instances
+
+GEN = instances("generalize-v0", "test")
+A, B = GEN[0], GEN[1]
+C = instances("comm-heavy-v0", "test")[0]
+
+
+def _base(cp: float, heft: float, anneal: float, lookahead: float = 0.9) -> dict:
+    curve = {"100": [anneal] * 3, "1000": [anneal] * 3, "3000": [anneal] * 3}
+    return {
+        "critical_path": cp,
+        "heft": heft,
+        "anneal": [anneal] * 3,
+        "random_search": [1.0] * 3,
+        "anneal_curve": curve,
+        "random_search_curve": curve,
+        "lookahead": lookahead,
+        "lower_bound": 0.5,
+        "best_known": 0.8,
+    }
+
+
+def _row(name: str, seed: int, greedy: float, search: float) -> dict:
+    return {
+        "instance": name,
+        "seed": seed,
+        "greedy": greedy,
+        "search": search,
+        "greedy_calls": 1024,
+        "curve": {"100": greedy, "1000": search, "3000": search},
+        "train_seconds": 1.0,
+    }
+
+
+def test_table_counts_wins_per_seed_and_checks_the_targets():
+    base = {A: _base(1.0, 0.9, 0.85), B: _base(1.0, 1.0, 0.9), C: _base(1.0, 0.95, 0.9)}
+    rows = [_row(A, s, g, 0.84) for s, g in enumerate((0.88, 0.90, 0.92))]  # wins: s0 only
+    rows += [_row(B, s, 0.85, 0.95) for s in range(3)]  # wins; search above anneal
+    rows += [_row(C, s, 0.90, 0.90) for s in range(3)]
+    text = generalist_table(rows, base)
+    assert "### generalize-v0 test (2 instances, training seeds 0, 1, 2)" in text
+    assert f"| {A.split('/', 1)[1]} | 0.900 ± 0.016 | 1 of 3 | 0.840 ± 0.000 | 0.850 |" in text
+    assert "| 0.900 | 0.800 | 0.500 | 1,024 |" in text  # best list, best known, bound, calls
+    # per seed: 2, 1, 1 of 2 instances beat both
+    assert "faster than both critical_path and heft on 1.3 ± 0.5 of 2 (67%" in text
+    assert "target 80%: not met); per seed 2, 1, 1" in text
+    gms = [(g / 0.9 * 0.85) ** 0.5 for g in (0.88, 0.90, 0.92)]
+    mean, std = sum(gms) / 3, (sum((x - sum(gms) / 3) ** 2 for x in gms) / 3) ** 0.5
+    assert (
+        f"greedy / best list, geometric mean: {mean:.3f} ± {std:.3f} (target 0.85: not met)"
+        in text
+    )
+    assert "<= anneal on 1.0 ± 0.0 of 2 instances" in text
+    assert "### comm-heavy-v0 test (1 instances" in text
+    # a seed without rows for every instance is left out of the summary
+    partial = generalist_table(rows[:-1], base).split("### comm-heavy-v0")[1]
+    assert "per seed 1, 1" in partial
+
+
+@pytest.mark.parametrize("flag", ["--generalist-results"])
+def test_report_cli_reads_saved_rows_and_cached_baselines(tmp_path, capsys, flag):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(_row(A, s, 0.85, 0.8)) + "\n" for s in range(2)))
+    folder = tmp_path / "out" / "generalist"
+    folder.mkdir(parents=True)
+    (folder / "baselines.json").write_text(json.dumps({A: _base(1.0, 0.9, 0.82)}))
+    args = ["report", "--parts", "generalist", flag, str(rows), "--out", str(tmp_path / "out")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "0.850 ± 0.000 | 2 of 2 | 0.800 ± 0.000 | 0.820 |" in out
+    assert "greedy / best list, geometric mean: 0.944 ± 0.000 (target 0.85: not met)" in out
+    assert (folder / "table.md").read_text().startswith("## The generalist, zero-shot")

@@ -1,0 +1,242 @@
+"""The generalist: one checkpoint trained on ``generalize-v0``'s train split, zero-shot.
+
+The ``generalist`` part of ``placegym report`` (``make agent-report``). Per training seed
+(0, 1, 2; ``restarts=1``), :func:`run_seed` trains the shipped preset
+:data:`PRESET` (``configs/generalist_rollout.yaml``) and, on every instance of
+:data:`SPLITS` (``generalize-v0``'s test split and, further from the training data,
+``comm-heavy-v0``'s: unseen sizes, CCRs and clusters), runs
+:func:`~placegym.agents.search.policy_search` with :data:`BUDGET` simulator calls from the
+final weights, searching with the training seed. The search's first stage is the greedy
+pass, so one call gives both figures: the greedy makespan (zero-shot, deterministic) and
+the best after the whole budget; the calls the greedy pass spent (its rollout prices,
+``n * D``) are in the row. One JSON row per (instance, seed), ratios to critical_path.
+
+:func:`baselines` computes, per instance, what :func:`placegym.train.harness.per_graph.
+baselines` does (the single-pass placers, ``anneal`` and ``random_search`` at the same
+budget for seeds 0, 1, 2, the lower bound and the best known) plus the ``lookahead``
+teacher the agent imitates. :func:`generalist_table` prints, per split, every instance
+with the mean ± std over seeds and the targets: greedy faster than both critical_path and
+heft (the *best list*) on >= 80% of the instances and <= 0.85 of the best list in
+geometric mean; beside them agent + search against anneal at equal budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placegym.envs import simulate
+from placegym.envs.suites import get_suite
+from placegym.train.harness.per_graph import _geomean, _known, _ms, read_rows
+from placegym.train.harness.per_graph import baselines as per_graph_baselines
+
+__all__ = [
+    "BUDGET",
+    "PRESET",
+    "SPLITS",
+    "baselines",
+    "generalist_report",
+    "generalist_table",
+    "run_seed",
+]
+
+#: The shipped preset trained (``configs/generalist_rollout.yaml``).
+PRESET = "generalist_rollout"
+#: ``(suite, split)`` evaluated zero-shot, in order.
+SPLITS = (("generalize-v0", "test"), ("comm-heavy-v0", "test"))
+#: Simulator calls of every search placer (agent + search, anneal, random search).
+BUDGET = 3000
+_MARKS = (100, 1000, BUDGET)
+
+
+def instances(suite: str, split: str) -> list[str]:
+    """``SUITE/INSTANCE`` names of a split, in the suite's order."""
+    return [f"{suite}/{spec.id}" for _, spec in get_suite(suite).specs(split)]
+
+
+def run_seed(
+    seed: int,
+    out: Path,
+    splits: Sequence[tuple[str, str]] = SPLITS,
+    budget: int = BUDGET,
+    overrides: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """Train :data:`PRESET` with ``seed`` under ``out`` (or load the finished run), then
+    search every instance of ``splits`` with its final weights; the rows (module
+    docstring)."""
+    from placegym.agents.search import SearchConfig, policy_search
+    from placegym.teachers import get_teacher
+    from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
+    from placegym.train.config import load_preset, presets_dir
+    from placegym.train.restarts import finished_results, train
+
+    run = out / f"{PRESET}-s{seed}"
+    cfg = load_preset(
+        PRESET,
+        [
+            f"out={run}",
+            f"seed={seed}",
+            "progress=false",
+            "wandb.mode=disabled",
+            "eval.gantt=false",
+            *overrides,
+        ],
+    )
+    if finished_results(cfg.run_dir) is None:
+        run.mkdir(parents=True, exist_ok=True)
+        with (run / "train.log").open("a") as fh, contextlib.redirect_stdout(fh):
+            train(cfg, base_dir=presets_dir())
+    results = json.loads((cfg.run_dir / "results.json").read_text())
+    policy = policy_from_checkpoint(load_checkpoint(cfg.run_dir / "checkpoints" / "final.pt"))
+    rows = []
+    for suite, split in splits:
+        for inst in get_suite(suite).instances(split):
+            g, c = inst.graph, inst.cluster
+            cp = simulate(g, c, get_teacher("critical_path").place(g, c)).makespan
+            res = policy_search(policy, g, c, SearchConfig(budget=budget), seed=seed)
+            marks = [m for m in _MARKS if m <= budget]
+            rows.append(
+                {
+                    "instance": f"{suite}/{inst.id}",
+                    "seed": seed,
+                    "greedy": res.greedy / cp,
+                    "search": res.makespan / cp,
+                    "greedy_calls": int(res.stages["greedy"]),
+                    "curve": {str(m): float(res.curve[min(m, res.calls) - 1] / cp) for m in marks},
+                    "train_seconds": float(results["progress"]["seconds"]),
+                }
+            )
+    return rows
+
+
+def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2)) -> dict:
+    """:func:`placegym.train.harness.per_graph.baselines` of instance ``name`` plus the
+    ``lookahead`` teacher's ratio to critical_path."""
+    from placegym.teachers import get_teacher
+
+    row = per_graph_baselines(name, budget, seeds)
+    suite, _, instance = name.partition("/")
+    inst = get_suite(suite).instance(instance)
+    g, c = inst.graph, inst.cluster
+    cp = simulate(g, c, get_teacher("critical_path").place(g, c)).makespan
+    row["lookahead"] = simulate(g, c, get_teacher("lookahead").place(g, c)).makespan / cp
+    return row
+
+
+def _count(xs: Sequence[int]) -> str:
+    return f"{np.mean(xs):.1f} ± {np.std(xs):.1f}"
+
+
+def _beats_both(ratio: float, b: dict[str, Any]) -> bool:
+    return ratio < min(b["critical_path"], b["heft"]) * (1 - 1e-9)
+
+
+def generalist_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> str:
+    """Per split of :data:`SPLITS` with rows: the per-instance table, the anytime line and
+    the target checks (module docstring)."""
+    seeds = sorted({r["seed"] for r in rows})
+    out: list[str] = []
+    for suite, split in SPLITS:
+        names = [n for n in instances(suite, split) if any(r["instance"] == n for r in rows)]
+        if not names:
+            continue
+        by = {(r["instance"], r["seed"]): r for r in rows}
+        out += [
+            f"### {suite} {split} ({len(names)} instances, training seeds "
+            f"{', '.join(map(str, seeds))})",
+            "",
+            "| instance | agent greedy | beats both (seeds) | agent+search@3000 | "
+            "anneal@3000 | random@3000 | lookahead | best list | best known | lower bound | "
+            "greedy calls |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for n in names:
+            b = base[n]
+            mine = [by[(n, s)] for s in seeds if (n, s) in by]
+            greedy = [r["greedy"] for r in mine]
+            out.append(
+                f"| {n.split('/', 1)[1]} | {_ms(greedy)} | "
+                f"{sum(_beats_both(x, b) for x in greedy)} of {len(mine)} | "
+                f"{_ms([r['search'] for r in mine])} | {np.mean(b['anneal']):.3f} | "
+                f"{np.mean(b['random_search']):.3f} | {b['lookahead']:.3f} | "
+                f"{min(b['critical_path'], b['heft']):.3f} | {_known(b)} | "
+                f"{b['lower_bound']:.3f} | {mine[0]['greedy_calls']:,} |"
+            )
+        out += ["", *_summary(names, seeds, by, base)]
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def _summary(names, seeds, by, base) -> list[str]:
+    """Per seed, then mean ± std over seeds: beats-both count and geometric means."""
+    best_list = {n: min(base[n]["critical_path"], base[n]["heft"]) for n in names}
+    anneal = {n: float(np.mean(base[n]["anneal"])) for n in names}
+    wins, vs_list, vs_cp, search_vs_anneal, search_le, search_list = [], [], [], [], [], []
+    for s in seeds:
+        got = [n for n in names if (n, s) in by]
+        if len(got) < len(names):
+            continue
+        greedy = {n: by[(n, s)]["greedy"] for n in names}
+        search = {n: by[(n, s)]["search"] for n in names}
+        wins.append(sum(_beats_both(greedy[n], base[n]) for n in names))
+        vs_list.append(_geomean([greedy[n] / best_list[n] for n in names]))
+        vs_cp.append(_geomean([greedy[n] for n in names]))
+        search_vs_anneal.append(_geomean([search[n] / anneal[n] for n in names]))
+        search_le.append(sum(search[n] <= anneal[n] * (1 + 1e-9) for n in names))
+        search_list.append(_geomean([search[n] / best_list[n] for n in names]))
+    if not wins:
+        return ["(no training seed has rows for every instance)"]
+    k = len(names)
+    look = _geomean([base[n]["lookahead"] / best_list[n] for n in names])
+    look_wins = sum(_beats_both(base[n]["lookahead"], base[n]) for n in names)
+    anneal_list = _geomean([anneal[n] / best_list[n] for n in names])
+    share = np.mean(wins) / k
+    return [
+        f"- zero-shot greedy faster than both critical_path and heft on "
+        f"{_count(wins)} of {k} ({share:.0%}; target 80%: "
+        f"{'met' if share >= 0.8 else 'not met'}); per seed {', '.join(map(str, wins))}",
+        f"- greedy / best list, geometric mean: {_ms(vs_list)} (target 0.85: "
+        f"{'met' if np.mean(vs_list) <= 0.85 else 'not met'}); / critical_path {_ms(vs_cp)}",
+        f"- lookahead teacher: faster than both on {look_wins} of {k}, {look:.3f} of the best "
+        f"list; anneal@3000 {anneal_list:.3f} of the best list",
+        f"- agent+search@3000 / anneal@3000, geometric mean: {_ms(search_vs_anneal)}; "
+        f"<= anneal on {_count(search_le)} of {k} instances; {_ms(search_list)} of the best "
+        f"list",
+    ]
+
+
+def generalist_report(
+    out: Path, *, seeds: Sequence[int] = (0, 1, 2), results: Path | None = None
+) -> str:
+    """The generalist tables: rows read from ``results`` (nothing trained), else from
+    ``out/generalist/results.jsonl``, training each missing seed first; baselines cached
+    in ``out/generalist/baselines.json``. Also written to ``out/generalist/table.md``."""
+    folder = out / "generalist"
+    folder.mkdir(parents=True, exist_ok=True)
+    if results is not None:
+        rows = read_rows(results)
+    else:
+        path = folder / "results.jsonl"
+        rows = read_rows(path) if path.is_file() else []
+        done = {r["seed"] for r in rows}
+        for seed in seeds:
+            if seed not in done:
+                new = run_seed(seed, folder / "runs")
+                rows += new
+                with path.open("a") as fh:
+                    fh.writelines(json.dumps(r) + "\n" for r in new)
+    cache = folder / "baselines.json"
+    base = json.loads(cache.read_text()) if cache.is_file() else {}
+    for name in dict.fromkeys(r["instance"] for r in rows):
+        if name not in base:
+            base[name] = baselines(name)
+            cache.write_text(json.dumps(base, indent=1))
+    text = "## The generalist, zero-shot (ratios to critical_path, lower is better)\n\n"
+    text += generalist_table(rows, base)
+    (folder / "table.md").write_text(text + "\n")
+    return text
