@@ -4,11 +4,14 @@
 
 1. **greedy**: the policy's deterministic greedy placement (the one
    :func:`~placegym.agents.rollout.rollout` gives with ``greedy=True``);
-2. **beam**: beam search over the SEL/PLC decisions, ranked by cumulative
+2. **starts**: the placements of the heuristic teachers that anneal starts from
+   (``critical_path``, ``heft``, ``nest``, ``metis``, ``round_robin``; ``starts``), so that
+   the search is never worse than their best, as anneal at the same budget;
+3. **beam**: beam search over the SEL/PLC decisions, ranked by cumulative
    log-probability; actions whose logits tie exactly (structurally identical nodes, empty
    devices) are expanded once, by the greedy tie rule, so the beam holds distinct states;
-3. **samples**: episodes sampled from the policy at ``temperature`` (multi-start);
-4. **improve**: annealing from the best placement found. Each step draws ``batch``
+4. **samples**: episodes sampled from the policy at ``temperature`` (multi-start);
+5. **improve**: annealing from the best placement found. Each step draws ``batch``
    candidates around the incumbent and simulates them in one
    :func:`~placegym.envs.simulator.simulate_batch` call; the best is accepted by the
    Metropolis rule on its relative makespan change, with a temperature falling
@@ -68,7 +71,14 @@ from placegym.envs.simulator import Dispatch, simulate, simulate_batch
 from placegym.envs.state import PlacementState
 
 # the annealing move set and critical chain of the anneal teacher, shared with it
-from placegym.teachers.anneal import MOVES, _critical_chain, _problem, _propose, _weights
+from placegym.teachers.anneal import (
+    MOVES,
+    STARTS,
+    _critical_chain,
+    _problem,
+    _propose,
+    _weights,
+)
 from placegym.teachers.lookahead import LookaheadTeacher
 
 __all__ = [
@@ -88,6 +98,11 @@ class SearchConfig:
 
     Attributes:
         budget: simulator calls in all (>= 1; the greedy placement takes the first).
+        starts: registered teachers whose placements are simulated right after the greedy
+            one (stage ``starts``, one call each), so that the search begins from the
+            best of them all; by default anneal's (:data:`placegym.teachers.anneal.
+            STARTS`), so that both searches start from the same heuristic placements;
+            ``()``: the policy's own placements only.
         beam: beam width (0: no beam search).
         samples: sampled episodes (0: none).
         temperature: softmax temperature of the sampled episodes and windows (> 0).
@@ -103,6 +118,7 @@ class SearchConfig:
     """
 
     budget: int = 3000
+    starts: tuple[str, ...] = STARTS
     beam: int = 8
     samples: int = 64
     temperature: float = 1.0
@@ -138,8 +154,8 @@ class SearchResult:
     Attributes:
         placement: the best placement found; makespan its simulated makespan.
         curve: ``(calls,)`` best makespan after each simulator call.
-        stages: simulator calls spent per stage (``greedy``, ``beam``, ``samples``,
-            ``improve``); ``greedy`` includes a rollout policy's pricing calls.
+        stages: simulator calls spent per stage (``greedy``, ``starts``, ``beam``,
+            ``samples``, ``improve``); ``greedy`` includes a rollout policy's pricing calls.
         greedy: the greedy placement's makespan.
     """
 
@@ -423,7 +439,7 @@ def _topological(order: np.ndarray, edges: np.ndarray) -> bool:
 
 
 class _Improver:
-    """The local search of stage 4 (module docstring): annealing over the moves of
+    """The local search of stage 5 (module docstring): annealing over the moves of
     :mod:`placegym.teachers.anneal` plus policy-sampled windows."""
 
     def __init__(self, dec: _Decoder, calls: _Calls, cfg: SearchConfig, rng) -> None:
@@ -587,6 +603,15 @@ def policy_search(
     if dec.pricer is not None:
         dec.pricer.observer = None
         cfg = dataclasses.replace(cfg, beam=0, samples=0, policy_moves=0.0)
+    if cfg.starts and calls.left:
+        from placegym.teachers import get_teacher
+
+        placements = [get_teacher(t).place(graph, cluster) for t in cfg.starts]
+        stage(
+            "starts",
+            np.stack([p.device for p in placements]).astype(np.int64),
+            np.stack([p.order for p in placements]).astype(np.int64),
+        )
     if cfg.beam and calls.left:
         beams = dec.beam(cfg.beam)
         stage("beam", np.stack([p.device for p in beams]), np.stack([p.order for p in beams]))

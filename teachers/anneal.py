@@ -14,7 +14,11 @@ from placegym.envs.placement import Placement
 from placegym.envs.simulator import Schedule, simulate, simulate_batch
 from placegym.teachers.base import PlanTeacher, Teacher
 
-__all__ = ["AnnealResult", "AnnealTeacher", "anneal"]
+__all__ = ["STARTS", "AnnealResult", "AnnealTeacher", "anneal"]
+
+#: The teachers whose placements an annealing run starts from by default (the single-pass
+#: placers, single_device aside); the agents' search starts from them too.
+STARTS = ("critical_path", "heft", "nest", "metis", "round_robin")
 
 #: Move kinds, in the order of ``AnnealTeacher.move_weights``.
 MOVES = ("move", "swap", "neighbourhood", "layer", "priority")
@@ -313,7 +317,7 @@ class AnnealTeacher(PlanTeacher):
         budget: int = 3000,
         seed: int = 0,
         *,
-        starts: tuple[str, ...] = ("critical_path", "heft", "nest", "metis", "round_robin"),
+        starts: tuple[str, ...] = STARTS,
         batch: int = 16,
         t_start: float = 0.02,
         t_end: float = 1e-4,

@@ -34,12 +34,26 @@ def test_budget_curve_and_stages(policy):
 
 def test_search_is_seeded(policy):
     g, c = make_graph("ffnn"), load_cluster("p100x4")
-    cfg = SearchConfig(budget=60, beam=2, samples=4)
+    cfg = SearchConfig(budget=60, starts=(), beam=2, samples=4)  # nest's start is optimal
     a, b, other = (policy_search(policy, g, c, cfg, seed=s) for s in (1, 1, 2))
     assert np.array_equal(a.curve, b.curve)
     assert np.array_equal(a.placement.device, b.placement.device)
     assert np.array_equal(a.placement.order, b.placement.order)
     assert not np.array_equal(a.curve, other.curve)
+
+
+def test_search_starts_from_anneals_heuristic_placements(policy):
+    from placegym.teachers.anneal import STARTS
+
+    g, c = make_graph("chainmm"), load_cluster("p100x4")
+    res = policy_search(policy, g, c, SearchConfig(budget=6, beam=0, samples=0), seed=0)
+    assert res.stages == {"greedy": 1, "starts": len(STARTS), "improve": 0}
+    best_start = min(simulate(g, c, get_teacher(t).place(g, c)).makespan for t in STARTS)
+    assert res.makespan == min(res.greedy, best_start) == res.curve[-1]
+    alone = policy_search(policy, g, c, SearchConfig(budget=6, starts=(), beam=0, samples=0))
+    assert "starts" not in alone.stages and alone.stages["improve"] == 5
+    with pytest.raises(ValueError, match="nope"):
+        policy_search(policy, g, c, SearchConfig(budget=6, starts=("nope",)))
 
 
 def test_beam_of_width_one_is_greedy(policy):

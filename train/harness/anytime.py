@@ -40,9 +40,11 @@ import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, simulate, simulate_batch
 from placegym.envs.suites import Suite
+from placegym.teachers.anneal import STARTS
 
-#: The heuristic teachers whose placements every built-in search starts from.
-START_TEACHERS = ("critical_path", "heft", "nest", "metis", "round_robin")
+#: The heuristic teachers whose placements every built-in search starts from (as does an
+#: agent's :func:`~placegym.agents.search.policy_search` by default).
+START_TEACHERS = STARTS
 #: Relative tolerance of the harness's check of a run's final placement.
 RTOL = 1e-9
 

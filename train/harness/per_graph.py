@@ -7,7 +7,8 @@ CCR-4 variants on ``p100x4`` and ``doppler-unit-4`` (``comm-heavy-v0``).
 Per instance and training seed, :func:`run_seed` trains the shipped preset
 ``plan_imitation`` (behaviour cloning of a ``device_anneal`` plan, ``restarts=1``) and
 runs :func:`~placegym.agents.search.policy_search` with :data:`BUDGET` simulator calls
-from its final weights, searching with the same seed; one JSON row per (instance, seed)
+from its final weights (without the heuristic starts, as the saved rows were made),
+searching with the same seed; one JSON row per (instance, seed)
 in ``results.jsonl``. Training is not counted in the budget; the row keeps what it cost
 (the plan search's simulator calls, episodes, seconds).
 
@@ -87,7 +88,10 @@ def run_seed(name: str, seed: int, out: Path, budget: int = BUDGET) -> dict[str,
             train(cfg, base_dir=presets_dir())
     results = json.loads((cfg.run_dir / "results.json").read_text())
     policy = policy_from_checkpoint(load_checkpoint(cfg.run_dir / "checkpoints" / "final.pt"))
-    res = policy_search(policy, inst.graph, inst.cluster, SearchConfig(budget=budget), seed=seed)
+    # no heuristic starts: the saved rows were searched from the policy's placements only
+    # (its greedy is at or below the best single pass on every instance)
+    search = SearchConfig(budget=budget, starts=())
+    res = policy_search(policy, inst.graph, inst.cluster, search, seed=seed)
     g, c = inst.graph, inst.cluster
     cp = simulate(g, c, get_teacher("critical_path").place(g, c)).makespan
     plan = get_teacher("device_anneal", **cfg.phase1.teacher_kwargs, seed=seed).place(g, c)
