@@ -60,8 +60,8 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=0,
         metavar="BUDGET",
-        help="also run each agent's policy search (greedy, beam, samples, local "
-        "improvement) with BUDGET simulator calls, as a column <run>-search<BUDGET>",
+        help="also run each agent's policy search (greedy, heuristic starts, beam, samples, "
+        "local improvement) with BUDGET simulator calls, as a column <run>-search<BUDGET>",
     )
     p.add_argument("--noise", type=float, default=0.0, help="simulate with this noise sigma")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out)")
