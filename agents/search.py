@@ -86,6 +86,7 @@ __all__ = [
     "SearchPlacer",
     "SearchResult",
     "best_of_samples",
+    "check_budget",
     "decodes_like_rollout",
     "policy_search",
     "sample_placements",
@@ -562,6 +563,25 @@ def best_of_samples(
     return Placement(devs[best], orders[best]), float(makespans[best])
 
 
+def check_budget(policy: DopplerPolicy, graph: Graph, cluster: Cluster, budget: int) -> None:
+    """Raise unless ``budget`` covers ``policy``'s greedy pass on ``graph`` and ``cluster``
+    (one call; with rollout features up to ``n * D`` more, module docstring).
+
+    Raises:
+        ValueError: the budget is too small, naming the graph, cluster and the least budget.
+    """
+    need = 1
+    if getattr(policy.config, "rollout", False):
+        need += graph.num_nodes * cluster.num_devices
+    if budget < need:
+        raise ValueError(
+            f"budget: a policy that reads rollout features (policy.rollout) prices up to "
+            f"n * D = {need - 1} placements in its greedy pass on {graph.name!r} "
+            f"({graph.num_nodes} nodes) on {cluster.name!r} ({cluster.num_devices} "
+            f"devices); expected a budget >= {need}, got {budget}"
+        )
+
+
 @torch.no_grad()
 def policy_search(
     policy: DopplerPolicy,
@@ -573,14 +593,7 @@ def policy_search(
 ) -> SearchResult:
     """Search placements of ``graph`` on ``cluster`` with ``policy`` (module docstring)."""
     cfg = config or SearchConfig()
-    priced = bool(getattr(policy.config, "rollout", False))
-    if priced and cfg.budget < graph.num_nodes * cluster.num_devices + 1:
-        raise ValueError(
-            f"budget: a policy that reads rollout features (policy.rollout) prices up to "
-            f"n * D = {graph.num_nodes * cluster.num_devices} placements in its greedy "
-            f"pass; expected a budget >= {graph.num_nodes * cluster.num_devices + 1}, "
-            f"got {cfg.budget}"
-        )
+    check_budget(policy, graph, cluster, cfg.budget)
     rng = np.random.default_rng(seed)
     was_training = policy.training
     policy.eval()
@@ -647,6 +660,11 @@ class SearchPlacer:
     ) -> None:
         self.policy, self.config, self.name = policy.eval(), config or SearchConfig(), name
         self.last_result: SearchResult | None = None
+
+    def check(self, graph: Graph, cluster: Cluster) -> None:
+        """Raise before any work if the budget cannot cover the greedy pass on ``graph``
+        (:func:`check_budget`); benchmarks call it on every instance first."""
+        check_budget(self.policy, graph, cluster, self.config.budget)
 
     def place(self, graph: Graph, cluster: Cluster, seed: int = 0) -> Placement:
         """The best placement :func:`policy_search` finds with ``seed``."""

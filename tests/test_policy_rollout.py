@@ -200,3 +200,30 @@ def test_search_counts_but_does_not_keep_unchecked_completions_under_memory_pres
     calls.memory = False
     calls.record(devs, ords, np.array([3.0, 2.0, 1.0]))
     assert calls.curve[3:] == [3.0, 2.0, 1.0] and calls.best[1] == 1.0
+
+
+def test_benchmarks_refuse_a_search_budget_below_the_greedy_pass_before_any_cell():
+    from placegym.agents.search import SearchPlacer
+    from placegym.envs.suites import get_suite
+    from placegym.train.harness.bench import BenchConfig, run_benchmark
+    from placegym.train.harness.suite_bench import run_suite
+
+    pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True))
+    placer = SearchPlacer(pol, SearchConfig(budget=300), name="agent-search300")
+    placed = []
+    teacher = get_teacher("heft")
+
+    def spy(graph, cluster, seed):  # runs first: a cell before the search's
+        placed.append(graph.name)
+        return teacher.place(graph, cluster)
+
+    extra = {"spy": spy, placer.name: placer}
+    cfg = BenchConfig(teachers=("critical_path",), workloads=("ffnn",), extra_placers=extra)
+    # ffnn has 128 nodes: 128 * 4 = 512 priced completions on p100x4
+    with pytest.raises(
+        ValueError, match=r"'ffnn-3x2x4' \(128 nodes\) on 'p100x4' .* >= 513, got 300"
+    ):
+        run_benchmark(cfg, progress=False)
+    with pytest.raises(ValueError, match=r"expected a budget >= \d+, got 300"):
+        run_suite(get_suite("workloads-v0"), "test", ["critical_path"], extra_placers=extra)
+    assert placed == []  # refused before any cell ran

@@ -123,6 +123,16 @@ def serial_map(fn: Callable[[Cell], Any], cells: Sequence[Cell]) -> Iterable[tup
         yield i, fn(cell)
 
 
+def check_placers(placers: dict[str, Placer], problems: Iterable[tuple[Graph, Cluster]]) -> None:
+    """Let every placer that can tell (a ``check(graph, cluster)`` method, e.g.
+    :class:`~placegym.agents.search.SearchPlacer`'s budget) refuse a problem before any
+    cell runs: a bad setting fails at once, not after hours of finished cells."""
+    checks = [c for c in (getattr(p, "check", None) for p in placers.values()) if callable(c)]
+    for graph, cluster in problems:
+        for check in checks:
+            check(graph, cluster)
+
+
 def run_benchmark(
     cfg: BenchConfig, progress: bool = True, cell_map: CellMap | None = None
 ) -> list[Record]:
@@ -142,6 +152,7 @@ def run_benchmark(
     # every input is resolved before the progress bar starts, so errors print on their own line
     graphs = {(w, s): resolve_graph(w, seed=s) for w in cfg.workloads for s in cfg.seeds}
     jobs = [(w, c, s) for w in cfg.workloads for c in clusters for s in cfg.seeds]
+    check_placers(placers, [(graphs[(w, s)], c) for w, c, s in jobs])
     names = list(placers) + ([] if REFERENCE in placers else [_REF_ONLY])
     cells: list[Cell] = [
         (_label(w), graphs[(w, s)], c, s, name) for w, c, s in jobs for name in names

@@ -33,7 +33,13 @@ import numpy as np
 from placegym.envs.bounds import lower_bound
 from placegym.envs.suites import Instance, Suite
 from placegym.envs.suites.reference import Reference, load_references
-from placegym.train.harness.bench import REFERENCE, Placer, run_placer, teacher_placer
+from placegym.train.harness.bench import (
+    REFERENCE,
+    Placer,
+    check_placers,
+    run_placer,
+    teacher_placer,
+)
 
 RESULTS_FORMAT = "placegym.suite-results/v1"
 #: A placer within this fraction of the best known counts as reaching it.
@@ -136,11 +142,12 @@ def run_suite(
     placers.update(extra_placers or {})
     placers.setdefault(REFERENCE, teacher_placer(REFERENCE))
     refs = load_references(suite.name)
-    specs = suite.specs(split)
+    instances = [suite.build(s, spec) for s, spec in suite.specs(split)]
+    check_placers(placers, [(inst.graph, inst.cluster) for inst in instances])
     records: list[SuiteRecord] = []
-    bar = tqdm(total=len(specs) * len(seeds), disable=not progress, desc=suite.name, leave=False)
-    for s, spec in specs:
-        inst = suite.build(s, spec)
+    total = len(instances) * len(seeds)
+    bar = tqdm(total=total, disable=not progress, desc=suite.name, leave=False)
+    for inst in instances:
         for seed in seeds:
             bar.set_postfix_str(inst.id)
             records += _records(inst, placers, seed, noise, refs)
