@@ -2,11 +2,12 @@
 
 :func:`policy_search` places one graph on one cluster in stages, each optional:
 
-1. **greedy**: the policy's deterministic greedy placement (the one
-   :func:`~placegym.agents.rollout.rollout` gives with ``greedy=True``);
-2. **starts**: the placements of the heuristic teachers that anneal starts from
+1. **starts**: the placements of the heuristic teachers that anneal starts from
    (``critical_path``, ``heft``, ``nest``, ``metis``, ``round_robin``; ``starts``), so that
-   the search is never worse than their best, as anneal at the same budget;
+   the search is never worse than their best, as anneal at the same budget (as many as
+   the budget leaves beside the greedy pass);
+2. **greedy**: the policy's deterministic greedy placement (the one
+   :func:`~placegym.agents.rollout.rollout` gives with ``greedy=True``);
 3. **beam**: beam search over the SEL/PLC decisions, ranked by cumulative
    log-probability; actions whose logits tie exactly (structurally identical nodes, empty
    devices) are expanded once, by the greedy tie rule, so the beam holds distinct states;
@@ -98,10 +99,10 @@ class SearchConfig:
     """Budget and stages of :func:`policy_search` (see the module docstring).
 
     Attributes:
-        budget: simulator calls in all (>= 1; the greedy placement takes the first).
-        starts: registered teachers whose placements are simulated right after the greedy
-            one (stage ``starts``, one call each), so that the search begins from the
-            best of them all; by default anneal's (:data:`placegym.teachers.anneal.
+        budget: simulator calls in all (>= 1; the greedy placement always takes one).
+        starts: registered teachers whose placements are simulated first (stage
+            ``starts``, one call each), so that the search begins from the best of them
+            and the policy's placements; by default anneal's (:data:`placegym.teachers.anneal.
             STARTS`), so that both searches start from the same heuristic placements;
             ``()``: the policy's own placements only.
         beam: beam width (0: no beam search).
@@ -155,7 +156,7 @@ class SearchResult:
     Attributes:
         placement: the best placement found; makespan its simulated makespan.
         curve: ``(calls,)`` best makespan after each simulator call.
-        stages: simulator calls spent per stage (``greedy``, ``starts``, ``beam``,
+        stages: simulator calls spent per stage (``starts``, ``greedy``, ``beam``,
             ``samples``, ``improve``); ``greedy`` includes a rollout policy's pricing calls.
         greedy: the greedy placement's makespan.
     """
@@ -563,6 +564,13 @@ def best_of_samples(
     return Placement(devs[best], orders[best]), float(makespans[best])
 
 
+def _greedy_calls(policy: DopplerPolicy, graph: Graph, cluster: Cluster) -> int:
+    """The most calls ``policy``'s greedy pass can take: 1, plus ``n * D`` priced
+    completions with rollout features."""
+    priced = getattr(policy.config, "rollout", False)
+    return 1 + (graph.num_nodes * cluster.num_devices if priced else 0)
+
+
 def check_budget(policy: DopplerPolicy, graph: Graph, cluster: Cluster, budget: int) -> None:
     """Raise unless ``budget`` covers ``policy``'s greedy pass on ``graph`` and ``cluster``
     (one call; with rollout features up to ``n * D`` more, module docstring).
@@ -570,9 +578,7 @@ def check_budget(policy: DopplerPolicy, graph: Graph, cluster: Cluster, budget: 
     Raises:
         ValueError: the budget is too small, naming the graph, cluster and the least budget.
     """
-    need = 1
-    if getattr(policy.config, "rollout", False):
-        need += graph.num_nodes * cluster.num_devices
+    need = _greedy_calls(policy, graph, cluster)
     if budget < need:
         raise ValueError(
             f"budget: a policy that reads rollout features (policy.rollout) prices up to "
@@ -600,31 +606,34 @@ def policy_search(
     dec = _Decoder(policy, graph, cluster)
     calls = _Calls(graph, cluster, cfg.budget)
     stages: dict[str, int] = {}
-    if dec.pricer is not None:
-        dec.pricer.observer = calls.record
 
     def stage(name: str, devs: np.ndarray, ords: np.ndarray) -> None:
         used = len(calls.curve)
         calls.offer(devs, ords)
         stages[name] = len(calls.curve) - used
 
-    greedy = dec.greedy()
-    priced_calls = len(calls.curve)  # the rollout features' completions
-    stage("greedy", greedy.device[None], greedy.order[None])
-    stages["greedy"] += priced_calls
-    greedy_ms = calls.makespan_of(greedy.device, greedy.order)
     if dec.pricer is not None:
-        dec.pricer.observer = None
         cfg = dataclasses.replace(cfg, beam=0, samples=0, policy_moves=0.0)
-    if cfg.starts and calls.left:
+    room = cfg.budget - _greedy_calls(policy, graph, cluster)  # the greedy pass always runs
+    if cfg.starts[:room]:
         from placegym.teachers import get_teacher
 
-        placements = [get_teacher(t).place(graph, cluster) for t in cfg.starts]
+        placements = [get_teacher(t).place(graph, cluster) for t in cfg.starts[:room]]
         stage(
             "starts",
             np.stack([p.device for p in placements]).astype(np.int64),
             np.stack([p.order for p in placements]).astype(np.int64),
         )
+    used = len(calls.curve)
+    if dec.pricer is not None:
+        dec.pricer.observer = calls.record
+    greedy = dec.greedy()
+    if dec.pricer is not None:
+        dec.pricer.observer = None
+    priced_calls = len(calls.curve) - used  # the rollout features' completions
+    stage("greedy", greedy.device[None], greedy.order[None])
+    stages["greedy"] += priced_calls
+    greedy_ms = calls.makespan_of(greedy.device, greedy.order)
     if cfg.beam and calls.left:
         beams = dec.beam(cfg.beam)
         stage("beam", np.stack([p.device for p in beams]), np.stack([p.order for p in beams]))

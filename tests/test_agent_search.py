@@ -22,14 +22,18 @@ def test_budget_curve_and_stages(policy):
     g, c = make_graph("chainmm"), load_cluster("p100x4")
     res = policy_search(policy, g, c, SearchConfig(budget=120, beam=4, samples=8), seed=3)
     assert res.calls == 120 == sum(res.stages.values())
-    assert res.stages["greedy"] == 1 and res.stages["beam"] <= 4 and res.stages["samples"] <= 8
+    assert list(res.stages) == ["starts", "greedy", "beam", "samples", "improve"]
+    assert res.stages["starts"] == 5 and res.stages["greedy"] == 1
+    assert res.stages["beam"] <= 4 and res.stages["samples"] <= 8
     assert (np.diff(res.curve) <= 0).all()
     assert res.curve[-1] == res.makespan == simulate(g, c, res.placement).makespan
     assert res.makespan < res.greedy  # the search improved on the greedy placement
     [greedy] = rollout(
         policy, [PlacementEnv(g, c)], [0], rng=np.random.default_rng(0), greedy=True
     )
-    assert res.greedy == res.curve[0] == greedy.makespan
+    assert res.greedy == greedy.makespan and res.curve[5] == min(res.greedy, res.curve[4])
+    alone = policy_search(policy, g, c, SearchConfig(budget=10, starts=()), seed=3)
+    assert alone.curve[0] == alone.greedy == greedy.makespan  # no starts: the greedy first
 
 
 def test_search_is_seeded(policy):
@@ -47,11 +51,13 @@ def test_search_starts_from_anneals_heuristic_placements(policy):
 
     g, c = make_graph("chainmm"), load_cluster("p100x4")
     res = policy_search(policy, g, c, SearchConfig(budget=6, beam=0, samples=0), seed=0)
-    assert res.stages == {"greedy": 1, "starts": len(STARTS), "improve": 0}
+    assert res.stages == {"starts": len(STARTS), "greedy": 1, "improve": 0}
     best_start = min(simulate(g, c, get_teacher(t).place(g, c)).makespan for t in STARTS)
     assert res.makespan == min(res.greedy, best_start) == res.curve[-1]
     alone = policy_search(policy, g, c, SearchConfig(budget=6, starts=(), beam=0, samples=0))
     assert "starts" not in alone.stages and alone.stages["improve"] == 5
+    short = policy_search(policy, g, c, SearchConfig(budget=3, beam=0, samples=0))
+    assert short.stages == {"starts": 2, "greedy": 1, "improve": 0}  # room for the greedy
     with pytest.raises(ValueError, match="nope"):
         policy_search(policy, g, c, SearchConfig(budget=6, starts=("nope",)))
 

@@ -75,19 +75,23 @@ def test_search_counts_a_rollout_policys_prices_in_its_budget():
     pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True))
     with pytest.raises(ValueError, match=rf"budget: .* expected a budget >= {n_d + 1}, got 10"):
         policy_search(pol, g, c, SearchConfig(budget=10))
-    res = policy_search(pol, g, c, SearchConfig(budget=n_d + 200), seed=3)
+    res = policy_search(pol, g, c, SearchConfig(budget=n_d + 200, starts=()), seed=3)
     assert res.calls == n_d + 200
     assert res.stages["greedy"] in (n_d, n_d + 1)  # + 1 unless a completion was the greedy
     assert "beam" not in res.stages and "samples" not in res.stages
-    assert sum(res.stages.values()) == res.calls  # greedy, starts, improve
+    assert sum(res.stages.values()) == res.calls  # greedy, improve
     # the first D calls are the completions of the first PLC state: heft_rule's own
     # placement among them, so the curve is at heft_rule's makespan or below by then
     heft_rule = simulate(g, c, get_teacher("heft_rule").place(g, c)).makespan
     assert np.isfinite(res.curve).all() and res.curve[c.num_devices - 1] <= heft_rule
     assert res.greedy == simulate(g, c, rollout_greedy(pol, g, c)).makespan
     assert res.makespan == res.curve[-1] <= min(res.greedy, res.curve[n_d - 1])
+    # with the heuristic starts (the default) they come first, then the greedy pass
+    started = policy_search(pol, g, c, SearchConfig(budget=n_d + 200), seed=3)
+    assert list(started.stages) == ["starts", "greedy", "improve"]
+    assert started.stages["starts"] == 5 and started.greedy == res.greedy
     assert simulate(g, c, res.placement).makespan == res.makespan
-    again = policy_search(pol, g, c, SearchConfig(budget=n_d + 200), seed=3)
+    again = policy_search(pol, g, c, SearchConfig(budget=n_d + 200, starts=()), seed=3)
     np.testing.assert_array_equal(again.curve, res.curve)  # the budget is the search's own
 
 

@@ -60,7 +60,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=0,
         metavar="BUDGET",
-        help="also run each agent's policy search (greedy, heuristic starts, beam, samples, "
+        help="also run each agent's policy search (heuristic starts, greedy, beam, samples, "
         "local improvement) with BUDGET simulator calls, as a column <run>-search<BUDGET>",
     )
     p.add_argument("--noise", type=float, default=0.0, help="simulate with this noise sigma")
