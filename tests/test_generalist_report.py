@@ -77,3 +77,27 @@ def test_report_cli_reads_saved_rows_and_cached_baselines(tmp_path, capsys, flag
     assert "0.850 ± 0.000 | 2 of 2 | 0.800 ± 0.000 | 0.820 |" in out
     assert "greedy / best list, geometric mean: 0.944 ± 0.000 (target 0.85: not met)" in out
     assert (folder / "table.md").read_text().startswith("## The generalist, zero-shot")
+
+
+@pytest.mark.slow
+def test_run_seed_trains_once_then_searches_every_test_instance(tmp_path):
+    """A tiny training run, then greedy and search rows for each of the 28 test instances;
+    a second call loads the finished run instead of training again."""
+    from placegym.train.harness.generalist import run_seed
+
+    tiny = [
+        "data.graphs=[generalize-v0/random_dag-64-s0@p100x4]",
+        "phase1.updates=2",
+        "phase1.episodes_per_graph=1",
+        "eval.every=0",
+    ]
+    splits = (("generalize-v0", "test"),)
+    rows = run_seed(0, tmp_path, splits, budget=2600, overrides=tiny)
+    assert [r["instance"] for r in rows] == GEN
+    for r in rows:
+        assert r["seed"] == 0 and 0 < r["search"] <= r["greedy"]
+        assert r["greedy_calls"] >= 252 and set(r["curve"]) == {"100", "1000"}
+    results = tmp_path / "generalist_rollout-s0" / "results.json"
+    stamp = results.stat().st_mtime_ns
+    again = run_seed(0, tmp_path, splits, budget=2600, overrides=tiny)
+    assert results.stat().st_mtime_ns == stamp and again == rows
