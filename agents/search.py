@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -365,6 +366,15 @@ def _distinct(logits: np.ndarray, key: np.ndarray) -> list[int]:
     return out
 
 
+def _key(device: np.ndarray, order: np.ndarray) -> bytes:
+    """A placement's identity in :class:`_Calls`: a 128-bit digest of its int64 devices
+    and order (16 bytes a placement seen, whatever the graph's size)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(np.ascontiguousarray(device, dtype=np.int64).data)
+    h.update(np.ascontiguousarray(order, dtype=np.int64).data)
+    return h.digest()
+
+
 class _Calls:
     """The simulator-call budget: simulates candidates, keeps the best, records the
     anytime curve, and never simulates a placement twice."""
@@ -386,7 +396,7 @@ class _Calls:
         """Indices of the rows never simulated (first of duplicates), at most ``left``."""
         keep: list[int] = []
         for b in range(len(devs)):
-            key = devs[b].tobytes() + ords[b].tobytes()
+            key = _key(devs[b], ords[b])
             if key not in self.seen and len(keep) < self.left:
                 self.seen[key] = float("nan")
                 keep.append(b)
@@ -394,7 +404,7 @@ class _Calls:
 
     def makespan_of(self, dev: np.ndarray, order: np.ndarray) -> float:
         """The simulated makespan of a placement simulated so far (nan if unknown)."""
-        return self.seen.get(dev.tobytes() + order.tobytes(), float("nan"))
+        return self.seen.get(_key(dev, order), float("nan"))
 
     def simulate(self, devs: np.ndarray, ords: np.ndarray) -> np.ndarray:
         """Scores (makespan, plus a penalty if OOM) of rows already filtered by :meth:`new`."""
@@ -409,7 +419,7 @@ class _Calls:
         self, devs: np.ndarray, ords: np.ndarray, scores: np.ndarray, makespan: np.ndarray
     ) -> None:
         for b in range(len(scores)):
-            self.seen[devs[b].tobytes() + ords[b].tobytes()] = float(makespan[b])
+            self.seen[_key(devs[b], ords[b])] = float(makespan[b])
             if self.best is None or scores[b] < self.best[0]:
                 self.best = (float(scores[b]), float(makespan[b]), devs[b], ords[b])
             self.curve.append(self.best[1])
