@@ -137,11 +137,11 @@ class PolicyConfig:
             the ``lookahead`` teacher's prices). Decoding then costs one simulator call
             per legal device per node (``n * D`` a placement, compiled completions),
             which :func:`~placegym.agents.search.policy_search` counts in its budget
-            (its greedy pass, then annealing moves only). SEL also reads which node the completions
-            select next (:func:`sel_pick`): a policy that selects it and places on a
-            device of least price never ends slower than the least price it has seen,
-            hence never slower than ``heft_rule`` (the rollout algorithm's
-            cost-improvement property).
+            (the heuristic starts, its greedy pass, then annealing moves only). SEL also
+            reads which node the completions select next (:func:`sel_pick`): a policy
+            that selects it and places on a device of least price never ends slower
+            than the least price it has seen, hence never slower than ``heft_rule``
+            (the rollout algorithm's cost-improvement property).
 
     Raises:
         ValueError: a size out of range, an unknown ``learn`` or a hint that is not a

@@ -22,7 +22,6 @@ geometric mean; beside them agent + search against anneal at equal budget.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +31,14 @@ import numpy as np
 
 from placegym.envs import simulate
 from placegym.envs.suites import get_suite
-from placegym.train.harness.per_graph import _anytime_lines, _geomean, _known, _ms, read_rows
+from placegym.train.harness.per_graph import (
+    _anytime_lines,
+    _geomean,
+    _known,
+    _ms,
+    read_rows,
+    train_or_load,
+)
 from placegym.train.harness.per_graph import baselines as per_graph_baselines
 
 __all__ = [
@@ -71,28 +77,8 @@ def run_seed(
     docstring)."""
     from placegym.agents.search import SearchConfig, policy_search
     from placegym.teachers import get_teacher
-    from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
-    from placegym.train.config import load_preset, presets_dir
-    from placegym.train.restarts import finished_results, train
 
-    run = out / f"{PRESET}-s{seed}"
-    cfg = load_preset(
-        PRESET,
-        [
-            f"out={run}",
-            f"seed={seed}",
-            "progress=false",
-            "wandb.mode=disabled",
-            "eval.gantt=false",
-            *overrides,
-        ],
-    )
-    if finished_results(cfg.run_dir) is None:
-        run.mkdir(parents=True, exist_ok=True)
-        with (run / "train.log").open("a") as fh, contextlib.redirect_stdout(fh):
-            train(cfg, base_dir=presets_dir())
-    results = json.loads((cfg.run_dir / "results.json").read_text())
-    policy = policy_from_checkpoint(load_checkpoint(cfg.run_dir / "checkpoints" / "final.pt"))
+    _, results, policy = train_or_load(PRESET, out / f"{PRESET}-s{seed}", seed, overrides)
     rows = []
     for suite, split in splits:
         for inst in get_suite(suite).instances(split):

@@ -59,35 +59,34 @@ def _instance(name: str):
     return get_suite(suite).instance(instance)
 
 
-def run_seed(name: str, seed: int, out: Path, budget: int = BUDGET) -> dict[str, Any]:
-    """Train ``plan_imitation`` on instance ``name`` with ``seed`` under ``out`` (or load the
-    finished run), search with its weights; returns the row (ratios to critical_path)."""
-    from placegym.agents.search import SearchConfig, policy_search
-    from placegym.teachers import get_teacher
+def train_or_load(preset: str, run: Path, seed: int, overrides: Sequence[str] = ()):
+    """Train the shipped ``preset`` with ``seed`` into ``run`` (no progress bar, W&B or
+    Gantt charts; its output in ``run/train.log``), or load the run if it finished;
+    ``(config, results.json, final policy)``."""
     from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
     from placegym.train.config import load_preset, presets_dir
     from placegym.train.restarts import finished_results, train
 
-    inst = _instance(name)
-    run = out / f"{inst.id}-s{seed}"
-    cfg = load_preset(
-        "plan_imitation",
-        [
-            f"out={run}",
-            f"seed={seed}",
-            f"data.cluster={inst.cluster.name}",
-            f"data.graphs=[{name}]",
-            "progress=false",
-            "wandb.mode=disabled",
-            "eval.gantt=false",
-        ],
-    )
+    fixed = [f"out={run}", f"seed={seed}", "progress=false", "wandb.mode=disabled"]
+    cfg = load_preset(preset, [*fixed, "eval.gantt=false", *overrides])
     if finished_results(cfg.run_dir) is None:
         run.mkdir(parents=True, exist_ok=True)
         with (run / "train.log").open("a") as fh, contextlib.redirect_stdout(fh):
             train(cfg, base_dir=presets_dir())
     results = json.loads((cfg.run_dir / "results.json").read_text())
     policy = policy_from_checkpoint(load_checkpoint(cfg.run_dir / "checkpoints" / "final.pt"))
+    return cfg, results, policy
+
+
+def run_seed(name: str, seed: int, out: Path, budget: int = BUDGET) -> dict[str, Any]:
+    """Train ``plan_imitation`` on instance ``name`` with ``seed`` under ``out`` (or load the
+    finished run), search with its weights; returns the row (ratios to critical_path)."""
+    from placegym.agents.search import SearchConfig, policy_search
+    from placegym.teachers import get_teacher
+
+    inst = _instance(name)
+    over = [f"data.cluster={inst.cluster.name}", f"data.graphs=[{name}]"]
+    cfg, results, policy = train_or_load("plan_imitation", out / f"{inst.id}-s{seed}", seed, over)
     # no heuristic starts: the saved rows were searched from the policy's placements only
     # (its greedy is at or below the best single pass on every instance)
     search = SearchConfig(budget=budget, starts=())
