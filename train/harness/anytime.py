@@ -162,7 +162,7 @@ def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
     def search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
         res = policy_search(policy, graph, cluster, SearchConfig(budget=budget), seed=seed)
         for calls, best in enumerate(res.curve.tolist(), start=1):
-            if math.isfinite(best):  # a rollout policy's unchecked prices come first
+            if math.isfinite(best):  # calls before any placement is known (counted prices)
                 trace.report(calls, best)
         return res.placement
 
