@@ -36,6 +36,7 @@ from placegym.train.harness.per_graph import (
     _geomean,
     _known,
     _ms,
+    cached_baselines,
     read_rows,
     train_or_load,
 )
@@ -220,12 +221,7 @@ def generalist_report(
                 rows += new
                 with path.open("a") as fh:
                     fh.writelines(json.dumps(r) + "\n" for r in new)
-    cache = folder / "baselines.json"
-    base = json.loads(cache.read_text()) if cache.is_file() else {}
-    for name in dict.fromkeys(r["instance"] for r in rows):
-        if name not in base:
-            base[name] = baselines(name)
-            cache.write_text(json.dumps(base, indent=1))
+    base = cached_baselines(folder, [r["instance"] for r in rows], baselines)
     text = "## The generalist, zero-shot (ratios to critical_path, lower is better)\n\n"
     text += generalist_table(rows, base)
     (folder / "table.md").write_text(text + "\n")

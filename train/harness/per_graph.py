@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +227,20 @@ def _anytime_lines(rows: Sequence[dict[str, Any]], base: dict[str, dict], names:
     return out
 
 
+def cached_baselines(
+    folder: Path, names: Sequence[str], compute: Callable[[str], dict]
+) -> dict[str, dict]:
+    """``compute(name)`` of each instance in ``names``, cached in ``folder/baselines.json``
+    (written after each new instance, so an interrupted report keeps what it computed)."""
+    cache = folder / "baselines.json"
+    base = json.loads(cache.read_text()) if cache.is_file() else {}
+    for name in dict.fromkeys(names):
+        if name not in base:
+            base[name] = compute(name)
+            cache.write_text(json.dumps(base, indent=1))
+    return base
+
+
 def per_graph_report(
     out: Path, *, seeds: Sequence[int] = (0, 1, 2), results: Path | None = None
 ) -> str:
@@ -248,12 +262,7 @@ def per_graph_report(
                     rows.append(run_seed(name, seed, folder / "runs"))
                     with path.open("a") as fh:
                         fh.write(json.dumps(rows[-1]) + "\n")
-    cache = folder / "baselines.json"
-    base = json.loads(cache.read_text()) if cache.is_file() else {}
-    for name in dict.fromkeys(r["instance"] for r in rows):
-        if name not in base:
-            base[name] = baselines(name)
-            cache.write_text(json.dumps(base, indent=1))
+    base = cached_baselines(folder, [r["instance"] for r in rows], baselines)
     text = "## Per-graph agents (ratios to critical_path, lower is better)\n\n"
     text += per_graph_table(rows, base)
     (folder / "table.md").write_text(text + "\n")
