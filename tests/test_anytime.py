@@ -114,3 +114,24 @@ def test_an_agents_policy_search_is_a_search_placer(tiny, tmp_path):  # noqa: F8
     finally:
         SEARCH_PLACERS.pop(name)
     assert all(r.trace.calls[-1] <= 40 and r.trace.best[-1] >= r.reference for r in runs)
+
+
+def test_a_placer_with_a_check_refuses_before_any_run(tiny):  # noqa: F811
+    ran = []
+
+    def picky(graph, cluster, budget, seed, trace):
+        ran.append(graph.name)
+        raise AssertionError("ran")
+
+    def check(graph, cluster, budget):
+        if budget < 100:
+            raise ValueError(f"budget: expected >= 100 on {graph.name!r}, got {budget}")
+
+    picky.check = check
+    register_search_placer("picky", picky)
+    try:
+        with pytest.raises(ValueError, match=r"budget: expected >= 100 on '.+', got 40"):
+            run_anytime(tiny, None, ["anneal", "picky"], budget=40, seeds=[0], progress=False)
+    finally:
+        SEARCH_PLACERS.pop("picky")
+    assert ran == []

@@ -11,7 +11,9 @@ as it goes, the best makespan it has found to a :class:`Trace`::
 Register it with :func:`register_search_placer` and ``placegym anytime --placers`` can run
 it beside the built-in ones (a learned agent that samples or searches is one more search
 placer). The harness checks every run: calls never exceed the budget and never go back,
-and the returned placement's simulated makespan equals the last best reported.
+and the returned placement's simulated makespan equals the last best reported. A placer
+with a ``check(graph, cluster, budget)`` attribute is asked on every instance before any
+run, so that a budget it cannot work with is refused at once.
 
 Built-in search placers, both starting from the same heuristic placements (critical_path,
 heft, nest, metis, round_robin: their evaluation counts as the first five calls):
@@ -153,7 +155,7 @@ def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
     as a search placer, named ``<run>-search``; its curve is the search's own anytime
     curve (every simulated placement counts one call, a rollout policy's pricing calls
     included)."""
-    from placegym.agents.search import SearchConfig, policy_search
+    from placegym.agents.search import SearchConfig, check_budget, policy_search
     from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
 
     ckpt = load_checkpoint(path)
@@ -166,6 +168,10 @@ def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
                 trace.report(calls, best)
         return res.placement
 
+    def check(graph: Graph, cluster: Cluster, budget: int) -> None:
+        check_budget(policy, graph, cluster, budget)
+
+    search.check = check  # type: ignore[attr-defined]  # run_anytime asks before any run
     return f"{ckpt.get('name') or Path(path).stem}-search", search
 
 
@@ -222,6 +228,11 @@ def run_anytime(
         )
     refs = load_references(suite.name)
     insts = list(suite.instances(split))
+    for name in placers:  # a placer that can tell refuses a problem before any run
+        check = getattr(SEARCH_PLACERS.get(name), "check", None)
+        if callable(check):
+            for inst in insts:
+                check(inst.graph, inst.cluster, budget)
     bounds = [instance_bounds(inst, refs) for inst in insts]
     known = all(best is not None for _, best in bounds)
     runs = []
