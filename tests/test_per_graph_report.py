@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from placegym.train.cli import main
 from placegym.train.harness.per_graph import INSTANCES, per_graph_table
 
@@ -70,3 +72,26 @@ def test_report_cli_reads_saved_rows_and_cached_baselines(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "0.700 ± 0.000 | 0.690 ± 0.000" in out and "| 2 |" in out
     assert (folder / "table.md").read_text().startswith("## Per-graph agents")
+
+
+def test_collect_rows_appends_each_batch_and_resumes(tmp_path):
+    from placegym.train.harness.per_graph import collect_rows
+
+    def missing(rows):
+        done = {r["k"] for r in rows}
+        for k in (1, 2, 3):
+            if k not in done:
+                yield [{"k": k}]
+                if k == 2:
+                    raise KeyboardInterrupt  # killed after the second batch
+
+    with pytest.raises(KeyboardInterrupt):
+        collect_rows(tmp_path, None, missing)
+    assert [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()] == [
+        {"k": 1},
+        {"k": 2},
+    ]
+    assert collect_rows(tmp_path, None, missing) == [{"k": 1}, {"k": 2}, {"k": 3}]
+    saved = tmp_path / "saved.jsonl"
+    saved.write_text('{"k": 9}\n')
+    assert collect_rows(tmp_path / "x", saved, missing) == [{"k": 9}]

@@ -22,8 +22,7 @@ geometric mean; beside them agent + search against anneal at equal budget.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from placegym.train.harness.per_graph import (
     _known,
     _ms,
     cached_baselines,
-    read_rows,
+    collect_rows,
     train_or_load,
 )
 from placegym.train.harness.per_graph import baselines as per_graph_baselines
@@ -208,19 +207,14 @@ def generalist_report(
     ``out/generalist/results.jsonl``, training each missing seed first; baselines cached
     in ``out/generalist/baselines.json``. Also written to ``out/generalist/table.md``."""
     folder = out / "generalist"
-    folder.mkdir(parents=True, exist_ok=True)
-    if results is not None:
-        rows = read_rows(results)
-    else:
-        path = folder / "results.jsonl"
-        rows = read_rows(path) if path.is_file() else []
+
+    def missing(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         done = {r["seed"] for r in rows}
         for seed in seeds:
             if seed not in done:
-                new = run_seed(seed, folder / "runs")
-                rows += new
-                with path.open("a") as fh:
-                    fh.writelines(json.dumps(r) + "\n" for r in new)
+                yield run_seed(seed, folder / "runs")
+
+    rows = collect_rows(folder, results, missing)
     base = cached_baselines(folder, [r["instance"] for r in rows], baselines)
     text = "## The generalist, zero-shot (ratios to critical_path, lower is better)\n\n"
     text += generalist_table(rows, base)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +227,26 @@ def _anytime_lines(rows: Sequence[dict[str, Any]], base: dict[str, dict], names:
     return out
 
 
+def collect_rows(
+    folder: Path,
+    results: Path | None,
+    missing: Callable[[list[dict[str, Any]]], Iterable[list[dict[str, Any]]]],
+) -> list[dict[str, Any]]:
+    """A report part's rows: read from ``results`` (nothing computed), else from
+    ``folder/results.jsonl`` plus each batch that ``missing(rows so far)`` yields,
+    appended to that file as it comes (a killed report resumes where it stopped)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if results is not None:
+        return read_rows(results)
+    path = folder / "results.jsonl"
+    rows = read_rows(path) if path.is_file() else []
+    for new in missing(list(rows)):
+        rows += new
+        with path.open("a") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in new)
+    return rows
+
+
 def cached_baselines(
     folder: Path, names: Sequence[str], compute: Callable[[str], dict]
 ) -> dict[str, dict]:
@@ -249,19 +269,15 @@ def per_graph_report(
     baselines cached in ``out/per_graph/baselines.json``. Also written to
     ``out/per_graph/table.md``."""
     folder = out / "per_graph"
-    folder.mkdir(parents=True, exist_ok=True)
-    if results is not None:
-        rows = read_rows(results)
-    else:
-        path = folder / "results.jsonl"
-        rows = read_rows(path) if path.is_file() else []
+
+    def missing(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         done = {(r["instance"], r["seed"]) for r in rows}
         for name in INSTANCES:
             for seed in seeds:
                 if (name, seed) not in done:
-                    rows.append(run_seed(name, seed, folder / "runs"))
-                    with path.open("a") as fh:
-                        fh.write(json.dumps(rows[-1]) + "\n")
+                    yield [run_seed(name, seed, folder / "runs")]
+
+    rows = collect_rows(folder, results, missing)
     base = cached_baselines(folder, [r["instance"] for r in rows], baselines)
     text = "## Per-graph agents (ratios to critical_path, lower is better)\n\n"
     text += per_graph_table(rows, base)
