@@ -142,6 +142,15 @@ class PolicyConfig:
             that selects it and places on a device of least price never ends slower
             than the least price it has seen, hence never slower than ``heft_rule``
             (the rollout algorithm's cost-improvement property).
+        rollout_starts: with ``rollout``, the prices are the *fortified* lookahead's
+            (:class:`~placegym.teachers.lookahead.LookaheadTeacher` with these
+            ``starts``, e.g. ``("critical_path", "heft", "nest", "metis",
+            "round_robin", "single_device")``): per device the lesser of ``heft_rule``'s
+            completion and the incumbent's (the best placement known that extends the
+            state; first the fastest of ``heft_rule``'s and those teachers' device maps
+            in ``heft_rule``'s selection order). A policy that selects the pick and
+            places on a device of least price is then never slower than any of them.
+            Empty: the plain lookahead's prices.
 
     Raises:
         ValueError: a size out of range, an unknown ``learn`` or a hint that is not a
@@ -160,6 +169,7 @@ class PolicyConfig:
     topology: bool = False
     insertion: bool = False
     rollout: bool = False
+    rollout_starts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
@@ -179,6 +189,25 @@ class PolicyConfig:
             )
         if self.hint_quality and not self.hints:
             raise ValueError("hint_quality: needs hints, got none")
+        starts = self.rollout_starts
+        starts = (starts,) if isinstance(starts, str) else tuple(starts)
+        object.__setattr__(self, "rollout_starts", starts)
+        if self.rollout_starts:
+            from placegym.teachers import list_teachers, teacher_class
+            from placegym.teachers.lookahead import LookaheadTeacher
+
+            if not self.rollout:
+                raise ValueError("rollout_starts: needs rollout, got rollout=False")
+            bad = [
+                t
+                for t in self.rollout_starts
+                if t not in list_teachers() or issubclass(teacher_class(t), LookaheadTeacher)
+            ]
+            if bad or len(set(self.rollout_starts)) != len(self.rollout_starts):
+                raise ValueError(
+                    f"rollout_starts: expected distinct registered teachers other than a "
+                    f"lookahead, got {list(self.rollout_starts)}"
+                )
 
 
 @dataclass

@@ -27,9 +27,10 @@ action in the phase it does not learn (``learns_selection`` / ``learns_placement
 False), scored the same way.
 
 A policy with ``PolicyConfig.rollout`` prices each PLC state's devices by simulated
-``heft_rule`` completions (:func:`rollout_features`); when the teacher is the lookahead
-over ``heft_rule`` (:func:`prices_with`), its labels and those prices come from one
-cache, so a labelled state is priced once.
+``heft_rule`` completions (:func:`rollout_features`; with ``rollout_starts``, the
+fortified lookahead's prices); when the teacher is that same lookahead
+(:func:`prices_with`), its labels and those prices come from one cache, so a labelled
+state is priced once.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ __all__ = [
     "frontier_logits",
     "graph_inputs",
     "greedy_pick",
+    "new_pricer",
     "plc_tie_key",
     "prices_with",
     "rollout",
@@ -256,20 +258,41 @@ def insertion_features(state: PlacementState, scale: float) -> np.ndarray:
 
 
 @functools.cache
-def _pricer() -> LookaheadTeacher:
+def _pricer(starts: tuple[str, ...] = ()) -> LookaheadTeacher:
     """The lookahead teacher whose per-device prices :func:`rollout_features` reads (one
-    per process; it keeps the prices of recent states of a few graphs)."""
-    return LookaheadTeacher("heft_rule", cache_size=4096)
+    per process and ``starts``; it keeps the prices of recent states of a few graphs)."""
+    return LookaheadTeacher("heft_rule", cache_size=4096, starts=starts)
 
 
-def prices_with(teacher: Teacher | None) -> LookaheadTeacher | None:
-    """``teacher`` itself when it is a :class:`~placegym.teachers.lookahead.
-    LookaheadTeacher` over ``heft_rule`` that caches its answers: its PLC labels and the
-    :func:`rollout_features` are then one computation per state (the prices do not
-    depend on its ``rtol``); else None (the process-wide pricer)."""
-    if isinstance(teacher, LookaheadTeacher) and teacher.base == "heft_rule":
-        return teacher if teacher.cache_size > 0 else None
-    return None
+def new_pricer(policy: Any, cache_size: int = 4096) -> LookaheadTeacher | None:
+    """A fresh lookahead pricing ``policy``'s rollout inputs (None if it reads none): over
+    ``heft_rule``, fortified with its ``PolicyConfig.rollout_starts``."""
+    config = getattr(policy, "config", None)
+    if not getattr(config, "rollout", False):
+        return None
+    return LookaheadTeacher(
+        "heft_rule", cache_size=cache_size, starts=getattr(config, "rollout_starts", ())
+    )
+
+
+def prices_with(teacher: Teacher | None, policy: Any = None) -> LookaheadTeacher | None:
+    """The lookahead that prices ``policy``'s rollout inputs in :func:`rollout`:
+    ``teacher`` itself when it is a :class:`~placegym.teachers.lookahead.
+    LookaheadTeacher` over ``heft_rule`` with the policy's ``rollout_starts``, no
+    ``moves``, that caches its answers (its PLC labels and the :func:`rollout_features`
+    are then one computation per state; the prices do not depend on its ``rtol``); else
+    the process-wide pricer of those starts (None for a plain pricer, which
+    :func:`rollout_features` finds itself)."""
+    starts = tuple(getattr(getattr(policy, "config", None), "rollout_starts", ()))
+    if (
+        isinstance(teacher, LookaheadTeacher)
+        and teacher.base == "heft_rule"
+        and teacher.starts == starts
+        and not teacher.moves
+        and teacher.cache_size > 0
+    ):
+        return teacher
+    return _pricer(starts) if starts else None
 
 
 def rollout_features(
@@ -285,7 +308,7 @@ def rollout_features(
 
     ``pricer``: the lookahead over ``heft_rule`` that prices the devices (its cache and
     its :attr:`~placegym.teachers.lookahead.LookaheadTeacher.calls`); the process-wide
-    one by default. Any such pricer gives the same features."""
+    one by default. Any such pricer of the same ``starts`` gives the same features."""
     if pricer is None:
         pricer = _pricer()
     elif pricer.base != "heft_rule":
@@ -422,7 +445,7 @@ def _decide(
     fixed_sel = not getattr(policy, "learns_selection", True)
     fixed_plc = not getattr(policy, "learns_placement", True)
     fixed_teacher: Teacher | None = getattr(policy, "fixed_teacher", None)
-    pricer = prices_with(teacher)
+    pricer = prices_with(teacher, policy)
     for j, (lv, use) in enumerate(zip(lives, use_teacher)):
         state = lv.state
         select = state.selected < 0

@@ -60,6 +60,7 @@ from placegym.agents.rollout import (
     frontier_logits,
     graph_inputs,
     greedy_pick,
+    new_pricer,
     plc_devices,
     plc_tie_key,
     sample_index,
@@ -212,7 +213,7 @@ class _Decoder:
         # the budget depend on what was decoded before)
         self.pricer: LookaheadTeacher | None = None
         if self.inputs.rollout_scale is not None:
-            self.pricer = LookaheadTeacher("heft_rule", cache_size=1 << 30)
+            self.pricer = new_pricer(policy, cache_size=1 << 30)
 
     def fresh(self) -> _Entry:
         builder = copy.copy(self._builder)
@@ -576,9 +577,12 @@ def best_of_samples(
 
 def _greedy_calls(policy: DopplerPolicy, graph: Graph, cluster: Cluster) -> int:
     """The most calls ``policy``'s greedy pass can take: 1, plus ``n * D`` priced
-    completions with rollout features."""
-    priced = getattr(policy.config, "rollout", False)
-    return 1 + (graph.num_nodes * cluster.num_devices if priced else 0)
+    completions with rollout features, plus the fortified pricer's starting placements
+    (``heft_rule``'s and those of ``rollout_starts``)."""
+    if not getattr(policy.config, "rollout", False):
+        return 1
+    starts = getattr(policy.config, "rollout_starts", ())
+    return 1 + graph.num_nodes * cluster.num_devices + (len(starts) + 1 if starts else 0)
 
 
 def check_budget(policy: DopplerPolicy, graph: Graph, cluster: Cluster, budget: int) -> None:
@@ -592,7 +596,8 @@ def check_budget(policy: DopplerPolicy, graph: Graph, cluster: Cluster, budget: 
     if budget < need:
         raise ValueError(
             f"budget: a policy that reads rollout features (policy.rollout) prices up to "
-            f"n * D = {need - 1} placements in its greedy pass on {graph.name!r} "
+            f"{need - 1} placements (n * D and its pricer's starts) in its greedy pass on "
+            f"{graph.name!r} "
             f"({graph.num_nodes} nodes) on {cluster.name!r} ({cluster.num_devices} "
             f"devices); expected a budget >= {need}, got {budget}"
         )

@@ -35,6 +35,7 @@ _REGISTRY: dict[str, str] = {
     "optimal": "placegym.teachers.optimal:OptimalTeacher",
     "best_list": "placegym.teachers.best_list:BestListTeacher",
     "lookahead": "placegym.teachers.lookahead:LookaheadTeacher",
+    "fortified_lookahead": "placegym.teachers.lookahead:FortifiedLookaheadTeacher",
 }
 
 __all__ = [

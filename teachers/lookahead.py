@@ -15,6 +15,21 @@ the previous state; the best completion's makespan therefore never rises along
 :meth:`LookaheadTeacher.place`, and the lookahead's placement is never slower than the
 base rule's (the cost-improvement property; ``tests/test_teachers.py`` checks it).
 
+**Fortified** (``starts``, Bertsekas' fortified rollout): the teacher also keeps an
+*incumbent*, the best complete placement it knows that extends the decisions so far. It
+starts as the fastest of the base rule's own placement and the device maps of the
+``starts`` teachers (e.g. NEST, METIS, single_device), each run in the base rule's
+selection order, the order SEL follows (selection depends on the placed set only, not on
+devices). Each legal device is priced by the better of the base rule's completion and
+the incumbent's own completion (the incumbent itself on its device; with ``moves``, on
+every device: the incumbent with the node moved there, the rest kept); the completion
+the chosen device is priced by becomes the incumbent. The incumbent's own device is
+priced at the incumbent's makespan, so the least price never rises and the placement is
+never slower than any starting placement (in the simulator's noiseless makespan, memory
+not checked; a start that the memory mask forbids can lose it). Where the rule misses a
+communication-bound structure (all on one device, NEST's stages), the fortified
+lookahead keeps it and improves on it.
+
 Cost: :meth:`~LookaheadTeacher.place` makes one simulator call per legal device per node
 (``n * D`` calls, :attr:`LookaheadTeacher.calls` counts them) and as many base-rule
 completions; answers are cached per state, so imitating it with teacher roll-in pays
@@ -26,8 +41,8 @@ faster than through :class:`~placegym.envs.state.PlacementState` (``make bench``
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -42,7 +57,10 @@ from placegym.teachers.base import StepTeacher, complete, ties
 from placegym.teachers.critical_path import CriticalPathTeacher
 from placegym.teachers.heft import HeftRuleTeacher
 
-__all__ = ["LookaheadTeacher"]
+__all__ = ["FortifiedLookaheadTeacher", "Incumbent", "LookaheadTeacher"]
+
+#: The starting placements of :class:`FortifiedLookaheadTeacher` (the single-pass placers).
+FORTIFY = ("critical_path", "heft", "nest", "metis", "round_robin", "single_device")
 
 #: Base rules with a compiled completion (:mod:`placegym.teachers._rule_kernel`).
 _COMPILED: dict[type, int] = {
@@ -83,6 +101,21 @@ def _compiled_completions(
     )
 
 
+class Incumbent(NamedTuple):
+    """A complete placement that extends a state's decisions (its ``order`` starts with
+    the state's placed nodes in selection order) and its simulated makespan."""
+
+    device: np.ndarray
+    order: np.ndarray
+    makespan: float
+
+
+#: Incumbents, and priced states' per-device completions, that a fortified lookahead
+#: keeps per (graph, cluster) pair: enough for the episodes decoded in lockstep; a state
+#: whose incumbent was dropped is replayed from its nearest kept ancestor.
+_INCUMBENTS, _ROWS = 256, 128
+
+
 def _least(scores: np.ndarray) -> np.ndarray:
     """The devices of least finite score (exact tie set, ascending)."""
     return ties(scores, np.flatnonzero(np.isfinite(scores)), best="min")
@@ -98,7 +131,9 @@ class LookaheadTeacher(StepTeacher):
         - **PLC**: for each legal device ``d``: a copy of the state with the node on
           ``d``, completed by the base rule (first of each tie set); the legal devices of
           least simulated makespan (:func:`~placegym.envs.simulator.simulate_batch`,
-          noiseless, priority dispatch) form the tie set.
+          noiseless, priority dispatch) form the tie set. Fortified (``starts``): each
+          device's price is the lesser of that and the incumbent's completion there
+          (module docstring).
 
     :meth:`place` rolls the rule out taking the first device of least makespan (exact
     ties only, whatever ``rtol``); its makespan is at most the base rule's (module
@@ -112,6 +147,12 @@ class LookaheadTeacher(StepTeacher):
             gains less than it, so an imitator learns the deviations that matter.
         cache_size: PLC answers kept per (graph, cluster) pair (the state's decisions so
             far are the key; the least recently used go first); 0 keeps none.
+        starts: registered teachers whose device maps (in the base rule's selection
+            order), with the base rule's own placement, seed the incumbent (the module
+            docstring's fortified rollout); empty and ``moves`` False: the plain
+            lookahead.
+        moves: fortified, also price every legal device by the incumbent with the node
+            moved there (one more simulator call per legal device).
         compiled: complete with the compiled copy of the base rule
             (:mod:`placegym.teachers._rule_kernel`, the same placements number for number)
             when the base is ``heft_rule`` or ``critical_path``; ``False`` (or another
@@ -119,7 +160,8 @@ class LookaheadTeacher(StepTeacher):
 
     Raises:
         ValueError: ``base`` is not a registered :class:`~placegym.teachers.base.StepTeacher`
-            or is ``lookahead`` itself.
+            or is ``lookahead`` itself; a start is not a registered teacher or is
+            ``lookahead``.
     """
 
     name: ClassVar[str] = "lookahead"
@@ -130,8 +172,10 @@ class LookaheadTeacher(StepTeacher):
         rtol: float = 0.0,
         cache_size: int = 200_000,
         compiled: bool = True,
+        starts: Sequence[str] = (),
+        moves: bool = False,
     ) -> None:
-        from placegym.teachers import get_teacher
+        from placegym.teachers import get_teacher, list_teachers, teacher_class
 
         if base == self.name:
             raise ValueError(f"base: expected a rule other than {self.name!r}, got {base!r}")
@@ -143,6 +187,16 @@ class LookaheadTeacher(StepTeacher):
             )
         if not rtol >= 0:
             raise ValueError(f"rtol: expected a margin >= 0, got {rtol!r}")
+        if isinstance(starts, str):
+            starts = (starts,)
+        for t in starts:
+            if t not in list_teachers() or issubclass(teacher_class(t), LookaheadTeacher):
+                raise ValueError(
+                    f"starts: expected registered teachers other than a lookahead, got {t!r}"
+                )
+        self.starts = tuple(starts)
+        self.moves = bool(moves)
+        self.fortified = bool(self.starts) or self.moves
         self.base = base
         self.rtol = float(rtol)
         self.rule = rule
@@ -158,17 +212,117 @@ class LookaheadTeacher(StepTeacher):
         search that counts them in its budget and keeps the best."""
         self._answers: IdentityCache[OrderedDict[tuple[int, bytes, bytes], np.ndarray]]
         self._answers = IdentityCache(lambda graph, cluster: OrderedDict(), size=64)
+        # fortified: incumbents per SEL-phase state, completions per priced PLC state
+        self._incumbents: IdentityCache[OrderedDict[tuple[bytes, bytes], Incumbent]]
+        self._incumbents = IdentityCache(lambda graph, cluster: OrderedDict(), size=64)
+        self._first: IdentityCache[Incumbent] = IdentityCache(self._start, size=64)
+        self._rows: IdentityCache[OrderedDict[tuple[int, bytes, bytes], tuple]]
+        self._rows = IdentityCache(lambda graph, cluster: OrderedDict(), size=64)
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
         """The first node of the base rule's SEL tie set (the completions' next node)."""
         return self.rule.select_actions(state)[:1]
 
+    def incumbent(self, state: PlacementState) -> Incumbent:
+        """The fortified lookahead's incumbent at ``state``'s placed nodes: the fastest
+        start at the empty state, then the completion its chosen device was priced by.
+        Only for a fortified teacher (``starts`` or ``moves``)."""
+        if not self.fortified:
+            raise ValueError("incumbent: this lookahead is not fortified (no starts, no moves)")
+        k = state.num_placed
+        placed = np.asarray(state.order[:k], dtype=np.int64)
+        devices = state.device[placed]
+        incs = self._incumbents(state.graph, state.cluster)
+        if k == 0:
+            return self._first(state.graph, state.cluster)
+        key = (placed.tobytes(), devices.tobytes())
+        hit = incs.get(key)
+        if hit is not None:
+            incs.move_to_end(key)
+            return hit
+        if k > 0:  # the parent state's completion for the device taken, if still kept
+            parent = (int(placed[-1]), placed[:-1].tobytes(), devices[:-1].tobytes())
+            row = self._rows(state.graph, state.cluster).get(parent)
+            if row is not None:
+                d = int(devices[-1])
+                inc = Incumbent(row[0][d], row[1][d], float(row[2][d]))
+                self._keep(incs, state, inc)
+                return inc
+        # else the nearest ancestor kept (the empty state's always is), then forward, each
+        # step pricing its state
+        j = k - 1
+        while j > 0 and (placed[:j].tobytes(), devices[:j].tobytes()) not in incs:
+            j -= 1
+        s = PlacementState(state.graph, state.cluster, memory_mask=state.memory_mask)
+        for i in range(j):
+            s.select(int(placed[i]))
+            s.place(int(devices[i]))
+        for i in range(j, k):
+            s.select(int(placed[i]))
+            self._child(s, int(devices[i]))
+            s.place(int(devices[i]))
+        return incs[(placed.tobytes(), devices.tobytes())]
+
+    def _start(self, graph: Graph, cluster: Cluster) -> Incumbent:
+        """The fastest of the base rule's placement and the starts' device maps in its
+        selection order (the empty state's incumbent)."""
+        from placegym.teachers import get_teacher
+
+        plans = [self.rule.place(graph, cluster)]
+        plans += [get_teacher(t).place(graph, cluster) for t in self.starts]
+        devices = np.stack([np.asarray(p.device, dtype=np.int64) for p in plans])
+        # every start in the base rule's selection order (its own placement's), the order
+        # SEL follows: the incumbent is then a completion of every state on the way
+        orders = np.tile(np.asarray(plans[0].order, dtype=np.int64), (len(plans), 1))
+        self.calls += len(plans)
+        result = simulate_batch(graph, cluster, devices, orders, memory=False, threads=1)
+        makespan = np.asarray(result.makespan, dtype=np.float64)
+        if self.observer is not None:
+            self.observer(devices, orders, makespan)
+        i = int(np.argmin(makespan))
+        return Incumbent(devices[i], orders[i], float(makespan[i]))
+
+    def _keep(self, incs: OrderedDict, state: PlacementState, inc: Incumbent) -> None:
+        placed = np.asarray(state.order[: state.num_placed], dtype=np.int64)
+        incs[(placed.tobytes(), state.device[placed].tobytes())] = inc
+        while len(incs) > _INCUMBENTS:
+            incs.popitem(last=False)
+
+    def _child(self, state: PlacementState, device: int) -> Incumbent:
+        """Keep (and return) the incumbent after ``state``'s selected node goes to
+        ``device``: the completion that priced that device."""
+        rows = self._rows(state.graph, state.cluster)
+        key = self._key(state)
+        hit = rows.get(key)
+        if hit is None:
+            self._scores(state)  # prices the state (or finds it priced), rows included
+            hit = rows.get(key)
+            if hit is None:  # priced earlier, its rows since dropped: price it again
+                self._price(state)
+                hit = rows[key]
+        devices, orders, makespan = hit
+        child = Incumbent(devices[device], orders[device], float(makespan[device]))
+        after = state.copy()
+        after.place(device)
+        self._keep(self._incumbents(state.graph, state.cluster), after, child)
+        return child
+
     def completion_makespans(self, state: PlacementState) -> tuple[np.ndarray, np.ndarray]:
         """``(legal, makespan)``: the legal devices of ``state.selected`` and the simulated
-        makespan of the base rule's completion after placing it on each."""
+        makespan of the base rule's completion after placing it on each; fortified, the
+        lesser of that and the incumbent's completion there (the prices)."""
         if state.selected < 0:
             raise ValueError("state: phase is 'select', no node awaits a device")
+        if self.fortified:
+            return self._price(state)
         legal = np.flatnonzero(state.place_mask())
+        return legal, self._base_completions(state, legal)[2]
+
+    def _base_completions(
+        self, state: PlacementState, legal: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The base rule's completions after the selected node on each of ``legal``, and
+        their simulated makespans (counted, and shown to the observer)."""
         if self._kind is not None:
             assert isinstance(self.rule, CriticalPathTeacher)  # heft_rule's base class
             devices, orders = _compiled_completions(state, legal, self._kind, self.rule)
@@ -189,7 +343,53 @@ class LookaheadTeacher(StepTeacher):
         makespan = np.asarray(result.makespan, dtype=np.float64)
         if self.observer is not None:
             self.observer(devices, orders, makespan)
+        return devices, orders, makespan
+
+    def _price(self, state: PlacementState) -> tuple[np.ndarray, np.ndarray]:
+        """Fortified prices of ``state``'s legal devices; keeps each device's completion
+        (the incumbent if that device is chosen)."""
+        inc = self.incumbent(state)
+        legal = np.flatnonzero(state.place_mask())
+        devices, orders, makespan = self._base_completions(state, legal)
+        k, v = state.num_placed, state.selected
+        rest = inc.order[k:]
+        follows = len(rest) > 0 and rest[0] == v  # the incumbent is a completion here
+        suffix = legal if self.moves else legal[legal == inc.device[v]] if follows else legal[:0]
+        if len(suffix):
+            order = np.concatenate([inc.order[:k], [v], rest[rest != v]])
+            sdev = np.tile(inc.device, (len(suffix), 1))
+            sdev[:, v] = suffix
+            sord = np.tile(order, (len(suffix), 1))
+            exact = suffix == inc.device[v] if follows else np.zeros(len(suffix), dtype=bool)
+            sms = np.full(len(suffix), inc.makespan)
+            if (~exact).any():  # the incumbent itself needs no simulation
+                self.calls += int((~exact).sum())
+                res = simulate_batch(
+                    state.graph, state.cluster, sdev[~exact], sord[~exact], memory=False, threads=1
+                )
+                sms[~exact] = res.makespan
+                if self.observer is not None:
+                    self.observer(sdev[~exact], sord[~exact], sms[~exact].copy())
+            at = np.searchsorted(legal, suffix)
+            better = sms <= makespan[at]  # ties keep the incumbent's line
+            devices[at[better]] = sdev[better]
+            orders[at[better]] = sord[better]
+            makespan[at[better]] = sms[better]
+        n, d = state.graph.num_nodes, state.cluster.num_devices
+        all_dev = np.zeros((d, n), dtype=np.int64)
+        all_ord = np.zeros((d, n), dtype=np.int64)
+        all_ms = np.full(d, np.inf)
+        all_dev[legal], all_ord[legal], all_ms[legal] = devices, orders, makespan
+        rows = self._rows(state.graph, state.cluster)
+        rows[self._key(state)] = (all_dev, all_ord, all_ms)
+        while len(rows) > _ROWS:
+            rows.popitem(last=False)
         return legal, makespan
+
+    @staticmethod
+    def _key(state: PlacementState) -> tuple[int, bytes, bytes]:
+        placed = np.asarray(state.order[: state.num_placed], dtype=np.int64)
+        return (state.selected, placed.tobytes(), state.device[placed].tobytes())
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
         """The legal devices of least simulated completion makespan (within ``rtol``)."""
@@ -209,7 +409,10 @@ class LookaheadTeacher(StepTeacher):
         state = PlacementState(graph, cluster)
         while not state.done:
             state.select(int(self.select_actions(state)[0]))
-            state.place(int(_least(self._scores(state))[0]))
+            device = int(_least(self._scores(state))[0])
+            if self.fortified:
+                self._child(state, device)
+            state.place(device)
         return state.to_placement()
 
     def _scores(self, state: PlacementState) -> np.ndarray:
@@ -217,8 +420,7 @@ class LookaheadTeacher(StepTeacher):
         answers = self._answers(state.graph, state.cluster) if self.cache_size > 0 else None
         key = None
         if answers is not None:
-            placed = np.asarray(state.order[: state.num_placed], dtype=np.int64)
-            key = (state.selected, placed.tobytes(), state.device[placed].tobytes())
+            key = self._key(state)
             hit = answers.get(key)
             if hit is not None:
                 answers.move_to_end(key)
@@ -233,4 +435,27 @@ class LookaheadTeacher(StepTeacher):
         return scores
 
     def __repr__(self) -> str:
-        return f"LookaheadTeacher(base={self.base!r}, rtol={self.rtol!r})"
+        extra = f", starts={self.starts!r}" if self.starts else ""
+        extra += ", moves=True" if self.moves else ""
+        return f"LookaheadTeacher(base={self.base!r}, rtol={self.rtol!r}{extra})"
+
+
+class FortifiedLookaheadTeacher(LookaheadTeacher):
+    """The fortified lookahead over ``heft_rule`` with the single-pass placers'
+    placements as starts (:data:`FORTIFY`): ``LookaheadTeacher(starts=FORTIFY)`` under
+    its own name, for the benchmark's ``--teachers`` (module docstring). Never slower
+    than ``heft_rule`` or any of their device maps in ``heft_rule``'s selection order
+    (noiseless, memory not checked); ``n * D`` + 7 simulator calls a placement."""
+
+    name: ClassVar[str] = "fortified_lookahead"
+
+    def __init__(
+        self,
+        base: str = "heft_rule",
+        rtol: float = 0.0,
+        cache_size: int = 200_000,
+        compiled: bool = True,
+        starts: Sequence[str] = FORTIFY,
+        moves: bool = False,
+    ) -> None:
+        super().__init__(base, rtol, cache_size, compiled, starts, moves)

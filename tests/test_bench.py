@@ -115,5 +115,12 @@ def test_the_default_teachers_are_every_placer_but_the_exact_and_phase_i_ones():
     from placegym.teachers import list_teachers
     from placegym.train.harness.bench import DEFAULT_TEACHERS
 
-    others = {"optimal", "device_anneal", "best_list", "heft_rule", "lookahead"}
+    others = {
+        "optimal",
+        "device_anneal",
+        "best_list",
+        "heft_rule",
+        "lookahead",
+        "fortified_lookahead",
+    }
     assert sorted(DEFAULT_TEACHERS) == sorted(set(list_teachers()) - others)

@@ -45,8 +45,8 @@ OPTIMAL_MAX_DEVICES = 4
 #: ``device_anneal`` (a plan teacher for behaviour cloning, 30,000 calls by default),
 #: ``best_list`` (a phase-I teacher: the fastest of placers the table has already) and
 #: ``heft_rule`` (a phase-I teacher: HEFT's devices in rank order, within a few percent of
-#: ``heft``) and ``lookahead`` (a phase-I teacher: ``n * D`` simulator calls a placement;
-#: name it with ``--teachers`` to run it).
+#: ``heft``) and ``lookahead`` and ``fortified_lookahead`` (phase-I teachers: ``n * D``
+#: simulator calls a placement; name them with ``--teachers`` to run them).
 DEFAULT_TEACHERS = (
     "critical_path",
     "heft",

@@ -1,0 +1,183 @@
+"""The fortified lookahead (LookaheadTeacher(starts=...)): an incumbent seeded by the
+starting placements keeps the rollout from ever ending slower than any of them, and a
+policy with PolicyConfig.rollout_starts reads its prices and SEL picks."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from dagger import imitate
+
+from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+from placegym.agents.rollout import graph_inputs, prices_with, rollout
+from placegym.agents.search import SearchConfig, check_budget, policy_search
+from placegym.envs import PlacementEnv, load_cluster, simulate
+from placegym.envs.ccr import scale_to_ccr
+from placegym.envs.placement import Placement
+from placegym.envs.state import PlacementState
+from placegym.envs.workloads import make_graph
+from placegym.teachers import get_teacher
+from placegym.teachers.lookahead import LookaheadTeacher
+
+STARTS = ("critical_path", "heft", "nest", "metis", "round_robin", "single_device")
+
+
+def makespan(g, c, placement) -> float:
+    return simulate(g, c, placement).makespan
+
+
+def in_rule_order(g, c, name: str) -> Placement:
+    """``name``'s device map in heft_rule's selection order (a fortified start)."""
+    order = get_teacher("heft_rule").place(g, c).order
+    return Placement(device=get_teacher(name).place(g, c).device, order=order)
+
+
+def comm_heavy():
+    """ffnn at CCR 10 on doppler-unit-4: NEST's layer stages beat the plain lookahead."""
+    c = load_cluster("doppler-unit-4")
+    return scale_to_ccr(make_graph("ffnn"), c, 10.0), c
+
+
+def test_fortified_lookahead_keeps_the_start_the_plain_one_misses():
+    g, c = comm_heavy()
+    starts = {t: makespan(g, c, get_teacher(t).place(g, c)) for t in STARTS}
+    plain = makespan(g, c, get_teacher("lookahead").place(g, c))
+    look = get_teacher("fortified_lookahead")
+    assert look.starts == STARTS and look.name == "fortified_lookahead"
+    fortified = makespan(g, c, look.place(g, c))
+    assert plain > 1.5 * min(starts.values())  # the rule's completions miss the stages
+    assert fortified <= min(starts.values())  # here NEST's stages in either order
+    assert fortified <= min(makespan(g, c, in_rule_order(g, c, t)) for t in STARTS)
+    assert look.calls <= g.num_nodes * c.num_devices + len(STARTS) + 1
+
+
+@pytest.mark.parametrize(
+    "make, cname, ccr",
+    [
+        (lambda: make_graph("random_dag", nodes=40, seed=1), "p100x4", None),
+        (lambda: make_graph("random_dag", nodes=40, seed=2), "v100x8", 4.0),
+        (lambda: make_graph("chainmm"), "doppler-unit-4", 10.0),
+        (lambda: make_graph("llama_block"), "p100x4", 1.0),
+    ],
+)
+def test_fortified_lookahead_is_never_slower_than_a_start_or_its_base(make, cname, ccr):
+    c = load_cluster(cname)
+    g = make() if ccr is None else scale_to_ccr(make(), c, ccr)
+    look = LookaheadTeacher(starts=("nest", "metis", "single_device"))
+    best = makespan(g, c, look.place(g, c))
+    assert best <= makespan(g, c, get_teacher("heft_rule").place(g, c))
+    assert best <= makespan(g, c, get_teacher("lookahead").place(g, c)) * 1.5  # sanity
+    for t in ("nest", "metis", "single_device"):
+        assert best <= makespan(g, c, in_rule_order(g, c, t)), t
+    # the least price never rises along the rollout, and its last one is the placement's
+    state, prices = PlacementState(g, c), []
+    while not state.done:
+        state.select(int(look.select_actions(state)[0]))
+        cost = look.place_costs(state)
+        prices.append(cost.min())
+        state.place(int(np.argmin(cost)))
+    assert all(b <= a for a, b in itertools.pairwise(prices))
+    assert prices[-1] == best
+
+
+@pytest.mark.parametrize("random_selection", [False, True])
+def test_the_incumbent_is_a_function_of_the_state(random_selection):
+    """Replayed by a fresh teacher from the empty state, a state's incumbent is the one
+    the walk reached; it extends the state's decisions; off the teacher's selections
+    too. Selecting as the teacher does, the next node is the incumbent's and its device
+    is priced at the incumbent's makespan."""
+    g, c = comm_heavy()
+    walked = LookaheadTeacher(starts=STARTS)
+    state, rng = PlacementState(g, c), np.random.default_rng(0)
+    for _ in range(9):  # random legal devices
+        pick = walked.select_actions(state)[0]
+        state.select(int(rng.choice(state.frontier()) if random_selection else pick))
+        walked.place_costs(state)
+        state.place(int(rng.choice(np.flatnonzero(state.place_mask()))))
+    inc = walked.incumbent(state)
+    fresh = LookaheadTeacher(starts=STARTS).incumbent(state)
+    np.testing.assert_array_equal(inc.device, fresh.device)
+    np.testing.assert_array_equal(inc.order, fresh.order)
+    assert inc.makespan == fresh.makespan
+    k = state.num_placed
+    assert inc.order[:k].tolist() == state.order[:k]
+    placed = np.asarray(state.order[:k])
+    np.testing.assert_array_equal(inc.device[placed], state.device[placed])
+    assert makespan(g, c, Placement(device=inc.device, order=inc.order)) == inc.makespan
+    if not random_selection:
+        v = int(walked.select_actions(state)[0])
+        assert v == inc.order[k]
+        state.select(v)
+        assert walked.place_costs(state)[inc.device[v]] == inc.makespan
+
+
+def test_starts_are_validated():
+    with pytest.raises(ValueError, match=r"starts: .* got 'nope'"):
+        LookaheadTeacher(starts=("nope",))
+    with pytest.raises(ValueError, match=r"starts: .* got 'lookahead'"):
+        LookaheadTeacher(starts=("lookahead",))
+    with pytest.raises(ValueError, match=r"starts: .* got 'fortified_lookahead'"):
+        LookaheadTeacher(starts=("nest", "fortified_lookahead"))
+    with pytest.raises(ValueError, match="rollout_starts: needs rollout"):
+        PolicyConfig(rollout_starts=("nest",))
+    with pytest.raises(ValueError, match=r"rollout_starts: .* got \['nest', 'nest'\]"):
+        PolicyConfig(rollout=True, rollout_starts=("nest", "nest"))
+    with pytest.raises(ValueError, match="not fortified"):
+        get_teacher("lookahead").incumbent(PlacementState(*comm_heavy()))
+
+
+def test_a_fortified_policy_reads_the_fortified_prices():
+    """Its rollout features are the fortified teacher's prices (one cache with the
+    teacher), and the teacher-driven episode keeps the incumbent."""
+    g, c = comm_heavy()
+    pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True, rollout_starts=STARTS))
+    teacher = LookaheadTeacher(starts=STARTS)
+    assert prices_with(teacher, pol) is teacher
+    assert prices_with(get_teacher("lookahead"), pol) is not None  # its own pricer instead
+    assert prices_with(teacher, DopplerPolicy(PolicyConfig(hidden=8, rollout=True))) is None
+    [rec] = rollout(
+        pol,
+        [PlacementEnv(g, c)],
+        [0],
+        rng=np.random.default_rng(0),
+        teacher=teacher,
+        teacher_prob=1.0,
+        record_teacher=True,
+    )
+    assert rec.makespan <= min(makespan(g, c, in_rule_order(g, c, t)) for t in STARTS)
+    state = PlacementState(g, c)
+    for k in range(g.num_nodes):
+        state.select(int(rec.sel_action[k]))
+        lead = teacher.place_costs(state) - teacher.place_costs(state).min()
+        legal = rec.plc_mask[k]
+        scale = graph_inputs(pol, PlacementEnv(g, c).reset(seed=0)[0], g, c).rollout_scale
+        np.testing.assert_allclose(
+            rec.plc_dev[k][legal, -2], np.minimum(lead[legal] / scale, 1e6).astype(np.float32)
+        )
+        state.place(int(rec.plc_action[k]))
+        if k == 5:
+            break
+
+
+def test_imitating_the_fortified_lookahead_reaches_its_placement(one_torch_thread):
+    torch.manual_seed(0)
+    g, c = comm_heavy()
+    teacher = LookaheadTeacher(starts=STARTS)
+    target = makespan(g, c, teacher.place(g, c))
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2, rollout=True, rollout_starts=STARTS))
+    imitate(policy, g, c, teacher, updates=30)
+    [rec] = rollout(policy, [PlacementEnv(g, c)], [3], rng=np.random.default_rng(3), greedy=True)
+    assert rec.makespan == target
+
+
+def test_search_budget_counts_the_fortified_starts():
+    g, c = make_graph("random_dag", nodes=12, seed=4), load_cluster("p100x4")
+    pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True, rollout_starts=("nest", "metis")))
+    need = g.num_nodes * c.num_devices + 3 + 1  # + heft_rule's and the two starts
+    with pytest.raises(ValueError, match=rf"expected a budget >= {need}, got {need - 1}"):
+        check_budget(pol, g, c, need - 1)
+    res = policy_search(pol, g, c, SearchConfig(budget=need + 50, starts=()), seed=0)
+    assert res.calls == need + 50
+    best = min(makespan(g, c, get_teacher(t).place(g, c)) for t in ("nest", "metis", "heft_rule"))
+    assert res.makespan <= best
