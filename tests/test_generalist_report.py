@@ -12,11 +12,18 @@ A, B = GEN[0], GEN[1]
 C = instances("comm-heavy-v0", "test")[0]
 
 
-def _base(cp: float, heft: float, anneal: float, lookahead: float = 0.9) -> dict:
+def _base(
+    cp: float, heft: float, anneal: float, lookahead: float = 0.9, nest: float = 2.0
+) -> dict:
     curve = {"100": [anneal] * 3, "1000": [anneal] * 3, "3000": [anneal] * 3}
     return {
         "critical_path": cp,
         "heft": heft,
+        "nest": nest,
+        "metis": 2.0,
+        "round_robin": 2.0,
+        "single_device": 3.0,
+        "fortified": min(lookahead, nest),
         "anneal": [anneal] * 3,
         "random_search": [1.0] * 3,
         "anneal_curve": curve,
@@ -40,14 +47,18 @@ def _row(name: str, seed: int, greedy: float, search: float) -> dict:
 
 
 def test_table_counts_wins_per_seed_and_checks_the_targets():
-    base = {A: _base(1.0, 0.9, 0.85), B: _base(1.0, 1.0, 0.9), C: _base(1.0, 0.95, 0.9)}
+    base = {A: _base(1.0, 0.9, 0.85, nest=0.87), B: _base(1.0, 1.0, 0.9), C: _base(1.0, 0.95, 0.9)}
     rows = [_row(A, s, g, 0.84) for s, g in enumerate((0.88, 0.90, 0.92))]  # wins: s0 only
     rows += [_row(B, s, 0.85, 0.95) for s in range(3)]  # wins; search above anneal
     rows += [_row(C, s, 0.90, 0.90) for s in range(3)]
     text = generalist_table(rows, base)
     assert "### generalize-v0 test (2 instances, training seeds 0, 1, 2)" in text
     assert f"| {A.split('/', 1)[1]} | 0.900 ± 0.016 | 1 of 3 | 0.840 ± 0.000 | 0.850 |" in text
-    assert "| 0.900 | 0.800 | 0.500 | 1,024 |" in text  # best list, best known, bound, calls
+    # lookahead, fortified, best list, best single pass, best known, bound, calls
+    assert "| 0.900 | 0.870 | 0.900 | 0.870 | 0.800 | 0.500 | 1,024 |" in text
+    # nest (0.87) beats A's greedy on every seed; B's greedy is the best single pass
+    assert "greedy at most the best single-pass placer (min of critical_path, heft, nest" in text
+    assert "round_robin, single_device) on 1.0 ± 0.0 of 2;" in text
     # per seed: 2, 1, 1 of 2 instances beat both
     assert "faster than both critical_path and heft on 1.3 ± 0.5 of 2 (67%" in text
     assert "target 80%: not met); per seed 2, 1, 1" in text

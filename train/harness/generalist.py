@@ -14,10 +14,13 @@ the best after the whole budget; the calls the greedy pass spent (its rollout pr
 :func:`baselines` computes, per instance, what :func:`placegym.train.harness.per_graph.
 baselines` does (the single-pass placers, ``anneal`` and ``random_search`` at the same
 budget for seeds 0, 1, 2, the lower bound and the best known) plus the ``lookahead``
-teacher the agent imitates. :func:`generalist_table` prints, per split, every instance
+teacher, plain and fortified with the single-pass placers' placements (the teacher the
+agent imitates). :func:`generalist_table` prints, per split, every instance
 with the mean ± std over seeds and the targets: greedy faster than both critical_path and
 heft (the *best list*) on >= 80% of the instances and <= 0.85 of the best list in
-geometric mean; beside them agent + search against anneal at equal budget.
+geometric mean; beside them the greedy pass against the best single-pass placer (every
+one of critical_path, heft, nest, metis, round_robin, single_device) and agent + search
+against anneal at equal budget.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 from placegym.envs import simulate
 from placegym.envs.suites import get_suite
 from placegym.train.harness.per_graph import (
+    SINGLE_PASS,
     _anytime_lines,
     _geomean,
     _known,
@@ -102,8 +106,10 @@ def run_seed(
 
 def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2)) -> dict:
     """:func:`placegym.train.harness.per_graph.baselines` of instance ``name`` plus the
-    ``lookahead`` teacher's ratio to critical_path."""
+    ``lookahead`` teacher's ratio to critical_path, plain and fortified with the
+    single-pass placers (``fortified``)."""
     from placegym.teachers import get_teacher
+    from placegym.teachers.lookahead import LookaheadTeacher
 
     row = per_graph_baselines(name, budget, seeds)
     suite, _, instance = name.partition("/")
@@ -111,6 +117,8 @@ def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2))
     g, c = inst.graph, inst.cluster
     cp = simulate(g, c, get_teacher("critical_path").place(g, c)).makespan
     row["lookahead"] = simulate(g, c, get_teacher("lookahead").place(g, c)).makespan / cp
+    fortified = LookaheadTeacher(starts=SINGLE_PASS).place(g, c)
+    row["fortified"] = simulate(g, c, fortified).makespan / cp
     return row
 
 
@@ -120,6 +128,10 @@ def _count(xs: Sequence[int]) -> str:
 
 def _beats_both(ratio: float, b: dict[str, Any]) -> bool:
     return ratio < min(b["critical_path"], b["heft"]) * (1 - 1e-9)
+
+
+def _best_single(b: dict[str, Any]) -> float:
+    return min(b[h] for h in SINGLE_PASS)
 
 
 def generalist_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> str:
@@ -139,9 +151,9 @@ def generalist_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> s
             f"{', '.join(map(str, seeds))})",
             "",
             "| instance | agent greedy | beats both (seeds) | agent+search@3000 | "
-            "anneal@3000 | random@3000 | lookahead | best list | best known | lower bound | "
-            "greedy calls |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "anneal@3000 | random@3000 | lookahead | fortified lookahead | best list | "
+            "best single pass | best known | lower bound | greedy calls |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for n in names:
             b = base[n]
@@ -152,7 +164,8 @@ def generalist_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> s
                 f"{sum(_beats_both(x, b) for x in greedy)} of {len(mine)} | "
                 f"{_ms([r['search'] for r in mine])} | {np.mean(b['anneal']):.3f} | "
                 f"{np.mean(b['random_search']):.3f} | {b['lookahead']:.3f} | "
-                f"{min(b['critical_path'], b['heft']):.3f} | {_known(b)} | "
+                f"{_fortified(b)} | {min(b['critical_path'], b['heft']):.3f} | "
+                f"{_best_single(b):.3f} | {_known(b)} | "
                 f"{b['lower_bound']:.3f} | {mine[0]['greedy_calls']:,} |"
             )
         split_rows = [r for r in rows if r["instance"] in names]
@@ -162,11 +175,16 @@ def generalist_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> s
     return "\n".join(out).rstrip()
 
 
+def _fortified(b: dict[str, Any]) -> str:
+    return "n/a" if b.get("fortified") is None else f"{b['fortified']:.3f}"
+
+
 def _summary(names, seeds, by, base) -> list[str]:
     """Per seed, then mean ± std over seeds: beats-both count and geometric means."""
     best_list = {n: min(base[n]["critical_path"], base[n]["heft"]) for n in names}
     anneal = {n: float(np.mean(base[n]["anneal"])) for n in names}
     wins, vs_list, vs_cp, search_vs_anneal, search_le, search_list = [], [], [], [], [], []
+    single_le, vs_single = [], []
     for s in seeds:
         got = [n for n in names if (n, s) in by]
         if len(got) < len(names):
@@ -176,6 +194,8 @@ def _summary(names, seeds, by, base) -> list[str]:
         wins.append(sum(_beats_both(greedy[n], base[n]) for n in names))
         vs_list.append(_geomean([greedy[n] / best_list[n] for n in names]))
         vs_cp.append(_geomean([greedy[n] for n in names]))
+        single_le.append(sum(greedy[n] <= _best_single(base[n]) * (1 + 1e-9) for n in names))
+        vs_single.append(_geomean([greedy[n] / _best_single(base[n]) for n in names]))
         search_vs_anneal.append(_geomean([search[n] / anneal[n] for n in names]))
         search_le.append(sum(search[n] <= anneal[n] * (1 + 1e-9) for n in names))
         search_list.append(_geomean([search[n] / best_list[n] for n in names]))
@@ -186,14 +206,22 @@ def _summary(names, seeds, by, base) -> list[str]:
     look_wins = sum(_beats_both(base[n]["lookahead"], base[n]) for n in names)
     anneal_list = _geomean([anneal[n] / best_list[n] for n in names])
     share = np.mean(wins) / k
+    teachers = (
+        f"- lookahead teacher: faster than both on {look_wins} of {k}, {look:.3f} of the best list"
+    )
+    if all(base[n].get("fortified") is not None for n in names):
+        fort = _geomean([base[n]["fortified"] / best_list[n] for n in names])
+        fort_wins = sum(_beats_both(base[n]["fortified"], base[n]) for n in names)
+        teachers += f"; fortified: faster than both on {fort_wins} of {k}, {fort:.3f}"
     return [
         f"- zero-shot greedy faster than both critical_path and heft on "
         f"{_count(wins)} of {k} ({share:.0%}; target 80%: "
         f"{'met' if share >= 0.8 else 'not met'}); per seed {', '.join(map(str, wins))}",
         f"- greedy / best list, geometric mean: {_ms(vs_list)} (target 0.85: "
         f"{'met' if np.mean(vs_list) <= 0.85 else 'not met'}); / critical_path {_ms(vs_cp)}",
-        f"- lookahead teacher: faster than both on {look_wins} of {k}, {look:.3f} of the best "
-        f"list; anneal@3000 {anneal_list:.3f} of the best list",
+        f"- greedy at most the best single-pass placer (min of {', '.join(SINGLE_PASS)}) on "
+        f"{_count(single_le)} of {k}; / that placer, geometric mean: {_ms(vs_single)}",
+        f"{teachers}; anneal@3000 {anneal_list:.3f} of the best list",
         f"- agent+search@3000 / anneal@3000, geometric mean: {_ms(search_vs_anneal)}; "
         f"<= anneal on {_count(search_le)} of {k} instances; {_ms(search_list)} of the best "
         f"list",
