@@ -25,8 +25,9 @@ the incumbent's own completion (the incumbent itself on its device; with ``moves
 every device: the incumbent with the node moved there, the rest kept); the completion
 the chosen device is priced by becomes the incumbent. The incumbent's own device is
 priced at the incumbent's makespan, so the least price never rises and the placement is
-never slower than any starting placement (in the simulator's noiseless makespan, memory
-not checked; a start that the memory mask forbids can lose it). Where the rule misses a
+never slower than any starting placement (in the simulator's noiseless makespan; the
+first incumbent is the fastest start that fits in memory if one does, and a start whose
+devices the memory mask forbids on the way can be lost). Where the rule misses a
 communication-bound structure (all on one device, NEST's stages), the fortified
 lookahead keeps it and improves on it.
 
@@ -265,7 +266,8 @@ class LookaheadTeacher(StepTeacher):
 
     def _start(self, graph: Graph, cluster: Cluster) -> Incumbent:
         """The fastest of the base rule's placement and the starts' device maps in its
-        selection order (the empty state's incumbent)."""
+        selection order (the empty state's incumbent); one that fits in memory if any
+        does."""
         from placegym.teachers import get_teacher
 
         plans = [self.rule.place(graph, cluster)]
@@ -275,11 +277,13 @@ class LookaheadTeacher(StepTeacher):
         # SEL follows: the incumbent is then a completion of every state on the way
         orders = np.tile(np.asarray(plans[0].order, dtype=np.int64), (len(plans), 1))
         self.calls += len(plans)
-        result = simulate_batch(graph, cluster, devices, orders, memory=False, threads=1)
+        result = simulate_batch(graph, cluster, devices, orders, memory=True, threads=1)
         makespan = np.asarray(result.makespan, dtype=np.float64)
         if self.observer is not None:
             self.observer(devices, orders, makespan)
-        i = int(np.argmin(makespan))
+        # a start that exceeds a device's memory loses to any that fits (the memory mask
+        # would stop the rollout from following it)
+        i = int(np.lexsort((makespan, np.asarray(result.oom, dtype=bool)))[0])
         return Incumbent(devices[i], orders[i], float(makespan[i]))
 
     def _keep(self, incs: OrderedDict, state: PlacementState, inc: Incumbent) -> None:

@@ -1,6 +1,6 @@
 """The fortified lookahead (LookaheadTeacher(starts=...)): an incumbent seeded by the
 starting placements keeps the rollout from ever ending slower than any of them, and a
-policy with PolicyConfig.rollout_starts reads its prices and SEL picks."""
+policy with PolicyConfig.rollout_starts reads its prices."""
 
 import itertools
 
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from dagger import imitate
+from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.rollout import graph_inputs, prices_with, rollout
@@ -110,6 +111,27 @@ def test_the_incumbent_is_a_function_of_the_state(random_selection):
         assert v == inc.order[k]
         state.select(v)
         assert walked.place_costs(state)[inc.device[v]] == inc.makespan
+
+
+def test_a_start_that_exceeds_memory_does_not_seed_the_incumbent(monkeypatch):
+    """a, b -> c, 1-byte outputs over a 0.1 B/s link, 4-byte params on a and b; devices
+    hold 7 bytes. All on one device takes 3 but does not fit; round_robin's split fits
+    and takes 12."""
+    from placegym.teachers.simple import SingleDeviceTeacher
+
+    g = graph([1, 1, 1], [[0, 2], [1, 2]], out_bytes=[1, 1, 0], param_bytes=[4, 4, 0])
+    c = unit_cluster(2, memory=7.0, bandwidth=0.1)
+    # a start placer that ignores memory: everything on device 0
+    monkeypatch.setattr(
+        SingleDeviceTeacher, "place", lambda self, g, c: Placement(np.zeros(3, int), np.arange(3))
+    )
+    one, split = (in_rule_order(g, c, t) for t in ("single_device", "round_robin"))
+    assert simulate(g, c, one).oom and makespan(g, c, one) == 3.0
+    assert not simulate(g, c, split).oom and makespan(g, c, split) == 12.0
+    look = LookaheadTeacher(starts=("single_device", "round_robin"))
+    assert look.incumbent(PlacementState(g, c)).makespan == 12.0
+    placed = simulate(g, c, look.place(g, c))
+    assert not placed.oom and placed.makespan <= 12.0
 
 
 def test_starts_are_validated():
