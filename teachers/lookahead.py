@@ -161,8 +161,8 @@ class LookaheadTeacher(StepTeacher):
 
     Raises:
         ValueError: ``base`` is not a registered :class:`~placegym.teachers.base.StepTeacher`
-            or is ``lookahead`` itself; a start is not a registered teacher or is
-            ``lookahead``.
+            or is ``lookahead`` itself; a start is not a registered teacher or is a
+            lookahead.
     """
 
     name: ClassVar[str] = "lookahead"
@@ -231,24 +231,24 @@ class LookaheadTeacher(StepTeacher):
         if not self.fortified:
             raise ValueError("incumbent: this lookahead is not fortified (no starts, no moves)")
         k = state.num_placed
+        if k == 0:
+            return self._first(state.graph, state.cluster)
         placed = np.asarray(state.order[:k], dtype=np.int64)
         devices = state.device[placed]
         incs = self._incumbents(state.graph, state.cluster)
-        if k == 0:
-            return self._first(state.graph, state.cluster)
         key = (placed.tobytes(), devices.tobytes())
         hit = incs.get(key)
         if hit is not None:
             incs.move_to_end(key)
             return hit
-        if k > 0:  # the parent state's completion for the device taken, if still kept
-            parent = (int(placed[-1]), placed[:-1].tobytes(), devices[:-1].tobytes())
-            row = self._rows(state.graph, state.cluster).get(parent)
-            if row is not None:
-                d = int(devices[-1])
-                inc = Incumbent(row[0][d], row[1][d], float(row[2][d]))
-                self._keep(incs, state, inc)
-                return inc
+        # the parent state's completion for the device taken, if still kept
+        parent = (int(placed[-1]), placed[:-1].tobytes(), devices[:-1].tobytes())
+        row = self._rows(state.graph, state.cluster).get(parent)
+        if row is not None:
+            d = int(devices[-1])
+            inc = Incumbent(row[0][d], row[1][d], float(row[2][d]))
+            self._keep(incs, state, inc)
+            return inc
         # else the nearest ancestor kept (the empty state's always is), then forward, each
         # step pricing its state
         j = k - 1
@@ -413,10 +413,7 @@ class LookaheadTeacher(StepTeacher):
         state = PlacementState(graph, cluster)
         while not state.done:
             state.select(int(self.select_actions(state)[0]))
-            device = int(_least(self._scores(state))[0])
-            if self.fortified:
-                self._child(state, device)
-            state.place(device)
+            state.place(int(_least(self._scores(state))[0]))
         return state.to_placement()
 
     def _scores(self, state: PlacementState) -> np.ndarray:
@@ -449,7 +446,7 @@ class FortifiedLookaheadTeacher(LookaheadTeacher):
     placements as starts (:data:`FORTIFY`): ``LookaheadTeacher(starts=FORTIFY)`` under
     its own name, for the benchmark's ``--teachers`` (module docstring). Never slower
     than ``heft_rule`` or any of their device maps in ``heft_rule``'s selection order
-    (noiseless, memory not checked); ``n * D`` + 7 simulator calls a placement."""
+    (noiseless; module docstring on memory); ``n * D`` + 7 simulator calls a placement."""
 
     name: ClassVar[str] = "fortified_lookahead"
 

@@ -109,7 +109,6 @@ def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2))
     ``lookahead`` teacher's ratio to critical_path, plain and fortified with the
     single-pass placers (``fortified``)."""
     from placegym.teachers import get_teacher
-    from placegym.teachers.lookahead import LookaheadTeacher
 
     row = per_graph_baselines(name, budget, seeds)
     suite, _, instance = name.partition("/")
@@ -117,7 +116,7 @@ def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2))
     g, c = inst.graph, inst.cluster
     cp = simulate(g, c, get_teacher("critical_path").place(g, c)).makespan
     row["lookahead"] = simulate(g, c, get_teacher("lookahead").place(g, c)).makespan / cp
-    fortified = LookaheadTeacher(starts=SINGLE_PASS).place(g, c)
+    fortified = get_teacher("fortified_lookahead").place(g, c)
     row["fortified"] = simulate(g, c, fortified).makespan / cp
     return row
 
