@@ -3,6 +3,8 @@ base-rule completions next to the same completions through ``PlacementState``, i
 same run (the placements are equal: tests/test_rule_kernel.py).
 
 Target: compiled >= 10x faster on a 120-node random DAG on v100x8 (960 completions).
+The fortified lookahead (its six starting placers, the incumbent's bookkeeping) is timed
+beside the plain one; target: at most 3x its time.
 """
 
 import pytest
@@ -10,6 +12,7 @@ from benchmarks.timing import cpu_per_call, load_note
 
 from placegym.envs import get_preset
 from placegym.envs.workloads import make_graph
+from placegym.teachers import get_teacher
 from placegym.teachers.lookahead import LookaheadTeacher
 
 pytestmark = pytest.mark.benchmark
@@ -30,3 +33,15 @@ def test_lookahead_compiled_completions_vs_python():
         ratios.append(slow / fast)
         print(f"| {base} | {fast:.3f} | {slow:.2f} | {slow / fast:.0f}x |")
     assert min(ratios) >= 10, f"compiled completions only {min(ratios):.1f}x faster"
+
+
+def test_fortified_lookahead_overhead():
+    g, c = make_graph("random_dag", nodes=120, seed=0), get_preset("v100x8")
+    plain = cpu_per_call(lambda: LookaheadTeacher(cache_size=0).place(g, c), 3, 3)
+    fort = cpu_per_call(lambda: get_teacher("fortified_lookahead").place(g, c), 3, 3)
+    print(f"\n\nfortified lookahead, {g.num_nodes} nodes on {c.name} ({load_note()})")
+    print("| teacher | s | ratio |")
+    print("|---|---|---|")
+    print(f"| lookahead | {plain:.3f} | 1.00 |")
+    print(f"| fortified_lookahead | {fort:.3f} | {fort / plain:.2f} |")
+    assert fort <= 3 * plain, f"fortified lookahead {fort / plain:.1f}x the plain one"
