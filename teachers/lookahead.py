@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -292,9 +292,9 @@ class LookaheadTeacher(StepTeacher):
         while len(incs) > _INCUMBENTS:
             incs.popitem(last=False)
 
-    def _child(self, state: PlacementState, device: int) -> Incumbent:
-        """Keep (and return) the incumbent after ``state``'s selected node goes to
-        ``device``: the completion that priced that device."""
+    def _child(self, state: PlacementState, device: int) -> None:
+        """Keep the incumbent after ``state``'s selected node goes to ``device``: the
+        completion that priced that device."""
         rows = self._rows(state.graph, state.cluster)
         key = self._key(state)
         hit = rows.get(key)
@@ -309,7 +309,6 @@ class LookaheadTeacher(StepTeacher):
         after = state.copy()
         after.place(device)
         self._keep(self._incumbents(state.graph, state.cluster), after, child)
-        return child
 
     def completion_makespans(self, state: PlacementState) -> tuple[np.ndarray, np.ndarray]:
         """``(legal, makespan)``: the legal devices of ``state.selected`` and the simulated
@@ -358,6 +357,8 @@ class LookaheadTeacher(StepTeacher):
         k, v = state.num_placed, state.selected
         rest = inc.order[k:]
         follows = len(rest) > 0 and rest[0] == v  # the incumbent is a completion here
+        # moves: the incumbent with the node on each legal device; else the incumbent
+        # itself, where it is a completion of this state
         suffix = legal if self.moves else legal[legal == inc.device[v]] if follows else legal[:0]
         if len(suffix):
             order = np.concatenate([inc.order[:k], [v], rest[rest != v]])
@@ -450,13 +451,5 @@ class FortifiedLookaheadTeacher(LookaheadTeacher):
 
     name: ClassVar[str] = "fortified_lookahead"
 
-    def __init__(
-        self,
-        base: str = "heft_rule",
-        rtol: float = 0.0,
-        cache_size: int = 200_000,
-        compiled: bool = True,
-        starts: Sequence[str] = FORTIFY,
-        moves: bool = False,
-    ) -> None:
-        super().__init__(base, rtol, cache_size, compiled, starts, moves)
+    def __init__(self, *args: Any, starts: Sequence[str] = FORTIFY, **kwargs: Any) -> None:
+        super().__init__(*args, starts=starts, **kwargs)
