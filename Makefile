@@ -50,9 +50,9 @@ GPU_PYTHON ?= python3
 WHEELHOUSE ?= wheelhouse
 GPU_CHECK_ARGS ?=
 gpu-check:
-	$(GPU_PYTHON) -c 'import placegym.train.gpu_check' 2>/dev/null || \
+	$(GPU_PYTHON) -c 'import placegym.train.machine.gpu_check' 2>/dev/null || \
 		$(GPU_PYTHON) -m pip install --no-index --find-links $(WHEELHOUSE) --no-deps -e .
-	$(GPU_PYTHON) -m placegym.train.gpu_check --wheelhouse $(WHEELHOUSE) --out runs/gpu-check \
+	$(GPU_PYTHON) -m placegym.train.machine.gpu_check --wheelhouse $(WHEELHOUSE) --out runs/gpu-check \
 		$(GPU_CHECK_ARGS)
 
 # Wheels of everything placegym needs besides torch, for a GPU machine without network:
@@ -65,7 +65,7 @@ WHEEL_PLATFORMS ?= manylinux_2_28 manylinux_2_27 manylinux_2_26 manylinux_2_24 m
 	manylinux2014 manylinux_2_12 manylinux2010 manylinux_2_5 manylinux1
 wheelhouse: $(STAMP)
 	mkdir -p $(WHEELHOUSE)
-	$(PY) -m placegym.train.wheelhouse $(WHEEL_PYTHON) > $(WHEELHOUSE)/requirements.txt
+	$(PY) -m placegym.train.machine.wheelhouse $(WHEEL_PYTHON) > $(WHEELHOUSE)/requirements.txt
 	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --dest $(WHEELHOUSE) \
 		$(foreach p,$(WHEEL_PLATFORMS),--platform $(p)_$(WHEEL_ARCH)) \
 		--python-version $(WHEEL_PYTHON) -r $(WHEELHOUSE)/requirements.txt

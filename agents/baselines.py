@@ -10,7 +10,7 @@ the DOPPLER policy.
 - :class:`PlacetoPolicy` (Addanki et al., 2019): the node embeddings are *recomputed at
   every step* from the current partial placement: node features are the static ones
   plus the one-hot device of every placed node and flags "placed" and "current"; a
-  GNN (:class:`~placegym.agents.encoder.GraphEncoder`) runs on that graph and the current
+  GNN (:class:`~placegym.agents.nn.encoder.GraphEncoder`) runs on that graph and the current
   node's embedding, its critical-path embeddings and the graph mean give the device
   logits. Scoring S steps runs the GNN on S copies of the graph, as expensive as in the
   paper.
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from placegym.agents.encoder import GraphEncoder, GraphInputs
+from placegym.agents.nn.encoder import GraphEncoder, GraphInputs
 from placegym.envs.observation import NODE_STATIC
 
 __all__ = [

@@ -42,7 +42,7 @@ from placegym.agents._kernels import (
     readiness_kernel,
     sibling_kernel,
 )
-from placegym.agents.encoder import POSITION_FEATURES, GraphEncoder, GraphInputs
+from placegym.agents.nn.encoder import POSITION_FEATURES, GraphEncoder, GraphInputs
 from placegym.agents.hints import HINT_FEATURES, hint_share
 from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC
 from placegym.teachers.base import TIE_RTOL
@@ -100,7 +100,7 @@ class PolicyConfig:
         hints: teachers whose placements PLC sees as hints (e.g. ``("nest", "metis")``;
             :mod:`placegym.agents.hints`), computed once per graph and cluster.
         positions: the encoders also read each node's depth and position within its
-            depth level (:func:`~placegym.agents.encoder.node_positions`).
+            depth level (:func:`~placegym.agents.nn.encoder.node_positions`).
         affinity: PLC also sees, per device, the largest and the mean learned affinity
             (a scaled dot product of query and key projections of the PLC embeddings)
             between the node and the nodes already there (:func:`device_affinity`): a

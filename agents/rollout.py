@@ -46,7 +46,7 @@ import torch
 from torch import Tensor
 
 from placegym.agents.doppler import RULE_RTOL, DopplerPolicy, Encoding, cluster_links
-from placegym.agents.encoder import GraphInputs
+from placegym.agents.nn.encoder import GraphInputs
 from placegym.agents.hints import hint_groups, hint_placements, hint_quality
 from placegym.envs.analysis import b_level
 from placegym.envs.cache import IdentityCache

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.encoder import GraphEncoder, GraphInputs
+from placegym.agents.nn.encoder import GraphEncoder, GraphInputs
 from placegym.agents.nn import CriticalPathPool, DAGConv, critical_path_pointers
 from placegym.agents.rollout import rollout, score, segment_log_softmax
 from placegym.envs import PlacementEnv
@@ -174,7 +174,7 @@ def test_policy_with_hints_runs_and_rejects_search_teachers():
 
 
 def test_node_positions_by_hand():
-    from placegym.agents.encoder import node_positions
+    from placegym.agents.nn.encoder import node_positions
 
     # depths: 0, 0, 1, 2, 0 (node 3 is reached by 0 -> 2 -> 3)
     edges = np.array([[0, 2], [1, 2], [2, 3], [0, 3], [4, 3]])

@@ -1,6 +1,6 @@
 """The real backend on a CUDA GPU (marked ``gpu``; skipped without one).
 
-``make gpu-check`` runs these after :mod:`placegym.train.gpu_check`. Targets (issue
+``make gpu-check`` runs these after :mod:`placegym.train.machine.gpu_check`. Targets (issue
 figures): per-node median prediction error <= 10% on ``cuda:0`` at GPU size with
 profiled costs; Spearman >= 0.9 on ``cuda:0,cpu#2``.
 """

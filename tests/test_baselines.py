@@ -6,7 +6,7 @@ import torch
 from simcases import graph, unit_cluster
 
 from placegym.agents.baselines import BaselineConfig, GdpPolicy, PlacetoPolicy, make_baseline
-from placegym.agents.encoder import GraphInputs
+from placegym.agents.nn.encoder import GraphInputs
 from placegym.agents.rollout import rollout, score
 from placegym.envs import PlacementEnv
 from placegym.teachers import get_teacher

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from placegym.train.cli import main
-from placegym.train.harness.generalist import generalist_table, instances
+from placegym.train.experiments.generalist import generalist_table, instances
 
 GEN = instances("generalize-v0", "test")
 A, B = GEN[0], GEN[1]
@@ -94,7 +94,7 @@ def test_report_cli_reads_saved_rows_and_cached_baselines(tmp_path, capsys, flag
 def test_run_seed_trains_once_then_searches_every_test_instance(tmp_path):
     """A tiny training run, then greedy and search rows for each of the 28 test instances;
     a second call loads the finished run instead of training again."""
-    from placegym.train.harness.generalist import run_seed
+    from placegym.train.experiments.generalist import run_seed
 
     tiny = [
         "data.graphs=[generalize-v0/random_dag-64-s0@p100x4]",

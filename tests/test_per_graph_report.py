@@ -5,7 +5,7 @@ import json
 import pytest
 
 from placegym.train.cli import main
-from placegym.train.harness.per_graph import INSTANCES, per_graph_table
+from placegym.train.experiments.per_graph import INSTANCES, per_graph_table
 
 A, B = INSTANCES[0], INSTANCES[5]
 
@@ -75,7 +75,7 @@ def test_report_cli_reads_saved_rows_and_cached_baselines(tmp_path, capsys):
 
 
 def test_collect_rows_appends_each_batch_and_resumes(tmp_path):
-    from placegym.train.harness.per_graph import collect_rows
+    from placegym.train.experiments.per_graph import collect_rows
 
     def missing(rows):
         done = {r["k"] for r in rows}

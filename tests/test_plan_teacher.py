@@ -181,7 +181,7 @@ def test_self_imitation_and_keep_best_in_a_training_run(tmp_path):
 
 @pytest.mark.slow
 def test_agent_report_quick(tmp_path):
-    from placegym.train.harness.report import Budget, report
+    from placegym.train.experiments.report import Budget, report
 
     text = report(tmp_path, ("main", "ablation"), Budget.quick())
     assert "geomean" in text and "SEL-only" in text

@@ -8,7 +8,7 @@ import torch
 
 import placegym.agents.doppler as doppler
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig, placed_sums, sibling_share
-from placegym.agents.encoder import GraphInputs
+from placegym.agents.nn.encoder import GraphInputs
 from placegym.agents.rollout import rollout, score
 from placegym.envs import PlacementEnv
 

@@ -10,8 +10,8 @@ from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks
 
 import placegym.envs  # noqa: F401
-from placegym.agents.bc import collect_demonstrations, greedy_makespans, pretrain
-from placegym.agents.encoder import GraphInputs
+from placegym.agents.sb3.bc import collect_demonstrations, greedy_makespans, pretrain
+from placegym.agents.nn.encoder import GraphInputs
 from placegym.agents.sb3 import (
     NEG_LOGIT,
     GnnMaskablePolicy,

@@ -125,7 +125,7 @@ def test_nest_shaped_reward_to_go_sums_to_the_relative_return():
 
 def test_sel_context_reads_producer_finish_times():
     from placegym.agents.doppler import sel_context
-    from placegym.agents.encoder import GraphInputs
+    from placegym.agents.nn.encoder import GraphInputs
 
     # 0 -> 2, 1 -> 2, 1 -> 3; edge comm times 0.1, 0.2, 0.3
     g = GraphInputs(

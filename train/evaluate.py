@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from placegym.agents.doppler import DopplerPolicy
-from placegym.agents.encoder import GraphInputs
+from placegym.agents.nn.encoder import GraphInputs
 from placegym.agents.rollout import EpisodeRecord, rollout
 from placegym.agents.search import best_of_samples, decodes_like_rollout, sample_placements
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate

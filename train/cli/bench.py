@@ -90,7 +90,7 @@ def agent_placers(paths: list[str], k: int, search: int = 0) -> dict:
     out: dict = {}
     if not paths:
         return out  # no torch import: a teachers-only bench starts in a few seconds
-    from placegym.agents.sb3_placer import Sb3Placer
+    from placegym.agents.sb3.placer import Sb3Placer
     from placegym.train.evaluate import load_agent, load_search_agent
 
     for path in paths:

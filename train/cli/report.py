@@ -8,7 +8,7 @@
     placegym report --parts generalist --generalist-results docs/results/generalist.jsonl
 
 Runs that finished under ``--out`` are loaded, killed ones resume
-(:mod:`placegym.train.harness.report`). The presets ship with the package, so the command
+(:mod:`placegym.train.experiments.report`). The presets ship with the package, so the command
 works from an installed placegym as well as from a source checkout.
 """
 
@@ -55,7 +55,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     import torch
 
     from placegym.envs import load_cluster
-    from placegym.train.harness.report import CLUSTERS, PARTS, Budget, report
+    from placegym.train.experiments.report import CLUSTERS, PARTS, Budget, report
 
     parts = _csv(args.parts) if args.parts else list(PARTS)
     clusters = _csv(args.clusters) if args.clusters else list(CLUSTERS)
@@ -63,13 +63,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         load_cluster(name)  # a bad name fails before any training
     torch.set_num_threads(1)
     if "per_graph" in parts:
-        from placegym.train.harness.per_graph import per_graph_report
+        from placegym.train.experiments.per_graph import per_graph_report
 
         parts.remove("per_graph")
         results = Path(args.results) if args.results else None
         print(per_graph_report(Path(args.out), results=results) + "\n", flush=True)
     if "generalist" in parts:
-        from placegym.train.harness.generalist import generalist_report
+        from placegym.train.experiments.generalist import generalist_report
 
         parts.remove("generalist")
         results = Path(args.generalist_results) if args.generalist_results else None

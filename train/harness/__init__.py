@@ -1,16 +1,18 @@
-"""The benchmark and report harness: placers compared on workloads, agents reported.
+"""The benchmark harness: what a user of the placement benchmark calls.
 
 - :mod:`~placegym.train.harness.bench`: placers (teachers, trained agents) × workloads ×
   clusters × seeds, simulated and tabulated (``placegym bench``);
-- :mod:`~placegym.train.harness.report`: the learned-agent report, which trains the
-  presets (or loads finished runs) and prints the README's agent tables
-  (``placegym report``);
 - :mod:`~placegym.train.harness.suite_bench`: placers over a benchmark suite's split, with
   gaps to the certified bound and the best known (``placegym bench --suite``);
 - :mod:`~placegym.train.harness.replay`: re-simulates every row of a results file
   (``placegym bench --replay``);
 - :mod:`~placegym.train.harness.anytime`: best makespan vs simulator calls of search
   placers, the search-placer API (``placegym anytime``);
+- :mod:`~placegym.train.harness.ray_bench`: the grid's cells as Ray tasks
+  (``placegym bench --ray``);
 - :mod:`~placegym.train.harness.suite_reference`: computes a suite's lower bounds and
   best-known placements (``placegym suites reference``).
+
+This project's own report drivers, which use the harness, live in
+:mod:`placegym.train.experiments`; the harness never imports them.
 """

@@ -8,7 +8,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from placegym.agents.nn import CriticalPathPool, DAGConv, critical_path_pointers
+from placegym.agents.nn.critical_path import CriticalPathPool, critical_path_pointers
+from placegym.agents.nn.dag_conv import DAGConv
 from placegym.envs.observation import EDGE_FEATURES, NODE_STATIC
 
 # node_static columns (see placegym.envs.observation)

@@ -145,7 +145,7 @@ def install_missing(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m placegym.train.wheelhouse [PYTHON_VERSION]``: print the requirements."""
+    """``python -m placegym.train.machine.wheelhouse [PYTHON_VERSION]``: print the requirements."""
     args = sys.argv[1:] if argv is None else argv
     print("\n".join(requirements(args[0] if args else None)))
     return 0

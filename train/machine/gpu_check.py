@@ -1,8 +1,8 @@
-"""``python -m placegym.train.gpu_check``: the real backend on a CUDA machine, one command.
+"""``python -m placegym.train.machine.gpu_check``: the real backend on a CUDA machine, one command.
 
 Runs with the interpreter that runs it and that interpreter's torch (a CUDA build already
 on the machine); distributions placegym needs that are missing are installed from a
-wheelhouse first (:mod:`placegym.train.wheelhouse`; ``make wheelhouse`` makes one on a
+wheelhouse first (:mod:`placegym.train.machine.wheelhouse`; ``make wheelhouse`` makes one on a
 networked machine); it runs from a checkout (``configs/``, ``tests/``), installed
 editable. Never part of ``make test``'s requirements. Steps, about 5 minutes on one H200:
 
@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from placegym.train.wheelhouse import install_missing, runtime_requirements
+from placegym.train.machine.wheelhouse import install_missing, runtime_requirements
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_ERROR_TARGET = 0.10
@@ -287,7 +287,7 @@ def _environment() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Install what is missing, run every step, write the report; 0 if all passed."""
-    p = argparse.ArgumentParser(prog="python -m placegym.train.gpu_check", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m placegym.train.machine.gpu_check", description=__doc__)
     p.add_argument("--out", default="runs/gpu-check", help="folder of the report")
     p.add_argument("--wheelhouse", default="wheelhouse", help="wheels of missing dependencies")
     p.add_argument("--dry-run", action="store_true", help="CPU workers, tiny sizes, no targets")

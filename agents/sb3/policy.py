@@ -4,7 +4,7 @@
   ``Dict`` observation. It turns a batch into one disjoint graph
   (:func:`~placegym.envs.observation.batch_to_pyg`), derives critical-path pointers for
   all graphs at once (:func:`critical_path_pointers_torch`), runs the agents'
-  :class:`~placegym.agents.encoder.GraphEncoder` on ``node_static ‖ node_dynamic`` and
+  :class:`~placegym.agents.nn.encoder.GraphEncoder` on ``node_static ‖ node_dynamic`` and
   returns a pooled graph embedding (so it also works under SB3's stock MLP heads).
 - :class:`GnnMaskablePolicy`: a ``MaskableActorCriticPolicy`` whose action logits come
   from the node embeddings: one logit per padded node slot in SEL, one per device in
@@ -19,7 +19,7 @@ Example (behaviour cloning of the critical-path teacher, then MaskablePPO)::
 
     import torch
     from sb3_contrib import MaskablePPO
-    from placegym.agents.bc import greedy_makespans, pretrain
+    from placegym.agents.sb3.bc import greedy_makespans, pretrain
     from placegym.agents.sb3 import make_maskable_ppo
 
     torch.set_num_threads(1)  # batches of small graphs: more threads only contend
@@ -31,9 +31,9 @@ Example (behaviour cloning of the critical-path teacher, then MaskablePPO)::
     model.save("ppo_ffnn")  # placegym bench --agents ppo_ffnn.zip
     model = MaskablePPO.load("ppo_ffnn")
 
-Its measured curve over seeds is in the README (``python -m placegym.agents.sb3_recipe``
+Its measured curve over seeds is in the README (``python -m placegym.train.experiments.sb3_recipe``
 reproduces it); pass ``callback=PhaseDiagnostics()``
-(:mod:`placegym.agents.sb3_callbacks`) to ``learn`` to log entropy, approx KL and clip
+(:mod:`placegym.agents.sb3.callbacks`) to ``learn`` to log entropy, approx KL and clip
 fraction per phase beside SB3's ``train/`` metrics.
 
 The policy's logits already exclude every action illegal by ``obs["action_mask"]``,
@@ -61,8 +61,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from torch import Tensor, nn
 from torch_geometric.utils import scatter
 
-from placegym.agents.bc import Demonstrations, clone_step
-from placegym.agents.encoder import GraphEncoder, GraphInputs
+from placegym.agents.sb3.bc import Demonstrations, clone_step
+from placegym.agents.nn.encoder import GraphEncoder, GraphInputs
 from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC, batch_to_pyg
 
 __all__ = [
@@ -415,7 +415,7 @@ class AnchoredMaskablePPO(MaskablePPO):
 
     After each PPO update it takes ``anchor_steps`` minibatch steps (``anchor_batch_size``
     states, PPO's own Adam) of the tie negative log-likelihood on the demonstrations that
-    :func:`~placegym.agents.bc.pretrain` cloned (:meth:`set_anchor`). The loss is flat
+    :func:`~placegym.agents.sb3.bc.pretrain` cloned (:meth:`set_anchor`). The loss is flat
     inside a tie set, so PPO stays free to learn how to break ties, where the gains are
     (critical_path with uniform tie-breaking: 0.85-1.06 of its own makespan on FFNN-v0,
     mean 0.94), while the mass it moves onto actions outside the ties is pulled back.

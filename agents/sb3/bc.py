@@ -12,7 +12,7 @@ directly on the policy's (masked) distribution, with ``G`` the observed return-t
 so the critic starts calibrated too. :func:`pretrain` chains both for a MaskablePPO
 model, which then continues with ``model.learn``::
 
-    from placegym.agents.bc import greedy_makespans, pretrain
+    from placegym.agents.sb3.bc import greedy_makespans, pretrain
     from placegym.agents.sb3 import make_maskable_ppo
 
     model = make_maskable_ppo("placegym/FFNN-v0", seed=0)

@@ -11,7 +11,7 @@ pass, so one call gives both figures: the greedy makespan (zero-shot, determinis
 the best after the whole budget; the calls the greedy pass spent (its rollout prices,
 ``n * D``) are in the row. One JSON row per (instance, seed), ratios to critical_path.
 
-:func:`baselines` computes, per instance, what :func:`placegym.train.harness.per_graph.
+:func:`baselines` computes, per instance, what :func:`placegym.train.experiments.per_graph.
 baselines` does (the single-pass placers, ``anneal`` and ``random_search`` at the same
 budget for seeds 0, 1, 2, the lower bound and the best known) plus the ``lookahead``
 teacher, plain and fortified with the single-pass placers' placements (the teacher the
@@ -33,7 +33,7 @@ import numpy as np
 
 from placegym.envs import simulate
 from placegym.envs.suites import get_suite
-from placegym.train.harness.per_graph import (
+from placegym.train.experiments.per_graph import (
     SINGLE_PASS,
     _anytime_lines,
     _geomean,
@@ -43,7 +43,7 @@ from placegym.train.harness.per_graph import (
     collect_rows,
     train_or_load,
 )
-from placegym.train.harness.per_graph import baselines as per_graph_baselines
+from placegym.train.experiments.per_graph import baselines as per_graph_baselines
 
 __all__ = [
     "BUDGET",
@@ -105,7 +105,7 @@ def run_seed(
 
 
 def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2)) -> dict:
-    """:func:`placegym.train.harness.per_graph.baselines` of instance ``name`` plus the
+    """:func:`placegym.train.experiments.per_graph.baselines` of instance ``name`` plus the
     ``lookahead`` teacher's ratio to critical_path, plain and fortified with the
     single-pass placers (``fortified``)."""
     from placegym.teachers import get_teacher
