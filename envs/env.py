@@ -10,17 +10,16 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import InvalidAction
 
+from placegym.envs.backends import Backend, make_backend
 from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.observation import ObservationBuilder, observation_space
-from placegym.envs.presets import load_cluster
 from placegym.envs.reward import (
     DEFAULT_REFERENCE,
     REWARDS,
     NestPotential,
     ReferencePlacer,
-    reference_makespan,
     reference_placer,
     terminal_reward,
 )
@@ -51,6 +50,56 @@ def _as_int(action: Any) -> int | None:
     return None
 
 
+def _check_settings(
+    render_modes: list[str],
+    *,
+    reward: str,
+    illegal_action: str,
+    dispatch: str,
+    render_mode: str | None,
+    noise: float,
+    step_limit_factor: int | None,
+    observation: str,
+) -> None:
+    """Check :class:`PlacementEnv`'s settings: ``ValueError`` naming the field and the
+    value."""
+    if reward not in REWARDS:
+        raise ValueError(f"reward: expected one of {', '.join(REWARDS)}, got {reward!r}")
+    if illegal_action not in ("penalize", "raise"):
+        raise ValueError(f"illegal_action: expected 'penalize' or 'raise', got {illegal_action!r}")
+    if dispatch not in ("priority", "fifo"):
+        raise ValueError(f"dispatch: expected 'priority' or 'fifo', got {dispatch!r}")
+    if render_mode is not None and render_mode not in render_modes:
+        raise ValueError(f"render_mode: expected one of {render_modes}, got {render_mode!r}")
+    if not np.isfinite(noise) or noise < 0:
+        raise ValueError(f"noise: must be a finite number >= 0, got {noise!r}")
+    if step_limit_factor is not None and (
+        not isinstance(step_limit_factor, int | np.integer) or step_limit_factor < 1
+    ):
+        raise ValueError(
+            f"step_limit_factor: expected an integer >= 1 or None, got {step_limit_factor!r}"
+        )
+    if observation not in ("full", "compact"):
+        raise ValueError(f"observation: expected 'full' or 'compact', got {observation!r}")
+
+
+def _padding(source: GraphSource, max_nodes: int | None, max_edges: int | None) -> tuple[int, int]:
+    """``max_nodes`` and ``max_edges``, by default the largest fixed graph's."""
+    sizes = source.fixed_sizes
+    if sizes is None:
+        if max_nodes is None or max_edges is None:
+            raise ValueError(
+                "max_nodes, max_edges: required when graph is a sampler, got "
+                f"{max_nodes!r}, {max_edges!r}"
+            )
+        sizes = (max_nodes, max_edges)
+    nodes = int(max_nodes if max_nodes is not None else sizes[0])
+    edges = int(max_edges if max_edges is not None else sizes[1])
+    if nodes < 1:
+        raise ValueError(f"max_nodes: must be >= 1, got {nodes}")
+    return nodes, edges
+
+
 class PlacementEnv(gym.Env[dict, int]):
     """Place every node of a dataflow graph on a device of a cluster.
 
@@ -60,7 +109,8 @@ class PlacementEnv(gym.Env[dict, int]):
     whose producers are assigned; the pick order becomes the node priorities) and **PLC**
     picks the device of the node just selected. When every node is placed, the placement
     is simulated on the work-conserving simulator (:func:`placegym.envs.simulate`) and the
-    makespan determines the reward. This is DOPPLER's dual SEL/PLC MDP.
+    makespan (the simulated one, or the one the ``backend`` measures) determines the
+    reward. This is DOPPLER's dual SEL/PLC MDP.
 
     ## Action Space
     ``Discrete(max(max_nodes, D))``, read by phase: a node id in SEL, a device index in
@@ -117,8 +167,8 @@ class PlacementEnv(gym.Env[dict, int]):
     - ``graph``: a ``Graph``, a ``placegym.graph/v1`` dict, a graph JSON path, a workload
       name (with ``graph_params``), a list of those, or a sampler ``rng -> Graph``
       (``WorkloadSampler``).
-    - ``cluster``: a ``Cluster``, a preset name or a cluster JSON path; default
-      ``"p100x4"`` with the simulator and ``"calibrate"`` with ``backend="torch"``.
+    - ``cluster``: a ``Cluster``, a preset name or a cluster JSON path; default the
+      backend's: ``"p100x4"`` with the simulator, ``"calibrate"`` with the torch backend.
     - ``max_nodes`` / ``max_edges``: padding sizes; default the largest graph's; required
       for samplers. A drawn graph that exceeds them raises ``ValueError``.
     - ``reward``: ``"relative"``, ``"makespan"`` or ``"nest"``; ``shaping_gamma``: γ of
@@ -137,15 +187,24 @@ class PlacementEnv(gym.Env[dict, int]):
       five per-graph keys (``node_static``, ``edge_index``, ``edge_attr``, ``node_mask``,
       ``edge_mask``), read once per episode, unpadded, from :meth:`graph_observation`
       (for large graphs, where copying them every step dominates).
-    - ``backend``: ``"sim"`` (default) or ``"torch"``: the final placement is executed
-      for real (:mod:`placegym.envs.backend`) on ``devices`` (``"cpu#k"``,
-      ``"cuda:i"``, ``"cuda:i#k"``, ``"cuda:0,cpu#2"``, ...), graphs shrunk by
-      ``scale`` (grown when < 1), the median of ``repeats`` timed runs; the reward uses
-      the measured makespans (the reference is critical_path's placement, measured once
-      per graph), ``info`` carries ``makespan`` (measured), ``measured_makespans`` and
-      ``simulated_makespan``, and ``cluster="calibrate"`` fits the cluster to the
-      devices first, with the kernels of fixed graphs profiled. Such runs are not
-      reproducible (ids registered with ``nondeterministic=True``).
+    - ``backend``: what prices a finished placement (:mod:`placegym.envs.backends`), a
+      ``Backend`` object or a name: ``"sim"`` (default, ``SimulatedBackend()``: the
+      simulator, with ``noise`` and ``dispatch``) or ``"torch"`` (``TorchBackend()``: on
+      ``cpu#2``, scale 1, 3 repeats). ``TorchBackend(devices, scale=1, repeats=3)``
+      executes the final placement for real (:mod:`placegym.envs.backend`) on
+      ``devices`` (``"cpu#k"``, ``"cuda:i"``, ``"cuda:i#k"``, ``"cuda:0,cpu#2"``, ...),
+      graphs shrunk by ``scale`` (grown when < 1), the median of ``repeats`` timed runs;
+      the reward uses the measured makespans (the reference is the ``reference``
+      placer's placement, measured once per graph), ``info`` carries ``makespan``
+      (measured), ``measured_makespans`` and ``simulated_makespan``, and
+      ``cluster="calibrate"`` fits the cluster to the devices first, with the kernels of
+      fixed graphs profiled. Such runs are not reproducible (ids registered with
+      ``nondeterministic=True``). Environments may share one backend object (they
+      share its executors, calibrated cluster and measured references). The real ids
+      (``placegym/Real-v0``, ``placegym/FFNN-CPU-v0``) take ``devices=``, ``scale=``
+      and ``repeats=`` keywords instead and build the ``TorchBackend`` themselves. A
+      custom backend subclasses ``Backend`` (the simulated schedule is always computed:
+      ``peak_memory``, ``oom`` and rendering come from it).
 
     ## Version History
     - v0: initial release (before 0.1.0 shipped it also gained the step limit, the
@@ -171,99 +230,93 @@ class PlacementEnv(gym.Env[dict, int]):
         dispatch: Literal["priority", "fifo"] = "priority",
         noise: float = 0.0,
         render_mode: str | None = None,
-        backend: Literal["sim", "torch"] = "sim",
-        devices: str = "cpu#2",
-        scale: float = 1,
-        repeats: int = 3,
+        backend: Backend | Literal["sim", "torch"] = "sim",
         step_limit_factor: int | None = STEP_LIMIT_FACTOR,
         observation: Literal["full", "compact"] = "full",
     ) -> None:
-        if reward not in REWARDS:
-            raise ValueError(f"reward: expected one of {', '.join(REWARDS)}, got {reward!r}")
-        if illegal_action not in ("penalize", "raise"):
-            raise ValueError(
-                f"illegal_action: expected 'penalize' or 'raise', got {illegal_action!r}"
-            )
-        if dispatch not in ("priority", "fifo"):
-            raise ValueError(f"dispatch: expected 'priority' or 'fifo', got {dispatch!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(
-                f"render_mode: expected one of {self.metadata['render_modes']}, "
-                f"got {render_mode!r}"
-            )
-        if not np.isfinite(noise) or noise < 0:
-            raise ValueError(f"noise: must be a finite number >= 0, got {noise!r}")
-        if backend not in ("sim", "torch"):
-            raise ValueError(f"backend: expected 'sim' or 'torch', got {backend!r}")
-        if step_limit_factor is not None and (
-            not isinstance(step_limit_factor, int | np.integer) or step_limit_factor < 1
-        ):
-            raise ValueError(
-                f"step_limit_factor: expected an integer >= 1 or None, got {step_limit_factor!r}"
-            )
-        if observation not in ("full", "compact"):
-            raise ValueError(f"observation: expected 'full' or 'compact', got {observation!r}")
-        self.compact = observation == "compact"
-        if cluster is None:
-            cluster = "calibrate" if backend == "torch" else "p100x4"
-        self.source = GraphSource(graph, graph_params)
+        _check_settings(
+            self.metadata["render_modes"],
+            reward=reward,
+            illegal_action=illegal_action,
+            dispatch=dispatch,
+            render_mode=render_mode,
+            noise=noise,
+            step_limit_factor=step_limit_factor,
+            observation=observation,
+        )
+        self.backend = make_backend(backend)
+        source = GraphSource(graph, graph_params)
         self.reference = reference_placer(reference)
-        self.real = None
-        if backend == "torch":
-            from placegym.envs.backend.measure import RealBackend
-
-            self.real = RealBackend(
-                devices, scale=scale, repeats=repeats, reference=self.reference
-            )
-            self.source = self.real.wrap_source(self.source)
-            if cluster == "calibrate":  # fitted to the devices, the fixed graphs profiled
-                cluster = self.real.calibrated(self.source.graphs)
-        self.cluster = load_cluster(cluster)
-        if self.real is not None and self.real.num_devices != self.cluster.num_devices:
-            raise ValueError(
-                f"devices: {devices!r} has {self.real.num_devices} devices but cluster "
-                f"{self.cluster.name!r} has {self.cluster.num_devices}; they must match "
-                f"(cluster='calibrate' fits one to the devices)"
-            )
-        sizes = self.source.fixed_sizes
-        if sizes is None:
-            if max_nodes is None or max_edges is None:
-                raise ValueError(
-                    "max_nodes, max_edges: required when graph is a sampler, got "
-                    f"{max_nodes!r}, {max_edges!r}"
-                )
-            sizes = (max_nodes, max_edges)
-        self.max_nodes = int(max_nodes if max_nodes is not None else sizes[0])
-        self.max_edges = int(max_edges if max_edges is not None else sizes[1])
-        if self.max_nodes < 1:
-            raise ValueError(f"max_nodes: must be >= 1, got {self.max_nodes}")
+        self.source = self.backend.transform_source(source)
+        self.cluster = self.backend.resolve_cluster(cluster, self.source.graphs)
+        self.max_nodes, self.max_edges = _padding(self.source, max_nodes, max_edges)
         self.reward_kind, self.shaping_gamma = reward, float(shaping_gamma)
         self.memory_mask, self.illegal_action = memory_mask, illegal_action
         self.dispatch, self.noise, self.render_mode = dispatch, float(noise), render_mode
         self.step_limit_factor = step_limit_factor
-        self.max_steps: int | None = None  # of the current episode (set by reset)
-        self._steps, self._truncated = 0, False
-        d = self.cluster.num_devices
-        self._num_actions = max(self.max_nodes, d)
+        self.compact = observation == "compact"
+        self._num_actions = max(self.max_nodes, self.cluster.num_devices)
         self.action_space = spaces.Discrete(self._num_actions)  # type: ignore[assignment]
         self.observation_space = observation_space(
-            self.max_nodes, self.max_edges, d, compact=self.compact
+            self.max_nodes, self.max_edges, self.cluster.num_devices, compact=self.compact
         )
         # per graph: its observation builder and T_ref (a sampler's: the current one only)
         self._prepared = IdentityCache(
             self._build_for, size=1 if self.source.sampler is not None else None
         )
         self.state: PlacementState | None = None
+        self.max_steps: int | None = None  # of the current episode (set by reset)
+        self._steps, self._truncated = 0, False
         self._schedule: Schedule | None = None
+        self._potential: NestPotential | None = None
+
+    # ------------------------------------------------------------------ public views
+    @property
+    def num_actions(self) -> int:
+        """Size of the action space, ``max(max_nodes, D)``."""
+        return self._num_actions
+
+    @property
+    def schedule(self) -> Schedule | None:
+        """The simulated schedule of the finished episode, None before its end."""
+        return self._schedule
+
+    @property
+    def potential(self) -> NestPotential | None:
+        """The episode's NEST potential (``reward="nest"``, after reset), else None."""
+        return self._potential
+
+    @property
+    def time_unit(self) -> float:
+        """The current graph's time unit (its critical path's length): the observation's
+        time features are in units of it."""
+        if self.state is None:
+            raise gym.error.ResetNeeded("time_unit: call reset() first")
+        return self._builder.cp
+
+    def check_size(self, graph: Graph) -> None:
+        """Raise ``ValueError`` if ``graph`` exceeds ``max_nodes`` or ``max_edges``."""
+        if graph.num_nodes > self.max_nodes or graph.num_edges > self.max_edges:
+            raise ValueError(
+                f"graph {graph.name!r} has {graph.num_nodes} nodes and {graph.num_edges} "
+                f"edges, more than max_nodes={self.max_nodes} / max_edges={self.max_edges}"
+            )
+
+    def prepare(self, graph: Graph) -> tuple[ObservationBuilder, float]:
+        """``graph``'s observation builder (nothing placed) and reference makespan
+        ``T_ref``, built once per graph (for a sampler, the last graph's only)."""
+        builder, ref = self._prepared(graph)
+        builder.reset_dynamic()
+        return builder, ref
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Start an episode: draw a graph (with ``self.np_random``), nothing placed."""
         super().reset(seed=seed)
         graph = self.source.draw(self.np_random)
-        self._check_size(graph)
+        self.check_size(graph)
         self.graph = graph
-        self._builder, self.reference_makespan = self._prepare(graph)
+        self._builder, self.reference_makespan = self.prepare(graph)
         self.state = PlacementState(graph, self.cluster, memory_mask=self.memory_mask)
         self._potential = (
             NestPotential(self.state, self.reference_makespan)
@@ -301,29 +354,7 @@ class PlacementEnv(gym.Env[dict, int]):
         mask = self.action_masks()
         info = self._info(mask)
         if state.done:
-            s = simulate(
-                self.graph,
-                self.cluster,
-                state.to_placement(),
-                noise=self.noise,
-                rng=self.np_random if self.noise > 0 else None,
-                dispatch=self.dispatch,
-            )
-            self._schedule = s
-            makespan = s.makespan
-            if self.real is not None:
-                m = self.real.measure(self.graph, state.to_placement())
-                makespan = m.makespan
-                info.update(simulated_makespan=s.makespan, measured_makespans=m.makespans)
-            reward += terminal_reward(self.reward_kind, makespan, self.reference_makespan)
-            info.update(
-                makespan=makespan,
-                reference_makespan=self.reference_makespan,
-                placement=state.device.copy(),
-                order=np.array(state.order),
-                peak_memory=s.peak_memory,
-                oom=s.oom,
-            )
+            reward += self._finish(state, info)
         return (
             self._builder.observe(mask, int(state.selected >= 0), compact=self.compact),
             float(reward),
@@ -341,7 +372,7 @@ class PlacementEnv(gym.Env[dict, int]):
         if state.done:  # the start state's mask: see "Action Space"
             legal = state.graph.in_degree == 0
         elif state.selected < 0:
-            legal = state._frontier
+            legal = state.frontier_mask
         else:
             legal = state.place_mask()
         if len(legal) == self._num_actions:
@@ -387,23 +418,37 @@ class PlacementEnv(gym.Env[dict, int]):
         self._truncated = self.max_steps is not None and self._steps >= self.max_steps
         return self._truncated
 
-    def _check_size(self, graph: Graph) -> None:
-        if graph.num_nodes > self.max_nodes or graph.num_edges > self.max_edges:
-            raise ValueError(
-                f"graph {graph.name!r} has {graph.num_nodes} nodes and {graph.num_edges} "
-                f"edges, more than max_nodes={self.max_nodes} / max_edges={self.max_edges}"
-            )
-
-    def _prepare(self, graph: Graph) -> tuple[ObservationBuilder, float]:
-        builder, ref = self._prepared(graph)
-        builder.reset_dynamic()
-        return builder, ref
+    def _finish(self, state: PlacementState, info: dict[str, Any]) -> float:
+        """Price the finished placement (the schedule, the backend's makespan), fill the
+        last ``info`` and return the terminal reward."""
+        placement = state.to_placement()
+        s = simulate(
+            self.graph,
+            self.cluster,
+            placement,
+            noise=self.noise,
+            rng=self.np_random if self.noise > 0 else None,
+            dispatch=self.dispatch,
+        )
+        self._schedule = s
+        makespan, extra = self.backend.makespan(self.graph, self.cluster, placement, s)
+        info.update(extra)
+        info.update(
+            makespan=makespan,
+            reference_makespan=self.reference_makespan,
+            placement=state.device.copy(),
+            order=np.array(state.order),
+            peak_memory=s.peak_memory,
+            oom=s.oom,
+        )
+        return terminal_reward(self.reward_kind, makespan, self.reference_makespan)
 
     def _build_for(self, graph: Graph) -> tuple[ObservationBuilder, float]:
         builder = ObservationBuilder(graph, self.cluster, self.max_nodes, self.max_edges)
-        if self.real is not None:
-            return builder, self.real.reference(graph, self.cluster)
-        return builder, reference_makespan(graph, self.cluster, self.reference, self.dispatch)
+        ref = self.backend.reference_makespan(
+            graph, self.cluster, self.reference, dispatch=self.dispatch
+        )
+        return builder, ref
 
     def _info(self, mask: np.ndarray) -> dict[str, Any]:
         assert self.state is not None

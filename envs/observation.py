@@ -178,17 +178,11 @@ class ObservationBuilder:
         action raises ``ValueError``; ``checked=False`` skips that check, for an int
         action the caller has already found legal."""
         if state.selected < 0:
-            if checked:
-                state.select(action)
-            else:
-                state._select(action)
+            state.select(action, checked=checked)
             self.on_select(state, action)
             return -1
         v = state.selected
-        if checked:
-            state.place(action)
-        else:
-            state._place(action)
+        state.place(action, checked=checked)
         self.on_place(state, v, action)
         return v
 
@@ -208,7 +202,7 @@ class ObservationBuilder:
         dyn[v, 1] = (device + 1) / self.cluster.num_devices
         dyn[v, 3] = 0.0
         dyn[v, 5] = min(state.est_finish[v] / self.cp, FEATURE_MAX)
-        frontier = state._frontier
+        frontier = state.frontier_mask
         for c in state.costs.successors[v]:
             if frontier[c]:
                 dyn[c, 2] = 1.0

@@ -25,6 +25,11 @@ by keyword, so their limit is the environment's own, from the graph of each epis
 (:class:`~placegym.envs.env.PlacementEnv` truncates there). Overriding ``graph=`` on an id
 with a registered limit keeps that limit: pass ``max_episode_steps=`` with it, or use
 ``placegym/Placement-v0``.
+
+The real ids are built by :func:`make_real_env`: their ``devices=``, ``scale=`` and
+``repeats=`` keywords make the environment's
+:class:`~placegym.envs.backends.TorchBackend`. Any other id takes a backend object
+(``backend=TorchBackend(...)``).
 """
 
 from __future__ import annotations
@@ -33,10 +38,13 @@ from typing import Any
 
 import gymnasium as gym
 
-from placegym.envs.env import step_limit
+from placegym.envs.backends import TorchBackend
+from placegym.envs.env import PlacementEnv, step_limit
 from placegym.envs.sources import WorkloadSampler
 
 ENTRY_POINT = "placegym.envs.env:PlacementEnv"
+#: The entry point of :data:`REAL_ENV_IDS` (:func:`make_real_env`).
+REAL_ENTRY_POINT = "placegym.envs.registration:make_real_env"
 #: ``gym.make_vec(id, num_envs=B)`` builds this native vector environment for the
 #: simulated ids (``vectorization_mode="sync"`` / ``"async"`` still wrap single ones).
 VECTOR_ENTRY_POINT = "placegym.envs.vector:PlacementVectorEnv"
@@ -75,6 +83,32 @@ REAL_ENV_IDS: dict[str, dict] = {
 }
 
 
+def make_real_env(
+    *,
+    backend: str = "torch",
+    devices: str = "cpu#2",
+    scale: float = 1,
+    repeats: int = 3,
+    **kwargs: Any,
+) -> PlacementEnv:
+    """The real ids' environment: ``PlacementEnv(backend=TorchBackend(devices,
+    scale=scale, repeats=repeats), **kwargs)``.
+
+    Raises:
+        ValueError: ``backend`` is not ``"torch"`` (a backend object goes to
+            ``placegym/Placement-v0``).
+    """
+    if not (isinstance(backend, str) and backend == "torch"):
+        raise ValueError(
+            f"backend: the real ids build TorchBackend(devices, scale=, repeats=); expected "
+            f"'torch', got {backend!r} (pass a backend object to placegym/Placement-v0)"
+        )
+    return PlacementEnv(backend=TorchBackend(devices, scale=scale, repeats=repeats), **kwargs)
+
+
+make_real_env.metadata = PlacementEnv.metadata  # type: ignore[attr-defined]  # render modes
+
+
 def max_episode_steps(kwargs: dict[str, Any]) -> int | None:
     """The registered step limit of an id's keywords: for a workload name, its graph's;
     for a sampler, its ``max_nodes``'; None when the graph comes by keyword."""
@@ -95,7 +129,7 @@ def register_envs() -> None:
             if env_id not in gym.registry:
                 gym.register(
                     id=env_id,
-                    entry_point=ENTRY_POINT,
+                    entry_point=REAL_ENTRY_POINT if nondeterministic else ENTRY_POINT,
                     vector_entry_point=None if nondeterministic else VECTOR_ENTRY_POINT,
                     kwargs=dict(kwargs),
                     max_episode_steps=max_episode_steps(kwargs),

@@ -45,5 +45,5 @@ def frame_lanes(num_devices: int) -> int:
 def schedule_rgb(env: PlacementEnv) -> np.ndarray:
     """``(H, W, 3)`` uint8 image of the current (partial or final) schedule; every frame
     of an env has the same size (960 px wide, the height set by its device count)."""
-    schedule = env._schedule if env._schedule is not None else partial_schedule(env)
+    schedule = env.schedule if env.schedule is not None else partial_schedule(env)
     return gantt_rgb(schedule, height=figure_height(frame_lanes(env.cluster.num_devices)))

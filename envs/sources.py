@@ -128,6 +128,14 @@ class GraphSource:
             return None
         return (max(g.num_nodes for g in self.graphs), max(g.num_edges for g in self.graphs))
 
+    def transformed(self, fn: Callable[[Graph], Graph]) -> GraphSource:
+        """The same source with every graph passed through ``fn``: each fixed graph once,
+        now; each sampled graph as it is drawn (``fn`` picklable keeps the sampler so)."""
+        new = object.__new__(GraphSource)
+        new.graphs = [fn(g) for g in self.graphs]
+        new.sampler = None if self.sampler is None else _Mapped(self.sampler, fn)
+        return new
+
     def draw(self, rng: np.random.Generator) -> Graph:
         """This episode's graph (a sampler's, or one of the fixed graphs, drawn with ``rng``)."""
         if self.sampler is not None:
@@ -135,3 +143,14 @@ class GraphSource:
         if len(self.graphs) == 1:
             return self.graphs[0]
         return self.graphs[int(rng.integers(len(self.graphs)))]
+
+
+@dataclass(frozen=True)
+class _Mapped:
+    """``fn(sampler(rng))``: a sampler whose graphs go through ``fn``."""
+
+    sampler: Callable[[np.random.Generator], Graph]
+    fn: Callable[[Graph], Graph]
+
+    def __call__(self, rng: np.random.Generator) -> Graph:
+        return self.fn(self.sampler(rng))

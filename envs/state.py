@@ -24,7 +24,7 @@ The Gymnasium environment wraps this class; teachers answer questions about it (
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -121,6 +121,7 @@ class PlacementState:
         self.param_used = np.zeros(d)
         self._unplaced_producers = graph.in_degree.tolist()
         self._frontier = graph.in_degree == 0
+        self._frontier_view: np.ndarray | None = None  # frontier_mask, made on first use
         self._num_placed = 0
         self._est_cache: tuple[int, int, np.ndarray] | None = None  # (node, #placed, row)
         self._insertion: _Insertion | None = None  # built on the first insertion_start
@@ -140,6 +141,17 @@ class PlacementState:
     def done(self) -> bool:
         """Whether every node is placed."""
         return self._num_placed == self.graph.num_nodes
+
+    @property
+    def frontier_mask(self) -> np.ndarray:
+        """``(n,)`` bool, read-only: the frontier, whatever the phase (no copy: a view
+        of the state's own mask, which the next transition changes; :meth:`select_mask`
+        returns a copy that is all False in the PLC phase)."""
+        view = self._frontier_view
+        if view is None:  # made once per state: making one costs 20x reading it
+            view = self._frontier_view = self._frontier.view()
+            view.flags.writeable = False
+        return view
 
     def select_mask(self) -> np.ndarray:
         """``(n,)`` bool: the frontier (legal SEL actions); all False in the PLC phase."""
@@ -176,39 +188,40 @@ class PlacementState:
         return not bool((self.param_used + need <= self.cluster.memory).any())
 
     # ------------------------------------------------------------------ transitions
-    def select(self, node: int) -> None:
-        """SEL: ``node`` must be in the frontier. Raises ``ValueError`` otherwise."""
-        if self.selected >= 0:
-            raise ValueError(f"select: phase is 'place' (node {self.selected} awaits a device)")
-        if not self.is_legal(node):
-            raise ValueError(
-                f"select: node {node} is not in the frontier "
-                f"({int(self._frontier.sum())} legal nodes)"
-            )
-        self._select(int(node))
-
-    def _select(self, node: int) -> None:
-        """:meth:`select` of a node known to be legal."""
+    def select(self, node: int, *, checked: bool = True) -> None:
+        """SEL: ``node`` must be in the frontier. Raises ``ValueError`` otherwise;
+        ``checked=False`` skips that check, for an int node the caller has already found
+        legal (:meth:`is_legal`; the environment's step)."""
+        if checked:
+            if self.selected >= 0:
+                raise ValueError(
+                    f"select: phase is 'place' (node {self.selected} awaits a device)"
+                )
+            if not self.is_legal(node):
+                raise ValueError(
+                    f"select: node {node} is not in the frontier "
+                    f"({int(self._frontier.sum())} legal nodes)"
+                )
+            node = int(node)
         self._frontier[node] = False
         self.rank[node] = len(self.order)
         self.order.append(node)
         self.selected = node
 
-    def place(self, device: int) -> None:
-        """PLC: put the selected node on ``device`` (must be legal). Raises ``ValueError``."""
+    def place(self, device: int, *, checked: bool = True) -> None:
+        """PLC: put the selected node on ``device`` (must be legal). Raises ``ValueError``;
+        ``checked=False`` skips the check, for an int device the caller has already found
+        legal (:meth:`is_legal`)."""
         v = self.selected
-        if v < 0:
-            raise ValueError("place: phase is 'select' (no node awaits a device)")
-        if not self.is_legal(device):
-            raise ValueError(
-                f"place: device {device} is not legal for node {v} "
-                f"({int(self.place_mask().sum())} legal devices)"
-            )
-        self._place(int(device))
-
-    def _place(self, device: int) -> None:
-        """:meth:`place` on a device known to be legal."""
-        v = self.selected
+        if checked:
+            if v < 0:
+                raise ValueError("place: phase is 'select' (no node awaits a device)")
+            if not self.is_legal(device):
+                raise ValueError(
+                    f"place: device {device} is not legal for node {v} "
+                    f"({int(self.place_mask().sum())} legal devices)"
+                )
+            device = int(device)
         start = float(self.earliest_start(v)[device])
         dur = float(self.costs.duration[v, device])
         finish = start + dur
@@ -344,7 +357,12 @@ class PlacementState:
                 for k, v in self.__dict__.items()
             }
         )
+        new._frontier_view = None  # a view of the copy's own frontier, made on use
         return new
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a pickled view unpickles as a copy: the unpickled state makes its own
+        return {**self.__dict__, "_frontier_view": None}
 
     def __repr__(self) -> str:
         return (

@@ -23,6 +23,7 @@ from gymnasium.vector.utils import batch_space
 
 from placegym.envs import _vector_kernel as K
 from placegym.envs.analysis import cost_table
+from placegym.envs.backends import SimulatedBackend
 from placegym.envs.env import PlacementEnv, step_limit
 from placegym.envs.graph import Graph
 from placegym.envs.observation import observation_space
@@ -55,10 +56,11 @@ class PlacementVectorEnv(VectorEnv):
 
     ## Arguments
     ``num_envs``; every keyword of :class:`~placegym.envs.env.PlacementEnv` but
-    ``backend`` (only the simulator) and ``render_mode`` (no rendering); ``max_episode_steps``
-    truncates an episode after that many steps, illegal ones included (as ``TimeLimit``);
-    ``copy`` (default True): every step returns fresh arrays; False returns the internal
-    buffers, valid until the next step (faster on large graphs).
+    ``backend`` (only the simulator: ``"sim"`` or a plain ``SimulatedBackend()``) and
+    ``render_mode`` (no rendering); ``max_episode_steps`` truncates an episode after that
+    many steps, illegal ones included (as ``TimeLimit``); ``copy`` (default True): every
+    step returns fresh arrays; False returns the internal buffers, valid until the next
+    step (faster on large graphs).
     """
 
     metadata: dict[str, Any] = {  # noqa: RUF012
@@ -81,10 +83,11 @@ class PlacementVectorEnv(VectorEnv):
         if max_episode_steps is not None and max_episode_steps < 1:
             raise ValueError(f"max_episode_steps: must be >= 1 or None, got {max_episode_steps}")
         for key in ("backend", "render_mode"):
-            if env_kwargs.get(key) not in (None, "sim"):
+            value = env_kwargs.get(key)
+            if value is not None and value != "sim" and type(value) is not SimulatedBackend:
                 raise ValueError(
                     f"{key}: the vector environment supports only the simulator without "
-                    f"rendering, got {env_kwargs[key]!r} (use vectorization_mode='sync')"
+                    f"rendering, got {value!r} (use vectorization_mode='sync')"
                 )
         self._proto = PlacementEnv(**env_kwargs)  # validates the arguments, prepares graphs
         proto = self._proto
@@ -147,7 +150,7 @@ class PlacementVectorEnv(VectorEnv):
         self._static = {
             k: np.zeros((b, *(box.shape or ())), box.dtype) for k, box in boxes.items()
         }
-        self._mask = np.zeros((b, self._proto._num_actions), np.int8)
+        self._mask = np.zeros((b, self._proto.num_actions), np.int8)
         self._steps = np.zeros(b, np.int64)
         self._limits = np.full(b, -1, np.int64)  # the environment's step limit (-1: none)
         self._rewards = np.zeros(b)
@@ -160,7 +163,7 @@ class PlacementVectorEnv(VectorEnv):
         if hit is not None and hit[0] is graph:
             return hit[1]
         proto = self._proto
-        builder, ref = proto._build_for(graph)
+        builder, ref = proto.prepare(graph)
         data = {
             "static": builder.static,
             "cp": builder.cp,
@@ -175,7 +178,7 @@ class PlacementVectorEnv(VectorEnv):
 
     def _bind(self, i: int, graph: Graph) -> None:
         """Write ``graph``'s data into slot ``i`` (unless it is already there)."""
-        self._proto._check_size(graph)
+        self._proto.check_size(graph)
         if self._graphs[i] is graph:
             return
         data = self._data(graph)

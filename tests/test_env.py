@@ -322,7 +322,7 @@ def test_nest_shaping_telescopes_to_the_relative_return(env_id):
         if term:
             break
         expected = nest_cost(base.graph, base.cluster, base.state.device)
-        assert base._potential.cost() == pytest.approx(expected, rel=1e-9, abs=1e-15)
+        assert base.potential.cost() == pytest.approx(expected, rel=1e-9, abs=1e-15)
     assert len(rewards) == len(rel) - 1
     assert sum(rewards) == pytest.approx(sum(r for _, r, _ in rel), abs=1e-9)
     assert rewards[-1] != rel[-1][1]  # the last step also removes Φ(s_{T-1})

@@ -179,7 +179,7 @@ def test_rgb_frames_keep_one_size_across_episodes():
         if step == 4:
             shapes.add(env.render().shape)  # a partial schedule, no transfer lanes
     shapes.add(env.render().shape)  # the final schedule
-    assert env.unwrapped._schedule.transfers.src.size > 0  # ... with transfer lanes
+    assert env.unwrapped.schedule.transfers.src.size > 0  # ... with transfer lanes
     env.reset(seed=1)
     shapes.add(env.render().shape)
     assert shapes == {(505, 960, 3)}  # p100x4: 4 device lanes + room for 12 channels
