@@ -8,7 +8,7 @@ heuristic places *the state's graph on its cluster* fastest (simulated makespan 
 candidates' own placements, computed once per (graph, cluster) object pair), so that a
 learner imitating it sees critical_path's choices where they pay and another
 heuristic's where those do. The candidates are compared on the same placements that
-:func:`~placegym.agents.hints.hint_quality` rates, so a policy reading hint qualities
+:func:`~placegym.agents.doppler.hints.hint_quality` rates, so a policy reading hint qualities
 (``PolicyConfig.hint_quality`` with the same heuristics as hints) sees which one its
 labels follow.
 

@@ -451,5 +451,7 @@ class FortifiedLookaheadTeacher(LookaheadTeacher):
 
     name: ClassVar[str] = "fortified_lookahead"
 
-    def __init__(self, *args: Any, starts: Sequence[str] = FORTIFY, **kwargs: Any) -> None:
-        super().__init__(*args, starts=starts, **kwargs)
+    def __init__(self, **kwargs: Any) -> None:
+        # keyword arguments only, so that ``starts`` cannot also come by position
+        kwargs.setdefault("starts", FORTIFY)
+        super().__init__(**kwargs)

@@ -17,15 +17,14 @@ settings.register_profile(
 settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+#: The simulator's semantic test vectors (DESIGN §3), from an independent implementation
+#: of the same rules: 40 cases of graph, cluster, placement and expected makespan.
+SIM_CASES = Path(__file__).resolve().parent / "data" / "sim-v1"
 
 
 @pytest.fixture
-def shared_cases() -> Path:
-    cases = SHARED / "cases" / "sim-v1"
-    if not cases.is_dir():
-        pytest.skip("../shared/cases is absent (only in the development workspace)")
-    return cases
+def sim_cases() -> Path:
+    return SIM_CASES
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from placegym.agents.rollout import rollout
+from placegym.agents.doppler.episodes import play_episodes
 from placegym.envs import PlacementEnv
 
 
@@ -19,7 +19,7 @@ def imitate(policy, graph, cluster, teacher, updates: int = 40, lr: float = 1e-2
     rng = np.random.default_rng(0)
     losses = []
     for update in range(updates):
-        records = rollout(
+        records = play_episodes(
             policy,
             envs,
             list(range(episodes)),

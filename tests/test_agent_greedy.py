@@ -7,7 +7,7 @@ import torch
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.rollout import GREEDY_TIE_TOL, greedy_pick, rollout
+from placegym.agents.doppler.episodes import GREEDY_TIE_TOL, greedy_pick, play_episodes
 from placegym.envs import PlacementEnv
 from placegym.envs.workloads import make_graph
 
@@ -28,10 +28,10 @@ def test_greedy_ignores_seed_and_batch_composition(one_torch_thread):
     torch.manual_seed(0)
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2)).eval()
     ffnn, chainmm = make_graph("ffnn"), make_graph("chainmm")
-    alone = rollout(
+    alone = play_episodes(
         policy, [PlacementEnv(ffnn, "p100x4")], [0], rng=np.random.default_rng(0), greedy=True
     )
-    mixed = rollout(
+    mixed = play_episodes(
         policy,
         [PlacementEnv(g, "p100x4") for g in (chainmm, ffnn, ffnn, chainmm)],
         [7, 8, 9, 10],
@@ -44,7 +44,7 @@ def test_greedy_ignores_seed_and_batch_composition(one_torch_thread):
     assert mixed[1].makespan == alone[0].makespan
     # sampling stays seeded and is not greedy
     a, b = (
-        rollout(policy, [PlacementEnv(ffnn, "p100x4")], [0], rng=np.random.default_rng(s))
+        play_episodes(policy, [PlacementEnv(ffnn, "p100x4")], [0], rng=np.random.default_rng(s))
         for s in (1, 1)
     )
     assert _placement(a[0]) == _placement(b[0]) != _placement(alone[0])
@@ -60,7 +60,8 @@ def test_greedy_ties_go_by_b_level_then_id_and_earliest_start_then_index():
             layer.bias.zero_()
     env = PlacementEnv(g, unit_cluster(3))
     runs = [
-        rollout(policy, [env], [s], rng=np.random.default_rng(s), greedy=True)[0] for s in (0, 1)
+        play_episodes(policy, [env], [s], rng=np.random.default_rng(s), greedy=True)[0]
+        for s in (0, 1)
     ]
     for r in runs:
         # SEL: 1 and 2 tie on b-level 4 (1 wins by id), then 2, then 0, then 3.

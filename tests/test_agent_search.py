@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.rollout import rollout
-from placegym.agents.search import SearchConfig, SearchPlacer, _Decoder, policy_search
+from placegym.agents.doppler.decoder import Decoder
+from placegym.agents.doppler.episodes import play_episodes
+from placegym.agents.doppler.search import SearchConfig, SearchPlacer, policy_search
 from placegym.envs import PlacementEnv, load_cluster, simulate
 from placegym.envs.workloads import make_graph
 from placegym.teachers import get_teacher
@@ -28,7 +29,7 @@ def test_budget_curve_and_stages(policy):
     assert (np.diff(res.curve) <= 0).all()
     assert res.curve[-1] == res.makespan == simulate(g, c, res.placement).makespan
     assert res.makespan < res.greedy  # the search improved on the greedy placement
-    [greedy] = rollout(
+    [greedy] = play_episodes(
         policy, [PlacementEnv(g, c)], [0], rng=np.random.default_rng(0), greedy=True
     )
     assert res.greedy == greedy.makespan and res.curve[5] == min(res.greedy, res.curve[4])
@@ -64,7 +65,7 @@ def test_search_starts_from_anneals_heuristic_placements(policy):
 
 def test_beam_of_width_one_is_greedy(policy):
     g, c = make_graph("llama_block"), load_cluster("p100x4")
-    dec = _Decoder(policy, g, c)
+    dec = Decoder(policy, g, c)
     greedy = dec.greedy()
     [beam] = dec.beam(1)
     assert np.array_equal(beam.device, greedy.device) and np.array_equal(beam.order, greedy.order)
@@ -105,14 +106,14 @@ def test_placer_and_config_errors(policy):
 
 
 @pytest.mark.parametrize("workload, cluster", [("chainmm", "p100x4"), ("ffnn", "doppler-unit-4")])
-def test_best_of_samples_is_the_best_rollout_episode(policy, workload, cluster):
-    from placegym.agents.search import best_of_samples
+def test_best_of_samples_is_the_best_played_episode(policy, workload, cluster):
+    from placegym.agents.doppler.decoder import best_of_samples
     from placegym.train.evaluate import AgentPlacer
 
     g, c = make_graph(workload), load_cluster(cluster)
     for seed in (0, 5):
         envs = [PlacementEnv(g, c) for _ in range(6)]
-        records = rollout(policy, envs, [seed] * 6, rng=np.random.default_rng(seed))
+        records = play_episodes(policy, envs, [seed] * 6, rng=np.random.default_rng(seed))
         best = min(records, key=lambda r: r.makespan)
         assert len({r.makespan for r in records}) > 1  # the samples differ
         placement, makespan = best_of_samples(policy, g, c, 6, seed)
@@ -127,13 +128,13 @@ def test_best_of_samples_is_the_best_rollout_episode(policy, workload, cluster):
 
 
 @pytest.mark.parametrize("options", [{}, {"memory_mask": False, "dispatch": "fifo"}])
-def test_evaluation_samples_are_the_rollout_episodes(policy, options):
+def test_evaluation_samples_are_the_played_episodes(policy, options):
     from placegym.train.evaluate import EnvPool, evaluate_policy
 
     g, c = make_graph("llama_block"), load_cluster("p100x4")
     ev = evaluate_policy(policy, g, c, k=5, seed=3, pool=EnvPool(**options))
     envs = [PlacementEnv(g, c, **options) for _ in range(5)]
-    records = rollout(policy, envs, [3] * 5, rng=np.random.default_rng(3))
+    records = play_episodes(policy, envs, [3] * 5, rng=np.random.default_rng(3))
     makespans = [r.makespan for r in records]
     best = records[int(np.argmin(makespans))]
     assert ev.sampled == float(np.mean(makespans)) and ev.best == best.makespan

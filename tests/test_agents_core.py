@@ -1,4 +1,4 @@
-"""GNN layers, the dual policy and batched rollouts."""
+"""GNN layers, the dual policy and its batched episodes."""
 
 import dataclasses
 
@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.nn.encoder import GraphEncoder, GraphInputs
+from placegym.agents.doppler.episodes import play_episodes
+from placegym.agents.doppler.scoring import score, segment_log_softmax
 from placegym.agents.nn import CriticalPathPool, DAGConv, critical_path_pointers
-from placegym.agents.rollout import rollout, score, segment_log_softmax
+from placegym.agents.nn.encoder import GraphEncoder, GraphInputs
 from placegym.envs import PlacementEnv
 from placegym.teachers import get_teacher
 
@@ -76,12 +77,12 @@ def test_encoder_runs_on_any_graph_size():
 
 
 @pytest.mark.parametrize("cluster", ["p100x4", "v100x8"])
-def test_rollout_is_seeded_and_scores_match(cluster):
+def test_episodes_are_seeded_and_scores_match(cluster):
     torch.manual_seed(0)
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
     envs = [PlacementEnv("ffnn", cluster) for _ in range(3)]
-    a = rollout(policy, envs, [0, 1, 2], rng=np.random.default_rng(5))
-    b = rollout(policy, envs, [0, 1, 2], rng=np.random.default_rng(5))
+    a = play_episodes(policy, envs, [0, 1, 2], rng=np.random.default_rng(5))
+    b = play_episodes(policy, envs, [0, 1, 2], rng=np.random.default_rng(5))
     assert [r.makespan for r in a] == [r.makespan for r in b]
     assert len({r.makespan for r in a}) > 1
     for r in a:
@@ -89,7 +90,7 @@ def test_rollout_is_seeded_and_scores_match(cluster):
         assert r.ret == pytest.approx(
             (r.info["reference_makespan"] - r.makespan) / r.info["reference_makespan"]
         )
-    lean = rollout(policy, envs, [0, 1, 2], rng=np.random.default_rng(5), keep_inputs=False)
+    lean = play_episodes(policy, envs, [0, 1, 2], rng=np.random.default_rng(5), keep_inputs=False)
     for r, q in zip(a, lean):  # the same episodes, only the last steps' inputs kept
         assert q.makespan == r.makespan and (q.plc_action == r.plc_action).all()
         assert q.sel_dyn.shape == (1, 128, 6) and q.plc_placed.shape == (1, 128)
@@ -106,7 +107,7 @@ def test_teacher_roll_in_and_tie_sets():
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=1))
     env = PlacementEnv("ffnn", "p100x4")
     cp = get_teacher("critical_path")
-    [rec] = rollout(
+    [rec] = play_episodes(
         policy,
         [env],
         [0],
@@ -120,14 +121,14 @@ def test_teacher_roll_in_and_tie_sets():
     assert rec.plc_teacher[np.arange(128), rec.plc_action].all()
     [s] = score(policy, [rec])
     assert (s.teacher_logp >= s.logp - 1e-6).all()
-    [greedy] = rollout(policy, [env], [0], rng=np.random.default_rng(0), greedy=True)
+    [greedy] = play_episodes(policy, [env], [0], rng=np.random.default_rng(0), greedy=True)
     assert not greedy.from_teacher.any()
 
 
 def test_sibling_share_by_hand():
     from simcases import graph, unit_cluster
 
-    from placegym.agents.doppler import sibling_share
+    from placegym.agents.doppler.features import sibling_share
 
     # nodes 0, 1, 2 feed 3; 4 feeds 5. Output sizes 4, 2, 6 (normalised by the largest).
     g = graph([1, 1, 1, 1, 1, 1], [[0, 3], [1, 3], [2, 3], [4, 5]], out_bytes=[4, 2, 6, 1, 1, 0])
@@ -146,7 +147,7 @@ def test_sibling_share_by_hand():
 
 
 def test_hint_share_by_hand():
-    from placegym.agents.hints import HINT_FEATURES, hint_share
+    from placegym.agents.doppler.hints import HINT_FEATURES, hint_share
 
     # one hint: nodes 0, 1, 2 in group 5, nodes 3, 4 in group 7; 2 devices
     groups = torch.tensor([[5], [5], [5], [7], [7]])
@@ -165,7 +166,7 @@ def test_policy_with_hints_runs_and_rejects_search_teachers():
     policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1, hints=["nest", "metis"]))
     assert policy.config.hints == ("nest", "metis")
     env = PlacementEnv("chainmm", "p100x4")
-    [rec] = rollout(policy, [env], [0], rng=np.random.default_rng(0))
+    [rec] = play_episodes(policy, [env], [0], rng=np.random.default_rng(0))
     assert rec.graph.groups.shape == (env.graph.num_nodes, 2)
     [s] = score(policy, [rec])
     assert torch.isfinite(s.logp).all()
@@ -183,12 +184,15 @@ def test_node_positions_by_hand():
     assert pos[:, 1].tolist() == [0.0, 0.5, 0.0, 0.0, 1.0]  # 0, 1, 4 share depth 0
     assert node_positions(np.zeros((0, 2), dtype=np.int64), 2).tolist() == [[0, 0], [0, 1]]
     policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1, positions=True))
-    [rec] = rollout(policy, [PlacementEnv("ffnn", "p100x4")], [0], rng=np.random.default_rng(0))
+    [rec] = play_episodes(
+        policy, [PlacementEnv("ffnn", "p100x4")], [0], rng=np.random.default_rng(0)
+    )
     assert torch.isfinite(score(policy, [rec])[0].logp).all()
 
 
 def test_device_affinity_by_hand():
-    from placegym.agents.doppler import Encoding, device_affinity
+    from placegym.agents.doppler.features import device_affinity
+    from placegym.agents.doppler.policy import Encoding
 
     q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.0]])  # query of nodes 0, 1, 2
     k = torch.tensor([[1.0, 1.0], [0.0, 2.0], [3.0, 0.0]])
@@ -205,7 +209,7 @@ def test_device_affinity_by_hand():
 
 
 def test_placed_sums_equal_the_one_hot_product():
-    from placegym.agents.doppler import placed_sums
+    from placegym.agents.doppler.features import placed_sums
 
     gen = torch.Generator().manual_seed(0)
     placed = torch.randint(-1, 5, (3, 40), generator=gen)
@@ -217,9 +221,9 @@ def test_placed_sums_equal_the_one_hot_product():
 
 
 def test_sample_rows_pick_what_sample_index_picks():
-    """The rollout's vectorised sampling draws, row by row, exactly the entry that the
+    """The episode player's vectorised sampling draws, row by row, exactly the entry that the
     one-row sampler draws from the legal logits with the same uniform draw."""
-    from placegym.agents.rollout import sample_index, sample_rows
+    from placegym.agents.doppler.episodes import sample_index, sample_rows
 
     gen = np.random.default_rng(0)
     for _ in range(300):
@@ -255,8 +259,10 @@ def test_env_pool_envs_are_compact_share_the_reference_and_play_the_same_episode
     assert all(e.compact and isinstance(e.reference, SharedReference) for e in pooled)
     assert pooled[0].reference is pooled[1].reference
     full = [PlacementEnv(g, cluster) for _ in range(2)]
-    a = rollout(policy, pooled, [0, 1], rng=np.random.default_rng(2), graph_cache=pool.graph_cache)
-    b = rollout(policy, full, [0, 1], rng=np.random.default_rng(2))
+    a = play_episodes(
+        policy, pooled, [0, 1], rng=np.random.default_rng(2), graph_cache=pool.graph_cache
+    )
+    b = play_episodes(policy, full, [0, 1], rng=np.random.default_rng(2))
     for x, y in zip(a, b):
         assert x.info["reference_makespan"] == y.info["reference_makespan"]
         assert (x.plc_action == y.plc_action).all() and (x.sel_action == y.sel_action).all()
@@ -265,7 +271,7 @@ def test_env_pool_envs_are_compact_share_the_reference_and_play_the_same_episode
 
 @pytest.mark.parametrize("graph,cluster", [("llama_block", "p100x4"), ("chainmm", "v100x8")])
 def test_rule_features_mark_the_critical_path_teachers_tie_sets(graph, cluster):
-    from placegym.agents.doppler import plc_rules, sel_rules
+    from placegym.agents.doppler.features import plc_rules, sel_rules
 
     teacher = get_teacher("critical_path")
     env = PlacementEnv(graph, cluster)
@@ -299,13 +305,15 @@ def test_rules_policy_reads_the_rule_features():
         policy.sel_dynamic.in_features
         == DopplerPolicy(PolicyConfig(hidden=8)).sel_dynamic.in_features + 2
     )
-    [rec] = rollout(policy, [PlacementEnv("ffnn", "p100x4")], [0], rng=np.random.default_rng(0))
+    [rec] = play_episodes(
+        policy, [PlacementEnv("ffnn", "p100x4")], [0], rng=np.random.default_rng(0)
+    )
     sc = score(policy, [rec])[0]
     assert torch.isfinite(sc.logp).all()
 
 
 def test_hint_quality_is_the_log_makespan_over_the_best_hint():
-    from placegym.agents.hints import hint_placements, hint_quality
+    from placegym.agents.doppler.hints import hint_placements, hint_quality
     from placegym.envs import get_preset, simulate
     from placegym.envs.workloads import ffnn
 
@@ -324,7 +332,7 @@ def test_hint_quality_policy_reads_the_quality():
     base = DopplerPolicy(PolicyConfig(hidden=8, layers=1, hints=["critical_path", "heft"]))
     assert policy.plc_head[0].in_features == base.plc_head[0].in_features + 4 + 3
     env = PlacementEnv("ffnn", "v100x8")
-    [rec] = rollout(policy, [env], [0], rng=np.random.default_rng(0))
+    [rec] = play_episodes(policy, [env], [0], rng=np.random.default_rng(0))
     assert rec.graph.quality.shape == (2,) and float(rec.graph.quality.min()) == 0.0
     assert float(rec.graph.quality[0]) > 0.2  # critical_path is 30% slower here
     assert torch.isfinite(score(policy, [rec])[0].logp).all()
@@ -341,7 +349,7 @@ def test_hint_quality_policy_reads_the_quality():
 
 
 def test_best_hint_features_are_those_of_the_first_best_hint():
-    from placegym.agents.doppler import _best_hint
+    from placegym.agents.doppler.features import best_hint_share
 
     shares = torch.arange(2 * 3 * 9, dtype=torch.float32).reshape(2, 3, 9)  # 3 hints
     g = GraphInputs(
@@ -352,6 +360,6 @@ def test_best_hint_features_are_those_of_the_first_best_hint():
         up=torch.full((2,), -1),
         quality=torch.tensor([0.1, 0.0, 0.0]),
     )
-    assert torch.equal(_best_hint(g, shares), shares[..., 3:6])
+    assert torch.equal(best_hint_share(g, shares), shares[..., 3:6])
     no_quality = dataclasses.replace(g, quality=None)
-    assert torch.equal(_best_hint(no_quality, shares), torch.zeros(2, 3, 3))
+    assert torch.equal(best_hint_share(no_quality, shares), torch.zeros(2, 3, 3))

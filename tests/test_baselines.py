@@ -1,13 +1,19 @@
-"""Placeto- and GDP-style baselines through the DOPPLER rollout / score loop."""
+"""Placeto- and GDP-style baselines through the DOPPLER episodes / score loop."""
 
 import numpy as np
 import pytest
 import torch
 from simcases import graph, unit_cluster
 
-from placegym.agents.baselines import BaselineConfig, GdpPolicy, PlacetoPolicy, make_baseline
+from placegym.agents.doppler.baselines import (
+    BaselineConfig,
+    GdpPolicy,
+    PlacetoPolicy,
+    make_baseline,
+)
+from placegym.agents.doppler.episodes import play_episodes
+from placegym.agents.doppler.scoring import score
 from placegym.agents.nn.encoder import GraphInputs
-from placegym.agents.rollout import rollout, score
 from placegym.envs import PlacementEnv
 from placegym.teachers import get_teacher
 
@@ -30,10 +36,10 @@ def topological_first_order(graph_, sel_mask):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_rollout_and_score_shapes_fixed_order_and_gradients(name):
+def test_episodes_and_score_shapes_fixed_order_and_gradients(name):
     policy = small(name)
     envs = [PlacementEnv("chainmm", "p100x4") for _ in range(3)]
-    recs = rollout(policy, envs, [0, 1, 2], rng=np.random.default_rng(0))
+    recs = play_episodes(policy, envs, [0, 1, 2], rng=np.random.default_rng(0))
     n = envs[0].graph.num_nodes
     for r in recs:
         assert r.sel_action.shape == (n,) and r.plc_action.shape == (n,)
@@ -59,7 +65,7 @@ def test_seeded_determinism(name):
     runs = []
     for _ in range(2):
         policy = small(name)
-        [rec] = rollout(policy, [env], [0], rng=np.random.default_rng(7))
+        [rec] = play_episodes(policy, [env], [0], rng=np.random.default_rng(7))
         runs.append((rec.makespan, rec.plc_action.copy(), score(policy, [rec])[0].logp))
     assert runs[0][0] == runs[1][0]
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
@@ -92,7 +98,7 @@ def test_placeto_recomputes_embeddings_from_the_placement_and_gdp_does_not():
 def test_teacher_roll_in_scores_only_placements(name):
     policy = small(name)
     env = PlacementEnv("chainmm", "p100x4")
-    [rec] = rollout(
+    [rec] = play_episodes(
         policy,
         [env],
         [0],
@@ -115,7 +121,7 @@ def test_errors():
     with pytest.raises(
         ValueError, match="GdpPolicy: the cluster has 8 devices, more than max_devices=4"
     ):
-        rollout(policy, [env], [0], rng=np.random.default_rng(0))
+        play_episodes(policy, [env], [0], rng=np.random.default_rng(0))
     placeto = make_baseline("placeto", BaselineConfig(hidden=8, layers=1, max_devices=4))
     g = GraphInputs.from_obs(env.reset(seed=0)[0])
     placed = torch.full((1, g.num_nodes), 7)  # a state that already uses device 7
@@ -136,7 +142,7 @@ def two_chains_envs(k):
 
 
 def mean_return(policy, envs, seed):
-    recs = rollout(policy, envs, list(range(len(envs))), rng=np.random.default_rng(seed))
+    recs = play_episodes(policy, envs, list(range(len(envs))), rng=np.random.default_rng(seed))
     return float(np.mean([r.ret for r in recs]))
 
 
@@ -150,7 +156,7 @@ def test_a_few_reinforce_updates_improve_the_mean_return(cls):
     opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
     rng = np.random.default_rng(0)
     for _ in range(25):
-        recs = rollout(policy, envs, list(range(16)), rng=rng)
+        recs = play_episodes(policy, envs, list(range(16)), rng=rng)
         ret = torch.tensor([r.ret for r in recs])
         logp = torch.stack([s.logp.sum() for s in score(policy, recs)])
         loss = -((ret - ret.mean()) * logp).mean()

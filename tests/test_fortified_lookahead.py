@@ -1,6 +1,6 @@
 """The fortified lookahead (LookaheadTeacher(starts=...)): an incumbent seeded by the
 starting placements keeps the rollout from ever ending slower than any of them, and a
-policy with PolicyConfig.rollout_starts reads its prices."""
+policy with PolicyConfig.price_starts reads its prices."""
 
 import itertools
 
@@ -11,8 +11,10 @@ from dagger import imitate
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.rollout import graph_inputs, prices_with, rollout
-from placegym.agents.search import SearchConfig, check_budget, policy_search
+from placegym.agents.doppler.episodes import play_episodes
+from placegym.agents.doppler.features import prices_with
+from placegym.agents.doppler.inputs import graph_inputs
+from placegym.agents.doppler.search import SearchConfig, check_budget, policy_search
 from placegym.envs import PlacementEnv, load_cluster, simulate
 from placegym.envs.ccr import scale_to_ccr
 from placegym.envs.placement import Placement
@@ -141,24 +143,24 @@ def test_starts_are_validated():
         LookaheadTeacher(starts=("lookahead",))
     with pytest.raises(ValueError, match=r"starts: .* got 'fortified_lookahead'"):
         LookaheadTeacher(starts=("nest", "fortified_lookahead"))
-    with pytest.raises(ValueError, match="rollout_starts: needs rollout"):
-        PolicyConfig(rollout_starts=("nest",))
-    with pytest.raises(ValueError, match=r"rollout_starts: .* got \['nest', 'nest'\]"):
-        PolicyConfig(rollout=True, rollout_starts=("nest", "nest"))
+    with pytest.raises(ValueError, match="price_starts: needs prices"):
+        PolicyConfig(price_starts=("nest",))
+    with pytest.raises(ValueError, match=r"price_starts: .* got \['nest', 'nest'\]"):
+        PolicyConfig(prices=True, price_starts=("nest", "nest"))
     with pytest.raises(ValueError, match="not fortified"):
         get_teacher("lookahead").incumbent(PlacementState(*comm_heavy()))
 
 
 def test_a_fortified_policy_reads_the_fortified_prices():
-    """Its rollout features are the fortified teacher's prices (one cache with the
+    """Its price features are the fortified teacher's prices (one cache with the
     teacher), and the teacher-driven episode keeps the incumbent."""
     g, c = comm_heavy()
-    pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True, rollout_starts=STARTS))
+    pol = DopplerPolicy(PolicyConfig(hidden=8, prices=True, price_starts=STARTS))
     teacher = LookaheadTeacher(starts=STARTS)
     assert prices_with(teacher, pol) is teacher
     assert prices_with(get_teacher("lookahead"), pol) is not None  # its own pricer instead
-    assert prices_with(teacher, DopplerPolicy(PolicyConfig(hidden=8, rollout=True))) is None
-    [rec] = rollout(
+    assert prices_with(teacher, DopplerPolicy(PolicyConfig(hidden=8, prices=True))) is None
+    [rec] = play_episodes(
         pol,
         [PlacementEnv(g, c)],
         [0],
@@ -173,7 +175,7 @@ def test_a_fortified_policy_reads_the_fortified_prices():
         state.select(int(rec.sel_action[k]))
         lead = teacher.place_costs(state) - teacher.place_costs(state).min()
         legal = rec.plc_mask[k]
-        scale = graph_inputs(pol, PlacementEnv(g, c).reset(seed=0)[0], g, c).rollout_scale
+        scale = graph_inputs(pol, PlacementEnv(g, c).reset(seed=0)[0], g, c).price_scale
         np.testing.assert_allclose(
             rec.plc_dev[k][legal, -2], np.minimum(lead[legal] / scale, 1e6).astype(np.float32)
         )
@@ -187,15 +189,17 @@ def test_imitating_the_fortified_lookahead_reaches_its_placement(one_torch_threa
     g, c = comm_heavy()
     teacher = LookaheadTeacher(starts=STARTS)
     target = makespan(g, c, teacher.place(g, c))
-    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2, rollout=True, rollout_starts=STARTS))
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2, prices=True, price_starts=STARTS))
     imitate(policy, g, c, teacher, updates=30)
-    [rec] = rollout(policy, [PlacementEnv(g, c)], [3], rng=np.random.default_rng(3), greedy=True)
+    [rec] = play_episodes(
+        policy, [PlacementEnv(g, c)], [3], rng=np.random.default_rng(3), greedy=True
+    )
     assert rec.makespan == target
 
 
 def test_search_budget_counts_the_fortified_starts():
     g, c = make_graph("random_dag", nodes=12, seed=4), load_cluster("p100x4")
-    pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True, rollout_starts=("nest", "metis")))
+    pol = DopplerPolicy(PolicyConfig(hidden=8, prices=True, price_starts=("nest", "metis")))
     need = g.num_nodes * c.num_devices + 3 + 1  # + heft_rule's and the two starts
     with pytest.raises(ValueError, match=rf"expected a budget >= {need}, got {need - 1}"):
         check_budget(pol, g, c, need - 1)

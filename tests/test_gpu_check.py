@@ -7,8 +7,13 @@ import zipfile
 
 import pytest
 
-from placegym.train import gpu_check
-from placegym.train.machine.wheelhouse import install_command, install_missing, missing, requirements
+from placegym.train.machine import gpu_check
+from placegym.train.machine.wheelhouse import (
+    install_command,
+    install_missing,
+    missing,
+    requirements,
+)
 
 
 def test_dry_run_runs_every_step_on_cpu_workers(tmp_path, one_torch_thread):

@@ -106,3 +106,109 @@ def test_importing_the_environments_loads_no_teacher():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------- the agent wings
+WINGS = ("placegym.agents.doppler", "placegym.agents.sb3")
+SHARED_AGENTS = "placegym.agents.nn"  # the graph encoder and layers both wings build on
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+@pytest.mark.parametrize("wing", WINGS)
+def test_an_agent_wing_imports_no_other_agents_module_than_itself_and_the_shared_layers(wing):
+    bad = sorted(
+        (m, t)
+        for m, t in GRAPH.edges
+        if _in(m, wing)
+        and _in(t, "placegym.agents")
+        and not _in(t, wing)
+        and not _in(t, SHARED_AGENTS)
+    )
+    assert bad == []
+
+
+def test_the_wings_exist_and_the_shared_layers_import_neither():
+    for wing in WINGS:
+        assert any(_in(m, wing) for m in MODULES), wing
+    bad = sorted(
+        (m, t) for m, t in GRAPH.edges if _in(m, SHARED_AGENTS) and any(_in(t, w) for w in WINGS)
+    )
+    assert bad == []
+
+
+def test_the_benchmark_harness_never_imports_the_experiments():
+    bad = sorted(
+        (m, t)
+        for m, t in GRAPH.edges
+        if _in(m, "placegym.train.harness") and _in(t, "placegym.train.experiments")
+    )
+    assert bad == []
+
+
+# ---------------------------------------------------------------------- private names
+STATE = ROOT / "envs" / "state.py"
+
+
+def _private_names(path: Path, cls: str) -> set[str]:
+    """The ``_names`` class ``cls`` defines: its methods and the attributes it assigns
+    on ``self`` (dunder names are not private)."""
+    tree = ast.parse(path.read_text())
+    (node,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
+    names = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(n.name)
+        elif (
+            isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "self"
+            and isinstance(n.ctx, ast.Store)
+        ):
+            names.add(n.attr)
+    return {x for x in names if x.startswith("_") and not x.endswith("__")}
+
+
+def _reach_ins(names: set[str], skip: Path) -> list[str]:
+    """``file:line name`` of every ``<expr>._name`` outside ``skip`` whose ``<expr>`` is
+    not ``self`` or ``cls``, for ``_name`` in ``names``."""
+    found = []
+    paths = [p for folder in (*LAYERS, "tests") for p in (ROOT / folder).rglob("*.py")]
+    for path in paths:
+        if path == skip:
+            continue
+        for n in ast.walk(ast.parse(path.read_text())):
+            mine = isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            if (
+                isinstance(n, ast.Attribute)
+                and n.attr in names
+                and not (mine and n.value.id in ("self", "cls"))
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{n.lineno} {n.attr}")
+    return sorted(found)
+
+
+def test_no_module_outside_the_state_touches_placement_state_private_names():
+    names = _private_names(STATE, "PlacementState")
+    assert {"_frontier", "_num_placed"} <= names
+    assert _reach_ins(names, STATE) == []
+
+
+def test_no_module_outside_the_environment_touches_its_private_names():
+    env = ROOT / "envs" / "env.py"
+    names = _private_names(env, "PlacementEnv")
+    assert {"_steps", "_prepared"} <= names
+    assert _reach_ins(names, env) == []
+
+
+# ---------------------------------------------------------------------- module size
+MAX_LINES = 600
+#: The compiled simulator kernel: numba caches per file, so it stays one (its docstring).
+LONG_ALLOWED = {"placegym.envs._kernel"}
+
+
+def test_no_module_is_over_600_lines_but_the_compiled_kernel():
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert set(long) <= LONG_ALLOWED, long

@@ -7,7 +7,8 @@ import torch
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.rollout import rollout, score
+from placegym.agents.doppler.episodes import play_episodes
+from placegym.agents.doppler.scoring import score
 from placegym.envs import PlacementEnv
 from placegym.teachers import get_teacher
 from placegym.train.losses import regret_loss
@@ -22,7 +23,7 @@ def outputs_graph():
 def play(policy, teacher, n, greedy=False, prob=1.0, seed=0):
     g, c = outputs_graph(), unit_cluster(2)
     envs = [PlacementEnv(g, c) for _ in range(n)]
-    return rollout(
+    return play_episodes(
         policy,
         envs,
         list(range(n)),

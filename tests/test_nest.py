@@ -2,7 +2,6 @@
 the presets, the assignment-level NEST cost, speed and determinism."""
 
 import itertools
-import time
 
 import numpy as np
 import pytest
@@ -452,30 +451,12 @@ def test_nest_cost_rejects_bad_devices():
         nest_cost(g, c, [7] + [0] * 127)
 
 
-# ---------------------------------------------------------------------- speed
+# ---------------------------------------------------------------------- large presets
 
 
-def big_ffnn() -> Graph:
-    """16 layers, 4 x 8 blocks: 4640 nodes."""
-    return ffnn(dims=(4096,) * 17, batch_blocks=4, feature_blocks=8)
-
-
-def test_runtime_on_a_64_device_preset():
+def test_plans_on_a_64_device_preset_are_valid():
+    # how fast: tests/benchmarks/test_generator_speed.py (make bench)
     g, c = ffnn(), load_cluster("tpuv4-fattree-64")
-    t0 = time.perf_counter()
-    NestTeacher().plan(g, c)
-    assert time.perf_counter() - t0 < 10.0
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("preset", ["tpuv4-fattree-1024", "h100-spineleaf-1024"])
-def test_runtime_on_1024_devices(preset):
-    g, c = big_ffnn(), load_cluster(preset)
-    teacher = NestTeacher()
-    t0 = time.perf_counter()
-    p = teacher.plan(g, c)
-    elapsed = time.perf_counter() - t0
-    print(f"nest on {preset}, {g.num_nodes} nodes: {elapsed:.2f} s")
-    assert elapsed <= 60.0
+    p = NestTeacher().plan(g, c)
     p.check(g, c)
-    assert not simulate(g, c, p).oom
+    assert np.isfinite(simulate(g, c, p).makespan)

@@ -9,7 +9,8 @@ import torch
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.rollout import rollout, score
+from placegym.agents.doppler.episodes import play_episodes
+from placegym.agents.doppler.scoring import score
 from placegym.envs import Placement, PlacementEnv, load_cluster, simulate
 from placegym.envs.state import PlacementState
 from placegym.envs.workloads import ffnn
@@ -122,7 +123,7 @@ def test_one_phase_policies_take_the_critical_path_answer_in_the_other_phase(lea
     policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1, learn=learn))
     cp = get_teacher("critical_path")
     envs = [PlacementEnv(g, cluster) for _ in range(2)]
-    recs = rollout(
+    recs = play_episodes(
         policy, envs, [0, 1], rng=np.random.default_rng(0), teacher=cp, record_teacher=True
     )
     fixed = 0 if learn == "place" else 1  # the step parity of the teacher's phase

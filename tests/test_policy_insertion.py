@@ -7,8 +7,10 @@ from dagger import imitate
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.rollout import graph_inputs, insertion_features, plc_devices, rollout
-from placegym.agents.search import best_of_samples
+from placegym.agents.doppler.decoder import best_of_samples
+from placegym.agents.doppler.episodes import play_episodes
+from placegym.agents.doppler.features import insertion_features
+from placegym.agents.doppler.inputs import graph_inputs, plc_devices
 from placegym.envs import PlacementEnv, load_cluster
 from placegym.envs.state import PlacementState
 from placegym.envs.workloads import make_graph
@@ -40,7 +42,7 @@ def test_plc_devices_adds_the_columns_only_with_insertion():
     obs, _ = env.reset(seed=0)
     plain = graph_inputs(DopplerPolicy(PolicyConfig(hidden=8)), obs, g, c)
     with_ins = graph_inputs(DopplerPolicy(PolicyConfig(hidden=8, insertion=True)), obs, g, c)
-    assert plain.scale is None and with_ins.scale == pytest.approx(env.unwrapped._builder.cp)
+    assert plain.scale is None and with_ins.scale == pytest.approx(env.unwrapped.time_unit)
     state = env.unwrapped.state
     state.select(int(state.frontier()[0]))
     dev = np.zeros((4, 7), np.float32)
@@ -55,13 +57,13 @@ def test_insertion_policy_plays_deterministic_episodes_and_search_decodes_them(o
     pol = DopplerPolicy(PolicyConfig(hidden=16, layers=2, insertion=True, rules=True)).eval()
     g, c = make_graph("llama_block"), load_cluster("v100x8")
     runs = [
-        rollout(pol, [PlacementEnv(g, c)], [s], rng=np.random.default_rng(s), greedy=True)[0]
+        play_episodes(pol, [PlacementEnv(g, c)], [s], rng=np.random.default_rng(s), greedy=True)[0]
         for s in (0, 7)
     ]
     assert runs[0].plc_dev.shape[-1] == 10
     assert np.array_equal(runs[0].plc_action, runs[1].plc_action)
     envs = [PlacementEnv(g, c) for _ in range(4)]
-    records = rollout(pol, envs, [3] * 4, rng=np.random.default_rng(3))
+    records = play_episodes(pol, envs, [3] * 4, rng=np.random.default_rng(3))
     _, makespan = best_of_samples(pol, g, c, 4, 3)  # the search's decoder, same episodes
     assert makespan == min(r.makespan for r in records)
 
@@ -79,5 +81,5 @@ def test_imitating_heft_rule_reaches_its_gap_filling_placement(one_torch_thread)
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2, insertion=True))
     imitate(policy, g, c, teacher)
     rng = np.random.default_rng(0)
-    [greedy] = rollout(policy, [PlacementEnv(g, c)], [0], rng=rng, greedy=True)
+    [greedy] = play_episodes(policy, [PlacementEnv(g, c)], [0], rng=rng, greedy=True)
     assert greedy.info["placement"].tolist() == teacher.place(g, c).device.tolist()

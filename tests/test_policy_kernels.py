@@ -1,4 +1,4 @@
-"""The compiled per-state inputs of the dual policy (placegym.agents._kernels) against the
+"""The compiled per-state inputs of the dual policy (placegym.agents.doppler._kernels) against the
 plain torch formulations they replace, kept here as oracles: equal bits, forward and
 gradient, so that training gives the same weights with either."""
 
@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-import placegym.agents.doppler as doppler
-from placegym.agents.doppler import DopplerPolicy, PolicyConfig, placed_sums, sibling_share
+import placegym.agents.doppler.inputs as inputs_module
+from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+from placegym.agents.doppler.episodes import play_episodes
+from placegym.agents.doppler.features import placed_sums, sel_context, sibling_share
+from placegym.agents.doppler.scoring import score
 from placegym.agents.nn.encoder import GraphInputs
-from placegym.agents.rollout import rollout, score
 from placegym.envs import PlacementEnv
 
 
@@ -128,7 +130,7 @@ def test_sel_context_equals_scatter_max():
         pairs = torch.rand(s, n, generator=gen) < 0.3
         pairs[0, 0] = True
         step, node = torch.nonzero(pairs, as_tuple=True)
-        got = doppler.sel_context(g, dyn, step, node)
+        got = sel_context(g, dyn, step, node)
         assert equal(got, sel_context_oracle(g, dyn, step, node))
 
 
@@ -138,7 +140,7 @@ def test_scores_and_gradients_equal_with_the_oracles(monkeypatch, one_torch_thre
     torch.manual_seed(0)
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
     envs = [PlacementEnv("ffnn", "p100x4") for _ in range(3)]
-    records = rollout(policy, envs, [0, 1, 2], rng=np.random.default_rng(5))
+    records = play_episodes(policy, envs, [0, 1, 2], rng=np.random.default_rng(5))
 
     def scored():
         policy.zero_grad()
@@ -149,12 +151,12 @@ def test_scores_and_gradients_equal_with_the_oracles(monkeypatch, one_torch_thre
         return [t.detach() for s in scores for t in (s.logp, s.entropy)] + grads
 
     fast = scored()
-    monkeypatch.setattr(doppler, "placed_sums", placed_sums_oracle)
-    monkeypatch.setattr(doppler, "sibling_share", sibling_share_oracle)
-    monkeypatch.setattr(doppler, "sel_context", sel_context_oracle)
+    monkeypatch.setattr(inputs_module, "placed_sums", placed_sums_oracle)
+    monkeypatch.setattr(inputs_module, "sibling_share", sibling_share_oracle)
+    monkeypatch.setattr(inputs_module, "sel_context", sel_context_oracle)
     slow = scored()
     assert all(equal(a, b) for a, b in zip(fast, slow))
-    slow_records = rollout(policy, envs, [0, 1, 2], rng=np.random.default_rng(5))
+    slow_records = play_episodes(policy, envs, [0, 1, 2], rng=np.random.default_rng(5))
     assert [r.info["placement"].tolist() for r in slow_records] == [
         r.info["placement"].tolist() for r in records
     ]
@@ -168,4 +170,4 @@ def test_kernels_reject_out_of_range_states():
     with pytest.raises(ValueError, match=r"node: ids must lie in \[0, 3\), got \[3, 3\]"):
         sibling_share(g, torch.tensor([3]), torch.tensor([[0, 1, -1]]), 2)
     with pytest.raises(ValueError, match=r"step, node: pairs must index dyn of shape \(1, 3, 6\)"):
-        doppler.sel_context(g, torch.zeros(1, 3, 6), torch.tensor([0]), torch.tensor([3]))
+        sel_context(g, torch.zeros(1, 3, 6), torch.tensor([0]), torch.tensor([3]))

@@ -1,4 +1,4 @@
-"""PolicyConfig.rollout: PLC reads each device's price under the lookahead teacher (the
+"""PolicyConfig.prices: PLC reads each device's price under the lookahead teacher (the
 simulated makespan of heft_rule's completion with the selected node there)."""
 
 import numpy as np
@@ -8,8 +8,10 @@ from dagger import imitate
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.rollout import graph_inputs, plc_devices, rollout, rollout_features
-from placegym.agents.search import SearchConfig, policy_search
+from placegym.agents.doppler.episodes import play_episodes
+from placegym.agents.doppler.features import price_features
+from placegym.agents.doppler.inputs import graph_inputs, plc_devices
+from placegym.agents.doppler.search import SearchConfig, policy_search
 from placegym.envs import PlacementEnv, load_cluster, simulate
 from placegym.envs.state import PlacementState
 from placegym.envs.workloads import make_graph
@@ -21,20 +23,20 @@ def outputs_graph():
     return graph([1, 2, 2, 1], [[0, 1], [0, 2], [1, 3], [2, 3]], out_bytes=[0, 3, 3, 0])
 
 
-def test_rollout_features_on_a_hand_solved_state():
+def test_price_features_on_a_hand_solved_state():
     g, c = outputs_graph(), unit_cluster(2)
     s = PlacementState(g, c)
     for v, d in [(0, 0), (1, 0)]:
         s.select(v)
         s.place(d)
     s.select(2)
-    x = rollout_features(s, scale=2.0)
+    x = price_features(s, scale=2.0)
     # completions take 6 (node 2 on device 0) and 7 (device 1): device 0 is the least
     assert x.dtype == np.float32 and x.shape == (2, 2)
     assert x.tolist() == [[0.0, 1.0], [0.5, 0.0]]
 
 
-def test_rollout_features_price_every_legal_device_as_the_lookahead():
+def test_price_features_price_every_legal_device_as_the_lookahead():
     g, c = make_graph("random_dag", nodes=30, seed=3), load_cluster("v100x8")
     look = get_teacher("lookahead")
     s = PlacementState(g, c)
@@ -44,35 +46,35 @@ def test_rollout_features_price_every_legal_device_as_the_lookahead():
         s.place(int(rng.choice(np.flatnonzero(s.place_mask()))))
     s.select(int(s.frontier()[0]))
     _, makespan = look.completion_makespans(s)
-    x = rollout_features(s, scale=3.0)
+    x = price_features(s, scale=3.0)
     lead = (makespan - makespan.min()) / 3.0
     np.testing.assert_allclose(x[:, 0], lead.astype(np.float32))
     assert np.flatnonzero(x[:, 1]).tolist() == look.place_actions(s).tolist()
 
 
-def test_plc_devices_adds_the_columns_only_with_rollout():
+def test_plc_devices_adds_the_columns_only_with_prices():
     g, c = make_graph("ffnn"), load_cluster("p100x4")
     env = PlacementEnv(g, c)
     obs, _ = env.reset(seed=0)
-    both = DopplerPolicy(PolicyConfig(hidden=8, insertion=True, rollout=True))
+    both = DopplerPolicy(PolicyConfig(hidden=8, insertion=True, prices=True))
     inputs = graph_inputs(both, obs, g, c)
-    assert inputs.rollout_scale == pytest.approx(env.unwrapped._builder.cp)
+    assert inputs.price_scale == pytest.approx(env.unwrapped.time_unit)
     state = env.unwrapped.state
     state.select(int(state.frontier()[0]))
     out = plc_devices(inputs, state, np.zeros((4, 7), np.float32))
     assert out.shape == (4, 12)
-    np.testing.assert_array_equal(out[:, 10:], rollout_features(state, inputs.rollout_scale))
-    only = graph_inputs(DopplerPolicy(PolicyConfig(hidden=8, rollout=True)), obs, g, c)
+    np.testing.assert_array_equal(out[:, 10:], price_features(state, inputs.price_scale))
+    only = graph_inputs(DopplerPolicy(PolicyConfig(hidden=8, prices=True)), obs, g, c)
     assert only.scale is None and plc_devices(only, state, np.zeros((4, 7))).shape == (4, 9)
 
 
-def test_search_counts_a_rollout_policys_prices_in_its_budget():
-    """The greedy pass of a rollout policy prices n * D completions: they are counted in
+def test_search_counts_a_priced_policys_prices_in_its_budget():
+    """The greedy pass of a priced policy prices n * D completions: they are counted in
     the budget and the curve, the best of them is a candidate, and the rest of the budget
     anneals (no beam, samples or policy windows, which would price more states)."""
     g, c = make_graph("random_dag", nodes=20, seed=4), load_cluster("p100x4")
     n_d = g.num_nodes * c.num_devices
-    pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True))
+    pol = DopplerPolicy(PolicyConfig(hidden=8, prices=True))
     with pytest.raises(ValueError, match=rf"budget: .* expected a budget >= {n_d + 1}, got 10"):
         policy_search(pol, g, c, SearchConfig(budget=10))
     res = policy_search(pol, g, c, SearchConfig(budget=n_d + 200, starts=()), seed=3)
@@ -84,7 +86,7 @@ def test_search_counts_a_rollout_policys_prices_in_its_budget():
     # placement among them, so the curve is at heft_rule's makespan or below by then
     heft_rule = simulate(g, c, get_teacher("heft_rule").place(g, c)).makespan
     assert np.isfinite(res.curve).all() and res.curve[c.num_devices - 1] <= heft_rule
-    assert res.greedy == simulate(g, c, rollout_greedy(pol, g, c)).makespan
+    assert res.greedy == simulate(g, c, greedy_placement(pol, g, c)).makespan
     assert res.makespan == res.curve[-1] <= min(res.greedy, res.curve[n_d - 1])
     # with the heuristic starts (the default) they come first, then the greedy pass
     started = policy_search(pol, g, c, SearchConfig(budget=n_d + 200), seed=3)
@@ -95,10 +97,12 @@ def test_search_counts_a_rollout_policys_prices_in_its_budget():
     np.testing.assert_array_equal(again.curve, res.curve)  # the budget is the search's own
 
 
-def rollout_greedy(policy, g, c):
+def greedy_placement(policy, g, c):
     from placegym.envs.placement import Placement
 
-    [rec] = rollout(policy, [PlacementEnv(g, c)], [0], rng=np.random.default_rng(0), greedy=True)
+    [rec] = play_episodes(
+        policy, [PlacementEnv(g, c)], [0], rng=np.random.default_rng(0), greedy=True
+    )
     order = rec.sel_action
     return Placement(device=np.asarray(rec.info["placement"]), order=order)
 
@@ -110,10 +114,12 @@ def test_imitating_the_lookahead_with_its_prices_reaches_its_placement(one_torch
     torch.manual_seed(0)
     g, c = outputs_graph(), unit_cluster(2)
     teacher = get_teacher("lookahead")
-    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2, rollout=True))
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2, prices=True))
     imitate(policy, g, c, teacher)
     runs = [
-        rollout(policy, [PlacementEnv(g, c)], [s], rng=np.random.default_rng(s), greedy=True)[0]
+        play_episodes(
+            policy, [PlacementEnv(g, c)], [s], rng=np.random.default_rng(s), greedy=True
+        )[0]
         for s in (0, 5)
     ]
     assert runs[0].plc_dev.shape[-1] == 9
@@ -126,12 +132,12 @@ def test_imitating_the_lookahead_with_its_prices_reaches_its_placement(one_torch
 
 
 def test_sel_pick_marks_the_node_heft_rule_selects():
-    from placegym.agents.doppler import sel_pick
+    from placegym.agents.doppler.features import sel_pick
 
     g, c = make_graph("ffnn"), load_cluster("v100x8")  # identical layers: b-level ties
     env = PlacementEnv(g, c)
     obs, _ = env.reset(seed=0)
-    pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True))
+    pol = DopplerPolicy(PolicyConfig(hidden=8, prices=True))
     inputs = graph_inputs(pol, obs, g, c)
     rule, look = get_teacher("heft_rule"), get_teacher("lookahead")
     s = PlacementState(g, c)
@@ -156,17 +162,17 @@ def test_sel_pick_marks_the_node_heft_rule_selects():
 def test_the_lookahead_teacher_prices_its_labelled_states_once():
     """With the lookahead over heft_rule as teacher, the PLC prices come from the teacher's
     own cache: each state is priced once (no second pricer), the features unchanged."""
-    from placegym.agents import rollout as rollout_module
+    from placegym.agents.doppler import features as features_module
     from placegym.teachers.lookahead import LookaheadTeacher
 
     g, c = make_graph("random_dag", nodes=24, seed=2), load_cluster("p100x4")
-    policy = DopplerPolicy(PolicyConfig(hidden=8, rollout=True))
+    policy = DopplerPolicy(PolicyConfig(hidden=8, prices=True))
     teacher = LookaheadTeacher()
-    assert rollout_module.prices_with(teacher) is teacher
-    assert rollout_module.prices_with(LookaheadTeacher(cache_size=0)) is None
-    assert rollout_module.prices_with(LookaheadTeacher("critical_path")) is None
-    rollout_module._pricer.cache_clear()
-    [rec] = rollout(
+    assert features_module.prices_with(teacher) is teacher
+    assert features_module.prices_with(LookaheadTeacher(cache_size=0)) is None
+    assert features_module.prices_with(LookaheadTeacher("critical_path")) is None
+    features_module._pricer.cache_clear()
+    [rec] = play_episodes(
         policy,
         [PlacementEnv(g, c)],
         [0],
@@ -175,25 +181,25 @@ def test_the_lookahead_teacher_prices_its_labelled_states_once():
         teacher_prob=1.0,
         record_teacher=True,
     )
-    assert rollout_module._pricer.cache_info().currsize == 0  # never built
+    assert features_module._pricer.cache_info().currsize == 0  # never built
     # one completion per legal device per PLC state (no memory pressure: all legal)
     assert teacher.calls == g.num_nodes * c.num_devices
     # the same features a fresh pricer computes, state by state
     fresh = LookaheadTeacher()
     s = PlacementState(g, c)
-    scale = graph_inputs(policy, PlacementEnv(g, c).reset(seed=0)[0], g, c).rollout_scale
+    scale = graph_inputs(policy, PlacementEnv(g, c).reset(seed=0)[0], g, c).price_scale
     for k in range(g.num_nodes):
         s.select(int(rec.sel_action[k]))
-        np.testing.assert_array_equal(rec.plc_dev[k, :, -2:], rollout_features(s, scale, fresh))
+        np.testing.assert_array_equal(rec.plc_dev[k, :, -2:], price_features(s, scale, fresh))
         s.place(int(rec.plc_action[k]))
     with pytest.raises(ValueError, match=r"pricer: expected a lookahead over 'heft_rule'"):
-        rollout_features(s, 1.0, LookaheadTeacher("critical_path"))
+        price_features(s, 1.0, LookaheadTeacher("critical_path"))
 
 
 def test_search_counts_but_does_not_keep_unchecked_completions_under_memory_pressure():
     """Where some placement could exceed a device's memory, a pricer's completions (whose
     memory is not checked) count in the budget but are not candidates."""
-    from placegym.agents.search import _Calls
+    from placegym.agents.doppler.search import _Calls
 
     g, c = make_graph("random_dag", nodes=6, seed=0), load_cluster("p100x4")
     devs, ords = np.zeros((3, 6), np.int64), np.tile(g.topological_order, (3, 1))
@@ -207,12 +213,12 @@ def test_search_counts_but_does_not_keep_unchecked_completions_under_memory_pres
 
 
 def test_benchmarks_refuse_a_search_budget_below_the_greedy_pass_before_any_cell():
-    from placegym.agents.search import SearchPlacer
+    from placegym.agents.doppler.search import SearchPlacer
     from placegym.envs.suites import get_suite
     from placegym.train.harness.bench import BenchConfig, run_benchmark
     from placegym.train.harness.suite_bench import run_suite
 
-    pol = DopplerPolicy(PolicyConfig(hidden=8, rollout=True))
+    pol = DopplerPolicy(PolicyConfig(hidden=8, prices=True))
     placer = SearchPlacer(pol, SearchConfig(budget=300), name="agent-search300")
     placed = []
     teacher = get_teacher("heft")
@@ -231,3 +237,21 @@ def test_benchmarks_refuse_a_search_budget_below_the_greedy_pass_before_any_cell
     with pytest.raises(ValueError, match=r"expected a budget >= \d+, got 300"):
         run_suite(get_suite("workloads-v0"), "test", ["critical_path"], extra_placers=extra)
     assert placed == []  # refused before any cell ran
+
+
+def test_checkpoints_with_the_old_field_names_still_load():
+    """Checkpoints saved before the rename store ``rollout`` / ``rollout_starts`` in their
+    ``policy_config``: they load as ``prices`` / ``price_starts``, with their weights."""
+    import dataclasses
+
+    from placegym.train.checkpoint import policy_from_checkpoint
+
+    torch.manual_seed(0)
+    pol = DopplerPolicy(PolicyConfig(hidden=8, prices=True, price_starts=("nest", "metis")))
+    old = dataclasses.asdict(pol.config)
+    old["rollout"], old["rollout_starts"] = old.pop("prices"), list(old.pop("price_starts"))
+    loaded = policy_from_checkpoint({"policy_config": old, "policy": pol.state_dict()})
+    assert loaded.config == pol.config
+    assert all(torch.equal(a, b) for a, b in zip(loaded.parameters(), pol.parameters()))
+    with pytest.raises(ValueError, match="rollout: renamed prices, got both"):
+        PolicyConfig.from_dict({"rollout": True, "prices": True})

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig, cluster_links
-from placegym.agents.rollout import rollout
+from placegym.agents.doppler.episodes import play_episodes
 from placegym.envs import load_cluster
 from placegym.envs.env import PlacementEnv
 
@@ -75,6 +75,9 @@ def test_topology_policy_plays_deterministic_greedy_episodes():
     pol = DopplerPolicy(PolicyConfig(hidden=16, topology=True))
     c = load_cluster("v100x8")
     env = PlacementEnv("ffnn", c)
-    runs = [rollout(pol, [env], [s], rng=np.random.default_rng(s), greedy=True)[0] for s in (0, 7)]
+    runs = [
+        play_episodes(pol, [env], [s], rng=np.random.default_rng(s), greedy=True)[0]
+        for s in (0, 7)
+    ]
     assert runs[0].info["makespan"] > 0
     assert np.array_equal(runs[0].plc_action, runs[1].plc_action)

@@ -95,7 +95,7 @@ def _minutes(text: str, anchor: str) -> int:
 def test_time_figures_agree_everywhere():
     readme, configs = _flat(README), _flat(ROOT / "configs" / "README.md")
     quickstart = _flat(ROOT / "configs" / "quickstart.yaml")
-    report = _flat(ROOT / "train" / "harness" / "report.py")
+    report = _flat(ROOT / "train" / "experiments" / "report.py")
     make = _flat(ROOT / "Makefile")
     line = "placegym train configs/quickstart.yaml #"
     assert _minutes(readme, line) == _minutes(configs, line) == _minutes(quickstart, "#")

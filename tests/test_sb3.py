@@ -8,7 +8,7 @@ import numpy as np
 import placegym.envs  # noqa: F401
 
 
-def test_maskable_ppo_learns_a_few_thousand_steps_with_masks_respected():
+def test_maskable_ppo_trains_2048_steps_and_its_greedy_episode_takes_only_legal_actions():
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.utils import get_action_masks
 

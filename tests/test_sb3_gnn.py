@@ -10,7 +10,6 @@ from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks
 
 import placegym.envs  # noqa: F401
-from placegym.agents.sb3.bc import collect_demonstrations, greedy_makespans, pretrain
 from placegym.agents.nn.encoder import GraphInputs
 from placegym.agents.sb3 import (
     NEG_LOGIT,
@@ -19,6 +18,7 @@ from placegym.agents.sb3 import (
     batch_graph_inputs,
     make_maskable_ppo,
 )
+from placegym.agents.sb3.bc import collect_demonstrations, greedy_makespans, pretrain
 from placegym.teachers.wrappers import PlaceOnly, SelectOnly
 
 # small batched GNN calls: one torch thread avoids oversubscribing shared cores

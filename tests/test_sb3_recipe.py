@@ -6,13 +6,13 @@ import pytest
 import torch
 
 import placegym.envs  # noqa: F401
-from placegym.agents.sb3.bc import greedy_makespans, pretrain, tie_log_likelihood
 from placegym.agents.sb3 import AnchoredMaskablePPO, make_maskable_ppo
+from placegym.agents.sb3.bc import greedy_makespans, pretrain, tie_log_likelihood
 from placegym.agents.sb3.callbacks import PhaseDiagnostics
 from placegym.agents.sb3.placer import Sb3Placer
-from placegym.train.experiments.sb3_recipe import run_recipe
 from placegym.envs import load_cluster, simulate
 from placegym.envs.workloads import make_graph
+from placegym.train.experiments.sb3_recipe import run_recipe
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -146,6 +146,11 @@ def test_phase3_settings_and_their_errors(tmp_path):
         ("phase2.self_imitation.states=all", r"self_imitation\.states: expected one of"),
         ("policy.learn=neither", r"policy\.learn: expected one of both, select, place"),
         ("policy.hidden=0", r"policy\.hidden: must be >= 1, got 0"),
+        ("policy.rollout=true", r"policy\.rollout: unknown key .*it is policy\.prices now"),
+        (
+            "policy.rollout_starts=[heft]",
+            r"policy\.rollout_starts: unknown key .*it is policy\.price_starts now",
+        ),
     ],
 )
 def test_keys_that_would_do_nothing_are_rejected(override, message):

@@ -7,7 +7,7 @@ from dagger import imitate
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.rollout import EpisodeRecord, rollout
+from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
 from placegym.envs import PlacementEnv, simulate
 from placegym.teachers import get_teacher
 from placegym.train.config import RLConfig
@@ -62,7 +62,7 @@ def _train_rl(algo: str, updates: int) -> tuple[float, float]:
     rng = np.random.default_rng(1)
     returns = []
     for _ in range(updates):
-        records = rollout(policy, envs, list(range(16)), rng=rng)
+        records = play_episodes(policy, envs, list(range(16)), rng=rng)
         returns.append(np.mean([r.ret for r in records]))
         rl_update(policy, opt, records, [0] * 16, cfg, rng)
     return float(np.mean(returns[:3])), float(np.mean(returns[-3:]))
@@ -118,13 +118,13 @@ def test_nest_shaped_reward_to_go_sums_to_the_relative_return():
     g, cluster = fork_join(), unit_cluster(2)
     policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1))
     envs = [PlacementEnv(g, cluster, reward="nest") for _ in range(2)]
-    recs = rollout(policy, envs, [0, 1], rng=np.random.default_rng(0))
+    recs = play_episodes(policy, envs, [0, 1], rng=np.random.default_rng(0))
     for r in recs:
         assert r.ret == pytest.approx(1 - r.makespan / r.info["reference_makespan"])
 
 
 def test_sel_context_reads_producer_finish_times():
-    from placegym.agents.doppler import sel_context
+    from placegym.agents.doppler.features import sel_context
     from placegym.agents.nn.encoder import GraphInputs
 
     # 0 -> 2, 1 -> 2, 1 -> 3; edge comm times 0.1, 0.2, 0.3

@@ -14,7 +14,7 @@ from netns import isolated, run_isolated
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.rollout import rollout
+from placegym.agents.doppler.episodes import play_episodes
 from placegym.envs import PlacementEnv
 from placegym.train.checkpoint import load_checkpoint
 from placegym.train.config import config_from_dict
@@ -81,7 +81,7 @@ def test_episodes_with_their_own_generators_do_not_depend_on_the_other_graphs():
 
     def play(idx):
         rngs = [np.random.default_rng(streams[i]) for i in idx]
-        return rollout(policy, [envs[i] for i in idx], [seeds[i] for i in idx], rng=rngs)
+        return play_episodes(policy, [envs[i] for i in idx], [seeds[i] for i in idx], rng=rngs)
 
     together = play([0, 1, 2, 3])
     apart = play([0, 1]) + play([2, 3])
@@ -91,11 +91,11 @@ def test_episodes_with_their_own_generators_do_not_depend_on_the_other_graphs():
     assert len({tuple(r.plc_action) + tuple(r.sel_action) for r in together}) > 1
 
 
-def test_rollout_wants_one_generator_per_env():
+def test_play_episodes_wants_one_generator_per_env():
     policy = DopplerPolicy(PolicyConfig(hidden=8, layers=1))
     env = PlacementEnv(_graphs()[0], unit_cluster(2))
     with pytest.raises(ValueError, match=r"rng: expected one generator per env \(1\), got 2"):
-        rollout(policy, [env], [0], rng=[np.random.default_rng(0)] * 2)
+        play_episodes(policy, [env], [0], rng=[np.random.default_rng(0)] * 2)
 
 
 def test_negative_workers_are_refused(tmp_path):

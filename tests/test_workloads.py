@@ -2,7 +2,6 @@
 the 10k-node size knob, simulation, and the registry with its string parameters."""
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -103,11 +102,11 @@ def test_node_counts_follow_the_documented_formula(name, params, nodes, edges):
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
-def test_size_knob_reaches_10k_nodes_quickly(name):
-    t0 = time.perf_counter()
+def test_size_knob_reaches_10k_nodes(name):
+    # how fast: tests/benchmarks/test_generator_speed.py (make bench)
     g = make_graph(name, **TEN_K[name])
     assert g.num_nodes >= 10_000
-    assert time.perf_counter() - t0 < 10.0  # about 0.1 s alone; slack for a busy machine
+    check_specs(g)
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))

@@ -32,26 +32,40 @@ the new checkpoint, never a torn one.
 
 from __future__ import annotations
 
+import math
 import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+from placegym.agents.doppler.config import PolicyConfig
+from placegym.agents.doppler.policy import DopplerPolicy
+from placegym.train.config import (
+    MOVED_KEYS,
+    REMOVED_KEYS,
+    TrainConfig,
+    load_config,
+    resolve_path,
+)
 
 CHECKPOINT_FORMAT = "placegym.checkpoint/v3"
 _V2 = "placegym.checkpoint/v2"
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "Progress",
     "convert_v2_config",
+    "init_checkpoint",
+    "init_weights",
     "load_checkpoint",
     "policy_from_checkpoint",
     "rng_state",
     "save_checkpoint",
     "set_rng_state",
+    "training_checkpoint",
 ]
 
 
@@ -100,15 +114,16 @@ def convert_v2_config(old: dict[str, Any]) -> dict[str, Any]:
     """A v2 checkpoint's ``config`` in the current shape: phase II's ``imitation_*`` keys
     go to its ``self_imitation`` section (:data:`~placegym.train.config.MOVED_KEYS`);
     the keys that are gone (:data:`~placegym.train.config.REMOVED_KEYS`) are dropped."""
-    from placegym.train.config import MOVED_KEYS, REMOVED_KEYS
-
     new = {k: dict(v) if isinstance(v, dict) else v for k, v in old.items()}
     for key, target in MOVED_KEYS.items():
         section, name = key.split(".")
         if name in new.get(section, {}):
             value = new[section].pop(name)
-            _, sub, field = target.split(".")
-            new[section].setdefault(sub, {})[field] = value
+            *parents, field = target.split(".")  # policy.prices, phase2.self_imitation.coef
+            node = new
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[field] = value
     for key in REMOVED_KEYS:
         section, name = key.split(".")
         new.get(section, {}).pop(name, None)
@@ -117,7 +132,7 @@ def convert_v2_config(old: dict[str, Any]) -> dict[str, Any]:
 
 def policy_from_checkpoint(ckpt: dict[str, Any]) -> DopplerPolicy:
     """A :class:`DopplerPolicy` of the checkpoint's sizes with its weights, in eval mode."""
-    policy = DopplerPolicy(PolicyConfig(**ckpt["policy_config"]))
+    policy = DopplerPolicy(PolicyConfig.from_dict(ckpt["policy_config"]))  # old names too
     policy.load_state_dict(ckpt["policy"])
     return policy.eval()
 
@@ -131,3 +146,80 @@ def set_rng_state(rng: np.random.Generator, state: dict[str, Any]) -> None:
     """Restore what :func:`rng_state` stored (``rng`` in place)."""
     rng.bit_generator.state = state["numpy"]
     torch.set_rng_state(state["torch"])
+
+
+@dataclass
+class Progress:
+    """Counters stored in every checkpoint."""
+
+    phase_index: int = 0
+    update: int = 0  # updates done in the phase at phase_index
+    global_update: int = 0
+    episodes: int = 0
+    seconds: float = 0.0  # training wall time (evaluation excluded)
+    complete: bool = False
+    best_eval: float = math.inf  # best train greedy geomean ratio (eval.keep_best)
+
+
+def init_checkpoint(init: str, base_dir: Path | None) -> tuple[Path, TrainConfig | None]:
+    """The checkpoint an ``init`` value names, and the config it names (or None).
+
+    A ``.pt`` path is the checkpoint itself; a ``.yaml`` / ``.yml`` config names its
+    run's ``checkpoints/final.pt``. Paths are found as given, else relative to
+    ``base_dir`` (the config file's folder).
+    """
+    path = resolve_path(init, base_dir)
+    if path.suffix in (".yaml", ".yml"):
+        src = load_config(path)
+        return src.run_dir / "checkpoints" / "final.pt", src
+    return path, None
+
+
+def training_checkpoint(
+    cfg: TrainConfig,
+    policy: DopplerPolicy,
+    opt: torch.optim.Optimizer | None,
+    sched: Any | None,
+    progress: Progress,
+    rng: np.random.Generator,
+    plans: dict[int, dict[str, Any]],
+) -> dict[str, Any]:
+    """The payload of a training run's checkpoint (the keys of the module docstring);
+    ``opt`` and ``sched`` are None between phases and at the end."""
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "name": cfg.name,
+        "config": cfg.to_dict(),
+        "policy_config": asdict(cfg.policy),
+        "policy": policy.state_dict(),
+        "optimizer": None if opt is None else opt.state_dict(),
+        "scheduler": None if sched is None else sched.state_dict(),
+        "progress": asdict(progress),
+        "rng": rng_state(rng),
+        "best_plans": plans,
+    }
+
+
+def init_weights(
+    init: str, base_dir: Path | None, policy: PolicyConfig
+) -> tuple[Path, dict[str, torch.Tensor]]:
+    """The checkpoint ``init`` names (:func:`init_checkpoint`) and its policy weights.
+
+    Raises:
+        FileNotFoundError: ``init`` names a config whose run has no final checkpoint yet.
+        ValueError: the checkpoint's policy sizes differ from ``policy``'s.
+    """
+    path, src = init_checkpoint(init, base_dir)
+    if src is not None and not path.is_file():
+        raise FileNotFoundError(
+            f"init: {init} has no final checkpoint {path} yet; train it first "
+            "(placegym train does)"
+        )
+    ckpt = load_checkpoint(path)
+    mine = {"hidden": policy.hidden, "layers": policy.layers}
+    if {k: ckpt["policy_config"].get(k) for k in mine} != mine:
+        raise ValueError(
+            f"init: the checkpoint's policy sizes {dict(ckpt['policy_config'])} differ "
+            f"from this config's policy {mine}"
+        )
+    return path, ckpt["policy"]

@@ -7,7 +7,7 @@ as YAML::
     placegym train configs/quickstart.yaml phase2.updates=50 phase2.lr=3e-4 \
         data.graphs=[ffnn,chainmm] phase2.self_imitation.coef=1 wandb.mode=disabled
 
-Sections: ``policy`` (:class:`~placegym.agents.doppler.PolicyConfig`, the policy's own
+Sections: ``policy`` (:class:`~placegym.agents.doppler.config.PolicyConfig`, the policy's own
 sizes), ``data``, ``phase1`` (:class:`ImitationConfig`), ``phase2``
 (:class:`SimRLConfig`, with its ``self_imitation`` sub-section), ``phase3``
 (:class:`RealRLConfig`), ``eval``, ``wandb``. The three phases share
@@ -32,8 +32,9 @@ from typing import Any
 
 import yaml
 
-from placegym.agents.doppler import PolicyConfig
+from placegym.agents.doppler.config import RENAMED_FIELDS, PolicyConfig
 from placegym.envs.validate import read_text
+from placegym.train.config_checks import validate
 from placegym.train.dataclass_io import build, set_dotted
 
 if typing.TYPE_CHECKING:
@@ -62,8 +63,6 @@ __all__ = [
     "resolve_path",
 ]
 
-PHASES = ("phase1", "phase2", "phase3")
-LR_SCHEDULES = ("constant", "linear", "cosine")
 
 _SELF_IMITATION = {
     "imitation_coef": "coef",
@@ -74,7 +73,8 @@ _SELF_IMITATION = {
 }
 #: Keys of earlier versions that moved: old dotted key -> new dotted key.
 MOVED_KEYS: dict[str, str] = {
-    f"phase2.{old}": f"phase2.self_imitation.{new}" for old, new in _SELF_IMITATION.items()
+    **{f"phase2.{old}": f"phase2.self_imitation.{new}" for old, new in _SELF_IMITATION.items()},
+    **{f"policy.{old}": f"policy.{new}" for old, new in RENAMED_FIELDS.items()},
 }
 _NO_EXPERT_ITERATION = (
     "removed: annealing the policy's own placements into its plans did not make the "
@@ -430,6 +430,17 @@ class TrainConfig:
         """The run folder: ``out``, else ``runs/<name>``."""
         return Path(self.out) if self.out else Path("runs") / self.name
 
+    def phase_config(self, phase: str) -> ImitationConfig | SimRLConfig | RealRLConfig:
+        """The section of ``phase`` (``phase1``, ``phase2`` or ``phase3``)."""
+        sections: dict[str, ImitationConfig | SimRLConfig | RealRLConfig] = {
+            "phase1": self.phase1,
+            "phase2": self.phase2,
+            "phase3": self.phase3,
+        }
+        if phase not in sections:
+            raise ValueError(f"phases: expected phase1, phase2 or phase3, got {phase!r}")
+        return sections[phase]
+
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (YAML- and checkpoint-safe: tuples become lists)."""
         return _plain(dataclasses.asdict(self))
@@ -500,125 +511,3 @@ def _hint(where: str) -> str | None:
     if where in MOVED_KEYS:
         return f"it is {MOVED_KEYS[where]} now"
     return REMOVED_KEYS.get(where)
-
-
-# ---------------------------------------------------------------------- validation
-def _check(ok: bool, where: str, expect: str, value: Any) -> None:
-    if not ok:
-        raise ValueError(f"{where}: {expect}, got {value!r}")
-
-
-def _one_of(value: Any, choices: tuple[str, ...], where: str) -> None:
-    _check(value in choices, where, f"expected one of {', '.join(choices)}", value)
-
-
-def validate(cfg: TrainConfig) -> None:
-    """Range and choice checks; raises ``ValueError`` naming the key and value."""
-    _check(bool(cfg.name) and "/" not in cfg.name, "name", "expected a name without '/'", cfg.name)
-    for i, p in enumerate(cfg.phases):
-        _one_of(p, PHASES, f"phases[{i}]")
-    _check(len(set(cfg.phases)) == len(cfg.phases), "phases", "expected no repeats", cfg.phases)
-    _check(cfg.checkpoint_every >= 1, "checkpoint_every", "must be >= 1", cfg.checkpoint_every)
-    _check(cfg.threads >= 1, "threads", "must be >= 1", cfg.threads)
-    _check(cfg.workers >= 0, "workers", "must be >= 0", cfg.workers)
-    _check(cfg.restarts >= 1, "restarts", "must be >= 1", cfg.restarts)
-    _check(bool(cfg.data.graphs), "data.graphs", "expected at least one graph", cfg.data.graphs)
-    _one_of(cfg.data.dispatch, ("priority", "fifo"), "data.dispatch")
-    for where in ("graphs", "heldout"):
-        for i, g in enumerate(getattr(cfg.data, where)):
-            _validate_suite_graph(g, f"data.{where}[{i}]")
-    _validate_phase1(cfg.phase1)
-    _validate_phase2(cfg.phase2)
-    _validate_phase3(cfg.phase3)
-    _check(cfg.eval.every >= 0, "eval.every", "must be >= 0", cfg.eval.every)
-    _check(cfg.eval.k >= 1, "eval.k", "must be >= 1", cfg.eval.k)
-    _one_of(cfg.wandb.mode, ("auto", "online", "offline", "disabled"), "wandb.mode")
-
-
-def _validate_suite_graph(g: GraphSpec, where: str) -> None:
-    """A suite instance exists, and a ``cluster`` set on it is the instance's own."""
-    if g.suite_instance is None:
-        return
-    suite, instance = g.suite_instance
-    specs = {spec.id: spec for _, spec in suite.specs()}
-    _check(instance in specs, f"{where}.name", f"suite {suite.name} has no such instance", g.name)
-    want = specs[instance].cluster
-    _check(g.cluster in (None, want), f"{where}.cluster", f"must be {want!r}", g.cluster)
-
-
-def _validate_phase(p: PhaseConfig, name: str, min_episodes: int, why: str = "") -> None:
-    """Checks of the fields every phase has."""
-    _check(p.updates >= 0, f"{name}.updates", "must be >= 0", p.updates)
-    _check(
-        p.graphs_per_update >= 1, f"{name}.graphs_per_update", "must be >= 1", p.graphs_per_update
-    )
-    _check(
-        p.episodes_per_graph >= min_episodes,
-        f"{name}.episodes_per_graph",
-        f"must be >= {min_episodes}{why}",
-        p.episodes_per_graph,
-    )
-    _check(p.lr > 0, f"{name}.lr", "must be > 0", p.lr)
-    _one_of(p.lr_schedule, LR_SCHEDULES, f"{name}.lr_schedule")
-    _check(
-        0 <= p.lr_end_factor <= 1, f"{name}.lr_end_factor", "must be in [0, 1]", p.lr_end_factor
-    )
-    _check(p.max_grad_norm >= 0, f"{name}.max_grad_norm", "must be >= 0", p.max_grad_norm)
-
-
-def _teacher_name(value: str, where: str) -> None:
-    from placegym.teachers import list_teachers
-
-    _one_of(value, tuple(list_teachers()), where)
-
-
-def _validate_phase1(p: ImitationConfig) -> None:
-    _validate_phase(p, "phase1", 1)
-    _teacher_name(p.teacher, "phase1.teacher")
-    if p.select_teacher is not None:
-        _teacher_name(p.select_teacher, "phase1.select_teacher")
-    for key in ("eps_start", "eps_end", "eps_decay"):
-        v = getattr(p, key)
-        _check(0 <= v <= 1, f"phase1.{key}", "must be in [0, 1]", v)
-    _check(p.regret_coef >= 0, "phase1.regret_coef", "must be >= 0", p.regret_coef)
-
-
-def _validate_rl(p: RLConfig, name: str) -> None:
-    """Checks of the policy-gradient fields of phases II and III."""
-    why = " (the baseline is the mean return of a graph's episodes)"
-    _validate_phase(p, name, 2, why)
-    _one_of(p.algo, ("reinforce", "ppo"), f"{name}.algo")
-    _check(p.entropy_coef >= 0, f"{name}.entropy_coef", "must be >= 0", p.entropy_coef)
-    _check(p.ppo_epochs >= 1, f"{name}.ppo_epochs", "must be >= 1", p.ppo_epochs)
-    _check(p.ppo_minibatches >= 1, f"{name}.ppo_minibatches", "must be >= 1", p.ppo_minibatches)
-    _check(p.ppo_clip > 0, f"{name}.ppo_clip", "must be > 0", p.ppo_clip)
-    _check(
-        p.target_kl is None or p.target_kl > 0,
-        f"{name}.target_kl",
-        "must be > 0 or null",
-        p.target_kl,
-    )
-
-
-def _validate_phase2(p: SimRLConfig) -> None:
-    _validate_rl(p, "phase2")
-    _one_of(p.reward, ("relative", "nest"), "phase2.reward")
-    si, where = p.self_imitation, "phase2.self_imitation"
-    _check(si.coef >= 0, f"{where}.coef", "must be >= 0", si.coef)
-    _one_of(si.states, ("sampled", "plan"), f"{where}.states")
-    if si.coef > 0:
-        _teacher_name(si.teacher, f"{where}.teacher")
-        if si.select_teacher is not None:
-            _teacher_name(si.select_teacher, f"{where}.select_teacher")
-
-
-def _validate_phase3(p: RealRLConfig) -> None:
-    from placegym.envs.backend.devices import parse_devices
-
-    _validate_rl(p, "phase3")
-    try:
-        parse_devices(p.devices)
-    except ValueError as e:
-        raise ValueError(f"phase3.{e}") from None
-    _check(p.scale > 0, "phase3.scale", "must be > 0", p.scale)
-    _check(p.repeats >= 1, "phase3.repeats", "must be >= 1", p.repeats)

@@ -8,7 +8,7 @@ Three modes, all seeded:
 - ``best_of_k``: ``k`` sampled episodes (played in one batched rollout), keep the one of
   smallest makespan (an inference-time search that costs ``k`` simulations; the samples
   are decoded without environments and simulated in one batch,
-  :func:`~placegym.agents.search.sample_placements`, with the same result).
+  :func:`~placegym.agents.doppler.decoder.sample_placements`, with the same result).
 
 :func:`evaluate_policy` reports all of them for one graph; :func:`evaluate_run` does it
 for every graph of a training run against the teachers (rows for :func:`results_table`,
@@ -20,7 +20,7 @@ checkpoint, for any graph and cluster.
 
 from __future__ import annotations
 
-import math
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,15 +28,20 @@ from typing import Any
 
 import numpy as np
 
-from placegym.agents.doppler import DopplerPolicy
+from placegym.agents.doppler.decoder import (
+    best_of_samples,
+    decodes_like_episodes,
+    sample_placements,
+)
+from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
+from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.nn.encoder import GraphInputs
-from placegym.agents.rollout import EpisodeRecord, rollout
-from placegym.agents.search import best_of_samples, decodes_like_rollout, sample_placements
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate
 from placegym.envs.cache import IdentityCache
 from placegym.envs.reward import DEFAULT_REFERENCE, SharedReference
 from placegym.envs.simulator import Dispatch
 from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
+from placegym.train.stats import geomean
 
 MODES = ("greedy", "sample", "best_of_k")
 #: The teacher every makespan is compared with (ratios, the relative reward).
@@ -53,7 +58,6 @@ __all__ = [
     "episode_placement",
     "evaluate_policy",
     "evaluate_run",
-    "geomean",
     "load_agent",
     "results_table",
     "teacher_makespans",
@@ -64,11 +68,11 @@ __all__ = [
 class EnvPool:
     """Environments per (graph, cluster), created on demand and reused (each caches its
     observation builder and reference makespan for its graph), and the policy inputs of
-    their graphs (``graph_cache`` for :func:`~placegym.agents.rollout.rollout`).
+    their graphs (``graph_cache`` for :func:`~placegym.agents.doppler.episodes.play_episodes`).
 
     The environments are built with ``env_kwargs`` plus two settings that change no
-    episode: compact observations (:func:`~placegym.agents.rollout.rollout` reads the
-    per-graph keys once per graph, not at every step) and one
+    episode: compact observations (:func:`~placegym.agents.doppler.episodes.play_episodes`
+    reads the per-graph keys once per graph, not at every step) and one
     :class:`~placegym.envs.reward.SharedReference` for all of them, so the reference
     placement of a graph is computed once, not once per environment.
     """
@@ -119,7 +123,7 @@ def evaluate_policy(
     """Greedy, sampled and best-of-``k`` evaluation of ``policy`` on ``graph``.
 
     The greedy episode depends on the weights, the graph and the cluster only (ties go by
-    a fixed rule, see :mod:`placegym.agents.rollout`); the ``k`` samples draw from a fresh
+    a fixed rule, see :mod:`placegym.agents.doppler.episodes`); the ``k`` samples draw from a fresh
     ``np.random.default_rng(seed)``, so the best of ``k`` is the placement that
     ``AgentPlacer(policy, mode="best_of_k", k=k).place(graph, cluster, seed)`` returns.
     """
@@ -128,7 +132,7 @@ def evaluate_policy(
     policy.eval()
     envs = pool.get(graph, cluster, k + 1)
     # separate generators: the samples are those of AgentPlacer(mode="best_of_k")
-    [g] = rollout(
+    [g] = play_episodes(
         policy,
         envs[:1],
         [seed],
@@ -160,14 +164,14 @@ def _samples(
 ) -> tuple[np.ndarray, Callable[[int], Placement]]:
     """The makespans of ``k`` episodes sampled with ``default_rng(seed)`` and a function
     giving the placement of one: decoded without environments and simulated in one batch
-    (:func:`~placegym.agents.search.sample_placements`) where that plays the same episodes
+    (:func:`~placegym.agents.doppler.decoder.sample_placements`) where that plays the same episodes
     (the pool's environments differ from the defaults in memory mask and dispatch only),
     else played in ``envs``."""
     opts = pool.env_kwargs
-    if decodes_like_rollout(policy) and set(opts) <= {"memory_mask", "dispatch"}:
+    if decodes_like_episodes(policy) and set(opts) <= {"memory_mask", "dispatch"}:
         devs, orders, makespans = sample_placements(policy, graph, cluster, k, seed, **opts)
         return makespans, lambda i: Placement(device=devs[i], order=orders[i])
-    records = rollout(
+    records = play_episodes(
         policy,
         envs,
         [seed] * k,
@@ -194,11 +198,6 @@ def teacher_makespans(
         placement = make_teacher(name, seed).place(graph, cluster)
         out[name] = simulate(graph, cluster, placement, dispatch=dispatch).makespan
     return out
-
-
-def geomean(xs: Sequence[float]) -> float:
-    """Geometric mean (nan for no values)."""
-    return float(math.exp(np.mean(np.log(xs)))) if len(xs) else float("nan")
 
 
 def train_greedy_ratio(rows: Sequence[dict[str, Any]]) -> float:
@@ -287,6 +286,17 @@ def evaluate_run(
     return RunEvaluation(rows, metrics, best)
 
 
+def write_results(
+    run_dir: Path, rows: list[dict[str, Any]], k: int, progress: dict[str, Any]
+) -> None:
+    """A finished run's ``results.md`` (:func:`results_table`) and ``results.json``
+    (``progress`` and the evaluation ``rows``)."""
+    (run_dir / "results.md").write_text(results_table(rows, k, progress["seconds"]) + "\n")
+    (run_dir / "results.json").write_text(
+        json.dumps({"progress": progress, "rows": rows}, indent=1)
+    )
+
+
 def results_table(rows: Sequence[dict[str, Any]], k: int, seconds: float) -> str:
     """Markdown: per graph, the agent's greedy and best-of-k makespans and each teacher's,
     in ms with the ratio to critical_path."""
@@ -329,11 +339,11 @@ class AgentPlacer:
     def place(self, graph: Graph, cluster: Cluster | str, seed: int = 0) -> Placement:
         """Place ``graph`` on ``cluster`` (a preset name, JSON path or Cluster)."""
         cluster = load_cluster(cluster)
-        if self.mode == "best_of_k" and decodes_like_rollout(self.policy):
+        if self.mode == "best_of_k" and decodes_like_episodes(self.policy):
             return best_of_samples(self.policy, graph, cluster, self.k, seed)[0]
         count = self.k if self.mode == "best_of_k" else 1
         envs = self._pool.get(graph, cluster, count)
-        records = rollout(
+        records = play_episodes(
             self.policy,
             envs,
             [seed] * count,
@@ -353,10 +363,10 @@ class AgentPlacer:
 
 
 def load_search_agent(path: str | Path, budget: int) -> Any:
-    """:func:`~placegym.agents.search.policy_search` with a checkpoint's policy as a placer
-    (:class:`~placegym.agents.search.SearchPlacer`) of ``budget`` simulator calls, named
+    """:func:`~placegym.agents.doppler.search.policy_search` with a checkpoint's policy as a placer
+    (:class:`~placegym.agents.doppler.search.SearchPlacer`) of ``budget`` simulator calls, named
     ``<run>-search<budget>``."""
-    from placegym.agents.search import SearchConfig, SearchPlacer
+    from placegym.agents.doppler.search import SearchConfig, SearchPlacer
 
     if budget < 1:
         raise ValueError(f"budget: must be >= 1, got {budget}")

@@ -3,9 +3,10 @@
 Each update plays a batch of episodes in which every step follows the teacher with
 probability ε (a uniform pick from its tie set) and the learner's own sampled action
 otherwise; the teacher labels *every* visited state with its tie set of best actions
-(:func:`placegym.agents.rollout.rollout` with ``record_teacher=True``). ε decays linearly
-from ``eps_start`` (1: pure teacher roll-in, behaviour cloning) to ``eps_end`` (0: the
-learner's own state distribution, DAgger) over the first ``eps_decay`` of the updates.
+(:func:`placegym.agents.doppler.episodes.play_episodes` with ``record_teacher=True``).
+ε decays linearly from ``eps_start`` (1: pure teacher roll-in, behaviour cloning) to
+``eps_end`` (0: the learner's own state distribution, DAgger) over the first
+``eps_decay`` of the updates.
 
 The loss (:func:`placegym.train.losses.imitation_loss`) is the negative mean over steps
 of ``log π(tie set)``, the log of the total probability the policy gives to the teacher's
@@ -24,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from placegym.agents.doppler import DopplerPolicy
-from placegym.agents.rollout import EpisodeRecord, score
+from placegym.agents.doppler.episodes import EpisodeRecord
+from placegym.agents.doppler.policy import DopplerPolicy
+from placegym.agents.doppler.scoring import score
 from placegym.train.losses import entropy_by_phase, imitation_loss, regret_loss
 from placegym.train.optim import clipped_step
 

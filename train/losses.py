@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from placegym.agents.doppler import DopplerPolicy
-from placegym.agents.rollout import EpisodeRecord, Scores, score
+from placegym.agents.doppler.episodes import EpisodeRecord
+from placegym.agents.doppler.policy import DopplerPolicy
+from placegym.agents.doppler.scoring import Scores, score
 
 __all__ = ["ImitationTerm", "entropy_by_phase", "imitation_loss", "mean_steps", "regret_loss"]
 

@@ -26,9 +26,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from placegym.train.checkpoint import init_checkpoint
 from placegym.train.config import TrainConfig, resolve_path
 from placegym.train.evaluate import train_greedy_ratio
-from placegym.train.trainer import Trainer, init_checkpoint
+from placegym.train.trainer import Trainer
 
 __all__ = ["finished_results", "restart_configs", "train", "train_init_first"]
 

@@ -35,8 +35,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from placegym.agents.doppler import DopplerPolicy
-from placegym.agents.rollout import EpisodeRecord, Scores, score
+from placegym.agents.doppler.episodes import EpisodeRecord
+from placegym.agents.doppler.policy import DopplerPolicy
+from placegym.agents.doppler.scoring import Scores, score
 from placegym.train.config import RLConfig
 from placegym.train.losses import ImitationTerm, entropy_by_phase, mean_steps
 from placegym.train.optim import clipped_step

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from placegym.agents.doppler import DopplerPolicy
-from placegym.agents.rollout import EpisodeRecord, rollout
+from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
+from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv
 from placegym.teachers import make_teacher
 from placegym.teachers.canonical_plan import CanonicalPlanTeacher
@@ -92,7 +92,7 @@ class SelfImitation:
         plan_records = None
         if self.cfg.states == "plan":
             firsts = [env for env, _ in best]
-            plan_records = rollout(
+            plan_records = play_episodes(
                 policy,
                 firsts,
                 rng.integers(2**31 - 1, size=len(firsts)).tolist(),

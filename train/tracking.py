@@ -159,3 +159,12 @@ class Tracker:
         if self.run is not None:
             self.run.finish()
             self.run = None
+
+
+def progress_postfix(m: dict[str, float]) -> str:
+    """One update's metrics ``m`` as a progress bar's postfix."""
+    loss = m.get("losses/imitation", m.get("losses/policy", float("nan")))
+    return (
+        f"loss {loss:.3g} ratio {m['charts/ratio_to_critical_path']:.3f} "
+        f"best {m['charts/best_ratio']:.3f} {m['charts/episodes_per_second']:.1f} ep/s"
+    )

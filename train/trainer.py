@@ -3,19 +3,19 @@
 1. **Seeding**: ``torch.manual_seed(seed)`` and one ``numpy`` generator drive every draw
    (graph choice, reset seeds, PPO minibatch order, and the seed of each episode's own
    generator, which draws its roll-in coins and action samples: the episodes can then be
-   played anywhere, :mod:`placegym.train.workers`).
+   played anywhere, :mod:`placegym.train.players`).
    Evaluation uses its own generators seeded from ``seed``, so evaluating never changes
    the training trajectory.
 2. **Resume or init**: the run folder's ``checkpoints/latest.pt`` when present (policy,
    optimiser, scheduler, random states, counters, self-imitation plans), else the
-   ``init`` weights (:func:`init_checkpoint`; the run layer,
+   ``init`` weights (:func:`~placegym.train.checkpoint.init_weights`; the run layer,
    :func:`placegym.train.restarts.train`, trains an ``init`` config first), else fresh.
 3. **Phases** (``phases`` in order), each with its own Adam and learning-rate schedule, a
    tqdm bar, metrics every update, a checkpoint every ``checkpoint_every`` updates and at
    the phase end, and an evaluation every ``eval.every`` updates. An update draws a batch
-   (:meth:`Trainer._batch`: graphs, ``episodes_per_graph`` environments each, reset
-   seeds), plays it with :func:`~placegym.agents.rollout.rollout` (in process, or on Ray
-   actors with ``workers`` > 0: :mod:`placegym.train.workers`) and takes one step:
+   (:func:`~placegym.train.players.draw_job`: graphs, ``episodes_per_graph`` environments
+   each, reset seeds), has an episode player play it (in process, or on Ray actors with
+   ``workers`` > 0: :mod:`placegym.train.players`) and takes one step:
 
    - phase I: imitation of a teacher's tie sets with DAgger roll-in
      (:func:`~placegym.train.imitation.imitation_update`);
@@ -23,9 +23,9 @@
      with optional self-imitation of the best plans
      (:class:`~placegym.train.self_imitation.SelfImitation`);
    - phase III: the same RL on measured makespans of the real backend, logging the
-     sim-vs-real gap ``charts/sim_real_gap``.
+     sim-vs-real gap ``charts/sim_real_gap`` (:mod:`placegym.train.phase3`).
 4. **Final**: evaluation against the teachers on training and held-out graphs
-   (:func:`~placegym.train.evaluate.evaluate_run`), a markdown table (printed and written
+   (:class:`~placegym.train.evaluator.RunEvaluator`), a markdown table (printed and written
    to ``results.md``, with ``results.json``), ``checkpoints/final.pt`` logged as a W&B
    artifact.
 
@@ -36,85 +36,55 @@ weights as an uninterrupted one (CPU, same thread count).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
 
-from placegym.agents.doppler import DopplerPolicy
-from placegym.agents.rollout import EpisodeRecord, rollout
-from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate
-from placegym.envs.cache import IdentityCache
-from placegym.envs.simulator import Dispatch
+from placegym.agents.doppler.episodes import EpisodeRecord
+from placegym.agents.doppler.policy import DopplerPolicy
+from placegym.envs import Cluster
 from placegym.train.checkpoint import (
-    CHECKPOINT_FORMAT,
+    Progress,
+    init_weights,
     load_checkpoint,
-    rng_state,
     save_checkpoint,
     set_rng_state,
+    training_checkpoint,
 )
 from placegym.train.config import (
     ImitationConfig,
+    PhaseConfig,
     RealRLConfig,
     RLConfig,
     SimRLConfig,
     TrainConfig,
-    load_config,
-    resolve_path,
 )
 from placegym.train.data import load_graphs
 from placegym.train.evaluate import (
-    REFERENCE,
     EnvPool,
     episode_metrics,
-    evaluate_run,
     results_table,
-    teacher_makespans,
     train_greedy_ratio,
+    write_results,
 )
+from placegym.train.evaluator import RunEvaluator
 from placegym.train.imitation import epsilon, imitation_update
 from placegym.train.optim import make_optimizer
+from placegym.train.phase3 import real_pool, sim_real_metrics
+from placegym.train.players import Batch, EpisodePlayer, InProcessPlayer, draw_job, phase1_teacher
 from placegym.train.rl import rl_update
 from placegym.train.self_imitation import SelfImitation
-from placegym.train.tracking import Tracker
-from placegym.train.workers import Job, RolloutWorkers, episode_rngs, phase1_teacher
+from placegym.train.tracking import Tracker, progress_postfix
 
-__all__ = ["Progress", "Trainer", "init_checkpoint"]
+__all__ = ["Trainer"]
 
 Step = Callable[[torch.optim.Optimizer], tuple[list[EpisodeRecord], dict[str, float]]]
-
-
-@dataclass
-class Progress:
-    """Counters stored in every checkpoint."""
-
-    phase_index: int = 0
-    update: int = 0  # updates done in the phase at phase_index
-    global_update: int = 0
-    episodes: int = 0
-    seconds: float = 0.0  # training wall time (evaluation excluded)
-    complete: bool = False
-    best_eval: float = math.inf  # best train greedy geomean ratio (eval.keep_best)
-
-
-def init_checkpoint(init: str, base_dir: Path | None) -> tuple[Path, TrainConfig | None]:
-    """The checkpoint an ``init`` value names, and the config it names (or None).
-
-    A ``.pt`` path is the checkpoint itself; a ``.yaml`` / ``.yml`` config names its
-    run's ``checkpoints/final.pt``. Paths are found as given, else relative to
-    ``base_dir`` (the config file's folder).
-    """
-    path = resolve_path(init, base_dir)
-    if path.suffix in (".yaml", ".yml"):
-        src = load_config(path)
-        return src.run_dir / "checkpoints" / "final.pt", src
-    return path, None
 
 
 class Trainer:
@@ -138,17 +108,9 @@ class Trainer:
         self.heldout_set = load_graphs(cfg.data.heldout, cfg.data.cluster, base_dir)
         self.graphs = [t.graph for t in self.train_set]
         self.clusters = [t.cluster for t in self.train_set]
-        self._cluster_of = {id(t.graph): t.cluster for t in self.train_set + self.heldout_set}
         env_kw = {"memory_mask": cfg.data.memory_mask, "dispatch": cfg.data.dispatch}
         self.pools = {r: EnvPool(reward=r, **env_kw) for r in ("relative", "nest")}
-        self.eval_pool = EnvPool(**env_kw)
-        teachers = list(dict.fromkeys([REFERENCE, *cfg.eval.teachers]))
-        self.teacher_times: IdentityCache[dict[str, float]] = IdentityCache(
-            lambda g: teacher_makespans(
-                g, self._cluster_of[id(g)], teachers, seed=cfg.seed, dispatch=self._dispatch
-            ),
-            size=None,
-        )
+        self.evaluator = RunEvaluator(cfg, self.train_set, self.heldout_set)
         self.progress = Progress()
         self.tracker: Tracker | None = None
         self.last_eval: list[dict[str, Any]] = []
@@ -157,11 +119,7 @@ class Trainer:
         self._real: tuple[EnvPool, Cluster] | None = None  # phase III envs, made on first use
         self.self_imitation: SelfImitation | None = None  # made when phase II starts
         self._saved_plans: dict[int, dict[str, Any]] = {}  # from a resumed checkpoint
-        self.workers: RolloutWorkers | None = None  # Ray actors (cfg.workers > 0), on first use
-
-    @property
-    def _dispatch(self) -> Dispatch:
-        return cast(Dispatch, self.cfg.data.dispatch)  # validated: priority or fifo
+        self._players: dict[bool, EpisodePlayer] = {}  # by "real": made on first use
 
     # ------------------------------------------------------------------ entry point
     def run(self, stop_after: int | None = None) -> list[dict[str, Any]]:
@@ -199,9 +157,9 @@ class Trainer:
             final = self._finish()
         finally:
             self.tracker.finish()
-            if self.workers is not None:
-                self.workers.close()
-                self.workers = None
+            for player in self._players.values():
+                player.close()
+            self._players = {}
         print(results_table(self.last_eval, cfg.eval.k, self.progress.seconds))
         print(f"\nfinal checkpoint: {final}")
         return self.last_eval
@@ -218,25 +176,10 @@ class Trainer:
             print(f"resuming {latest} at update {self.progress.global_update}")
             return {"optimizer": ckpt["optimizer"], "scheduler": ckpt["scheduler"]}
         if self.cfg.init:
-            self._load_init(self.cfg.init)
+            path, weights = init_weights(self.cfg.init, self.base_dir, self.cfg.policy)
+            self.policy.load_state_dict(weights)
+            print(f"initialised from {path}")
         return None
-
-    def _load_init(self, init: str) -> None:
-        path, src = init_checkpoint(init, self.base_dir)
-        if src is not None and not path.is_file():
-            raise FileNotFoundError(
-                f"init: {init} has no final checkpoint {path} yet; train it first "
-                "(placegym train does)"
-            )
-        ckpt = load_checkpoint(path)
-        mine = {"hidden": self.cfg.policy.hidden, "layers": self.cfg.policy.layers}
-        if {k: ckpt["policy_config"].get(k) for k in mine} != mine:
-            raise ValueError(
-                f"init: the checkpoint's policy sizes {dict(ckpt['policy_config'])} differ "
-                f"from this config's policy {mine}"
-            )
-        self.policy.load_state_dict(ckpt["policy"])
-        print(f"initialised from {path}")
 
     # ------------------------------------------------------------------ phases
     def _run_phase(
@@ -245,14 +188,14 @@ class Trainer:
         """Run (the rest of) one phase; False when stopped by ``stop_after``."""
         from tqdm.auto import tqdm
 
-        pcfg = getattr(self.cfg, phase)
+        pcfg = self.cfg.phase_config(phase)
         opt, sched = make_optimizer(
             self.policy.parameters(), pcfg.lr, pcfg.lr_schedule, pcfg.updates, pcfg.lr_end_factor
         )
         if states is not None and states["optimizer"] is not None:
             opt.load_state_dict(states["optimizer"])
             sched.load_state_dict(states["scheduler"])
-        step = self._phase_step(phase, pcfg)
+        step = self._phase_step(pcfg)
         bar = tqdm(
             total=pcfg.updates,
             initial=self.progress.update,
@@ -269,7 +212,7 @@ class Trainer:
             sched.step()
             self._session += 1
             bar.update()
-            bar.set_postfix_str(_postfix(metrics))
+            bar.set_postfix_str(progress_postfix(metrics))
             p = self.progress
             if p.update % self.cfg.checkpoint_every == 0 and p.update < pcfg.updates:
                 self._save("latest.pt", opt, sched)
@@ -282,16 +225,18 @@ class Trainer:
             self._evaluate()
         return True
 
-    def _phase_step(self, phase: str, pcfg: Any) -> Step:
-        """The update step of ``phase``: batch, rollout and learning step."""
-        if phase == "phase1":
+    def _phase_step(self, pcfg: ImitationConfig | SimRLConfig | RealRLConfig) -> Step:
+        """The update step of a phase (by its config's type): batch, rollout and
+        learning step."""
+        if isinstance(pcfg, ImitationConfig):
             teacher = phase1_teacher(pcfg, self.cfg.seed)
-            workers = self._workers()
-            if workers is not None:
-                workers.set_phase1(pcfg)
+            self._player().set_phase1(pcfg)
             return lambda opt: self._imitation_step(pcfg, opt, teacher)
-        if phase == "phase2":
-            self._start_self_imitation(pcfg)
+        if isinstance(pcfg, SimRLConfig):
+            si = pcfg.self_imitation  # phase II's plans; a resumed run's restored
+            if si.coef > 0 and self.self_imitation is None:
+                self.self_imitation = SelfImitation(si, self.cfg.seed)
+                self.self_imitation.restore(self._saved_plans, self.graphs, self.clusters)
             return lambda opt: self._rl_step(
                 pcfg,
                 opt,
@@ -323,87 +268,33 @@ class Trainer:
         self._tracker.log(metrics, step=p.global_update)
         return metrics
 
-    def _batch(
-        self, pcfg: Any, pool: EnvPool, cluster: Cluster | None = None
-    ) -> tuple[list[PlacementEnv], list[int], list[int], list[int]]:
-        """This update's environments (``episodes_per_graph`` per drawn graph), the graph
-        index of each (the baseline groups), their reset seeds and the seed of each
-        episode's own generator (:func:`~placegym.train.workers.episode_rngs`)."""
-        n = len(self.graphs)
-        if pcfg.graphs_per_update >= n:
-            chosen = list(range(n))
-        else:
-            chosen = sorted(self.rng.choice(n, pcfg.graphs_per_update, replace=False).tolist())
-        envs: list[PlacementEnv] = []
-        groups: list[int] = []
-        for gi in chosen:
-            envs += pool.get(
-                self.graphs[gi], cluster or self.clusters[gi], pcfg.episodes_per_graph
-            )
-            groups += [gi] * pcfg.episodes_per_graph
-        seeds = self.rng.integers(2**31 - 1, size=len(envs)).tolist()
-        streams = self.rng.integers(2**63 - 1, size=len(envs)).tolist()
-        return envs, groups, seeds, streams
+    def _player(self, real: bool = False) -> EpisodePlayer:
+        """Who plays the episodes: Ray actors with ``workers`` > 0 (started on first use),
+        else this process; phase III (``real``) always plays here."""
+        if real not in self._players:
+            if self.cfg.workers and not real:
+                from placegym.train.workers import RayPlayer
 
-    def _workers(self) -> RolloutWorkers | None:
-        """The Ray actors of ``workers`` > 0 (started on first use), else None."""
-        if self.cfg.workers and self.workers is None:
-            self.workers = RolloutWorkers(
-                self.cfg.workers,
-                policy=self.cfg.policy,
-                graphs=self.graphs,
-                clusters=self.clusters,
-                env_kwargs=dict(self.eval_pool.env_kwargs),
-                threads=self.cfg.threads,
-                seed=self.cfg.seed,
-            )
-            print(f"rollouts on {self.cfg.workers} Ray workers")
-        return self.workers
-
-    def _play(
-        self, envs: list[PlacementEnv], job: Job, pool: EnvPool, teacher: Any, real: bool = False
-    ) -> list[EpisodeRecord]:
-        """The episodes of ``job`` (on ``envs``): in process, or on the Ray actors (the
-        simulator phases with ``workers`` > 0), with the same records."""
-        workers = None if real else self._workers()
-        if workers is None:
-            return rollout(
-                self.policy,
-                envs,
-                job.seeds,
-                rng=episode_rngs(job.streams),
-                teacher=teacher,
-                teacher_prob=job.teacher_prob,
-                record_teacher=job.record_teacher,
-                graph_cache=pool.graph_cache,
-            )
-        if self.self_imitation is not None and job.teacher == "plans":
-            si = self.self_imitation
-            workers.set_plans(si.cfg, si.state(self.graphs, self.clusters))
-        records = workers.play(self.policy, job)
-        first: dict[int, PlacementEnv] = {}
-        for env, gi, seed, r in zip(envs, job.groups, job.seeds, records, strict=True):
-            if gi not in first:  # reset, so that it names its graph as after a rollout
-                first[gi] = env
-                env.reset(seed=seed)
-            known = pool.graph_cache.get(self.graphs[gi], self.clusters[gi])
-            if known is None:  # one GraphInputs per graph, as in process
-                pool.graph_cache.put(self.graphs[gi], self.clusters[gi], value=r.graph)
+                self._players[real] = RayPlayer.for_run(self.cfg, self.graphs, self.clusters)
+                print(f"rollouts on {self.cfg.workers} Ray workers")
             else:
-                r.graph = known
-        return records
+                self._players[real] = InProcessPlayer()
+        return self._players[real]
+
+    def _draw(self, pcfg: PhaseConfig, pool: EnvPool, **job: Any) -> Batch:
+        """This update's environments and episodes (:func:`~placegym.train.players.draw_job`)."""
+        return draw_job(self.rng, self.graphs, self.clusters, pcfg, pool, **job)
 
     def _imitation_step(
         self, pcfg: ImitationConfig, opt: torch.optim.Optimizer, teacher: Any
     ) -> tuple[list[EpisodeRecord], dict[str, float]]:
         """Phase I: episodes with teacher roll-in (probability ε), labelled by the teacher."""
         pool = self.pools["relative"]
-        envs, groups, seeds, streams = self._batch(pcfg, pool)
         eps = epsilon(
             self.progress.update, pcfg.updates, pcfg.eps_start, pcfg.eps_end, pcfg.eps_decay
         )
-        job = Job(groups, seeds, streams, "relative", eps, True, "phase1")
-        records = self._play(envs, job, pool, teacher)
+        envs, job = self._draw(pcfg, pool, teacher_prob=eps, record_teacher=True, teacher="phase1")
+        records = self._player().play(self.policy, envs, job, pool, teacher)
         metrics = imitation_update(
             self.policy, opt, records, pcfg.max_grad_norm, regret_coef=pcfg.regret_coef
         )
@@ -423,22 +314,27 @@ class Trainer:
         """Phases II and III: sampled episodes, then REINFORCE or PPO (with the
         ``self_imitation`` term when given)."""
         si = self_imitation
-        envs, groups, seeds, streams = self._batch(pcfg, pool, cluster)
-        reward = "nest" if reward_to_go else "relative"
-        labels, name = si is not None and si.labels_batch, None if si is None else "plans"
-        job = Job(groups, seeds, streams, reward, 0.0, labels, name)
+        envs, job = self._draw(
+            pcfg,
+            pool,
+            cluster=cluster,
+            reward="nest" if reward_to_go else "relative",
+            record_teacher=si is not None and si.labels_batch,
+            teacher=None if si is None else "plans",
+        )
         teacher = None if si is None else si.plans
-        records = self._play(envs, job, pool, teacher, real=cluster is not None)
+        player = self._player(real=cluster is not None)
+        records = player.play(self.policy, envs, job, pool, teacher, plans=si)
         term, extra = None, dict[str, float]()
         if si is not None:
             term, extra = si.step(
-                self.policy, envs, groups, records, rng=self.rng, graph_cache=pool.graph_cache
+                self.policy, envs, job.groups, records, rng=self.rng, graph_cache=pool.graph_cache
             )
         metrics = rl_update(
             self.policy,
             opt,
             records,
-            groups,
+            job.groups,
             pcfg,
             self.rng,
             reward_to_go=reward_to_go,
@@ -451,64 +347,20 @@ class Trainer:
         self, pcfg: RealRLConfig, opt: torch.optim.Optimizer
     ) -> tuple[list[EpisodeRecord], dict[str, float]]:
         """Phase III: the RL step on measured makespans, plus the sim-vs-real gap."""
-        pool, cluster = self._real_pool(pcfg)
+        if self._real is None:  # the real backend's environments, made once
+            self._real = real_pool(pcfg, self.graphs, self.cfg.data, self.base_dir)
+        pool, cluster = self._real
         records, metrics = self._rl_step(pcfg, opt, pool, cluster=cluster)
-        measured = np.array([r.makespan for r in records])
-        simulated = np.array([r.info["simulated_makespan"] for r in records])
-        metrics["charts/measured_makespan_ms"] = float(measured.mean()) * 1e3
-        metrics["charts/simulated_makespan_ms"] = float(simulated.mean()) * 1e3
-        metrics["charts/sim_real_gap"] = float(np.mean(measured / simulated) - 1.0)
+        metrics.update(sim_real_metrics(records))
         return records, metrics
-
-    def _start_self_imitation(self, pcfg: SimRLConfig) -> None:
-        """Phase II's plans (``self_imitation.coef`` > 0), a resumed run's restored."""
-        if pcfg.self_imitation.coef > 0 and self.self_imitation is None:
-            self.self_imitation = SelfImitation(pcfg.self_imitation, self.cfg.seed)
-            self.self_imitation.restore(self._saved_plans, self.graphs, self.clusters)
-
-    def _real_pool(self, pcfg: RealRLConfig) -> tuple[EnvPool, Cluster]:
-        """The phase III environments (real backend) and the cluster they observe; the
-        cluster is calibrated on the devices once when ``phase3.cluster`` is
-        ``calibrate``."""
-        if self._real is None:
-            from placegym.envs.backend.calibrate import calibrate
-
-            if pcfg.cluster == "calibrate":
-                from placegym.envs.backend.kernels import scale_graph
-
-                graphs = [scale_graph(g, pcfg.scale) for g in self.graphs] if pcfg.profile else ()
-                cluster = calibrate(pcfg.devices, graphs=graphs)
-            else:
-                cluster = load_cluster(str(resolve_path(pcfg.cluster, self.base_dir)))
-            pool = EnvPool(
-                reward="relative",
-                memory_mask=self.cfg.data.memory_mask,
-                dispatch=self.cfg.data.dispatch,
-                backend="torch",
-                devices=pcfg.devices,
-                scale=pcfg.scale,
-                repeats=pcfg.repeats,
-            )
-            self._real = (pool, cluster)
-        return self._real
 
     # ------------------------------------------------------------------ checkpoints
     def _save(self, name: str, opt: torch.optim.Optimizer | None, sched: Any | None) -> Path:
-        plans = self.self_imitation
-        payload = {
-            "format": CHECKPOINT_FORMAT,
-            "name": self.cfg.name,
-            "config": self.cfg.to_dict(),
-            "policy_config": asdict(self.cfg.policy),
-            "policy": self.policy.state_dict(),
-            "optimizer": None if opt is None else opt.state_dict(),
-            "scheduler": None if sched is None else sched.state_dict(),
-            "progress": asdict(self.progress),
-            "rng": rng_state(self.rng),
-            "best_plans": self._saved_plans
-            if plans is None
-            else plans.state(self.graphs, self.clusters),
-        }
+        si = self.self_imitation
+        plans = self._saved_plans if si is None else si.state(self.graphs, self.clusters)
+        payload = training_checkpoint(
+            self.cfg, self.policy, opt, sched, self.progress, self.rng, plans
+        )
         return save_checkpoint(self.ckpt_dir / name, payload)
 
     # ------------------------------------------------------------------ evaluation
@@ -518,39 +370,16 @@ class Trainer:
         return self.tracker
 
     def _evaluate(self) -> list[dict[str, Any]]:
-        """Evaluate on every training and held-out graph; log ``eval/...`` metrics and a
-        Gantt chart; keep the best weights (``eval.keep_best``)."""
-        cfg, step = self.cfg, self.progress.global_update
-        sets = [("train", t) for t in self.train_set] + [("heldout", t) for t in self.heldout_set]
-        ev = evaluate_run(
-            self.policy,
-            [(split, t.label, t.graph) for split, t in sets],
-            [t.cluster for _, t in sets],
-            self.teacher_times,
-            k=cfg.eval.k,
-            seed=cfg.seed,
-            pool=self.eval_pool,
-        )
-        if cfg.eval.gantt:
-            self._gantt(self.graphs[0], ev.best_placements[0], step)
-        self._tracker.log(ev.metrics, step=step)
+        """Evaluate on every training and held-out graph (:class:`RunEvaluator`); keep
+        the best weights (``eval.keep_best``)."""
+        step = self.progress.global_update
+        ev = self.evaluator.evaluate(self.policy, step, self._tracker)
         self.last_eval, self._eval_step = ev.rows, step
         score = ev.metrics.get("eval/train/greedy_ratio_geomean", math.inf)
-        if cfg.eval.keep_best and score < self.progress.best_eval:
+        if self.cfg.eval.keep_best and score < self.progress.best_eval:
             self.progress.best_eval = score
             self._save("best.pt", None, None)
         return ev.rows
-
-    def _gantt(self, graph: Graph, placement: Placement, step: int) -> None:
-        from placegym.envs.gantt import gantt_rgb
-
-        schedule = simulate(graph, self._cluster_of[id(graph)], placement, dispatch=self._dispatch)
-        self._tracker.image(
-            "charts/gantt",
-            gantt_rgb(schedule),
-            step,
-            caption=f"{graph.name}: best of {self.cfg.eval.k}, {schedule.makespan * 1e3:.3f} ms",
-        )
 
     def _finish(self) -> Path:
         """Final checkpoint (also logged as an artifact), results.md and results.json;
@@ -563,19 +392,7 @@ class Trainer:
             self._evaluate()
         final = self._save("final.pt", None, None)
         self._save("latest.pt", None, None)
-        table = results_table(self.last_eval, self.cfg.eval.k, self.progress.seconds)
-        (self.run_dir / "results.md").write_text(table + "\n")
-        (self.run_dir / "results.json").write_text(
-            json.dumps({"progress": asdict(self.progress), "rows": self.last_eval}, indent=1)
-        )
+        write_results(self.run_dir, self.last_eval, self.cfg.eval.k, asdict(self.progress))
         self._tracker.summary({f"final/{k}": v for k, v in asdict(self.progress).items()})
         self._tracker.artifact(final)
         return final
-
-
-def _postfix(m: dict[str, float]) -> str:
-    loss = m.get("losses/imitation", m.get("losses/policy", float("nan")))
-    return (
-        f"loss {loss:.3g} ratio {m['charts/ratio_to_critical_path']:.3f} "
-        f"best {m['charts/best_ratio']:.3f} {m['charts/episodes_per_second']:.1f} ep/s"
-    )

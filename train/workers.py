@@ -1,8 +1,9 @@
 """Rollouts of the simulator phases on Ray actors (``workers: N`` in the training config).
 
 Every update the trainer draws its batch as always (graphs, environments, reset seeds and
-one generator seed per episode: :meth:`~placegym.train.trainer.Trainer._batch`); with
-``workers`` > 0 the episodes are played by N Ray actors instead of in this process. Each
+one generator seed per episode: a :class:`~placegym.train.players.Job`); with
+``workers`` > 0 its :class:`RayPlayer` plays the episodes on N Ray actors instead of in
+this process (:class:`~placegym.train.players.InProcessPlayer`). Each
 actor holds a copy of the training graphs, their clusters, its own environments and a
 policy whose weights are replaced by the learner's at every update. The batch is split by
 graph (the episodes of one graph stay together, round robin over the actors), and every
@@ -26,62 +27,21 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
-from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.rollout import EpisodeRecord, rollout
-from placegym.envs import Cluster, Graph
-from placegym.teachers import make_teacher
-from placegym.teachers.base import FirstOfTies, Teacher
-from placegym.train.config import ImitationConfig, SelfImitationConfig
+from placegym.agents.doppler.config import PolicyConfig
+from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
+from placegym.agents.doppler.policy import DopplerPolicy
+from placegym.envs import Cluster, Graph, PlacementEnv
+from placegym.teachers.base import Teacher
+from placegym.train.config import ImitationConfig, SelfImitationConfig, TrainConfig
 from placegym.train.evaluate import EnvPool
+from placegym.train.players import Job, episode_rngs, phase1_teacher
 from placegym.train.self_imitation import SelfImitation
 
-__all__ = ["Job", "RolloutWorker", "RolloutWorkers", "episode_rngs", "phase1_teacher"]
-
-
-@dataclass(frozen=True)
-class Job:
-    """The episodes of one update: what both the in-process and the Ray path play.
-
-    Attributes:
-        groups: training-graph index of each episode (episodes of a graph adjacent).
-        seeds: reset seed of each episode.
-        streams: seed of each episode's own generator (:func:`episode_rngs`).
-        reward: the environments' reward (``relative`` or ``nest``).
-        teacher_prob: probability of a teacher roll-in step (phase I), else 0.
-        record_teacher: record the teacher's tie sets.
-        teacher: ``phase1`` (the phase's teacher), ``plans`` (self-imitation's) or None.
-    """
-
-    groups: list[int]
-    seeds: list[int]
-    streams: list[int]
-    reward: str
-    teacher_prob: float = 0.0
-    record_teacher: bool = False
-    teacher: str | None = None
-
-
-def episode_rngs(streams: Sequence[int]) -> list[np.random.Generator]:
-    """One generator per episode, from the seeds a :class:`Job` carries."""
-    return [np.random.default_rng(int(s)) for s in streams]
-
-
-def phase1_teacher(pcfg: ImitationConfig, seed: int) -> Teacher:
-    """Phase I's teacher as its config describes it (the same in every process)."""
-    teacher = make_teacher(
-        pcfg.teacher,
-        seed,
-        canonical=pcfg.canonical_labels,
-        select=pcfg.select_teacher,
-        kwargs=pcfg.teacher_kwargs,
-    )
-    return FirstOfTies(teacher) if pcfg.deterministic_teacher else teacher
+__all__ = ["RayPlayer", "RolloutWorker"]
 
 
 class RolloutWorker:
@@ -131,7 +91,7 @@ class RolloutWorker:
         envs = []
         for gi, count in _runs(job.groups):
             envs += pool.get(self.graphs[gi], self.clusters[gi], count)
-        return rollout(
+        return play_episodes(
             self.policy,
             envs,
             job.seeds,
@@ -179,21 +139,51 @@ def _import_ray() -> Any:
     return ray
 
 
-class RolloutWorkers:
-    """``n`` :class:`RolloutWorker` Ray actors (Ray started here when not running).
+class RayPlayer:
+    """An :class:`~placegym.train.players.EpisodePlayer` over ``n`` :class:`RolloutWorker`
+    Ray actors (Ray started here when not running).
 
     Args:
         n: number of actors.
-        **kwargs: the arguments of :class:`RolloutWorker`.
+        policy: the policy's sizes.
+        graphs: the training graphs (indexed by :attr:`Job.groups`).
+        clusters: the cluster of each graph.
+        **kwargs: the other arguments of :class:`RolloutWorker`.
     """
 
-    def __init__(self, n: int, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        n: int,
+        *,
+        policy: PolicyConfig,
+        graphs: list[Graph],
+        clusters: list[Cluster],
+        **kwargs: Any,
+    ) -> None:
         ray = self._ray = _import_ray()
+        self.graphs, self.clusters = graphs, clusters
         self._started = not ray.is_initialized()
         if self._started:
             ray.init(include_dashboard=False, log_to_driver=False)
         actor = ray.remote(num_cpus=1)(RolloutWorker)
-        self.actors = [actor.remote(**kwargs) for _ in range(n)]
+        self.actors = [
+            actor.remote(policy=policy, graphs=graphs, clusters=clusters, **kwargs)
+            for _ in range(n)
+        ]
+
+    @classmethod
+    def for_run(cls, cfg: TrainConfig, graphs: list[Graph], clusters: list[Cluster]) -> RayPlayer:
+        """The ``cfg.workers`` actors of a training run (its policy sizes, environment
+        settings, threads and seed) over its training ``graphs`` and their clusters."""
+        return cls(
+            cfg.workers,
+            policy=cfg.policy,
+            graphs=graphs,
+            clusters=clusters,
+            env_kwargs={"memory_mask": cfg.data.memory_mask, "dispatch": cfg.data.dispatch},
+            threads=cfg.threads,
+            seed=cfg.seed,
+        )
 
     def set_phase1(self, pcfg: ImitationConfig) -> None:
         """Build phase I's teacher in every actor."""
@@ -203,17 +193,41 @@ class RolloutWorkers:
         """Send self-imitation's plans to every actor."""
         self._ray.get([a.set_plans.remote(cfg, state) for a in self.actors])
 
-    def play(self, policy: DopplerPolicy, job: Job) -> list[EpisodeRecord]:
-        """The records of ``job`` in batch order, played with ``policy``'s weights."""
+    def play(
+        self,
+        policy: DopplerPolicy,
+        envs: list[PlacementEnv],
+        job: Job,
+        pool: EnvPool,
+        teacher: Any,
+        plans: SelfImitation | None = None,
+    ) -> list[EpisodeRecord]:
+        """The records of ``job`` in batch order, played by the actors with ``policy``'s
+        weights (``teacher`` is rebuilt there: :meth:`set_phase1`, and ``plans`` are sent
+        when the job imitates them); the records share ``pool``'s graph inputs and the
+        first environment of each graph is reset, as after an in-process rollout."""
+        if plans is not None and job.teacher == "plans":
+            self.set_plans(plans.cfg, plans.state(self.graphs, self.clusters))
         ray = self._ray
         weights = ray.put({k: v.detach().clone() for k, v in policy.state_dict().items()})
         parts = _split(job, len(self.actors))
         refs = [a.play.remote(weights, sub) for a, (_, sub) in zip(self.actors, parts)]
-        records: list[EpisodeRecord | None] = [None] * len(job.groups)
+        slots: list[EpisodeRecord | None] = [None] * len(job.groups)
         for (pos, _), part in zip(parts, ray.get(refs)):
             for i, r in zip(pos, part):
-                records[i] = r
-        return [r for r in records if r is not None]
+                slots[i] = r
+        records = [r for r in slots if r is not None]
+        first: dict[int, PlacementEnv] = {}
+        for env, gi, seed, r in zip(envs, job.groups, job.seeds, records, strict=True):
+            if gi not in first:  # reset, so that it names its graph as after a rollout
+                first[gi] = env
+                env.reset(seed=seed)
+            known = pool.graph_cache.get(self.graphs[gi], self.clusters[gi])
+            if known is None:  # one GraphInputs per graph, as in process
+                pool.graph_cache.put(self.graphs[gi], self.clusters[gi], value=r.graph)
+            else:
+                r.graph = known
+        return records
 
     def close(self) -> None:
         """End the actors (and the Ray this object started)."""

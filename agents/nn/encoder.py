@@ -28,20 +28,21 @@ class GraphInputs:
             siblings (the other producers of its consumers), weighted by the sibling's
             output size (summed over shared consumers).
         groups: optional ``(n, K)`` long hint groups (device of each node in each hint
-            placement, :func:`placegym.agents.hints.hint_groups`).
+            placement, :func:`placegym.agents.doppler.hints.hint_groups`).
         pos: ``(n, 2)`` node positions (:func:`node_positions`), or None.
         quality: optional ``(K,)`` quality of each hint placement on this graph
-            (:func:`placegym.agents.hints.hint_quality`).
+            (:func:`placegym.agents.doppler.hints.hint_quality`).
         links: ``(D, D, 2)`` the cluster's links as the PLC topology encoder reads them
-            (:func:`placegym.agents.doppler.cluster_links`), or None.
+            (:func:`placegym.agents.doppler.features.cluster_links`), or None.
         scale: the graph's critical-path length on the cluster, the time unit of the
-            observation's features, for the features that the rollout adds
-            (:func:`placegym.agents.rollout.insertion_features`), or None.
-        rollout_scale: the same time unit for
-            :func:`placegym.agents.rollout.rollout_features` (``PolicyConfig.rollout``),
-            or None when the policy does not read them.
-        b_level: ``(n,)`` float64 exact b-levels (``PolicyConfig.rollout``: SEL's
-            :func:`placegym.agents.doppler.sel_pick`), or None.
+            observation's features, for the device columns of
+            :func:`placegym.agents.doppler.features.insertion_features`
+            (``PolicyConfig.insertion``), or None.
+        price_scale: the same time unit for
+            :func:`placegym.agents.doppler.features.price_features`
+            (``PolicyConfig.prices``), or None when the policy does not read them.
+        b_level: ``(n,)`` float64 exact b-levels (``PolicyConfig.prices``: SEL's
+            :func:`placegym.agents.doppler.features.sel_pick`), or None.
     """
 
     x: Tensor
@@ -55,7 +56,7 @@ class GraphInputs:
     quality: Tensor | None = None
     links: Tensor | None = None
     scale: float | None = None
-    rollout_scale: float | None = None
+    price_scale: float | None = None
     b_level: Tensor | None = None
 
     @property

@@ -61,8 +61,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from torch import Tensor, nn
 from torch_geometric.utils import scatter
 
-from placegym.agents.sb3.bc import Demonstrations, clone_step
 from placegym.agents.nn.encoder import GraphEncoder, GraphInputs
+from placegym.agents.sb3.bc import Demonstrations, clone_step
 from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC, batch_to_pyg
 
 __all__ = [

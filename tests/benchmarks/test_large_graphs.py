@@ -27,7 +27,7 @@ from benchmarks.test_sim_speed import layered_dag
 from benchmarks.timing import load_note
 
 from placegym.agents.doppler import DopplerPolicy
-from placegym.agents.rollout import rollout
+from placegym.agents.doppler.episodes import play_episodes
 from placegym.envs import PlacementEnv, load_cluster, simulate
 from placegym.teachers import make_teacher
 
@@ -104,7 +104,7 @@ def test_10k_node_graph_end_to_end(cluster_name):
     rng = np.random.default_rng(0)
     with torch.no_grad():
         recs, t, mb = measured(
-            lambda: rollout(policy, [env], [0], rng=rng, greedy=True, keep_inputs=False)
+            lambda: play_episodes(policy, [env], [0], rng=rng, greedy=True, keep_inputs=False)
         )
     assert np.isfinite(recs[0].makespan)
     rows.append(("agent greedy episode (untrained)", t, f"{t / steps * 1e6:.0f} µs/step", mb))

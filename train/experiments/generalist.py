@@ -5,10 +5,10 @@ The ``generalist`` part of ``placegym report`` (``make agent-report``). Per trai
 :data:`PRESET` (``configs/generalist_rollout.yaml``) and, on every instance of
 :data:`SPLITS` (``generalize-v0``'s test split and, further from the training data,
 ``comm-heavy-v0``'s: unseen sizes, CCRs and clusters), runs
-:func:`~placegym.agents.search.policy_search` with :data:`BUDGET` simulator calls from the
+:func:`~placegym.agents.doppler.search.policy_search` with :data:`BUDGET` simulator calls from the
 final weights, searching with the training seed. The search's first stage is the greedy
 pass, so one call gives both figures: the greedy makespan (zero-shot, deterministic) and
-the best after the whole budget; the calls the greedy pass spent (its rollout prices,
+the best after the whole budget; the calls the greedy pass spent (its lookahead prices,
 ``n * D``) are in the row. One JSON row per (instance, seed), ratios to critical_path.
 
 :func:`baselines` computes, per instance, what :func:`placegym.train.experiments.per_graph.
@@ -16,8 +16,9 @@ baselines` does (the single-pass placers, ``anneal`` and ``random_search`` at th
 budget for seeds 0, 1, 2, the lower bound and the best known) plus the ``lookahead``
 teacher, plain and fortified with the single-pass placers' placements (the teacher the
 agent imitates). :func:`generalist_table` prints, per split, every instance
-with the mean ± std over seeds and the targets: greedy faster than both critical_path and
-heft (the *best list*) on >= 80% of the instances and <= 0.85 of the best list in
+with the mean ± std over seeds and the targets
+(:data:`~placegym.train.experiments.targets.TARGETS`): greedy faster than both
+critical_path and heft (the *best list*) on >= 80% of the instances and <= 0.85 of the best list in
 geometric mean; beside them the greedy pass against the best single-pass placer (every
 one of critical_path, heft, nest, metis, round_robin, single_device) and agent + search
 against anneal at equal budget.
@@ -36,7 +37,6 @@ from placegym.envs.suites import get_suite
 from placegym.train.experiments.per_graph import (
     SINGLE_PASS,
     _anytime_lines,
-    _geomean,
     _known,
     _ms,
     cached_baselines,
@@ -44,6 +44,8 @@ from placegym.train.experiments.per_graph import (
     train_or_load,
 )
 from placegym.train.experiments.per_graph import baselines as per_graph_baselines
+from placegym.train.experiments.targets import TARGETS, verdict
+from placegym.train.stats import geomean
 
 __all__ = [
     "BUDGET",
@@ -79,7 +81,7 @@ def run_seed(
     """Train :data:`PRESET` with ``seed`` under ``out`` (or load the finished run), then
     search every instance of ``splits`` with its final weights; the rows (module
     docstring)."""
-    from placegym.agents.search import SearchConfig, policy_search
+    from placegym.agents.doppler.search import SearchConfig, policy_search
     from placegym.teachers import get_teacher
 
     _, results, policy = train_or_load(PRESET, out / f"{PRESET}-s{seed}", seed, overrides)
@@ -191,33 +193,36 @@ def _summary(names, seeds, by, base) -> list[str]:
         greedy = {n: by[(n, s)]["greedy"] for n in names}
         search = {n: by[(n, s)]["search"] for n in names}
         wins.append(sum(_beats_both(greedy[n], base[n]) for n in names))
-        vs_list.append(_geomean([greedy[n] / best_list[n] for n in names]))
-        vs_cp.append(_geomean([greedy[n] for n in names]))
+        vs_list.append(geomean([greedy[n] / best_list[n] for n in names]))
+        vs_cp.append(geomean([greedy[n] for n in names]))
         single_le.append(sum(greedy[n] <= _best_single(base[n]) * (1 + 1e-9) for n in names))
-        vs_single.append(_geomean([greedy[n] / _best_single(base[n]) for n in names]))
-        search_vs_anneal.append(_geomean([search[n] / anneal[n] for n in names]))
+        vs_single.append(geomean([greedy[n] / _best_single(base[n]) for n in names]))
+        search_vs_anneal.append(geomean([search[n] / anneal[n] for n in names]))
         search_le.append(sum(search[n] <= anneal[n] * (1 + 1e-9) for n in names))
-        search_list.append(_geomean([search[n] / best_list[n] for n in names]))
+        search_list.append(geomean([search[n] / best_list[n] for n in names]))
     if not wins:
         return ["(no training seed has rows for every instance)"]
     k = len(names)
-    look = _geomean([base[n]["lookahead"] / best_list[n] for n in names])
+    look = geomean([base[n]["lookahead"] / best_list[n] for n in names])
     look_wins = sum(_beats_both(base[n]["lookahead"], base[n]) for n in names)
-    anneal_list = _geomean([anneal[n] / best_list[n] for n in names])
-    share = np.mean(wins) / k
+    anneal_list = geomean([anneal[n] / best_list[n] for n in names])
+    share = float(np.mean(wins)) / k
+    beat, best = TARGETS["generalist.beats_both_share"], TARGETS["generalist.greedy_vs_best_list"]
     teachers = (
         f"- lookahead teacher: faster than both on {look_wins} of {k}, {look:.3f} of the best list"
     )
     if all(base[n].get("fortified") is not None for n in names):
-        fort = _geomean([base[n]["fortified"] / best_list[n] for n in names])
+        fort = geomean([base[n]["fortified"] / best_list[n] for n in names])
         fort_wins = sum(_beats_both(base[n]["fortified"], base[n]) for n in names)
         teachers += f"; fortified: faster than both on {fort_wins} of {k}, {fort:.3f}"
     return [
         f"- zero-shot greedy faster than both critical_path and heft on "
-        f"{_count(wins)} of {k} ({share:.0%}; target 80%: "
-        f"{'met' if share >= 0.8 else 'not met'}); per seed {', '.join(map(str, wins))}",
-        f"- greedy / best list, geometric mean: {_ms(vs_list)} (target 0.85: "
-        f"{'met' if np.mean(vs_list) <= 0.85 else 'not met'}); / critical_path {_ms(vs_cp)}",
+        f"{_count(wins)} of {k} ({share:.0%}; target {beat.bound:.0%}: "
+        f"{verdict('generalist.beats_both_share', share)}); per seed "
+        f"{', '.join(map(str, wins))}",
+        f"- greedy / best list, geometric mean: {_ms(vs_list)} (target {best.bound:.2f}: "
+        f"{verdict('generalist.greedy_vs_best_list', float(np.mean(vs_list)))}); "
+        f"/ critical_path {_ms(vs_cp)}",
         f"- greedy at most the best single-pass placer (min of {', '.join(SINGLE_PASS)}) on "
         f"{_count(single_le)} of {k}; / that placer, geometric mean: {_ms(vs_single)}",
         f"{teachers}; anneal@3000 {anneal_list:.3f} of the best list",

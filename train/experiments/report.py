@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +53,9 @@ from placegym.train.config import (
     load_preset,
     presets_dir,
 )
+from placegym.train.experiments.targets import TARGETS, verdict
 from placegym.train.restarts import finished_results, train
+from placegym.train.stats import geomean
 
 __all__ = ["CLUSTERS", "PARTS", "Budget", "report"]
 
@@ -89,10 +90,6 @@ class Budget:
     def quick(cls) -> Budget:
         """Tiny budgets, for a smoke run of every part."""
         return cls(1, 2, 2, 1, 2, 2, 2, 1, 2, 1, 2, main_restarts=2)
-
-
-def _geomean(xs: Sequence[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
 def _train(cfg: TrainConfig, log: Path) -> dict[str, Any]:
@@ -140,14 +137,15 @@ _MAIN_KEYS = ("greedy", "best_of_16", *HEURISTICS, *BASELINES, "anneal")
 
 def _target_line(label: str, rows: Sequence[dict[str, float]]) -> str:
     """The three main-table targets checked on per-workload ratio ``rows``."""
-    g, bb, a = (_geomean([r[k] for r in rows]) for k in ("greedy", "best_of_16", "anneal"))
+    g, bb, a = (geomean([r[k] for r in rows]) for k in ("greedy", "best_of_16", "anneal"))
+    cp, anneal = TARGETS["report.greedy_vs_critical_path"], TARGETS["report.best_of_16_vs_anneal"]
     beats = sum(r["beats"] for r in rows)
     return (
-        f"- {label}: greedy geomean {g:.3f} of critical_path (target <= 0.800: "
-        f"{'met' if g <= 0.8 else 'not met'}); greedy faster than every heuristic on "
-        f"{beats:.3g}/{len(rows)} workloads; best of 16 geomean {bb:.3f} vs anneal "
-        f"{a:.3f} ({100 * (bb / a - 1):+.1f}%; target <= +5%: "
-        f"{'met' if bb <= 1.05 * a else 'not met'})"
+        f"- {label}: greedy geomean {g:.3f} of critical_path (target <= "
+        f"{cp.bound:.3f}: {verdict('report.greedy_vs_critical_path', g)}); greedy faster "
+        f"than every heuristic on {beats:.3g}/{len(rows)} workloads; best of 16 geomean "
+        f"{bb:.3f} vs anneal {a:.3f} ({100 * (bb / a - 1):+.1f}%; target <= "
+        f"{100 * (anneal.bound - 1):+.0f}%: {verdict('report.best_of_16_vs_anneal', bb / a)})"
     )
 
 
@@ -225,8 +223,8 @@ def main_table(out: Path, b: Budget, clusters: Sequence[str] = CLUSTERS) -> str:
             cells = [f"{kept[-1][k]:.3f}" for k in _MAIN_KEYS]
             cells.insert(1, spread)
             lines.append(f"| {w} | {cluster} | " + " | ".join(cells) + " |")
-        g, bb, a = (_geomean([m[k] for m in kept]) for k in ("greedy", "best_of_16", "anneal"))
-        gm = _geomean([m["greedy"] for m in mean])
+        g, bb, a = (geomean([m[k] for m in kept]) for k in ("greedy", "best_of_16", "anneal"))
+        gm = geomean([m["greedy"] for m in mean])
         blanks = " |" * (len(_MAIN_KEYS) - 4)  # no geometric mean for the other placers
         lines.append(
             f"| **geomean** | {cluster} | {g:.3f} | {gm:.3f} | {bb:.3f} | 1.000 |{blanks} "
@@ -283,8 +281,9 @@ def optimality_table(out: Path, b: Budget) -> str:
             f"| {name} | {100 * sum(gaps) / len(gaps):.2f}% | {100 * max(gaps):.2f}% "
             f"| {hits}/{len(gaps)} |"
         )
-    ok = sum(gap_b) / len(gap_b) <= 0.03
-    lines.append(f"\nTarget (best of 16, mean gap <= 3%): {'met' if ok else 'not met'}.")
+    gap = TARGETS["report.best_of_16_gap_to_optimal"]
+    ok = verdict("report.best_of_16_gap_to_optimal", sum(gap_b) / len(gap_b))
+    lines.append(f"\nTarget (best of 16, mean gap <= {gap.bound:.0%}): {ok}.")
     return "\n".join(lines)
 
 

@@ -8,7 +8,8 @@ teacher's makespan on the same graph. Per seed it records that curve, the wall t
 each stage and :class:`~placegym.agents.sb3.callbacks.PhaseDiagnostics` of every PPO
 update; over seeds it writes a markdown table (mean ± std) and a plot::
 
-    python -m placegym.train.experiments.sb3_recipe --seeds 0,1,2 --steps 20480 --out runs/sb3-recipe
+    python -m placegym.train.experiments.sb3_recipe --seeds 0,1,2 --steps 20480 \
+        --out runs/sb3-recipe
 
 ``--ppo KEY=VALUE`` / ``--bc KEY=VALUE`` override :data:`~placegym.agents.sb3.PPO_DEFAULTS`
 and :func:`~placegym.agents.sb3.bc.pretrain` arguments (values parsed as YAML). Writes
@@ -34,8 +35,8 @@ import torch
 import yaml
 
 import placegym.envs  # noqa: F401  (registers the ids)
-from placegym.agents.sb3.bc import greedy_makespans, pretrain
 from placegym.agents.sb3 import make_maskable_ppo
+from placegym.agents.sb3.bc import greedy_makespans, pretrain
 from placegym.agents.sb3.callbacks import PhaseDiagnostics
 
 __all__ = ["RecipeRun", "curve_table", "greedy_ratio", "plot_curves", "run_recipe", "truncate"]
@@ -252,7 +253,9 @@ def _overrides(items: Sequence[str], flag: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m placegym.train.experiments.sb3_recipe", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m placegym.train.experiments.sb3_recipe", description=__doc__
+    )
     p.add_argument("--env", default="placegym/FFNN-v0", help="registered env id")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     p.add_argument("--steps", type=int, default=20_480, help="PPO timesteps (default 20480)")

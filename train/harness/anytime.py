@@ -45,7 +45,7 @@ from placegym.envs.suites import Suite
 from placegym.teachers.anneal import STARTS
 
 #: The heuristic teachers whose placements every built-in search starts from (as does an
-#: agent's :func:`~placegym.agents.search.policy_search` by default).
+#: agent's :func:`~placegym.agents.doppler.search.policy_search` by default).
 START_TEACHERS = STARTS
 #: Relative tolerance of the harness's check of a run's final placement.
 RTOL = 1e-9
@@ -151,11 +151,11 @@ def register_search_placer(name: str, placer: SearchPlacer) -> None:
 
 
 def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
-    """A trained agent's :func:`~placegym.agents.search.policy_search` (default stages)
+    """A trained agent's :func:`~placegym.agents.doppler.search.policy_search` (default stages)
     as a search placer, named ``<run>-search``; its curve is the search's own anytime
-    curve (every simulated placement counts one call, a rollout policy's pricing calls
+    curve (every simulated placement counts one call, a pricing policy's lookahead calls
     included)."""
-    from placegym.agents.search import SearchConfig, check_budget, policy_search
+    from placegym.agents.doppler.search import SearchConfig, check_budget, policy_search
     from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
 
     ckpt = load_checkpoint(path)

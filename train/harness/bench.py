@@ -125,7 +125,7 @@ def serial_map(fn: Callable[[Cell], Any], cells: Sequence[Cell]) -> Iterable[tup
 
 def check_placers(placers: dict[str, Placer], problems: Iterable[tuple[Graph, Cluster]]) -> None:
     """Let every placer that can tell (a ``check(graph, cluster)`` method, e.g.
-    :class:`~placegym.agents.search.SearchPlacer`'s budget) refuse a problem before any
+    :class:`~placegym.agents.doppler.search.SearchPlacer`'s budget) refuse a problem before any
     cell runs: a bad setting fails at once, not after hours of finished cells."""
     checks = [c for c in (getattr(p, "check", None) for p in placers.values()) if callable(c)]
     for graph, cluster in problems:

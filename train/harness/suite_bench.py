@@ -40,6 +40,7 @@ from placegym.train.harness.bench import (
     run_placer,
     teacher_placer,
 )
+from placegym.train.stats import geomean
 
 RESULTS_FORMAT = "placegym.suite-results/v1"
 #: A placer within this fraction of the best known counts as reaching it.
@@ -160,10 +161,6 @@ def run_suite(
 
 
 # ---------------------------------------------------------------------- reporting
-def _geomean(xs: Sequence[float]) -> float:
-    return float(np.exp(np.mean(np.log(xs)))) if xs else math.nan
-
-
 def summary_table(records: Sequence[SuiteRecord]) -> str:
     """Per placer, over every (instance, seed): geometric-mean ratio to critical_path,
     mean and max gap to the lower bound and to the best known, instances within
@@ -181,7 +178,7 @@ def summary_table(records: Sequence[SuiteRecord]) -> str:
         near = sum(g <= NEAR_BEST for g in best)
         best_cell = f"{np.mean(best):+.1%} / {max(best):+.1%}" if best else "n/a"
         lines.append(
-            f"| {p} | {_geomean([r.ratio_to_critical_path for r in rs]):.3f} "
+            f"| {p} | {geomean([r.ratio_to_critical_path for r in rs]):.3f} "
             f"| {np.mean(lb):+.1%} / {max(lb):+.1%} | {best_cell} "
             f"| {near}/{len(best)} | {sum(r.seconds for r in rs):.1f} s |"
         )

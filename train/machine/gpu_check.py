@@ -40,7 +40,7 @@ from typing import Any
 
 from placegym.train.machine.wheelhouse import install_missing, runtime_requirements
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository (configs/, placegym)
 NODE_ERROR_TARGET = 0.10
 SPEARMAN_TARGET = 0.9
 
@@ -287,7 +287,9 @@ def _environment() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Install what is missing, run every step, write the report; 0 if all passed."""
-    p = argparse.ArgumentParser(prog="python -m placegym.train.machine.gpu_check", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m placegym.train.machine.gpu_check", description=__doc__
+    )
     p.add_argument("--out", default="runs/gpu-check", help="folder of the report")
     p.add_argument("--wheelhouse", default="wheelhouse", help="wheels of missing dependencies")
     p.add_argument("--dry-run", action="store_true", help="CPU workers, tiny sizes, no targets")

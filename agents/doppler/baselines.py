@@ -1,11 +1,11 @@
 """Learned baselines from DOPPLER's comparison, behind :class:`DopplerPolicy`'s interface.
 
 Both place nodes in a fixed order and learn only the device choice: they set
-``learns_selection = False``, so :func:`placegym.agents.rollout.rollout` selects the
-frontier node earliest in the graph's topological order and :func:`~placegym.agents.
-rollout.score` gives SEL steps log-probability 0 and entropy 0. Everything else
-(``encode``, ``plc_logits``, rollout, score, REINFORCE / PPO / imitation) is shared with
-the DOPPLER policy.
+``learns_selection = False``, so :func:`~placegym.agents.doppler.episodes.play_episodes`
+selects the frontier node earliest in the graph's topological order and
+:func:`~placegym.agents.doppler.scoring.score` gives SEL steps log-probability 0 and entropy
+0. Everything else (``encode``, ``plc_logits``, episodes, score, REINFORCE / PPO /
+imitation) is shared with the DOPPLER policy.
 
 - :class:`PlacetoPolicy` (Addanki et al., 2019): the node embeddings are *recomputed at
   every step* from the current partial placement: node features are the static ones
@@ -73,8 +73,8 @@ def _readout(inp: int, hidden: int, out: int) -> nn.Sequential:
 
 
 class _FixedOrder(nn.Module):
-    """Shared part: SEL is not learned (the rollout picks the frontier node earliest in
-    topological order); device logits are cut to the cluster's device count."""
+    """Shared part: SEL is not learned (the episode player picks the frontier node
+    earliest in topological order); device logits are cut to the cluster's device count."""
 
     learns_selection = False
 
@@ -85,7 +85,7 @@ class _FixedOrder(nn.Module):
     def sel_scores(self, enc: object, nodes: Tensor, dyn: Tensor) -> Tensor:
         raise NotImplementedError(
             f"{type(self).__name__}: selection is a fixed rule (learns_selection = False); "
-            "use placegym.agents.rollout, which honours it"
+            "use placegym.agents.doppler.episodes.play_episodes, which honours it"
         )
 
     def _check_devices(self, num_devices: int) -> None:

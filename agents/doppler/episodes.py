@@ -1,11 +1,12 @@
-"""Batched episodes of the dual policy, and their log-probabilities for learning.
+"""Batched episodes of the dual policy: :func:`play_episodes` and what it records.
 
-:func:`rollout` plays one episode in each of several :class:`PlacementEnv` s in lockstep
-without gradients (SEL and PLC phases stay aligned because the policy only takes legal
-actions), recording everything needed to score the episode again. :func:`score` then
-recomputes every step's log-probability and entropy *with* gradients in a few batched
-calls per graph (encoders once, frontier nodes only), which serves REINFORCE, PPO and
-imitation alike.
+:func:`play_episodes` plays one episode in each of several :class:`PlacementEnv` s in
+lockstep without gradients (SEL and PLC phases stay aligned because the policy only takes
+legal actions), recording everything needed to score the episode again
+(:class:`EpisodeRecord`). :func:`~placegym.agents.doppler.scoring.score` then recomputes
+every step's log-probability and entropy *with* gradients in a few batched calls per
+graph (encoders once, frontier nodes only), which serves REINFORCE, PPO and imitation
+alike.
 
 Action choice per step: the teacher's (a uniform pick from its tie set) with probability
 ``teacher_prob`` (DAgger roll-in), else the policy's: argmax (``greedy``) or a sample.
@@ -18,42 +19,38 @@ Logits within :data:`GREEDY_TIE_TOL` of the largest are tied (structurally ident
 nodes score identically) and the tie goes by a fixed rule (:func:`greedy_pick`): SEL
 takes the tied node of largest b-level, then smallest id; PLC the tied device of
 earliest estimated start, then smallest index. A policy with ``learns_selection = False``
-(the baselines of :mod:`placegym.agents.baselines`) does not choose SEL actions: every
-SEL step takes the frontier node earliest in the graph's topological order (teacher
+(the baselines of :mod:`placegym.agents.doppler.baselines`) does not choose SEL actions:
+every SEL step takes the frontier node earliest in the graph's topological order (teacher
 steps included) and scores log-probability 0, entropy 0 and teacher log-probability 0.
 A policy with a ``fixed_teacher`` (the SEL-only / PLC-only ablations of
-:class:`~placegym.agents.doppler.DopplerPolicy`) takes that teacher's first tie-set
+:class:`~placegym.agents.doppler.policy.DopplerPolicy`) takes that teacher's first tie-set
 action in the phase it does not learn (``learns_selection`` / ``learns_placement``
 False), scored the same way.
 
-A policy with ``PolicyConfig.rollout`` prices each PLC state's devices by simulated
-``heft_rule`` completions (:func:`rollout_features`; with ``rollout_starts``, the
-fortified lookahead's prices); when the teacher is that same lookahead
-(:func:`prices_with`), its labels and those prices come from one cache, so a labelled
-state is priced once.
+The per-graph inputs come from :func:`~placegym.agents.doppler.inputs.graph_inputs` and
+each PLC state's device rows from :func:`~placegym.agents.doppler.inputs.plc_devices`. A
+policy with ``PolicyConfig.prices`` prices each PLC state's devices by simulated
+``heft_rule`` completions (:func:`~placegym.agents.doppler.features.price_features`; with
+``price_starts``, the fortified lookahead's prices); when the teacher is that same
+lookahead (:func:`~placegym.agents.doppler.features.prices_with`), its labels and those
+prices come from one cache, so a labelled state is priced once.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
 
-from placegym.agents.doppler import RULE_RTOL, DopplerPolicy, Encoding, cluster_links
+from placegym.agents.doppler.features import prices_with
+from placegym.agents.doppler.inputs import graph_inputs, plc_devices
+from placegym.agents.doppler.policy import DopplerPolicy, Encoding
 from placegym.agents.nn.encoder import GraphInputs
-from placegym.agents.hints import hint_groups, hint_placements, hint_quality
-from placegym.envs.analysis import b_level
 from placegym.envs.cache import IdentityCache
-from placegym.envs.cluster import Cluster
 from placegym.envs.env import PlacementEnv
-from placegym.envs.graph import Graph
-from placegym.envs.observation import FEATURE_MAX, time_unit
 from placegym.envs.state import PlacementState
 from placegym.teachers.base import Teacher
 from placegym.teachers.lookahead import LookaheadTeacher
@@ -61,19 +58,13 @@ from placegym.teachers.lookahead import LookaheadTeacher
 __all__ = [
     "GREEDY_TIE_TOL",
     "EpisodeRecord",
-    "Scores",
     "device_logits",
     "frontier_logits",
-    "graph_inputs",
     "greedy_pick",
-    "new_pricer",
+    "play_episodes",
     "plc_tie_key",
-    "prices_with",
-    "rollout",
     "sample_index",
     "sample_rows",
-    "score",
-    "segment_log_softmax",
     "sel_tie_key",
 ]
 
@@ -96,7 +87,7 @@ class EpisodeRecord:
         rewards: ``(2S,)`` environment rewards; info: the final step's info.
         from_teacher: ``(2S,)`` whether the teacher chose that step's action.
 
-    A record of :func:`rollout` with ``keep_inputs=False`` holds the inputs (``sel_dyn``,
+    A record of :func:`play_episodes` with ``keep_inputs=False`` holds the inputs (``sel_dyn``,
     ``sel_mask``, ``plc_placed``, ``plc_dev``, ``plc_mask``) of its last steps only and
     cannot be scored.
     """
@@ -203,144 +194,8 @@ def sample_rows(logits: np.ndarray, legal: np.ndarray, draws: Sequence[float]) -
     return np.where(first < legal.shape[1], first, last)
 
 
-def _hints(policy: Any) -> tuple[str, ...]:
-    return tuple(getattr(getattr(policy, "config", None), "hints", ()))
-
-
-def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluster) -> GraphInputs:
-    """The static inputs of ``policy`` for ``graph`` on ``cluster``: those of the first
-    observation ``obs``, plus the hint groups of the policy's ``config.hints`` (and
-    their quality with ``config.hint_quality``) and, with ``config.topology``, the
-    cluster's links."""
-    inputs = GraphInputs.from_obs(obs)
-    hints = _hints(policy)
-    if hints:
-        placements = hint_placements(graph, cluster, hints)
-        groups = torch.from_numpy(hint_groups(graph, cluster, hints, placements))
-        inputs = dataclasses.replace(inputs, groups=groups)
-        if getattr(getattr(policy, "config", None), "hint_quality", False):
-            quality = torch.from_numpy(hint_quality(graph, cluster, placements))
-            inputs = dataclasses.replace(inputs, quality=quality)
-    if getattr(getattr(policy, "config", None), "topology", False):
-        inputs = dataclasses.replace(inputs, links=cluster_links(cluster))
-    with_insertion = getattr(getattr(policy, "config", None), "insertion", False)
-    with_rollout = getattr(getattr(policy, "config", None), "rollout", False)
-    if with_insertion or with_rollout:
-        levels = b_level(graph, cluster)  # heft_rule's SEL key, as its completions'
-        unit = time_unit(levels)
-        if with_insertion:
-            inputs = dataclasses.replace(inputs, scale=unit)
-        if with_rollout:
-            inputs = dataclasses.replace(
-                inputs, rollout_scale=unit, b_level=torch.from_numpy(levels.copy())
-            )
-    return inputs
-
-
-def insertion_features(state: PlacementState, scale: float) -> np.ndarray:
-    """``(D, 3)`` float32 per device, for the selected node (``PolicyConfig.insertion``):
-    its insertion-based estimated start (:meth:`PlacementState.insertion_start`) /
-    ``scale``, its insertion-based finish there minus the earliest over the devices /
-    ``scale``, and whether that lead is within :data:`RULE_RTOL` of the earliest (HEFT's
-    tie set; devices the mask forbids are the caller's to drop)."""
-    start = state.insertion_start()
-    finish = start + state.costs.duration[state.selected]
-    first = finish.min()
-    lead = finish - first
-    return np.stack(
-        [
-            np.minimum(start / scale, FEATURE_MAX),
-            np.minimum(lead / scale, FEATURE_MAX),
-            lead <= RULE_RTOL * abs(first),
-        ],
-        axis=-1,
-    ).astype(np.float32)
-
-
-@functools.cache
-def _pricer(starts: tuple[str, ...] = ()) -> LookaheadTeacher:
-    """The lookahead teacher whose per-device prices :func:`rollout_features` reads (one
-    per process and ``starts``; it keeps the prices of recent states of a few graphs)."""
-    return LookaheadTeacher("heft_rule", cache_size=4096, starts=starts)
-
-
-def new_pricer(policy: Any, cache_size: int = 4096) -> LookaheadTeacher | None:
-    """A fresh lookahead pricing ``policy``'s rollout inputs (None if it reads none): over
-    ``heft_rule``, fortified with its ``PolicyConfig.rollout_starts``."""
-    config = getattr(policy, "config", None)
-    if not getattr(config, "rollout", False):
-        return None
-    return LookaheadTeacher(
-        "heft_rule", cache_size=cache_size, starts=getattr(config, "rollout_starts", ())
-    )
-
-
-def prices_with(teacher: Teacher | None, policy: Any = None) -> LookaheadTeacher | None:
-    """The lookahead that prices ``policy``'s rollout inputs in :func:`rollout`:
-    ``teacher`` itself when it is a :class:`~placegym.teachers.lookahead.
-    LookaheadTeacher` over ``heft_rule`` with the policy's ``rollout_starts``, no
-    ``moves``, that caches its answers (its PLC labels and the :func:`rollout_features`
-    are then one computation per state; the prices do not depend on its ``rtol``); else
-    the process-wide pricer of those starts (None for a plain pricer, which
-    :func:`rollout_features` finds itself)."""
-    starts = tuple(getattr(getattr(policy, "config", None), "rollout_starts", ()))
-    if (
-        isinstance(teacher, LookaheadTeacher)
-        and teacher.base == "heft_rule"
-        and teacher.starts == starts
-        and not teacher.moves
-        and teacher.cache_size > 0
-    ):
-        return teacher
-    return _pricer(starts) if starts else None
-
-
-def rollout_features(
-    state: PlacementState, scale: float, pricer: LookaheadTeacher | None = None
-) -> np.ndarray:
-    """``(D, 2)`` float32 per device, for the selected node (``PolicyConfig.rollout``):
-    the simulated makespan of ``heft_rule``'s completion of ``state`` with the node on
-    the device (:meth:`~placegym.teachers.lookahead.LookaheadTeacher.place_costs`) minus
-    the least over the legal devices, / ``scale``, and whether that lead is within
-    :data:`RULE_RTOL` of the least (the lookahead's tie set). Devices the mask forbids
-    get ``FEATURE_MAX`` and 0 (the caller drops them). One simulator call per legal
-    device, unless the state's prices are cached.
-
-    ``pricer``: the lookahead over ``heft_rule`` that prices the devices (its cache and
-    its :attr:`~placegym.teachers.lookahead.LookaheadTeacher.calls`); the process-wide
-    one by default. Any such pricer of the same ``starts`` gives the same features."""
-    if pricer is None:
-        pricer = _pricer()
-    elif pricer.base != "heft_rule":
-        raise ValueError(f"pricer: expected a lookahead over 'heft_rule', got {pricer!r}")
-    cost = pricer.place_costs(state)
-    best = cost.min()
-    lead = cost - best
-    return np.stack(
-        [np.minimum(lead / scale, FEATURE_MAX), lead <= RULE_RTOL * abs(best)], axis=-1
-    ).astype(np.float32)
-
-
-def plc_devices(
-    graph: GraphInputs,
-    state: PlacementState,
-    devices: np.ndarray,
-    pricer: LookaheadTeacher | None = None,
-) -> np.ndarray:
-    """The PLC's device features in ``state``: the observation's ``device`` rows and, when
-    the graph inputs carry a ``scale`` (``PolicyConfig.insertion``), the
-    :func:`insertion_features`, and with a ``rollout_scale`` (``PolicyConfig.rollout``)
-    the :func:`rollout_features` (priced by ``pricer``; a new array)."""
-    parts = [devices]
-    if graph.scale is not None:
-        parts.append(insertion_features(state, graph.scale))
-    if graph.rollout_scale is not None:
-        parts.append(rollout_features(state, graph.rollout_scale, pricer))
-    return np.concatenate(parts, axis=1) if len(parts) > 1 else devices.copy()
-
-
 @torch.no_grad()
-def rollout(
+def play_episodes(
     policy: DopplerPolicy,
     envs: list[PlacementEnv],
     seeds: Sequence[int | None],
@@ -641,115 +496,3 @@ def _finish(lv: _Live, record_teacher: bool) -> EpisodeRecord:
             else None
         ),
     )
-
-
-# ---------------------------------------------------------------------- scoring
-def segment_log_softmax(logits: Tensor, segment: Tensor, num_segments: int) -> Tensor:
-    """Log-softmax of ``logits`` within each segment (``segment`` ids, any order)."""
-    top = torch.full((num_segments,), -torch.inf, dtype=logits.dtype)
-    top = top.scatter_reduce(0, segment, logits.detach(), reduce="amax", include_self=True)
-    z = logits - top[segment]
-    total = torch.zeros(num_segments, dtype=logits.dtype).index_add(0, segment, z.exp())
-    return z - total.log()[segment]
-
-
-@dataclass
-class Scores:
-    """Per-step log-probabilities of the taken actions and entropies, ``(2S,)`` each,
-    interleaved SEL/PLC; ``teacher_logp`` is ``log π(teacher tie set)`` when recorded;
-    ``plc_regret`` ``(S,)`` the policy's expected regret ``Σ_d π(d) regret(d)`` at each
-    PLC step when the record has :attr:`EpisodeRecord.plc_regret`."""
-
-    logp: Tensor
-    entropy: Tensor
-    teacher_logp: Tensor | None
-    plc_regret: Tensor | None = None
-
-
-def score(policy: DopplerPolicy, records: list[EpisodeRecord]) -> list[Scores]:
-    """Recompute log-probs (with gradients) for ``records``; encoders run once per graph
-    and the heads once per graph over all its records' steps (concatenated)."""
-    groups: dict[int, list[int]] = {}
-    for i, r in enumerate(records):
-        groups.setdefault(id(r.graph), []).append(i)
-    out: list[Scores | None] = [None] * len(records)
-    for members in groups.values():
-        rs = [records[i] for i in members]
-        enc = policy.encode(rs[0].graph)
-        for i, sc in zip(members, _score_graph(policy, enc, rs)):
-            out[i] = sc
-    return out  # type: ignore[return-value]
-
-
-def _cat(records: list[EpisodeRecord], key: str) -> Tensor:
-    return torch.from_numpy(np.concatenate([getattr(r, key) for r in records]))
-
-
-def _score_graph(policy: DopplerPolicy, enc: Encoding, rs: list[EpisodeRecord]) -> list[Scores]:
-    """Scores of records of one graph; their steps are stacked (``s`` steps each)."""
-    s, m = len(rs[0].sel_action), len(rs)
-    total = s * m  # stacked SEL steps (= PLC steps)
-    step, node = (
-        torch.from_numpy(x) for x in np.nonzero(np.concatenate([r.sel_mask for r in rs]))
-    )
-    learns_sel = getattr(policy, "learns_selection", True)
-    if learns_sel:
-        x = policy.sel_inputs(rs[0].graph, _cat(rs, "sel_dyn"), step, node)
-        sel = policy.sel_scores(enc, node, x)
-    else:
-        sel = torch.zeros(len(node))
-    logp_all = segment_log_softmax(sel, step, total)
-    chosen = node == _cat(rs, "sel_action")[step]
-    sel_logp = torch.zeros(total, dtype=logp_all.dtype).index_add(
-        0, step[chosen], logp_all[chosen]
-    )
-    sel_ent = -torch.zeros(total, dtype=logp_all.dtype).index_add(
-        0, step, logp_all.exp() * logp_all
-    )
-    plc = policy.plc_logits(enc, _cat(rs, "plc_node"), _cat(rs, "plc_placed"), _cat(rs, "plc_dev"))
-    plc = plc.masked_fill(~_cat(rs, "plc_mask"), -torch.inf)
-    plc_logp_all = torch.log_softmax(plc, dim=-1)
-    plc_logp = plc_logp_all.gather(1, _cat(rs, "plc_action")[:, None]).squeeze(1)
-    plc_ent = -(plc_logp_all.exp() * plc_logp_all.nan_to_num(neginf=0.0)).sum(dim=1)
-    if not learns_sel:  # SEL by a fixed rule: probability 1
-        sel_logp = sel_ent = torch.zeros_like(plc_logp)
-    if not getattr(policy, "learns_placement", True):  # PLC by a fixed rule
-        plc_logp = plc_ent = torch.zeros_like(sel_logp)
-    logp = torch.stack([sel_logp, plc_logp], dim=1).reshape(m, 2 * s)
-    entropy = torch.stack([sel_ent, plc_ent], dim=1).reshape(m, 2 * s)
-    teacher_logp = None
-    if all(r.sel_teacher is not None and r.plc_teacher is not None for r in rs):
-        in_ties = _cat(rs, "sel_teacher")[step, node]
-        t_sel = segment_logsumexp(logp_all.masked_fill(~in_ties, -torch.inf), step, total)
-        t_plc = torch.logsumexp(
-            plc_logp_all.masked_fill(~_cat(rs, "plc_teacher"), -torch.inf), dim=1
-        )
-        if not learns_sel:
-            t_sel = torch.zeros_like(t_plc)
-        if not getattr(policy, "learns_placement", True):
-            t_plc = torch.zeros_like(t_sel)
-        teacher_logp = torch.stack([t_sel, t_plc], dim=1).reshape(m, 2 * s)
-    regret = None
-    if all(r.plc_regret is not None for r in rs):
-        probs = plc_logp_all.exp()  # 0 on illegal devices, whose regret is 0 too
-        regret = (probs * _cat(rs, "plc_regret").to(probs.dtype)).sum(dim=1).reshape(m, s)
-    return [
-        Scores(
-            logp[k],
-            entropy[k],
-            None if teacher_logp is None else teacher_logp[k],
-            None if regret is None else regret[k],
-        )
-        for k in range(m)
-    ]
-
-
-def segment_logsumexp(x: Tensor, segment: Tensor, num_segments: int) -> Tensor:
-    """``log Σ exp(x)`` within each segment (entries may be ``-inf``)."""
-    top = torch.full((num_segments,), -torch.inf, dtype=x.dtype)
-    top = top.scatter_reduce(0, segment, x.detach(), reduce="amax", include_self=True)
-    safe_top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-    total = torch.zeros(num_segments, dtype=x.dtype).index_add(
-        0, segment, (x - safe_top[segment]).exp()
-    )
-    return total.log() + safe_top

@@ -1,8 +1,8 @@
 """Compiled kernels of the dual policy's per-state inputs (numba, cached on disk).
 
-A rollout step asks for these inputs over the states of a few dozen environments, and
+An episode step asks for these inputs over the states of a few dozen environments, and
 scoring a PPO minibatch over thousands of states at once. Written as ``torch`` ops they
-cost a dozen small calls per step in the rollout and, in scoring, gather one embedding
+cost a dozen small calls per step of the episodes and, in scoring, gather one embedding
 row per (state, placed node) pair (``S · n · H`` floats, 33 MB for 16 episodes of 128
 nodes at ``H = 64``), which made them the largest costs of an update. The kernels below
 compute the same values from the same operands and are **bit for bit** equal to those
@@ -16,10 +16,10 @@ the same weights:
   no fixed order; the kernels keep theirs.)
 - every operation is in the operands' precision (float32 stays float32).
 
-:mod:`placegym.agents.doppler` holds the functions the policy calls
-(:func:`~placegym.agents.doppler.placed_sums`, ``sibling_share``, ``sel_context``) and
-documents what they compute. Everything compiled lives in this one file: numba's disk
-cache is invalidated per source file.
+:mod:`placegym.agents.doppler.features` holds the functions the policy calls
+(:func:`~placegym.agents.doppler.features.placed_sums`, ``sibling_share``,
+``sel_context``) and documents what they compute. Everything compiled lives in this one
+file: numba's disk cache is invalidated per source file.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def sibling_kernel(ptr, idx, weight, node, placed, d):  # pragma: no cover - com
 @njit(cache=True)
 def readiness_kernel(est, src, dst, comm, step, node):  # pragma: no cover - compiled
     """``(K, 3)`` readiness of the pairs ``(step[k], node[k])`` (see
-    :func:`~placegym.agents.doppler.sel_context`): ``est (S, n)`` estimated finishes,
+    :func:`~placegym.agents.doppler.features.sel_context`): ``est (S, n)`` estimated finishes,
     ``src, dst (E,)`` the edges (ids below ``n``), ``comm (E,)`` their transfer times.
     Also whether every pair indexes ``est``; on False the result is incomplete."""
     s, n = est.shape

@@ -1,0 +1,134 @@
+"""Log-probabilities of recorded episodes, with gradients, for learning.
+
+:func:`score` recomputes every step's log-probability and entropy of the episodes that
+:func:`~placegym.agents.doppler.episodes.play_episodes` recorded, *with* gradients, in a
+few batched calls per graph (encoders once, heads once over all the graph's steps), and
+the log-probability of the teacher's tie set and the expected regret where the records
+hold them (:class:`Scores`): the inputs of REINFORCE, PPO and imitation alike. Steps of
+a phase the policy does not learn (``learns_selection`` / ``learns_placement`` False)
+score log-probability 0 and entropy 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from placegym.agents.doppler.episodes import EpisodeRecord
+from placegym.agents.doppler.policy import DopplerPolicy, Encoding
+
+__all__ = ["Scores", "score", "segment_log_softmax", "segment_logsumexp"]
+
+
+def segment_log_softmax(logits: Tensor, segment: Tensor, num_segments: int) -> Tensor:
+    """Log-softmax of ``logits`` within each segment (``segment`` ids, any order)."""
+    top = torch.full((num_segments,), -torch.inf, dtype=logits.dtype)
+    top = top.scatter_reduce(0, segment, logits.detach(), reduce="amax", include_self=True)
+    z = logits - top[segment]
+    total = torch.zeros(num_segments, dtype=logits.dtype).index_add(0, segment, z.exp())
+    return z - total.log()[segment]
+
+
+@dataclass
+class Scores:
+    """Per-step log-probabilities of the taken actions and entropies, ``(2S,)`` each,
+    interleaved SEL/PLC; ``teacher_logp`` is ``log π(teacher tie set)`` when recorded;
+    ``plc_regret`` ``(S,)`` the policy's expected regret ``Σ_d π(d) regret(d)`` at each
+    PLC step when the record has :attr:`EpisodeRecord.plc_regret`."""
+
+    logp: Tensor
+    entropy: Tensor
+    teacher_logp: Tensor | None
+    plc_regret: Tensor | None = None
+
+
+def score(policy: DopplerPolicy, records: list[EpisodeRecord]) -> list[Scores]:
+    """Recompute log-probs (with gradients) for ``records``; encoders run once per graph
+    and the heads once per graph over all its records' steps (concatenated)."""
+    groups: dict[int, list[int]] = {}
+    for i, r in enumerate(records):
+        groups.setdefault(id(r.graph), []).append(i)
+    out: list[Scores | None] = [None] * len(records)
+    for members in groups.values():
+        rs = [records[i] for i in members]
+        enc = policy.encode(rs[0].graph)
+        for i, sc in zip(members, _score_graph(policy, enc, rs)):
+            out[i] = sc
+    return out  # type: ignore[return-value]
+
+
+def _cat(records: list[EpisodeRecord], key: str) -> Tensor:
+    return torch.from_numpy(np.concatenate([getattr(r, key) for r in records]))
+
+
+def _score_graph(policy: DopplerPolicy, enc: Encoding, rs: list[EpisodeRecord]) -> list[Scores]:
+    """Scores of records of one graph; their steps are stacked (``s`` steps each)."""
+    s, m = len(rs[0].sel_action), len(rs)
+    total = s * m  # stacked SEL steps (= PLC steps)
+    step, node = (
+        torch.from_numpy(x) for x in np.nonzero(np.concatenate([r.sel_mask for r in rs]))
+    )
+    learns_sel = getattr(policy, "learns_selection", True)
+    if learns_sel:
+        x = policy.sel_inputs(rs[0].graph, _cat(rs, "sel_dyn"), step, node)
+        sel = policy.sel_scores(enc, node, x)
+    else:
+        sel = torch.zeros(len(node))
+    logp_all = segment_log_softmax(sel, step, total)
+    chosen = node == _cat(rs, "sel_action")[step]
+    sel_logp = torch.zeros(total, dtype=logp_all.dtype).index_add(
+        0, step[chosen], logp_all[chosen]
+    )
+    sel_ent = -torch.zeros(total, dtype=logp_all.dtype).index_add(
+        0, step, logp_all.exp() * logp_all
+    )
+    plc = policy.plc_logits(enc, _cat(rs, "plc_node"), _cat(rs, "plc_placed"), _cat(rs, "plc_dev"))
+    plc = plc.masked_fill(~_cat(rs, "plc_mask"), -torch.inf)
+    plc_logp_all = torch.log_softmax(plc, dim=-1)
+    plc_logp = plc_logp_all.gather(1, _cat(rs, "plc_action")[:, None]).squeeze(1)
+    plc_ent = -(plc_logp_all.exp() * plc_logp_all.nan_to_num(neginf=0.0)).sum(dim=1)
+    if not learns_sel:  # SEL by a fixed rule: probability 1
+        sel_logp = sel_ent = torch.zeros_like(plc_logp)
+    if not getattr(policy, "learns_placement", True):  # PLC by a fixed rule
+        plc_logp = plc_ent = torch.zeros_like(sel_logp)
+    logp = torch.stack([sel_logp, plc_logp], dim=1).reshape(m, 2 * s)
+    entropy = torch.stack([sel_ent, plc_ent], dim=1).reshape(m, 2 * s)
+    teacher_logp = None
+    if all(r.sel_teacher is not None and r.plc_teacher is not None for r in rs):
+        in_ties = _cat(rs, "sel_teacher")[step, node]
+        t_sel = segment_logsumexp(logp_all.masked_fill(~in_ties, -torch.inf), step, total)
+        t_plc = torch.logsumexp(
+            plc_logp_all.masked_fill(~_cat(rs, "plc_teacher"), -torch.inf), dim=1
+        )
+        if not learns_sel:
+            t_sel = torch.zeros_like(t_plc)
+        if not getattr(policy, "learns_placement", True):
+            t_plc = torch.zeros_like(t_sel)
+        teacher_logp = torch.stack([t_sel, t_plc], dim=1).reshape(m, 2 * s)
+    regret = None
+    if all(r.plc_regret is not None for r in rs):
+        probs = plc_logp_all.exp()  # 0 on illegal devices, whose regret is 0 too
+        regret = (probs * _cat(rs, "plc_regret").to(probs.dtype)).sum(dim=1).reshape(m, s)
+    return [
+        Scores(
+            logp[k],
+            entropy[k],
+            None if teacher_logp is None else teacher_logp[k],
+            None if regret is None else regret[k],
+        )
+        for k in range(m)
+    ]
+
+
+def segment_logsumexp(x: Tensor, segment: Tensor, num_segments: int) -> Tensor:
+    """``log Σ exp(x)`` within each segment (entries may be ``-inf``)."""
+    top = torch.full((num_segments,), -torch.inf, dtype=x.dtype)
+    top = top.scatter_reduce(0, segment, x.detach(), reduce="amax", include_self=True)
+    safe_top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    total = torch.zeros(num_segments, dtype=x.dtype).index_add(
+        0, segment, (x - safe_top[segment]).exp()
+    )
+    return total.log() + safe_top
