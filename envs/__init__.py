@@ -10,7 +10,7 @@ Public API::
 
 from placegym.envs.cluster import CLUSTER_FORMAT, Cluster, Device, Level
 from placegym.envs.env import PlacementEnv
-from placegym.envs.graph import GRAPH_FORMAT, Graph, load_graph
+from placegym.envs.graph import GRAPH_FORMAT, GRAPH_FORMAT_V2, Graph, load_graph
 from placegym.envs.placement import PLACEMENT_FORMAT, Placement, load_placement
 from placegym.envs.presets import get_preset, list_presets, load_cluster
 from placegym.envs.registration import ENV_IDS, REAL_ENV_IDS, register_envs
@@ -30,6 +30,7 @@ __all__ = [
     "CLUSTER_FORMAT",
     "ENV_IDS",
     "GRAPH_FORMAT",
+    "GRAPH_FORMAT_V2",
     "PLACEMENT_FORMAT",
     "REAL_ENV_IDS",
     "BatchResult",

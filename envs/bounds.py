@@ -50,7 +50,7 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.costs import roofline_nodes
 from placegym.envs.graph import Graph
 
-__all__ = ["SLACK", "LowerBound", "lower_bound", "min_transfer_times"]
+__all__ = ["SLACK", "LowerBound", "lower_bound", "min_transfer_times", "serial_upper_bound"]
 
 #: Relative amount by which :func:`lower_bound` lowers its value (see the module docstring).
 SLACK = 1e-9
@@ -167,3 +167,30 @@ def lower_bound(graph: Graph, cluster: Cluster) -> LowerBound:
     free = _free_comm_path(graph, wl)
     value = max(work, free, path) * (1.0 - SLACK)
     return LowerBound(value=value, work=work, free_comm_path=free, path=path)
+
+
+def serial_upper_bound(graph: Graph, cluster: Cluster) -> float:
+    """An upper bound on the makespan of every placement (no noise, either dispatch):
+    ``Σ_v max_d dur(v, d) + Σ_v k_v · max_{a≠b}(latency_ab + out_bytes_v / bandwidth_ab)``,
+    ``k_v = min(consumers of v, D - 1)`` (the most transfers ``v``'s output can need).
+
+    Work conservation makes it one: at every moment before the end some node runs or some
+    transfer is in flight (the first unfinished node in topological order has every
+    input produced; each is on its device, and then it runs or its device runs another
+    node, or in transit, and a queued transfer waits only for one in flight), so the
+    makespan is at most the summed durations of the nodes and transfers, each at most
+    its largest. It scores infeasible episodes (:func:`placegym.envs.reward.oom_makespan`):
+    no feasible placement is worse.
+    """
+    if graph.num_nodes == 0:
+        return 0.0
+    compute = float(durations_on(graph, cluster).max(axis=1).sum())
+    d = cluster.num_devices
+    if d < 2 or graph.num_edges == 0:
+        return compute
+    off = ~np.eye(d, dtype=bool)
+    latency = float(cluster.pair_latency[off].max())
+    per_byte = float((1.0 / cluster.pair_bandwidth[off]).max())
+    consumers = np.bincount(graph.edges[:, 0], minlength=graph.num_nodes)
+    sends = np.minimum(consumers, d - 1)
+    return compute + float((sends * (latency + graph.out_bytes * per_byte)).sum())

@@ -45,7 +45,7 @@ import math
 import numpy as np
 
 from placegym.envs.cluster import Cluster
-from placegym.envs.costs import profiled_seconds
+from placegym.envs.costs import cost_table
 from placegym.envs.graph import Graph
 
 __all__ = [
@@ -106,11 +106,11 @@ def ccr(graph: Graph, cluster: Cluster) -> float:
     return t / c
 
 
-def _profiles(cluster: Cluster) -> tuple[np.ndarray, ...]:
-    """Distinct ``(flops, mem_bandwidth, launch, profile class)`` device profiles and
-    their counts."""
+def _profiles(cluster: Cluster, dclass: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Distinct ``(flops, mem_bandwidth, launch, cost class)`` device profiles and their
+    counts (``dclass``: each device's column of the cost table)."""
     rows = np.stack([cluster.flops, cluster.mem_bandwidth, cluster.launch_overhead], axis=1)
-    rows = np.concatenate([rows, cluster.profile_class[:, None].astype(np.float64)], axis=1)
+    rows = np.concatenate([rows, dclass[:, None].astype(np.float64)], axis=1)
     uniq, counts = np.unique(rows, axis=0, return_counts=True)
     return uniq[:, 0], uniq[:, 1], uniq[:, 2], uniq[:, 3].astype(np.int64), counts.astype(float)
 
@@ -121,7 +121,8 @@ def _compute_pieces(graph: Graph, cluster: Cluster):
 
     Returns ``(const, a, x, p)``, every term already divided by ``n · D``.
     """
-    flops, mbw, launch, kind, count = _profiles(cluster)
+    table, dclass = cost_table(graph, cluster)
+    flops, mbw, launch, kind, count = _profiles(cluster, dclass)
     scale = count / (graph.num_nodes * cluster.num_devices)  # (P,)
     x = graph.out_bytes + graph.in_bytes  # io bytes that scale with s
     a = graph.flops[:, None] / flops[None, :]  # (n, P)
@@ -130,8 +131,7 @@ def _compute_pieces(graph: Graph, cluster: Cluster):
     const = float((launch * count).sum() / cluster.num_devices)
     fixed = xs == 0  # no roofline (inf bandwidth) or no tensors: never depends on s
     own = np.maximum(a, p)
-    table = profiled_seconds(graph, cluster)
-    if table.size:  # a profiled kernel's time does not depend on the tensor bytes
+    if table.size:  # a measured time does not depend on the tensor bytes
         prof = np.where(kind >= 0, table[:, np.maximum(kind, 0)], np.nan)
         fixed |= ~np.isnan(prof)
         own = np.where(np.isnan(prof), own, prof)

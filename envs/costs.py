@@ -1,4 +1,4 @@
-"""Node durations: the roofline of DESIGN §3.1, or profiled kernel costs where given.
+"""Node durations: the roofline of DESIGN §3.1, or measured costs where given.
 
 A cluster may carry a *profile* (:attr:`Cluster.profile`, written by ``placegym calibrate
 --profile``): for each device ``kind`` (a class of identical devices, such as ``"cpu"`` or
@@ -10,14 +10,19 @@ same-shaped operands shares it, in any graph. The duration of node ``v`` on devi
 
 - ``profile[kind_d][signature_v] + launch_overhead_d`` when ``d`` has a kind whose profile
   has ``v``'s signature;
-- ``max(flops_v / flops_d, io_v / mem_bandwidth_d) + launch_overhead_d`` otherwise.
+- else ``time_v + launch_overhead_d`` when the graph gives ``v`` a measured ``time``
+  (``placegym.graph/v2``: the same on every device);
+- else ``max(flops_v / flops_d, io_v / mem_bandwidth_d) + launch_overhead_d``.
 
 Noise multiplies the first term in both cases. The profiled costs of a (graph, cluster)
 pair are an ``(n, K)`` table over the ``K`` profiled kinds plus each device's kind index
 (:attr:`Cluster.profile_class`), never an ``n × D`` array, so clusters of thousands of
-devices cost no more than their classes. Everything that takes a graph and a cluster (the
-simulator, :mod:`placegym.envs.analysis`, the teachers, the environments) reads durations
-through this module or the same table, so a profiled cluster is used transparently.
+devices cost no more than their classes. A graph's measured times join the same table
+(:func:`cost_table`): as the entries of its nodes that a kind's profile lacks, and as one
+more column for the devices without a profiled kind. Everything that takes a graph and a
+cluster (the simulator, :mod:`placegym.envs.analysis`, the teachers, the environments)
+reads durations through this module or that table, so profiled clusters and measured
+graphs are used transparently.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 
 __all__ = [
+    "cost_table",
     "kernel_signature",
     "node_durations",
     "profiled_seconds",
@@ -91,13 +97,35 @@ def _profiled_seconds(graph: Graph, cluster: Cluster) -> np.ndarray:
 profiled_seconds = IdentityCache(_profiled_seconds, size=16)
 
 
+def _cost_table(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    table, dclass = profiled_seconds(graph, cluster), cluster.profile_class
+    if not graph.measured:
+        return table, dclass
+    k = len(cluster.profile_kinds)
+    time = graph.time[:, None]
+    merged = np.where(np.isnan(table), time, table) if k else np.empty((graph.num_nodes, 0))
+    out = np.concatenate([merged, time], axis=1)
+    out.setflags(write=False)
+    cls = np.where(dclass >= 0, dclass, k)
+    cls.setflags(write=False)
+    return out, cls
+
+
+#: ``(table, dclass)``: the measured seconds of each node per device class (``(n, C)``,
+#: NaN where the roofline applies) and each device's class (``(D,)``, -1: the roofline
+#: for every node): the cluster's profile (:func:`profiled_seconds`,
+#: :attr:`Cluster.profile_class`) with the graph's measured times merged in (module
+#: docstring). The last 16 pairs are cached.
+cost_table = IdentityCache(_cost_table, size=16)
+
+
 def roofline_nodes(graph: Graph, cluster: Cluster) -> np.ndarray:
     """``(n,)`` whether each node's duration is the roofline on every device (no profiled
-    cost applies to it): the nodes that bounds on FLOP and bytes may count."""
-    table = profiled_seconds(graph, cluster)
+    or measured cost applies to it): the nodes that bounds on FLOP and bytes may count."""
+    table, dclass = cost_table(graph, cluster)
     if not table.size:
         return np.ones(graph.num_nodes, dtype=bool)
-    used = np.unique(cluster.profile_class[cluster.profile_class >= 0])
+    used = np.unique(dclass[dclass >= 0])
     return np.isnan(table[:, used]).all(axis=1)
 
 
@@ -109,9 +137,9 @@ def node_durations(graph: Graph, cluster: Cluster, nodes, devices) -> np.ndarray
         graph.flops[nodes] / cluster.flops[devices],
         graph.io_bytes[nodes] / cluster.mem_bandwidth[devices],
     )
-    table = profiled_seconds(graph, cluster)
+    table, dclass = cost_table(graph, cluster)
     if table.size:
-        cls = cluster.profile_class[devices]
+        cls = dclass[devices]
         prof = np.where(cls >= 0, table[nodes, np.maximum(cls, 0)], np.nan)
         t = np.where(np.isnan(prof), t, prof)
     return t + cluster.launch_overhead[devices]

@@ -21,6 +21,7 @@ from placegym.envs.reward import (
     NestPotential,
     ReferencePlacer,
     reference_placer,
+    scored_makespan,
     terminal_reward,
 )
 from placegym.envs.simulator import Schedule, simulate
@@ -116,9 +117,12 @@ class PlacementEnv(gym.Env[dict, int]):
     ``Discrete(max(max_nodes, D))``, read by phase: a node id in SEL, a device index in
     PLC. Legal actions: ``env.unwrapped.action_masks()`` (sb3-contrib finds it through
     the wrappers), ``obs["action_mask"]`` and ``info["action_mask"]``, all from one
-    function. SEL: the frontier. PLC with ``memory_mask=True``: devices whose resident
-    params plus the node's own fit in memory; if that masks every device, none is masked
-    (the OOM shows in the outcome). Once the episode has terminated, the mask is that of
+    function. SEL: the frontier. PLC: for a node of a co-location group (``group`` in a
+    ``placegym.graph/v2`` graph) one of whose members is placed, that member's device
+    alone; otherwise, with ``memory_mask=True`` (the default), the devices whose resident
+    params plus the node's own (for a group's first node: the whole group's) fit in
+    memory; if that masks every device, none is masked (the OOM shows in the outcome).
+    Once the episode has terminated, the mask is that of
     its start state (the graph's sources), which is where a vector env's autoreset goes
     next: a masked policy always has an action, and the autoreset discards it.
     An action must be an integer (``int``, a numpy integer or a 0-d integer array); any
@@ -143,6 +147,13 @@ class PlacementEnv(gym.Env[dict, int]):
       with ``shaping_gamma=1`` the shaping terms of an episode sum to exactly 0, so the
       return equals the ``relative`` one and the optimal policy is unchanged.
 
+    An episode whose placement is over memory (the simulated peak of some device exceeds
+    its ``memory``, DESIGN §3) is infeasible: its terminal reward reads ``T`` as at least
+    the serial upper bound of the graph on the cluster
+    (:func:`~placegym.envs.bounds.serial_upper_bound`: the summed largest durations of
+    every node and transfer), which no feasible placement exceeds, so an infeasible
+    episode never earns more than a feasible one.
+
     An illegal action with ``illegal_action="penalize"`` (default) leaves the state
     unchanged and gives reward -1 and ``info["illegal_action"] = True``;
     ``"raise"`` raises ``gymnasium.error.InvalidAction``.
@@ -152,9 +163,11 @@ class PlacementEnv(gym.Env[dict, int]):
     with ``self.np_random`` at every reset.
 
     ## Episode End
-    ``terminated`` when every node is placed; ``info`` then has ``makespan``,
-    ``reference_makespan``, ``placement`` (device per node), ``order``, ``peak_memory``
-    and ``oom``. ``truncated`` after ``step_limit_factor × 2n`` steps (default 4 × 2n, so
+    ``terminated`` when every node is placed; ``info`` then has ``makespan`` (the
+    simulated or measured one, whatever the memory), ``reference_makespan``,
+    ``placement`` (device per node), ``order``, ``peak_memory``, ``oom`` and
+    ``infeasible`` (None, or why the placement is infeasible: the device over memory and
+    by how much). ``truncated`` after ``step_limit_factor × 2n`` steps (default 4 × 2n, so
     up to 6n illegal steps beside the 2n legal ones) without the end, so that a policy
     stuck on illegal actions cannot loop forever; stepping on after that raises
     ``ResetNeeded``. Ids with a fixed graph (or a bounded sampler) also register that
@@ -209,7 +222,9 @@ class PlacementEnv(gym.Env[dict, int]):
     ## Version History
     - v0: initial release (before 0.1.0 shipped it also gained the step limit, the
       start-state mask at an episode's end and the rule that non-integer actions are
-      illegal).
+      illegal; later the co-location mask of ``placegym.graph/v2`` groups, and the
+      scoring of infeasible episodes by the serial upper bound with ``info["infeasible"]``:
+      episodes that fit in memory on graphs without groups are unchanged).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
@@ -440,8 +455,10 @@ class PlacementEnv(gym.Env[dict, int]):
             order=np.array(state.order),
             peak_memory=s.peak_memory,
             oom=s.oom,
+            infeasible=s.infeasibility,
         )
-        return terminal_reward(self.reward_kind, makespan, self.reference_makespan)
+        scored = scored_makespan(s, makespan)
+        return terminal_reward(self.reward_kind, scored, self.reference_makespan)
 
     def _build_for(self, graph: Graph) -> tuple[ObservationBuilder, float]:
         builder = ObservationBuilder(graph, self.cluster, self.max_nodes, self.max_edges)

@@ -1,4 +1,4 @@
-"""Dataflow graphs: the ``placegym.graph/v1`` format, validation and conversions.
+"""Dataflow graphs: the ``placegym.graph/v1`` and ``/v2`` formats, validation, conversions.
 
 A graph is a DAG of block kernels. Node ``v`` does ``flops[v]`` FLOP, writes one output
 tensor of ``out_bytes[v]`` bytes and keeps ``param_bytes[v]`` bytes of parameters resident
@@ -15,6 +15,22 @@ Required per node: ``flops`` and ``out_bytes``. Optional: ``id`` (if given it mu
 the node's list position), ``op`` (default ``"op"``), ``param_bytes`` (default 0),
 ``layer`` (a non-negative int; absent is stored as -1), ``spec`` (an object, default {}).
 Unknown keys are ignored. Sizes may be fractional (they are stored as float64).
+
+``placegym.graph/v2`` is v1 plus two optional node keys, for measured workloads and
+co-location constraints:
+
+- ``time``: the node's measured duration in seconds (finite, >= 0). It replaces the
+  roofline term of rule 1 on every device that has no profiled cost for the node
+  (:mod:`placegym.envs.costs`); the device's launch overhead and the noise apply as to
+  the roofline. Absent: the roofline (stored as NaN).
+- ``group``: a co-location group id (a non-negative int). Every node of a group must be
+  placed on one device: a placement that splits a group is infeasible, and
+  :meth:`~placegym.envs.placement.Placement.check` rejects it naming the group and two of
+  its nodes. Absent: no group (stored as -1).
+
+A graph is written as v1 when it has neither (so v1 files round-trip unchanged), else
+as v2; a v1 document that carries either key is refused (an older reader would ignore
+the constraint silently).
 """
 
 from __future__ import annotations
@@ -37,8 +53,11 @@ if TYPE_CHECKING:
     from torch_geometric.data import Data
 
 GRAPH_FORMAT = "placegym.graph/v1"
+#: v1 plus measured node times and co-location groups (module docstring).
+GRAPH_FORMAT_V2 = "placegym.graph/v2"
+_V2_KEYS = ("time", "group")
 
-__all__ = ["GRAPH_FORMAT", "Graph", "load_graph"]
+__all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_V2", "Graph", "load_graph"]
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -59,6 +78,9 @@ class Graph:
         op: op kind per node (default ``"op"``).
         spec: executable kernel description per node (default empty dicts).
         name: a label.
+        time: ``(n,)`` measured seconds per node, finite and >= 0, NaN where not measured
+            (default all NaN: the roofline everywhere).
+        group: ``(n,)`` co-location group id per node, ``-1`` for none (default all -1).
 
     Raises:
         ValueError: naming the field (``nodes[i].flops``, ``edges[k]``) and the bad value;
@@ -74,6 +96,8 @@ class Graph:
     op: tuple[str, ...] = None  # type: ignore[assignment]
     spec: tuple[Mapping[str, Any], ...] = None  # type: ignore[assignment]
     name: str = "graph"
+    time: np.ndarray = None  # type: ignore[assignment]
+    group: np.ndarray = None  # type: ignore[assignment]
     _topo: np.ndarray = field(init=False, repr=False)
 
     if TYPE_CHECKING:  # what the constructor accepts
@@ -88,6 +112,8 @@ class Graph:
             op: Sequence[str] | None = None,
             spec: Sequence[Mapping[str, Any]] | None = None,
             name: str = "graph",
+            time: ArrayLike | None = None,
+            group: ArrayLike | None = None,
         ) -> None: ...
 
     def __post_init__(self) -> None:
@@ -108,6 +134,17 @@ class Graph:
             i = int(np.flatnonzero(layer < -1)[0])
             raise V.fail(f"nodes[{i}].layer", "must be a non-negative integer", int(layer[i]))
         s(self, "layer", _readonly(layer))
+        time = self._node_array(self.time, "time", n, np.nan)
+        bad = np.isinf(time) | (time < 0)  # NaN: not measured
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise V.fail(f"nodes[{i}].time", "must be a finite number >= 0", float(time[i]))
+        s(self, "time", _readonly(time))
+        group = self._node_array(self.group, "group", n, -1, dtype=np.int64)
+        if (group < -1).any():
+            i = int(np.flatnonzero(group < -1)[0])
+            raise V.fail(f"nodes[{i}].group", "must be a non-negative integer", int(group[i]))
+        s(self, "group", _readonly(group))
         op = ("op",) * n if self.op is None else tuple(str(o) for o in self.op)
         spec = ({},) * n if self.spec is None else tuple(self.spec)
         if len(op) != n:
@@ -249,9 +286,11 @@ class Graph:
     # ------------------------------------------------------------------ I/O
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Graph:
-        """Parse and validate a ``placegym.graph/v1`` document."""
+        """Parse and validate a ``placegym.graph/v1`` or ``/v2`` document."""
         data = V.as_mapping(data, "graph")
-        V.check_format(data, GRAPH_FORMAT)
+        v2 = data.get("format") == GRAPH_FORMAT_V2
+        if not v2:
+            V.check_format(data, GRAPH_FORMAT, GRAPH_FORMAT_V2)
         nodes = V.as_list(V.get(data, "nodes", ""), "nodes")
         edges = V.as_list(V.get(data, "edges", ""), "edges")
         name = str(data.get("name", "graph"))
@@ -260,6 +299,8 @@ class Graph:
         out_b = np.empty(n)
         par_b = np.empty(n)
         layer = np.full(n, -1, dtype=np.int64)
+        time = np.full(n, np.nan)
+        group = np.full(n, -1, dtype=np.int64)
         ops: list[str] = []
         specs: list[Mapping[str, Any]] = []
         for i, raw in enumerate(nodes):
@@ -274,6 +315,15 @@ class Graph:
             par_b[i] = V.number(nd.get("param_bytes", 0), f"{w}.param_bytes")
             if nd.get("layer") is not None:
                 layer[i] = V.integer(nd["layer"], f"{w}.layer", lo=0)
+            for key in _V2_KEYS:
+                if key in nd and not v2:
+                    raise V.fail(
+                        f"{w}.{key}", f"needs the format tag {GRAPH_FORMAT_V2!r}", nd[key]
+                    )
+            if nd.get("time") is not None:
+                time[i] = V.number(nd["time"], f"{w}.time")
+            if nd.get("group") is not None:
+                group[i] = V.integer(nd["group"], f"{w}.group", lo=0)
             op = nd.get("op", "op")
             if not isinstance(op, str):
                 raise V.fail(f"{w}.op", "expected a string", op)
@@ -293,10 +343,41 @@ class Graph:
             spec=tuple(specs),
             edges=pairs,
             name=name,
+            time=time,
+            group=group,
         )
 
+    @cached_property
+    def measured(self) -> bool:
+        """Whether any node has a measured ``time``."""
+        return bool((~np.isnan(self.time)).any())
+
+    @cached_property
+    def groups(self) -> dict[int, np.ndarray]:
+        """Each co-location group's nodes (ascending ids), by group id."""
+        ids = np.flatnonzero(self.group >= 0)
+        out: dict[int, list[int]] = {}
+        for v in ids.tolist():
+            out.setdefault(int(self.group[v]), []).append(v)
+        return {g: _readonly(np.array(vs, dtype=np.int64)) for g, vs in sorted(out.items())}
+
+    @cached_property
+    def group_first(self) -> np.ndarray:
+        """``(n,)`` the first (lowest-id) node of each node's co-location group, -1 for a
+        node in none: a placement keeps every group together exactly when each grouped
+        node shares its first node's device."""
+        first = np.full(self.num_nodes, -1, dtype=np.int64)
+        for nodes in self.groups.values():
+            first[nodes] = nodes[0]
+        return _readonly(first)
+
+    @property
+    def format(self) -> str:
+        """The format tag :meth:`to_dict` writes: v2 when a node has a time or a group."""
+        return GRAPH_FORMAT_V2 if self.measured or bool(self.groups) else GRAPH_FORMAT
+
     def to_dict(self) -> dict[str, Any]:
-        """The ``placegym.graph/v1`` JSON document."""
+        """The graph's JSON document (:attr:`format`)."""
         nodes = []
         for i in range(self.num_nodes):
             nd: dict[str, Any] = {
@@ -310,9 +391,13 @@ class Graph:
                 nd["layer"] = int(self.layer[i])
             if self.spec[i]:
                 nd["spec"] = dict(self.spec[i])
+            if not np.isnan(self.time[i]):
+                nd["time"] = float(self.time[i])
+            if self.group[i] >= 0:
+                nd["group"] = int(self.group[i])
             nodes.append(nd)
         return {
-            "format": GRAPH_FORMAT,
+            "format": self.format,
             "name": self.name,
             "nodes": nodes,
             "edges": self.edges.tolist(),
@@ -325,7 +410,7 @@ class Graph:
     # ------------------------------------------------------------------ conversions
     def to_networkx(self) -> nx.DiGraph:
         """A ``networkx.DiGraph`` with node attributes (op, flops, out_bytes, param_bytes,
-        layer, spec) and edge attribute ``bytes`` (the producer's ``out_bytes``)."""
+        layer, spec, time, group) and edge attribute ``bytes`` (the producer's ``out_bytes``)."""
         import networkx as nx
 
         g: nx.DiGraph = nx.DiGraph(name=self.name)
@@ -338,6 +423,8 @@ class Graph:
                 param_bytes=float(self.param_bytes[i]),
                 layer=int(self.layer[i]),
                 spec=dict(self.spec[i]),
+                time=float(self.time[i]),
+                group=int(self.group[i]),
             )
         g.add_edges_from(
             (int(u), int(v), {"bytes": float(self.out_bytes[u])}) for u, v in self.edges
@@ -347,7 +434,8 @@ class Graph:
     @classmethod
     def from_networkx(cls, g: nx.DiGraph, name: str | None = None) -> Graph:
         """Build from a DiGraph whose nodes carry ``flops`` and ``out_bytes`` (and optionally
-        ``param_bytes``, ``layer``, ``op``, ``spec``). Nodes are numbered in ``g.nodes`` order."""
+        ``param_bytes``, ``layer``, ``op``, ``spec``, ``time``, ``group``). Nodes are numbered
+        in ``g.nodes`` order."""
         index = {v: i for i, v in enumerate(g.nodes)}
         nodes = []
         for _, attrs in g.nodes(data=True):
@@ -358,9 +446,13 @@ class Graph:
             }
             if attrs.get("layer", -1) not in (None, -1):
                 nd["layer"] = attrs["layer"]
+            if attrs.get("time") is not None and not np.isnan(attrs["time"]):
+                nd["time"] = attrs["time"]
+            if attrs.get("group", -1) not in (None, -1):
+                nd["group"] = attrs["group"]
             nodes.append(nd)
         data = {
-            "format": GRAPH_FORMAT,
+            "format": GRAPH_FORMAT_V2,
             "name": name or g.graph.get("name") or "graph",
             "nodes": nodes,
             "edges": [[index[u], index[v]] for u, v in g.edges],

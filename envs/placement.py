@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 PLACEMENT_FORMAT = "placegym.placement/v1"
 
-__all__ = ["PLACEMENT_FORMAT", "Placement", "load_placement"]
+__all__ = ["PLACEMENT_FORMAT", "Placement", "load_placement", "split_group", "split_message"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,7 +104,9 @@ class Placement:
         return int(self.device.max())
 
     def check(self, graph: Graph, cluster: Cluster | None = None) -> None:
-        """Raise ``ValueError`` unless this placement fits ``graph`` (and ``cluster``)."""
+        """Raise ``ValueError`` unless this placement fits ``graph`` (and ``cluster``):
+        one device per node, device indices in the cluster's range, and every co-location
+        group of ``graph`` on one device (:func:`split_group`)."""
         if self.num_nodes != graph.num_nodes:
             raise V.fail(
                 "device",
@@ -119,6 +121,9 @@ class Placement:
                 f"{cluster.name!r} with {cluster.num_devices} devices",
                 int(self.device[i]),
             )
+        split = split_group(graph, self.device[None, :])
+        if split is not None:
+            raise ValueError(split_message("device", graph, self.device, *split[1:]))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Placement:
@@ -165,3 +170,28 @@ def load_placement(source: Placement | V.Source) -> Placement:
     if isinstance(source, Placement):
         return source
     return V.load_document(source, "placement", Placement.from_dict)
+
+
+def split_group(graph: Graph, devices: np.ndarray) -> tuple[int, int, int, int] | None:
+    """The first ``(row, group, u, v)`` of ``(B, n)`` device rows where nodes ``u`` (the
+    group's first node) and ``v`` share co-location group ``group`` but not a device;
+    None when every row keeps every group together."""
+    if not graph.groups:
+        return None
+    first = graph.group_first
+    grouped = np.flatnonzero(first >= 0)
+    bad = devices[:, grouped] != devices[:, first[grouped]]
+    if not bad.any():
+        return None
+    row, k = (int(x) for x in np.argwhere(bad)[0])
+    v = int(grouped[k])
+    return row, int(graph.group[v]), int(first[v]), v
+
+
+def split_message(where: str, graph: Graph, device: np.ndarray, group: int, u: int, v: int) -> str:
+    """The error of a placement (``device``: its row) that splits ``group``."""
+    return (
+        f"{where}: splits co-location group {group} of graph {graph.name!r}: node {u} is on "
+        f"device {int(device[u])}, node {v} on device {int(device[v])} (a group shares one "
+        "device)"
+    )

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from placegym.envs.costs import profiled_seconds
+from placegym.envs.costs import cost_table
 from placegym.envs.placement import Placement, load_placement
 from placegym.envs.simulator import (
     Dispatch,
@@ -58,7 +58,8 @@ def simulate_reference(
     dflops, dbw, launch = c.flops.tolist(), c.mem_bandwidth.tolist(), c.launch_overhead.tolist()
     lat, bw = c.pair_latency.tolist(), c.pair_bandwidth.tolist()
 
-    table, kind = profiled_seconds(g, c), c.profile_class.tolist()
+    table, classes = cost_table(g, c)
+    kind = classes.tolist()
 
     def duration(v: int) -> float:
         d = dev[v]

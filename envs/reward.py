@@ -2,6 +2,10 @@
 
 - ``relative``: 0 until the end, then ``(T_ref - T) / T_ref``.
 - ``makespan``: 0 until the end, then ``-T / T_ref``.
+
+An episode whose placement exceeds a device's memory (the simulator's peak, DESIGN §3)
+is infeasible: its ``T`` is scored as at least the serial upper bound
+(:func:`scored_makespan`), so it never earns more than any feasible placement.
 - ``nest``: the relative terminal reward plus potential-based shaping
   ``γΦ(s') - Φ(s)`` (Ng et al. 1999) with ``Φ(s) = -nest_cost(s) / T_ref`` and
   ``Φ(initial) = Φ(terminal) = 0``. :class:`NestPotential` maintains the NEST cost of the
@@ -21,11 +25,12 @@ import importlib
 from typing import Protocol
 
 from placegym.envs.analysis import overflow_penalty
+from placegym.envs.bounds import serial_upper_bound
 from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
-from placegym.envs.simulator import Dispatch, simulate
+from placegym.envs.simulator import Dispatch, Schedule, simulate
 from placegym.envs.state import PlacementState
 
 REWARDS = ("relative", "makespan", "nest")
@@ -40,8 +45,10 @@ __all__ = [
     "NestPotential",
     "ReferencePlacer",
     "SharedReference",
+    "oom_makespan",
     "reference_makespan",
     "reference_placer",
+    "scored_makespan",
     "terminal_reward",
 ]
 
@@ -104,6 +111,26 @@ def reference_makespan(
     placement = placer.place(graph, cluster)
     t = simulate(graph, cluster, placement, dispatch=dispatch).makespan
     return t if t > 0 else 1.0
+
+
+def _oom_makespan(graph: Graph, cluster: Cluster) -> float:
+    return serial_upper_bound(graph, cluster)
+
+
+#: The makespan an infeasible (out-of-memory) episode is scored with: the serial upper
+#: bound (:func:`~placegym.envs.bounds.serial_upper_bound`), which no feasible placement
+#: exceeds; computed on the first infeasible episode of a (graph, cluster) pair.
+oom_makespan = IdentityCache(_oom_makespan, size=16)
+
+
+def scored_makespan(schedule: Schedule, makespan: float) -> float:
+    """The makespan the terminal reward reads: ``makespan`` (the simulated or measured
+    one) for a feasible placement; for one over memory the larger of it and
+    :data:`oom_makespan`, so that an infeasible episode never scores better than a
+    feasible one."""
+    if not schedule.oom:
+        return makespan
+    return max(makespan, oom_makespan(schedule.graph, schedule.cluster))
 
 
 def terminal_reward(kind: str, makespan: float, reference: float) -> float:

@@ -55,9 +55,9 @@ import numpy as np
 from placegym.envs import _kernel
 from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster, Device, Level
-from placegym.envs.costs import profiled_seconds
+from placegym.envs.costs import cost_table
 from placegym.envs.graph import Graph, load_graph
-from placegym.envs.placement import Placement, load_placement
+from placegym.envs.placement import Placement, load_placement, split_group, split_message
 from placegym.envs.presets import load_cluster
 
 Dispatch = Literal["priority", "fifo"]
@@ -134,6 +134,27 @@ class Schedule:
         """``(D,)`` total compute time per device."""
         return np.bincount(self.device, weights=self.duration, minlength=self.cluster.num_devices)
 
+    @cached_property
+    def memory_excess(self) -> np.ndarray:
+        """``(D,)`` bytes by which each device's peak exceeds its ``memory`` (0 where it
+        fits)."""
+        return np.maximum(self.peak_memory - self.cluster.memory, 0.0)
+
+    @property
+    def infeasibility(self) -> str | None:
+        """Why this placement is infeasible (``oom``: the device whose peak exceeds its
+        memory the most, by how much), or None when every device fits. An infeasible
+        placement is a failure, never a makespan to rank."""
+        if not self.oom:
+            return None
+        d = int(np.argmax(self.memory_excess))
+        over = int((self.memory_excess > 0).sum())
+        return (
+            f"out of memory on device {d} ({self.cluster.devices[d].name}): peak "
+            f"{self.peak_memory[d]:.6g} bytes, {self.memory_excess[d]:.6g} over its "
+            f"{self.cluster.memory[d]:.6g}" + (f" ({over} devices over)" if over > 1 else "")
+        )
+
     @property
     def utilization(self) -> np.ndarray:
         """``(D,)`` busy time / makespan (0 when the makespan is 0)."""
@@ -142,11 +163,13 @@ class Schedule:
         return self.busy_time / self.makespan
 
     def summary(self) -> dict[str, Any]:
-        """A JSON-ready summary: makespan, per-device utilisation, peak memory, OOM."""
+        """A JSON-ready summary: makespan, per-device utilisation, peak memory and its
+        excess over the device's memory, OOM and why (:attr:`infeasibility`)."""
         names = [d.name for d in self.cluster.devices]
         return {
             "makespan": self.makespan,
             "oom": self.oom,
+            "infeasible": self.infeasibility,
             "dispatch": self.dispatch,
             "num_transfers": len(self.transfers),
             "bytes_transferred": float(self.transfers.nbytes.sum()),
@@ -158,6 +181,7 @@ class Schedule:
                     "utilization": float(self.utilization[d]),
                     "peak_memory": float(self.peak_memory[d]),
                     "memory": float(self.cluster.memory[d]),
+                    "excess": float(self.memory_excess[d]),
                 }
                 for d in range(self.cluster.num_devices)
             ],
@@ -221,8 +245,7 @@ def _static_arrays(g: Graph, c: Cluster) -> tuple[np.ndarray, ...]:
             c.launch_overhead,
             c.pair_latency,
             c.pair_bandwidth,
-            profiled_seconds(g, c),
-            c.profile_class,
+            *cost_table(g, c),
         ),
         c.memory,
     )
@@ -456,6 +479,10 @@ def simulate_batch(
     if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
         raise ValueError(f"threads: must be an integer >= 1, got {threads!r}")
     fifo = _check_dispatch(dispatch)
+    split = split_group(g, devs)
+    if split is not None:
+        b = split[0]
+        raise ValueError(split_message(f"devices[{b}]", g, devs[b], *split[1:]))
     factors = _noise_factors(float(noise), rng, devs.shape)
     nthreads = default_threads() if threads is None else int(threads)
     makespans, peaks = _run_rows(g, c, devs, ords, factors, fifo, memory, nthreads)

@@ -5,9 +5,12 @@ unassigned nodes all of whose producers are assigned; the pick order becomes the
 order) and PLC (pick a device for the node just selected). :class:`PlacementState` holds
 that process and the quantities that teachers and observations need:
 
-- legality: :meth:`select_mask` (the frontier) and :meth:`place_mask` (devices whose
-  resident params plus the node's own fit in memory; if none fits, every device is legal
-  and the OOM shows in the simulated outcome);
+- legality: :meth:`select_mask` (the frontier) and :meth:`place_mask`: for a node of a
+  co-location group that already has a member placed, that member's device alone (the
+  group shares one device); otherwise, with ``memory_mask``, the devices whose resident
+  params plus the node's own fit in memory (for the first node of a group: plus every
+  member's, since the group follows it there); if none fits, every device is legal and
+  the OOM shows in the simulated outcome;
 - a *contention-free list-schedule estimate* of the partial assignment: placed nodes, in
   selection order, start at ``max(device free, inputs arrived)`` where an input from
   another device arrives ``latency + bytes / bandwidth`` after its producer's estimated
@@ -125,6 +128,8 @@ class PlacementState:
         self._num_placed = 0
         self._est_cache: tuple[int, int, np.ndarray] | None = None  # (node, #placed, row)
         self._insertion: _Insertion | None = None  # built on the first insertion_start
+        # co-location groups: each group's device once a member is placed (None: no groups)
+        self._group_device: dict[int, int] | None = {} if graph.groups else None
 
     # ------------------------------------------------------------------ phase and masks
     @property
@@ -159,15 +164,35 @@ class PlacementState:
             return np.zeros(self.graph.num_nodes, dtype=bool)
         return self._frontier.copy()
 
+    def group_device(self, node: int) -> int:
+        """The device ``node``'s co-location group is on (a member is placed), else -1."""
+        if self._group_device is None:
+            return -1
+        g = int(self.graph.group[node])
+        return -1 if g < 0 else self._group_device.get(g, -1)
+
+    def resident_need(self, node: int) -> float:
+        """Resident bytes that placing ``node`` commits a device to: its own, or, for the
+        first placed node of a co-location group, the whole group's."""
+        g = -1 if self._group_device is None else int(self.graph.group[node])
+        if g < 0 or g in self._group_device:
+            return float(self.graph.param_bytes[node])
+        return float(self.graph.param_bytes[self.graph.groups[g]].sum())
+
     def place_mask(self, node: int | None = None) -> np.ndarray:
         """``(D,)`` bool: legal devices for ``node`` (default: the selected node)."""
         v = self.selected if node is None else node
         d = self.cluster.num_devices
         if v < 0:
             return np.zeros(d, dtype=bool)
+        forced = self.group_device(v)
+        if forced >= 0:
+            only = np.zeros(d, dtype=bool)
+            only[forced] = True
+            return only
         if not self.memory_mask:
             return np.ones(d, dtype=bool)
-        fits = self.param_used + self.graph.param_bytes[v] <= self.cluster.memory
+        fits = self.param_used + self.resident_need(v) <= self.cluster.memory
         return fits if np.count_nonzero(fits) else np.ones(d, dtype=bool)
 
     def frontier(self) -> np.ndarray:
@@ -180,9 +205,13 @@ class PlacementState:
             return 0 <= action < self.graph.num_nodes and bool(self._frontier[action])
         if not 0 <= action < self.cluster.num_devices:
             return False
+        if self._group_device is not None:
+            forced = self.group_device(self.selected)
+            if forced >= 0:
+                return action == forced
         if not self.memory_mask:
             return True
-        need = self.graph.param_bytes[self.selected]
+        need = self.resident_need(self.selected)
         if self.param_used[action] + need <= self.cluster.memory[action]:
             return True
         return not bool((self.param_used + need <= self.cluster.memory).any())
@@ -231,6 +260,8 @@ class PlacementState:
         self.device_free[device] = finish
         self.load[device] += dur
         self.param_used[device] += self.graph.param_bytes[v]
+        if self._group_device is not None and self.graph.group[v] >= 0:
+            self._group_device.setdefault(int(self.graph.group[v]), device)
         self.selected = -1
         self._num_placed += 1
         left = self._unplaced_producers
@@ -353,7 +384,7 @@ class PlacementState:
         new = object.__new__(PlacementState)
         new.__dict__.update(
             {
-                k: (v.copy() if isinstance(v, np.ndarray | list | _Insertion) else v)
+                k: (v.copy() if isinstance(v, np.ndarray | list | dict | _Insertion) else v)
                 for k, v in self.__dict__.items()
             }
         )

@@ -87,12 +87,14 @@ def load_document(source: Source, what: str, parse: Callable[[Mapping[str, Any]]
         raise ValueError(f"{os.fspath(source)}: {e}") from None
 
 
-def check_format(data: Mapping[str, Any], tag: str) -> None:
-    """Check the ``format`` tag of a document."""
+def check_format(data: Mapping[str, Any], tag: str, *others: str) -> None:
+    """Check the ``format`` tag of a document: ``tag`` (or one of ``others``, the other
+    versions the reader also takes)."""
+    expected = " or ".join(repr(t) for t in (tag, *others))
     if "format" not in data:
-        raise ValueError(f"format: missing field (expected {tag!r})")
-    if data["format"] != tag:
-        raise fail("format", f"unknown format tag, expected {tag!r}", data["format"])
+        raise ValueError(f"format: missing field (expected {expected})")
+    if data["format"] not in (tag, *others):
+        raise fail("format", f"unknown format tag, expected {expected}", data["format"])
 
 
 def get(obj: Mapping[str, Any], key: str, where: str, default: Any = ...) -> Any:

@@ -28,7 +28,7 @@ from placegym.envs.env import PlacementEnv, step_limit
 from placegym.envs.graph import Graph
 from placegym.envs.observation import observation_space
 from placegym.envs.placement import Placement
-from placegym.envs.reward import terminal_reward
+from placegym.envs.reward import scored_makespan, terminal_reward
 from placegym.envs.simulator import simulate
 
 __all__ = ["PlacementVectorEnv"]
@@ -60,7 +60,9 @@ class PlacementVectorEnv(VectorEnv):
     ``render_mode`` (no rendering); ``max_episode_steps`` truncates an episode after that
     many steps, illegal ones included (as ``TimeLimit``); ``copy`` (default True): every
     step returns fresh arrays; False returns the internal buffers, valid until the next
-    step (faster on large graphs).
+    step (faster on large graphs). Graphs with co-location groups (``placegym.graph/v2``)
+    are refused with a ``ValueError``: the compiled steps do not apply the group mask
+    (``gymnasium.vector.SyncVectorEnv`` over :class:`PlacementEnv` does).
     """
 
     metadata: dict[str, Any] = {  # noqa: RUF012
@@ -179,6 +181,11 @@ class PlacementVectorEnv(VectorEnv):
     def _bind(self, i: int, graph: Graph) -> None:
         """Write ``graph``'s data into slot ``i`` (unless it is already there)."""
         self._proto.check_size(graph)
+        if graph.groups:  # the compiled steps know no co-location mask
+            raise ValueError(
+                f"graph {graph.name!r} has co-location groups, which PlacementVectorEnv "
+                "does not support; use gymnasium.vector.SyncVectorEnv over PlacementEnv"
+            )
         if self._graphs[i] is graph:
             return
         data = self._data(graph)
@@ -377,8 +384,9 @@ class PlacementVectorEnv(VectorEnv):
             order=order,
             peak_memory=s.peak_memory,
             oom=s.oom,
+            infeasible=s.infeasibility,
         )
-        return terminal_reward(proto.reward_kind, s.makespan, ref)
+        return terminal_reward(proto.reward_kind, scored_makespan(s, s.makespan), ref)
 
     def _raise_illegal(self, acts: np.ndarray) -> None:
         i = int(np.flatnonzero(self._illegal)[0])

@@ -14,7 +14,7 @@ import numpy as np
 from placegym.envs import _kernel
 from placegym.envs.analysis import b_level
 from placegym.envs.cluster import Cluster
-from placegym.envs.costs import profiled_seconds
+from placegym.envs.costs import cost_table
 from placegym.envs.graph import Graph
 
 __all__ = [
@@ -89,8 +89,7 @@ def _tables(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
             cluster.launch_overhead,
             np.full(n, d, dtype=np.int64),
             ones,
-            profiled_seconds(graph, cluster),
-            cluster.profile_class,
+            *cost_table(graph, cluster),
         )
     ob = graph.out_bytes[:, None, None]
     comm = cluster.pair_latency[None] + ob / cluster.pair_bandwidth[None]

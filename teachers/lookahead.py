@@ -326,7 +326,8 @@ class LookaheadTeacher(StepTeacher):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The base rule's completions after the selected node on each of ``legal``, and
         their simulated makespans (counted, and shown to the observer)."""
-        if self._kind is not None:
+        # the compiled rule knows no co-location groups: grouped graphs complete in Python
+        if self._kind is not None and not state.graph.groups:
             assert isinstance(self.rule, CriticalPathTeacher)  # heft_rule's base class
             devices, orders = _compiled_completions(state, legal, self._kind, self.rule)
         else:

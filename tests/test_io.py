@@ -133,8 +133,9 @@ def test_loaders_accept_objects_and_defaults():
 # ------------------------------------------------------------------ validation
 GRAPH_ERRORS = [
     (
-        edited(GRAPH, ("format",), "placegym.graph/v2"),
-        r"format: unknown format tag, expected 'placegym.graph/v1', got 'placegym.graph/v2'",
+        edited(GRAPH, ("format",), "placegym.graph/v9"),
+        r"format: unknown format tag, expected 'placegym.graph/v1' or 'placegym.graph/v2', "
+        r"got 'placegym.graph/v9'",
     ),
     (edited(GRAPH, ("format",), delete=True), r"format: missing field"),
     (edited(GRAPH, ("nodes",), delete=True), r"^nodes: missing field"),

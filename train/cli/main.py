@@ -93,9 +93,11 @@ def print_summary(summary: dict, out=None) -> None:
         f"({_fmt_bytes(summary['bytes_transferred'])})",
         file=out,
     )
+    if summary["infeasible"]:
+        print(f"infeasible: {summary['infeasible']}", file=out)
     print(f"{'device':<12}{'nodes':>7}{'util':>8}{'peak memory':>14}{'capacity':>12}", file=out)
     for d in summary["devices"]:
-        flag = "  OOM" if d["peak_memory"] > d["memory"] else ""
+        flag = f"  OOM (+{_fmt_bytes(d['excess'])})" if d["excess"] > 0 else ""
         print(
             f"{d['name']:<12}{d['nodes']:>7}{d['utilization']:>8.1%}"
             f"{_fmt_bytes(d['peak_memory']):>14}{_fmt_bytes(d['memory']):>12}{flag}",
@@ -129,6 +131,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from placegym.envs import (
         CLUSTER_FORMAT,
         GRAPH_FORMAT,
+        GRAPH_FORMAT_V2,
         PLACEMENT_FORMAT,
         load_cluster,
         load_graph,
@@ -136,8 +139,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     )
     from placegym.envs.validate import read_json
 
-    loaders = {GRAPH_FORMAT: load_graph, CLUSTER_FORMAT: load_cluster}
-    loaders[PLACEMENT_FORMAT] = load_placement
+    loaders = {GRAPH_FORMAT: load_graph, GRAPH_FORMAT_V2: load_graph}
+    loaders.update({CLUSTER_FORMAT: load_cluster, PLACEMENT_FORMAT: load_placement})
     loaded = []
     for path in args.files:
         tag = read_json(path, "placegym").get("format")
@@ -146,7 +149,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 f"{path}: format: unknown format tag, expected one of "
                 f"{', '.join(map(repr, loaders))}, got {tag!r}"
             )
-        loaded.append((path, tag, loaders[tag](path)))
+        kind = GRAPH_FORMAT if tag == GRAPH_FORMAT_V2 else tag  # both graph versions
+        loaded.append((path, kind, loaders[tag](path)))
     placements = any(tag == PLACEMENT_FORMAT for _, tag, _ in loaded)
     graph = _reference(args.graph, load_graph, loaded, GRAPH_FORMAT, "graph", placements)
     cluster = _reference(args.cluster, load_cluster, loaded, CLUSTER_FORMAT, "cluster", placements)
