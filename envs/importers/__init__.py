@@ -5,15 +5,27 @@
   matmuls).
 - :func:`~placegym.envs.importers.doppler.from_doppler`: DOPPLER's published graph text
   files (use with the ``doppler-unit-4`` / ``doppler-unit-8`` cluster presets).
+- :func:`~placegym.envs.importers.dnn_partitioning.from_dnn_partitioning`: the published
+  workloads of Tarnawski et al. (NeurIPS 2020), a graph with measured times and
+  co-location groups plus its cluster;
+  :func:`~placegym.envs.importers.dnn_partitioning.expert_placement` their human-expert
+  splits.
 
 ``from_fx`` is loaded on first access (PEP 562), so importing this package, and
-``from_doppler``, does not import torch.
+``from_doppler`` or ``from_dnn_partitioning``, does not import torch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from placegym.envs.importers.dnn_partitioning import (
+    expert_for,
+    expert_placement,
+    from_dnn_partitioning,
+    node_index,
+    parse_dnn_partitioning,
+)
 from placegym.envs.importers.doppler import from_doppler, parse_doppler
 
 
@@ -25,4 +37,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["from_doppler", "from_fx", "parse_doppler"]
+__all__ = [
+    "expert_for",
+    "expert_placement",
+    "from_dnn_partitioning",
+    "from_doppler",
+    "from_fx",
+    "node_index",
+    "parse_dnn_partitioning",
+    "parse_doppler",
+]

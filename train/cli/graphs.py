@@ -1,10 +1,12 @@
-"""``placegym graphs``: list workload generators, export a workload, import DOPPLER files.
+"""``placegym graphs``: list workload generators, export a workload, import published files.
 
 ::
 
     placegym graphs list
     placegym graphs export llama_layer --param layers=2 --param seq=1024 --out g.json
     placegym graphs import-doppler chainmm.txt --out g.json
+    placegym graphs import-dnn-partitioning resnet50_training.json --out DIR \
+        --expert resnet50_inference_expert.json
 
 Errors (unknown workload or parameter, bad value, bad file) are one line with exit
 code 2, through :func:`placegym.train.cli.main`.
@@ -55,6 +57,48 @@ def cmd_import_doppler(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_dnn_partitioning(args: argparse.Namespace) -> int:
+    """Convert a dnn-partitioning workload (and an expert split) to graph, cluster and
+    placement JSON in ``--out``; every file is checked before any is written."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from placegym.envs import simulate
+    from placegym.envs.importers.dnn_partitioning import (
+        expert_placement,
+        from_dnn_partitioning,
+    )
+
+    graph, cluster = from_dnn_partitioning(args.file, name=args.name)
+    placement = None if args.expert is None else expert_placement(args.file, args.expert)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = args.name or graph.name
+    path = out / f"{stem}.graph.json"
+    graph.save(path)
+    print(
+        f"{path}: {graph.name}, {graph.num_nodes} nodes, {graph.num_edges} edges, "
+        f"{len(graph.groups)} co-location groups, {np.nansum(graph.time) * 1e3:.6g} ms "
+        f"measured, {graph.param_bytes.sum() / 1e9:.4g} GB resident"
+    )
+    path = out / f"{stem}.cluster.json"
+    cluster.save(path)
+    print(
+        f"{path}: {cluster.num_devices} accelerators of {cluster.memory[0] / 1e9:.4g} GB, "
+        f"link {cluster.levels[0].bandwidth / 1e9:.4g} GB/s"
+    )
+    if placement is not None:
+        path = out / f"{stem}.expert.placement.json"
+        placement.save(path)
+        s = simulate(graph, cluster, placement)
+        print(
+            f"{path}: {len(np.unique(placement.device))} accelerators used, makespan "
+            f"{s.makespan * 1e3:.6g} ms, {'out of memory' if s.oom else 'fits in memory'}"
+        )
+    return 0
+
+
 #: The example of ``graphs export --help`` (a test runs it).
 EXPORT_EXAMPLE = (
     "placegym graphs export ffnn --param batch_blocks=4 --param dims=1024,2048,1024 "
@@ -63,7 +107,8 @@ EXPORT_EXAMPLE = (
 
 
 def add_graphs_parser(subparsers: Any) -> None:
-    """Register ``graphs {list, export, import-doppler}`` on the CLI's subparsers."""
+    """Register ``graphs {list, export, import-doppler, import-dnn-partitioning}`` on the
+    CLI's subparsers."""
     p = subparsers.add_parser("graphs", help="workload generators and graph importers")
     sub = p.add_subparsers(dest="graphs_command", required=True, metavar="ACTION")
 
@@ -92,3 +137,20 @@ def add_graphs_parser(subparsers: Any) -> None:
     q.add_argument("file", metavar="FILE", help="DOPPLER graph file")
     q.add_argument("--out", required=True, help="graph JSON file to write")
     q.set_defaults(func=cmd_import_doppler)
+
+    q = sub.add_parser(
+        "import-dnn-partitioning",
+        help="convert a dnn-partitioning workload (Tarnawski et al.) and an expert split",
+        description="Write NAME.graph.json, NAME.cluster.json and, with --expert, "
+        "NAME.expert.placement.json into DIR (conversion rules: "
+        "placegym.envs.importers.dnn_partitioning).",
+    )
+    q.add_argument("file", metavar="FILE", help="workload JSON file")
+    q.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
+    q.add_argument("--expert", metavar="EXPERT.json", help="a human-expert split of the workload")
+    q.add_argument(
+        "--name",
+        help="graph and cluster name, and the files' stem (default: from the file's path, "
+        "e.g. throughput-layer-resnet50_training)",
+    )
+    q.set_defaults(func=cmd_import_dnn_partitioning)

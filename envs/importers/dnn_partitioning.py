@@ -1,0 +1,565 @@
+"""Import the dnn-partitioning workloads (Tarnawski et al., NeurIPS 2020) and their expert splits.
+
+The published files of "Efficient Algorithms for Device Placement of DNN Graph Operators"
+ship with placegym (:data:`DATA_DIR`, MIT licence, provenance in its ``README.md``): 24
+workloads (:data:`INPUTS`) and 6 human-expert splits (:data:`EXPERTS`). One workload is
+one JSON object::
+
+    {"maxSizePerFPGA": 629145600.0, "maxFPGAs": 5, "maxCPUs": 8,
+     "nodes": [{"id": 3, "name": "node3", "supportedOnFpga": 1, "cpuLatency": 6.96,
+                "fpgaLatency": 0.696, "isBackwardNode": false, "colorClass": 3,
+                "layerId": 3, "size": 131325952.0}, ...],
+     "edges": [{"sourceId": 3, "destId": 5, "cost": 1.953125, "size": 4194304.0}, ...]}
+
+:func:`from_dnn_partitioning` turns it into a :class:`~placegym.envs.graph.Graph`
+(``placegym.graph/v2``) and a :class:`~placegym.envs.cluster.Cluster` by these rules:
+
+- Nodes: one per entry of ``nodes``, in the file's list order (node ``i`` is
+  ``nodes[i]``). The file's ids need not be contiguous or sorted; :func:`node_index`
+  gives the id -> node map, and each node's ``spec`` is ``{"kind": "opaque",
+  "source_id": <the file's id>}`` (the files carry times, not kernels), so a saved graph
+  keeps the ids. Edges keep the file's order. Graph and cluster are named by
+  :func:`default_name` (``throughput-layer-bert24_training``).
+- ``op`` is the node's ``name`` when present, else ``"node<id>"``; a backward node
+  (``isBackwardNode`` true) gets the prefix ``"bw:"`` (``"bw:node3grad"``). This is
+  informational only. ``layer`` is ``layerId`` when present, else none.
+- Time: ``fpgaLatency`` (milliseconds) / 1000 is the node's measured ``time`` in seconds,
+  the same on every accelerator (not a roofline estimate); ``flops`` is 0.
+- Memory: ``size`` (bytes the node takes on an accelerator) is its resident
+  ``param_bytes``.
+- Co-location: each ``colorClass`` shared by two or more nodes becomes a ``group``,
+  numbered 0, 1, ... in order of first appearance in ``nodes``; a node alone in its class,
+  or without one, is in no group.
+- Cluster: ``maxFPGAs`` identical accelerators ``acc0 ... acc{k-1}`` with ``memory =
+  maxSizePerFPGA``, launch overhead 0, no device ``kind``, and a nominal
+  :data:`NOMINAL_FLOPS` (unused: every node has a measured time). CPUs (``maxCPUs``,
+  ``cpuLatency``) are not modelled: the fields are checked and ignored, and a node with
+  ``supportedOnFpga`` false is refused.
+- Link: one network level of latency 0 and bandwidth ``B`` (bytes per second), fitted so
+  that every edge's ``cost`` (milliseconds to move the producer's output, which must be
+  the same on every edge out of a node) is reproduced: ``B`` is 1000 times the ratio
+  ``size / cost`` shared by the most edges with a positive ``size`` and ``cost`` (ties:
+  the ratio seen first, in edge order), or :data:`DEFAULT_BANDWIDTH` when no edge has
+  both. A producer's ``out_bytes`` is the ``size`` of its first out-edge whose ``size /
+  B`` equals ``cost / 1000`` exactly (so it equals the edge size wherever the file's
+  ratio holds), else ``cost x B / 1000``, moved by up to two units in the last place
+  where that makes ``out_bytes / B`` equal ``cost / 1000`` exactly; a sink's is 0. A
+  transfer then takes exactly ``cost / 1000`` seconds on every edge of the published
+  files. In them ``B`` is 2^31 B/s (the latency inputs and all operator graphs) or
+  1000 x 2^31 B/s (the throughput layer graphs).
+
+:func:`expert_placement` reads a split ``{"cpus": [{"nodes": [...]}, ...], "fpgas":
+[{"nodes": [ids]}, ...]}`` of a workload:
+
+- the nodes of ``fpgas[k]`` go on accelerator ``k``; a split that puts nodes on an
+  accelerator ``k >= maxFPGAs`` is refused, as is any node listed under ``cpus`` (no CPU
+  devices);
+- a node the split does not list takes the accelerator of its co-location group. This is
+  how a training workload uses its inference split: its forward nodes have the inference
+  graph's ids, and each backward node shares its forward node's ``colorClass`` (in the
+  published files the training experts are exactly this). A node that is neither listed
+  nor grouped with a listed node, and a group whose listed nodes are on two accelerators,
+  are refused;
+- the priority order is descending :func:`~placegym.envs.analysis.b_level` on the
+  imported cluster (the critical-path order), ties by node index.
+
+:func:`expert_for` names the split of each published workload that has one.
+
+Errors are ``ValueError`` naming the file, the field and the bad value, one per problem
+(``PATH: nodes[3].fpgaLatency: must be >= 0, got -1``): a missing field, a wrong type, a
+negative number, a duplicate node id, an edge endpoint that is no node's id, a
+self-loop, a duplicate edge, out-edges of one node with different costs, a cycle.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placegym.envs import validate as V
+from placegym.envs.cluster import Cluster, Device, Level
+from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
+
+__all__ = [
+    "DATA_DIR",
+    "DEFAULT_BANDWIDTH",
+    "EXPERTS",
+    "INPUTS",
+    "NOMINAL_FLOPS",
+    "default_name",
+    "expert_for",
+    "expert_placement",
+    "from_dnn_partitioning",
+    "node_index",
+    "parse_dnn_partitioning",
+]
+
+#: The vendored data set (package data of ``placegym.envs.suites``).
+DATA_DIR = Path(__file__).resolve().parents[1] / "suites" / "data" / "dnn-partitioning"
+
+#: Link bandwidth (bytes/s) when no edge gives both a size and a cost: 2 GiB/s, the
+#: fitted bandwidth of the latency inputs.
+DEFAULT_BANDWIDTH = float(2**31)
+
+#: FLOP/s of the imported accelerators; unused, since every node has a measured time.
+NOMINAL_FLOPS = 1e12
+
+_LAYER = "latency-inputs/LayerGraphs"
+_LAYER_T = "throughput-inputs/LayerGraphs"
+_OPS = "latency-inputs/OperatorGraphs"
+_OPS_T = "throughput-inputs/OperatorGraphs"
+
+#: The 24 workloads, relative to :data:`DATA_DIR`.
+INPUTS: tuple[str, ...] = (
+    *(f"{_LAYER}/{m}_inference.json" for m in ("bert24", "gnmt", "inceptionv3", "resnet50")),
+    *(f"{_OPS}/{m}_inference.json" for m in ("bert_l-12", "bert_l-3", "bert_l-6", "resnet50")),
+    *(
+        f"{_LAYER_T}/{m}_{mode}.json"
+        for m in ("bert24", "gnmt", "inceptionv3", "resnet50")
+        for mode in ("inference", "training")
+    ),
+    f"{_OPS_T}/bert_L-12_training.json",
+    f"{_OPS_T}/bert_l-12_inference.json",
+    *(
+        f"{_OPS_T}/{m}_{mode}.json"
+        for m in ("bert_l-3", "bert_l-6", "resnet50")
+        for mode in ("inference", "training")
+    ),
+)
+
+#: The expert split of each workload that has one (paths relative to :data:`DATA_DIR`).
+#: The splits use 6 accelerators: the latency bert24 layer graph (5 accelerators) has
+#: none. InceptionV3 and ResNet50 training use their inference split (module docstring).
+EXPERTS: dict[str, str] = {
+    f"{_LAYER}/gnmt_inference.json": "human-experts/gnmt_inference_expert.json",
+    f"{_LAYER}/inceptionv3_inference.json": "human-experts/inceptionv3_inference_expert.json",
+    f"{_LAYER}/resnet50_inference.json": "human-experts/resnet50_inference_expert.json",
+    f"{_LAYER_T}/bert24_inference.json": "human-experts/bert24_inference_expert.json",
+    f"{_LAYER_T}/bert24_training.json": "human-experts/bert24_training_expert.json",
+    f"{_LAYER_T}/gnmt_inference.json": "human-experts/gnmt_inference_expert.json",
+    f"{_LAYER_T}/gnmt_training.json": "human-experts/gnmt_training_expert.json",
+    f"{_LAYER_T}/inceptionv3_inference.json": "human-experts/inceptionv3_inference_expert.json",
+    f"{_LAYER_T}/inceptionv3_training.json": "human-experts/inceptionv3_inference_expert.json",
+    f"{_LAYER_T}/resnet50_inference.json": "human-experts/resnet50_inference_expert.json",
+    f"{_LAYER_T}/resnet50_training.json": "human-experts/resnet50_inference_expert.json",
+}
+
+_SETTINGS = ("latency-inputs", "throughput-inputs")
+_KINDS = ("LayerGraphs", "OperatorGraphs")
+
+
+@dataclass(frozen=True)
+class _Instance:
+    """A checked workload document, nodes in list order."""
+
+    ids: list[int]
+    names: list[str | None]
+    ms: list[float]
+    size: list[float]
+    backward: list[bool]
+    color: list[int | None]
+    layer: list[int]
+    edges: list[tuple[int, int]]
+    out_cost: list[float | None]  # ms, None for a sink
+    out_sizes: list[list[float]]  # the sizes of each node's out-edges, edge order
+    ratios: list[float]  # size / cost of each edge with both > 0, edge order
+    capacity: float
+    count: int
+
+    @property
+    def index(self) -> dict[int, int]:
+        return {nid: i for i, nid in enumerate(self.ids)}
+
+
+# ------------------------------------------------------------------ parsing
+def _flag(value: Any, where: str) -> bool:
+    """A boolean written as ``true``/``false`` or ``0``/``1``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise V.fail(where, "expected true/false or 0/1", value)
+
+
+def _parse(data: Mapping[str, Any]) -> _Instance:
+    data = V.as_mapping(data, "workload")
+    capacity = V.number(V.get(data, "maxSizePerFPGA", ""), "maxSizePerFPGA", positive=True)
+    count = V.integer(V.get(data, "maxFPGAs", ""), "maxFPGAs", lo=1)
+    V.integer(V.get(data, "maxCPUs", ""), "maxCPUs", lo=0)
+    nodes = V.as_list(V.get(data, "nodes", ""), "nodes")
+    edges = V.as_list(V.get(data, "edges", ""), "edges")
+    index: dict[int, int] = {}
+    ids: list[int] = []
+    names: list[str | None] = []
+    ms: list[float] = []
+    size: list[float] = []
+    backward: list[bool] = []
+    color: list[int | None] = []
+    layer: list[int] = []
+    for i, raw in enumerate(nodes):
+        w = f"nodes[{i}]"
+        nd = V.as_mapping(raw, w)
+        nid = V.integer(V.get(nd, "id", w), f"{w}.id", lo=0)
+        if nid in index:
+            raise V.fail(f"{w}.id", f"duplicate node id (nodes[{index[nid]}] has it too)", nid)
+        index[nid] = i
+        name = nd.get("name")
+        if name is not None and not isinstance(name, str):
+            raise V.fail(f"{w}.name", "expected a string", name)
+        if not _flag(V.get(nd, "supportedOnFpga", w), f"{w}.supportedOnFpga"):
+            raise V.fail(
+                f"{w}.supportedOnFpga",
+                f"node id {nid} cannot run on an accelerator, and CPUs are not modelled",
+                nd["supportedOnFpga"],
+            )
+        V.number(V.get(nd, "cpuLatency", w), f"{w}.cpuLatency")
+        ms.append(V.number(V.get(nd, "fpgaLatency", w), f"{w}.fpgaLatency"))
+        backward.append(_flag(V.get(nd, "isBackwardNode", w), f"{w}.isBackwardNode"))
+        size.append(V.number(V.get(nd, "size", w), f"{w}.size"))
+        cc = nd.get("colorClass")
+        color.append(None if cc is None else V.integer(cc, f"{w}.colorClass", lo=0))
+        lay = nd.get("layerId")
+        layer.append(-1 if lay is None else V.integer(lay, f"{w}.layerId", lo=0))
+        ids.append(nid)
+        names.append(name)
+    n = len(ids)
+    pairs: list[tuple[int, int]] = []
+    seen: dict[tuple[int, int], int] = {}
+    out_cost: list[float | None] = [None] * n
+    first_edge = [-1] * n
+    out_sizes: list[list[float]] = [[] for _ in range(n)]
+    ratios: list[float] = []
+    for k, raw in enumerate(edges):
+        w = f"edges[{k}]"
+        e = V.as_mapping(raw, w)
+        ends = []
+        for key in ("sourceId", "destId"):
+            x = V.integer(V.get(e, key, w), f"{w}.{key}")
+            if x not in index:
+                raise V.fail(f"{w}.{key}", "no node has this id", x)
+            ends.append(x)
+        src, dst = ends
+        if src == dst:
+            raise V.fail(w, f"self-loop on node id {src}", dict(e))
+        pair = (index[src], index[dst])
+        if pair in seen:
+            raise V.fail(w, f"duplicate of edges[{seen[pair]}] ({src} -> {dst})", dict(e))
+        seen[pair] = k
+        cost = V.number(V.get(e, "cost", w), f"{w}.cost")
+        u = pair[0]
+        if out_cost[u] is None:
+            out_cost[u], first_edge[u] = cost, k
+        elif out_cost[u] != cost:
+            raise V.fail(
+                f"{w}.cost",
+                f"node id {src} ({_label(names[u], src)}) sends its output at cost "
+                f"{out_cost[u]} on edges[{first_edge[u]}]: every edge out of a node must "
+                "have the same cost",
+                cost,
+            )
+        if e.get("size") is not None:
+            esize = V.number(e["size"], f"{w}.size")
+            out_sizes[u].append(esize)
+            if esize > 0 and cost > 0:
+                ratios.append(esize / cost)
+        pairs.append(pair)
+    _check_acyclic(n, pairs, ids)
+    return _Instance(
+        ids,
+        names,
+        ms,
+        size,
+        backward,
+        color,
+        layer,
+        pairs,
+        out_cost,
+        out_sizes,
+        ratios,
+        capacity,
+        count,
+    )
+
+
+def _label(name: str | None, nid: int) -> str:
+    return repr(name) if name is not None else f"'node{nid}'"
+
+
+def _check_acyclic(n: int, pairs: list[tuple[int, int]], ids: list[int]) -> None:
+    """Kahn's algorithm; a cycle is reported by the file's node ids."""
+    succ: list[list[int]] = [[] for _ in range(n)]
+    pred: list[list[int]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for u, v in pairs:
+        succ[u].append(v)
+        pred[v].append(u)
+        indeg[v] += 1
+    ready = [v for v in range(n) if indeg[v] == 0]
+    done = 0
+    while ready:
+        v = ready.pop()
+        done += 1
+        for c in succ[v]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                ready.append(c)
+    if done == n:
+        return
+    v = next(i for i in range(n) if indeg[i] > 0)
+    path: list[int] = []
+    at: dict[int, int] = {}
+    while v not in at:  # walk back along unresolved producers until one repeats
+        at[v] = len(path)
+        path.append(v)
+        v = next(u for u in pred[v] if indeg[u] > 0)
+    cycle = [ids[x] for x in path[at[v] :][::-1]]
+    raise ValueError(
+        f"edges: the graph has a cycle through node ids {' -> '.join(map(str, cycle))} "
+        f"-> {cycle[0]}"
+    )
+
+
+# ------------------------------------------------------------------ conversion
+def _bandwidth(inst: _Instance) -> float:
+    """Bytes/s: 1000 x the most common ``size / cost`` of the edges (module docstring)."""
+    if not inst.ratios:
+        return DEFAULT_BANDWIDTH
+    # most_common lists equal counts in first-seen order: ties go to the first edge
+    return Counter(inst.ratios).most_common(1)[0][0] * 1000.0
+
+
+def _out_bytes(cost_ms: float | None, sizes: list[float], bandwidth: float) -> float:
+    """Bytes whose transfer at ``bandwidth`` takes ``cost_ms / 1000`` seconds exactly."""
+    if not cost_ms:
+        return 0.0
+    seconds = cost_ms / 1000.0
+    for s in sizes:
+        if s / bandwidth == seconds:
+            return s
+    x = cost_ms * (bandwidth / 1000.0)
+    lo = hi = x
+    candidates = [x]
+    for _ in range(2):  # x's neighbours within two units in the last place
+        hi, lo = math.nextafter(hi, math.inf), math.nextafter(lo, 0.0)
+        candidates += [hi, lo]
+    return next((c for c in candidates if c / bandwidth == seconds), x)
+
+
+def _groups(color: list[int | None]) -> list[int]:
+    """Group id per node: classes of 2+ nodes, numbered by first appearance; -1 else."""
+    counts = Counter(c for c in color if c is not None)
+    number: dict[int, int] = {}
+    out = []
+    for c in color:
+        if c is None or counts[c] < 2:
+            out.append(-1)
+        else:
+            out.append(number.setdefault(c, len(number)))
+    return out
+
+
+def _build(inst: _Instance, name: str) -> tuple[Graph, Cluster]:
+    bandwidth = _bandwidth(inst)
+    n = len(inst.ids)
+    ops = []
+    for nid, nm, bw in zip(inst.ids, inst.names, inst.backward, strict=True):
+        op = nm if nm is not None else f"node{nid}"
+        ops.append(f"bw:{op}" if bw else op)
+    graph = Graph(
+        flops=np.zeros(n),
+        out_bytes=[_out_bytes(inst.out_cost[u], inst.out_sizes[u], bandwidth) for u in range(n)],
+        param_bytes=inst.size,
+        edges=np.array(inst.edges, dtype=np.int64).reshape(-1, 2),
+        layer=inst.layer,
+        op=ops,
+        spec=[{"kind": "opaque", "source_id": nid} for nid in inst.ids],
+        name=name,
+        time=[t / 1000.0 for t in inst.ms],
+        group=_groups(inst.color),
+    )
+    devices = tuple(Device(f"acc{k}", NOMINAL_FLOPS, inst.capacity) for k in range(inst.count))
+    cluster = Cluster(devices=devices, levels=(Level("link", bandwidth, 0.0),), name=name)
+    return graph, cluster
+
+
+def _read(path: str | os.PathLike[str]) -> _Instance:
+    return V.load_document(path, "dnn-partitioning workload", _parse)
+
+
+def default_name(path: str | os.PathLike[str]) -> str:
+    """The graph name of a workload file: its stem, prefixed by the setting and graph kind
+    when the file sits in the upstream layout
+    (``throughput-inputs/LayerGraphs/bert24_training.json`` ->
+    ``throughput-layer-bert24_training``), so the 24 names are distinct."""
+    p = Path(path)
+    setting, kind = p.parent.parent.name, p.parent.name
+    if setting in _SETTINGS and kind in _KINDS:
+        return f"{setting.split('-')[0]}-{kind.removesuffix('Graphs').lower()}-{p.stem}"
+    return p.stem
+
+
+def parse_dnn_partitioning(
+    data: Mapping[str, Any], name: str = "dnn-partitioning"
+) -> tuple[Graph, Cluster]:
+    """The graph and cluster of a parsed workload document (see the module docstring).
+
+    Args:
+        data: the workload's JSON object.
+        name: the name of the graph and the cluster.
+
+    Raises:
+        ValueError: ``<field>: <problem>, got <value>``.
+    """
+    return _build(_parse(data), name)
+
+
+def from_dnn_partitioning(
+    path: str | os.PathLike[str], *, name: str | None = None
+) -> tuple[Graph, Cluster]:
+    """Read a dnn-partitioning workload file (see the module docstring).
+
+    Args:
+        path: the JSON file.
+        name: the name of the graph and the cluster (default :func:`default_name`).
+
+    Returns:
+        The graph (nodes in the file's order) and its cluster of accelerators.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: ``PATH: <field>: <problem>, got <value>``.
+    """
+    return _build(_read(path), name or default_name(path))
+
+
+def node_index(path: str | os.PathLike[str]) -> dict[int, int]:
+    """The file's node id -> node index (list position) map of a workload file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not a valid workload.
+    """
+    return _read(path).index
+
+
+# ------------------------------------------------------------------ expert splits
+def _expert_devices(data: Mapping[str, Any], inst: _Instance, source: str) -> np.ndarray:
+    """Accelerator of each node under an expert split (module docstring)."""
+    data = V.as_mapping(data, "expert split")
+    for k, raw in enumerate(V.as_list(data.get("cpus", []), "cpus")):
+        w = f"cpus[{k}]"
+        nodes = V.as_list(V.get(V.as_mapping(raw, w), "nodes", w), f"{w}.nodes")
+        if nodes:
+            raise V.fail(
+                f"{w}.nodes", "nodes on CPUs cannot be placed (CPUs are not modelled)", nodes
+            )
+    index = inst.index
+    n = len(inst.ids)
+    device = np.full(n, -1, dtype=np.int64)
+    where: dict[int, str] = {}
+    for k, raw in enumerate(V.as_list(V.get(data, "fpgas", ""), "fpgas")):
+        w = f"fpgas[{k}]"
+        nodes = V.as_list(V.get(V.as_mapping(raw, w), "nodes", w), f"{w}.nodes")
+        if nodes and k >= inst.count:
+            raise V.fail(
+                f"{w}.nodes",
+                f"accelerator {k} does not exist: {source} has maxFPGAs = {inst.count}",
+                nodes,
+            )
+        for j, x in enumerate(nodes):
+            wj = f"{w}.nodes[{j}]"
+            nid = V.integer(x, wj)
+            if nid not in index:
+                raise V.fail(wj, f"no node of {source} has this id", nid)
+            v = index[nid]
+            if device[v] >= 0:
+                raise V.fail(wj, f"node id {nid} is already placed by {where[v]}", nid)
+            device[v], where[v] = k, wj
+    groups = _groups(inst.color)
+    group_dev: dict[int, tuple[int, int]] = {}  # group -> (device, the node that set it)
+    for v in range(n):
+        g = groups[v]
+        if g < 0 or device[v] < 0:
+            continue
+        if g not in group_dev:
+            group_dev[g] = (int(device[v]), v)
+            continue
+        d, u = group_dev[g]
+        if d != device[v]:
+            raise V.fail(
+                where[v],
+                f"node id {inst.ids[v]} is on accelerator {device[v]} but node id "
+                f"{inst.ids[u]} of the same colorClass {inst.color[v]} is on accelerator "
+                f"{d} ({where[u]}): a colour class shares one accelerator",
+                inst.ids[v],
+            )
+    for v in np.flatnonzero(device < 0).tolist():
+        g = groups[v]
+        if g < 0 or g not in group_dev:
+            raise ValueError(
+                f"fpgas: node id {inst.ids[v]} ({_label(inst.names[v], inst.ids[v])}) is "
+                "on no accelerator: the split does not list it or any node of its colorClass"
+            )
+        device[v] = group_dev[g][0]
+    return device
+
+
+def expert_placement(
+    graph_path: str | os.PathLike[str], expert_path: str | os.PathLike[str]
+) -> Placement:
+    """The placement of a workload under a human-expert split (module docstring).
+
+    Args:
+        graph_path: the workload file (as read by :func:`from_dnn_partitioning`).
+        expert_path: the split, ``{"cpus": [...], "fpgas": [{"nodes": [ids]}, ...]}``.
+
+    Returns:
+        Devices by the split, priority by descending b-level on the imported cluster
+        (ties by node index).
+
+    Raises:
+        FileNotFoundError: either file is missing.
+        ValueError: ``PATH: <field>: <problem>, got <value>`` for either file, naming the
+            split's field for a node it cannot place.
+    """
+    from placegym.envs.analysis import b_level
+
+    inst = _read(graph_path)
+    graph, cluster = _build(inst, default_name(graph_path))
+    device = V.load_document(
+        expert_path,
+        "dnn-partitioning expert",
+        lambda d: _expert_devices(d, inst, os.fspath(graph_path)),
+    )
+    level = b_level(graph, cluster)
+    order = np.lexsort((np.arange(graph.num_nodes), -level))
+    placement = Placement(device=device, order=order)
+    placement.check(graph, cluster)
+    return placement
+
+
+def expert_for(workload: str | os.PathLike[str]) -> Path | None:
+    """The expert split of a published workload, or None when it has none.
+
+    Args:
+        workload: a workload file in the upstream layout (its last three path parts, such
+            as ``throughput-inputs/LayerGraphs/resnet50_training.json``, are matched), or
+            its :func:`default_name` (``throughput-layer-resnet50_training``).
+
+    Returns:
+        The split's path in :data:`DATA_DIR` (see :data:`EXPERTS`).
+    """
+    key = "/".join(Path(workload).parts[-3:])
+    if key not in EXPERTS:
+        by_name = {default_name(k): k for k in EXPERTS}
+        key = by_name.get(os.fspath(workload), key)
+    rel = EXPERTS.get(key)
+    return None if rel is None else DATA_DIR / rel
