@@ -160,13 +160,32 @@ def list_presets() -> list[tuple[str, str]]:
     return [(k, desc) for k, (desc, _) in PRESETS.items()]
 
 
+#: Prefix of a cluster source naming a vendored published workload's accelerators:
+#: ``"dnn-partitioning:<file under its data folder>"``
+#: (:mod:`placegym.envs.importers.dnn_partitioning`).
+PUBLISHED = "dnn-partitioning:"
+
+
+@cache
+def _published(path: str) -> Cluster:
+    from placegym.envs.importers.dnn_partitioning import DATA_DIR, from_dnn_partitioning
+
+    file = DATA_DIR / path
+    if not file.is_file():
+        raise ValueError(f"cluster: no published workload {path!r} under {DATA_DIR}")
+    return from_dnn_partitioning(file)[1]
+
+
 def load_cluster(source: Cluster | str | os.PathLike[str] | Mapping[str, Any]) -> Cluster:
     """Load a cluster from a :class:`Cluster`, a preset name (see ``placegym clusters``),
-    a dict, or a JSON file path."""
+    ``"dnn-partitioning:<file>"`` (the accelerators of a vendored published workload,
+    :data:`PUBLISHED`), a dict, or a JSON file path."""
     if isinstance(source, Cluster):
         return source
     if isinstance(source, str) and source in PRESETS:
         return get_preset(source)
+    if isinstance(source, str) and source.startswith(PUBLISHED):
+        return _published(source[len(PUBLISHED) :])
     if isinstance(source, str) and not Path(source).exists() and not source.endswith(".json"):
         raise ValueError(
             f"cluster: unknown preset or file {source!r} (presets: {', '.join(PRESETS)})"

@@ -20,13 +20,20 @@ SMALL = ("workloads-v0", "comm-heavy-v0", "generalize-v0")
 
 def test_registry_sizes_and_ids():
     names = [s.name for s in list_suites()]
-    assert names == ["workloads-v0", "comm-heavy-v0", "generalize-v0", "nest-scale-v0"]
+    assert names == [
+        "workloads-v0",
+        "comm-heavy-v0",
+        "generalize-v0",
+        "nest-scale-v0",
+        "published-v0",
+    ]
     sizes = {s.name: tuple(len(s.splits[k]) for k in SPLITS) for s in list_suites()}
     assert sizes == {
         "workloads-v0": (12, 12),
         "comm-heavy-v0": (48, 48),
         "generalize-v0": (24, 28),
         "nest-scale-v0": (4, 4),
+        "published-v0": (16, 8),
     }
     for s in list_suites():
         assert s.version == 0 and tuple(s.splits) == SPLITS
@@ -96,6 +103,25 @@ def test_reference_files_are_fresh_and_replay(name):
         assert replayed.makespan == pytest.approx(ref.best_makespan, rel=1e-9)
         assert replayed.oom == ref.best_oom
         assert ref.lower_bound <= ref.best_makespan
+
+
+def test_published_instances_bring_their_accelerators_and_memory_binds_in_test():
+    suite = get_suite("published-v0")
+    for inst in suite.instances("test"):
+        assert inst.id.startswith("latency-") and inst.cluster.name == inst.id
+        assert inst.graph.measured and np.isfinite(inst.graph.time).all()
+        resident = inst.graph.param_bytes.sum() / inst.cluster.memory.sum()
+        assert 0.5 <= resident <= 0.7, inst.id  # 54-65 % of the accelerators' memory
+    # the cluster source reloads the same accelerators (a training config names it)
+    spec = suite.specs("test")[0][1]
+    assert spec.cluster.startswith("dnn-partitioning:latency-inputs/")
+    again = load_cluster(spec.cluster)
+    assert again.to_dict() == suite.build("test", spec).cluster.to_dict()
+    with pytest.raises(ValueError, match=r"no published workload 'nope\.json'"):
+        load_cluster("dnn-partitioning:nope.json")
+    train = list(suite.instances("train"))
+    assert all(i.id.startswith("throughput-") for i in train)
+    assert sum(1 for i in train if i.graph.groups) == 12  # training graphs and operator graphs
 
 
 def test_nest_scale_smoke():

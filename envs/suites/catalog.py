@@ -12,6 +12,12 @@
   nodes; seeds 100, 101), the four workloads' test sizes, the ``moe`` family (seeds 0,
   1) and four real ``torch.nn`` models traced with ``from_fx``
   (:mod:`placegym.envs.suites.models`). Every graph on ``p100x4`` and ``v100x8``.
+- ``published-v0``: the 24 published workloads of Tarnawski et al. (NeurIPS 2020;
+  BERT, GNMT, InceptionV3, ResNet50 layer and operator graphs, 32-2,012 nodes; measured
+  node times, resident bytes and co-location groups), each on its own accelerators
+  (:mod:`placegym.envs.importers.dnn_partitioning`). Train: the 16 throughput inputs
+  (16 GiB accelerators, inference and training); test: the 8 latency inputs, whose
+  600 MiB or 2 GiB accelerators make memory bind.
 - ``nest-scale-v0``: 1.5k-9.3k node graphs on NEST's clusters. Train: a 4-layer Llama
   trunk (1,553 nodes) and a 2,000-node ``random_dag`` on ``tpuv4-fattree-64`` and
   ``h100-spineleaf-64``; test: a 24-layer Llama trunk (9,313 nodes) on both 1024-device
@@ -23,7 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from placegym.envs.suites.spec import GraphSpec, InstanceSpec, Suite, model, workload
+from placegym.envs.importers.dnn_partitioning import INPUTS
+from placegym.envs.suites.spec import GraphSpec, InstanceSpec, Suite, model, published, workload
 
 Sizes = tuple[tuple[str, str, dict[str, Any]], ...]
 
@@ -147,6 +154,14 @@ SUITES: dict[str, Suite] = {
             },
             reference_budget=4000,
             reference_seeds=(1,),
+        ),
+        Suite(
+            "published-v0",
+            "Tarnawski et al.'s 24 published workloads on their own accelerators",
+            {
+                "train": tuple(published(p) for p in INPUTS if p.startswith("throughput")),
+                "test": tuple(published(p) for p in INPUTS if p.startswith("latency")),
+            },
         ),
     )
 }

@@ -25,6 +25,7 @@ __all__ = [
     "Suite",
     "digest",
     "model",
+    "published",
     "workload",
 ]
 
@@ -36,14 +37,17 @@ class GraphSpec:
     """How an instance's graph is built.
 
     Attributes:
-        kind: ``"workload"`` (:func:`~placegym.envs.workloads.make_graph`) or ``"model"``
-            (:func:`~placegym.envs.suites.models.trace_model`).
-        name: the generator or model name.
+        kind: ``"workload"`` (:func:`~placegym.envs.workloads.make_graph`), ``"model"``
+            (:func:`~placegym.envs.suites.models.trace_model`) or ``"published"`` (a
+            vendored published workload,
+            :func:`~placegym.envs.importers.dnn_partitioning.from_dnn_partitioning`).
+        name: the generator or model name, or the published file (relative to its data
+            folder).
         params: its keyword arguments, as sorted ``(key, value)`` pairs.
         ccr: rescale the tensors to this CCR on the instance's cluster (None: as built).
     """
 
-    kind: Literal["workload", "model"]
+    kind: Literal["workload", "model", "published"]
     name: str
     params: tuple[tuple[str, Any], ...] = ()
     ccr: float | None = None
@@ -55,6 +59,10 @@ class GraphSpec:
             from placegym.envs.workloads import make_graph
 
             graph = make_graph(self.name, **params)
+        elif self.kind == "published":
+            from placegym.envs.importers.dnn_partitioning import DATA_DIR, from_dnn_partitioning
+
+            graph = from_dnn_partitioning(DATA_DIR / self.name)[0]
         else:
             from placegym.envs.suites.models import trace_model
 
@@ -76,6 +84,16 @@ class GraphSpec:
 def workload(name: str, ccr: float | None = None, **params: Any) -> GraphSpec:
     """A generator's graph (``params`` sorted, tuples kept)."""
     return GraphSpec("workload", name, tuple(sorted(params.items())), ccr)
+
+
+def published(path: str) -> InstanceSpec:
+    """The instance of a vendored published workload (``path`` under
+    :data:`~placegym.envs.importers.dnn_partitioning.DATA_DIR`) on its own accelerators,
+    named by :func:`~placegym.envs.importers.dnn_partitioning.default_name`."""
+    from placegym.envs.importers.dnn_partitioning import default_name
+    from placegym.envs.presets import PUBLISHED
+
+    return InstanceSpec(default_name(path), GraphSpec("published", path), PUBLISHED + path)
 
 
 def model(name: str, **params: Any) -> GraphSpec:

@@ -29,14 +29,25 @@ def _node_range(suite: Any) -> str:
     return f"{min(nodes)}-{max(nodes)}" if nodes else "?"
 
 
+def _clusters(suite: Any) -> str:
+    """The suite's cluster presets; instances on their own accelerators (a published
+    workload's) are counted, not listed."""
+    from placegym.envs.presets import PUBLISHED
+
+    names = list(dict.fromkeys(spec.cluster for _, spec in suite.specs()))
+    own = [c for c in names if c.startswith(PUBLISHED)]
+    shown = [c for c in names if not c.startswith(PUBLISHED)]
+    if own:
+        shown.append(f"{len(own)} of their own")
+    return ", ".join(shown)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """Print every suite: instances per split, node range, clusters, description."""
     from placegym.envs.suites import list_suites
 
     suites = list_suites()
-    clusters = {
-        s.name: ", ".join(dict.fromkeys(spec.cluster for _, spec in s.specs())) for s in suites
-    }
+    clusters = {s.name: _clusters(s) for s in suites}
     w = max(len(c) for c in clusters.values()) + 2
     print(f"{'suite':<16}{'train':>6}{'test':>6}  {'nodes':<11}{'clusters':<{w}}description")
     for s in suites:
