@@ -25,6 +25,7 @@ def test_registry_sizes_and_ids():
         "comm-heavy-v0",
         "generalize-v0",
         "nest-scale-v0",
+        "memory-tight-v0",
         "published-v0",
     ]
     sizes = {s.name: tuple(len(s.splits[k]) for k in SPLITS) for s in list_suites()}
@@ -33,6 +34,7 @@ def test_registry_sizes_and_ids():
         "comm-heavy-v0": (48, 48),
         "generalize-v0": (24, 28),
         "nest-scale-v0": (4, 4),
+        "memory-tight-v0": (12, 12),
         "published-v0": (16, 8),
     }
     for s in list_suites():

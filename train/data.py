@@ -82,7 +82,13 @@ def load_graphs(
     out = []
     for spec in expand_graphs(specs):
         name = spec_cluster(spec, default_cluster)
-        if name not in clusters:
-            clusters[name] = load_cluster(str(resolve_path(name, base)))
-        out.append(TrainingGraph(spec.label, spec.graph(base), clusters[name]))
+        if spec.suite_instance is not None:  # its own graph and cluster, as the suite builds
+            suite, iid = spec.suite_instance
+            inst = suite.instance(iid)
+            graph, cluster = inst.graph, clusters.setdefault(inst.cluster.name, inst.cluster)
+        else:
+            if name not in clusters:
+                clusters[name] = load_cluster(str(resolve_path(name, base)))
+            graph, cluster = spec.graph(base), clusters[name]
+        out.append(TrainingGraph(spec.label, graph, cluster))
     return out

@@ -12,6 +12,11 @@
   nodes; seeds 100, 101), the four workloads' test sizes, the ``moe`` family (seeds 0,
   1) and four real ``torch.nn`` models traced with ``from_fx``
   (:mod:`placegym.envs.suites.models`). Every graph on ``p100x4`` and ``v100x8``.
+- ``memory-tight-v0``: generated graphs (``random_dag``, FFNN, Llama, MoE) with
+  co-location groups of up to 3 nodes, made memory-tight on ``p100x4``, ``v100x8`` and
+  ``h100-2x8`` (:func:`placegym.envs.workloads.memory.tighten`: resident bytes 50-90% of
+  the devices' memory, some clusters with devices of two memory sizes; durations
+  unchanged). Train and test differ in graphs, shares and memory ratios.
 - ``published-v0``: the 24 published workloads of Tarnawski et al. (NeurIPS 2020;
   BERT, GNMT, InceptionV3, ResNet50 layer and operator graphs, 32-2,012 nodes; measured
   node times, resident bytes and co-location groups), each on its own accelerators
@@ -27,6 +32,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from placegym.envs.importers.dnn_partitioning import INPUTS
@@ -88,6 +94,26 @@ _GENERALIZE_TEST = [
 ]
 
 _LLAMA_TRUNK = {"head_groups": 32, "mlp_blocks": 32}
+
+#: memory-tight-v0: (cluster preset, resident share, memory ratios) of each split.
+_TIGHT_TRAIN = (("p100x4", 0.7, (1.0, 2.0)), ("v100x8", 0.5, (1.0,)), ("h100-2x8", 0.65, (1.0,)))
+_TIGHT_TEST = (("p100x4", 0.9, (1.0,)), ("v100x8", 0.7, (1.0, 2.0)), ("h100-2x8", 0.6, (1.0, 2.0)))
+
+
+def _tight(
+    graphs: list[tuple[str, GraphSpec]], settings: tuple[tuple[str, float, tuple[float, ...]], ...]
+) -> tuple[InstanceSpec, ...]:
+    """Each graph with groups of up to 3 nodes, on each preset made memory-tight."""
+    out = []
+    for preset, resident, ratios in settings:
+        name = f"{preset}-mem{resident:g}"
+        if len(set(ratios)) > 1:
+            name += "-r" + "-".join(f"{r:g}" for r in ratios)
+        for label, spec in graphs:
+            tight = dataclasses.replace(spec, groups=3, resident=resident, ratios=ratios)
+            out.append(InstanceSpec(f"{label}@{name}", tight, preset))
+    return tuple(out)
+
 
 SUITES: dict[str, Suite] = {
     s.name: s
@@ -154,6 +180,30 @@ SUITES: dict[str, Suite] = {
             },
             reference_budget=4000,
             reference_seeds=(1,),
+        ),
+        Suite(
+            "memory-tight-v0",
+            "generated graphs with co-location groups; resident bytes fill 50-90% of memory",
+            {
+                "train": _tight(
+                    [
+                        *_random_dags((96,), (0,)),
+                        *_random_dags((160,), (1,)),
+                        ("ffnn-3x2x4", workload("ffnn")),
+                        ("llama_block-1x16", workload("llama_block")),
+                    ],
+                    _TIGHT_TRAIN,
+                ),
+                "test": _tight(
+                    [
+                        *_random_dags((256,), (100,)),
+                        *_random_dags((128,), (101,)),
+                        ("llama_layer-1x16x16", workload("llama_layer")),
+                        ("moe-8x2x4-s0", workload("moe", seed=0)),
+                    ],
+                    _TIGHT_TEST,
+                ),
+            },
         ),
         Suite(
             "published-v0",

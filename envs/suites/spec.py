@@ -45,12 +45,21 @@ class GraphSpec:
             folder).
         params: its keyword arguments, as sorted ``(key, value)`` pairs.
         ccr: rescale the tensors to this CCR on the instance's cluster (None: as built).
+        groups: add co-location groups of up to this many nodes
+            (:func:`~placegym.envs.workloads.memory.add_groups`, seed 0; 0: none).
+        resident: make memory bind: the graph's resident bytes become this share of the
+            cluster's total memory, durations unchanged
+            (:func:`~placegym.envs.workloads.memory.tighten`; None: as built).
+        ratios: the devices' memory ratios with ``resident`` (cycled over the devices).
     """
 
     kind: Literal["workload", "model", "published"]
     name: str
     params: tuple[tuple[str, Any], ...] = ()
     ccr: float | None = None
+    groups: int = 0
+    resident: float | None = None
+    ratios: tuple[float, ...] = (1.0,)
 
     def build(self, cluster: Cluster) -> Graph:
         """Build the graph (rescaled for ``cluster`` when ``ccr`` is set)."""
@@ -71,13 +80,30 @@ class GraphSpec:
             from placegym.envs.ccr import scale_to_ccr
 
             graph = scale_to_ccr(graph, cluster, self.ccr)
+        if self.groups:
+            from placegym.envs.workloads.memory import add_groups
+
+            graph = add_groups(graph, size=self.groups)
         return graph
+
+    def tighten(self, graph: Graph, cluster: Cluster) -> tuple[Graph, Cluster]:
+        """The instance's graph and cluster: made memory-tight when ``resident`` is set
+        (:func:`~placegym.envs.workloads.memory.tighten`), else as they are."""
+        if self.resident is None:
+            return graph, cluster
+        from placegym.envs.workloads.memory import tighten
+
+        return tighten(graph, cluster, resident=self.resident, ratios=self.ratios)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (``ccr`` only when set)."""
         out: dict[str, Any] = {"kind": self.kind, "name": self.name, "params": dict(self.params)}
         if self.ccr is not None:
             out["ccr"] = self.ccr
+        if self.groups:
+            out["groups"] = self.groups
+        if self.resident is not None:
+            out.update(resident=self.resident, ratios=list(self.ratios))
         return out
 
 
@@ -206,7 +232,8 @@ class Suite:
     def build(self, split: str, spec: InstanceSpec) -> Instance:
         """Build the instance of ``spec`` (of ``split``): its cluster, then its graph."""
         cluster = load_cluster(spec.cluster)
-        graph = dataclasses.replace(spec.graph.build(cluster), name=spec.id)
+        graph, cluster = spec.graph.tighten(spec.graph.build(cluster), cluster)
+        graph = dataclasses.replace(graph, name=spec.id)
         return Instance(self.name, split, spec, graph, cluster)
 
     def instances(self, split: str | None = None) -> Iterator[Instance]:

@@ -1,0 +1,141 @@
+"""Memory-tight instances: co-location groups, device memories that bind, and a first-fit
+certificate that a feasible placement exists.
+
+The generators' graphs fit in any preset's memory many times over, so nothing in them
+tests memory feasibility. These transforms make instances where it binds
+(the ``memory-tight-v0`` suite):
+
+- :func:`add_groups`: seeded co-location groups of up to ``size`` nodes joined along
+  edges between nodes that hold resident bytes, as a weight and the kernels that use it
+  (or a layer's forward and backward kernels) must share a device;
+- :func:`tighten`: heterogeneous memories (the preset's times ``ratios``) and resident
+  bytes scaled to a fraction ``resident`` of the cluster's total memory, every duration
+  unchanged (the graph carries them as measured times);
+- :func:`fit_resident`: a placement that fits the resident bytes (groups kept whole), the
+  certificate the suite's tests simulate: a feasible placement exists when its
+  simulated peak fits every device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from placegym.envs.analysis import b_level, durations_on
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
+
+__all__ = ["add_groups", "fit_resident", "tighten"]
+
+
+def add_groups(graph: Graph, *, size: int = 3, share: float = 0.5, seed: int = 0) -> Graph:
+    """``graph`` with co-location groups (``placegym.graph/v2``; its existing groups are
+    replaced).
+
+    The edges whose two ends both hold resident bytes are visited in a seeded random
+    order; each joins its ends' groups with probability ``share`` when the joined group
+    has at most ``size`` nodes. Groups of one node are dropped; the rest are numbered in
+    order of their first node.
+
+    Raises:
+        ValueError: ``size`` < 2 or ``share`` outside [0, 1], naming the argument.
+    """
+    if size < 2:
+        raise ValueError(f"size: must be >= 2, got {size!r}")
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share: must be in [0, 1], got {share!r}")
+    n = graph.num_nodes
+    parent = list(range(n))
+    count = [1] * n
+
+    def root(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    rng = np.random.default_rng(seed)
+    heavy = graph.param_bytes > 0
+    edges = [(int(u), int(v)) for u, v in graph.edges if heavy[u] and heavy[v]]
+    for k in rng.permutation(len(edges)).tolist():
+        a, b = root(edges[k][0]), root(edges[k][1])
+        if a != b and count[a] + count[b] <= size and rng.random() < share:
+            a, b = min(a, b), max(a, b)
+            parent[b], count[a] = a, count[a] + count[b]
+    roots = [root(v) for v in range(n)]
+    ids: dict[int, int] = {}
+    group = np.full(n, -1, dtype=np.int64)
+    for v in range(n):
+        if count[roots[v]] > 1:
+            group[v] = ids.setdefault(roots[v], len(ids))
+    return dataclasses.replace(graph, group=group)
+
+
+def tighten(
+    graph: Graph, cluster: Cluster, *, resident: float, ratios: Sequence[float] = (1.0,)
+) -> tuple[Graph, Cluster]:
+    """``graph`` and ``cluster`` made memory-tight, with every duration unchanged.
+
+    Device ``d``'s memory becomes the preset's times ``ratios[d % len(ratios)]``. The
+    graph's resident bytes are scaled by one factor so that they make ``resident`` of the
+    cluster's total memory; since resident bytes are read by a kernel (rule 1's ``io``),
+    each node first gets its duration on the cluster as a measured ``time`` (the roofline
+    term on any device: the devices must compute alike), so scaling them changes no
+    duration. The cluster is named ``<name>-mem<resident>`` (plus ``-r<ratios>`` when
+    they differ).
+
+    Raises:
+        ValueError: ``resident`` outside (0, 1], a ratio <= 0, devices that do not
+            compute alike, or a graph without resident bytes, naming the argument.
+    """
+    if not 0.0 < resident <= 1.0:
+        raise ValueError(f"resident: must be in (0, 1], got {resident!r}")
+    if not ratios or min(ratios) <= 0:
+        raise ValueError(f"ratios: expected positive numbers, got {tuple(ratios)!r}")
+    total = float(graph.param_bytes.sum())
+    if total <= 0:
+        raise ValueError(f"graph: {graph.name!r} has no resident bytes to make memory bind")
+    speeds = np.stack([cluster.flops, cluster.mem_bandwidth], axis=1)
+    if not (speeds == speeds[0]).all():
+        raise ValueError(f"cluster: {cluster.name!r} has devices that compute differently")
+    devices = tuple(
+        dataclasses.replace(dev, memory=float(dev.memory * ratios[d % len(ratios)]))
+        for d, dev in enumerate(cluster.devices)
+    )
+    name = f"{cluster.name}-mem{resident:g}"
+    if len(set(ratios)) > 1:
+        name += "-r" + "-".join(f"{r:g}" for r in ratios)
+    tight = dataclasses.replace(cluster, devices=devices, name=name)
+    time = durations_on(graph, cluster)[:, 0] - cluster.launch_overhead[0]
+    scale = resident * float(tight.memory.sum()) / total
+    graph = dataclasses.replace(graph, time=time, param_bytes=graph.param_bytes * scale)
+    return graph, tight
+
+
+def fit_resident(graph: Graph, cluster: Cluster) -> Placement | None:
+    """Whole groups, then lone nodes, in descending resident bytes (ties by first node),
+    each on the device with the most free memory (ties by index) if it has room for its
+    resident bytes (worst-fit decreasing: it spreads the bytes and leaves every device
+    headroom for live tensors); the priority order is descending b-level, ties by id.
+    None when some group or node fits nowhere. Live tensors are not counted: simulate
+    the placement to know whether its peak fits."""
+    items: list[tuple[float, int, list[int]]] = []
+    grouped = np.zeros(graph.num_nodes, dtype=bool)
+    for nodes in graph.groups.values():
+        grouped[nodes] = True
+        items.append((float(graph.param_bytes[nodes].sum()), int(nodes[0]), nodes.tolist()))
+    items += [(float(graph.param_bytes[v]), v, [v]) for v in np.flatnonzero(~grouped).tolist()]
+    items.sort(key=lambda it: (-it[0], it[1]))
+    free = cluster.memory.astype(float).copy()
+    device = np.empty(graph.num_nodes, dtype=np.int64)
+    for need, _, nodes in items:
+        d = int(np.argmax(free))  # the first of the devices with the most room
+        if need > free[d]:
+            return None
+        free[d] -= need
+        device[nodes] = d
+    order = np.lexsort((np.arange(graph.num_nodes), -b_level(graph, cluster)))
+    return Placement(device=device, order=order)
