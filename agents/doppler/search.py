@@ -61,6 +61,7 @@ from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
+from placegym.envs.reward import oom_makespan
 from placegym.envs.simulator import simulate, simulate_batch
 
 # the annealing move set and critical chain of the anneal teacher, shared with it
@@ -175,7 +176,9 @@ class _Calls:
         self.seen: dict[bytes, float] = {}  # placement -> makespan (nan: not yet known)
         worst = float(graph.param_bytes.sum() + graph.out_bytes.sum())
         self.memory = worst > float(cluster.memory.min())  # some placement could OOM
-        self.penalty = 0.0
+        # an infeasible placement scores above every feasible one: its makespan plus the
+        # serial upper bound, which no feasible makespan exceeds
+        self.penalty = oom_makespan(graph, cluster) if self.memory else 0.0
 
     @property
     def left(self) -> int:
@@ -196,10 +199,9 @@ class _Calls:
         return self.seen.get(_key(dev, order), float("nan"))
 
     def simulate(self, devs: np.ndarray, ords: np.ndarray) -> np.ndarray:
-        """Scores (makespan, plus a penalty if OOM) of rows already filtered by :meth:`new`."""
+        """Scores of rows already filtered by :meth:`new`: the makespan, plus the serial
+        upper bound when over memory (so the best is feasible whenever one was seen)."""
         res = simulate_batch(self.graph, self.cluster, devs, ords, memory=self.memory)
-        if self.penalty <= 0:
-            self.penalty = 10.0 * max(float(res.makespan.max()), 1e-30)
         scores = res.makespan + self.penalty * res.oom
         self._keep(devs, ords, scores, res.makespan)
         return scores
