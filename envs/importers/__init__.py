@@ -10,9 +10,12 @@
   co-location groups plus its cluster;
   :func:`~placegym.envs.importers.dnn_partitioning.expert_placement` their human-expert
   splits.
+- :func:`~placegym.envs.importers.pipedream.from_pipedream`: the layer profiles
+  (``graph.txt``) of PipeDream's profiler, measured forward times with the backward
+  times kept for :func:`~placegym.envs.workloads.training.to_training_step`.
 
 ``from_fx`` is loaded on first access (PEP 562), so importing this package, and
-``from_doppler`` or ``from_dnn_partitioning``, does not import torch.
+``from_doppler``, ``from_dnn_partitioning`` or ``from_pipedream``, does not import torch.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from placegym.envs.importers.dnn_partitioning import (
     parse_dnn_partitioning,
 )
 from placegym.envs.importers.doppler import from_doppler, parse_doppler
+from placegym.envs.importers.pipedream import from_pipedream, parse_pipedream
 
 
 def __getattr__(name: str) -> Any:
@@ -43,7 +47,9 @@ __all__ = [
     "from_dnn_partitioning",
     "from_doppler",
     "from_fx",
+    "from_pipedream",
     "node_index",
     "parse_dnn_partitioning",
     "parse_doppler",
+    "parse_pipedream",
 ]

@@ -15,6 +15,9 @@ Node ``spec`` kinds (``args``, ``shape`` and ``dtype`` as in :mod:`.builder`):
 - ``rmsnorm``: ``x / sqrt(mean(x², axis) + eps) · gain`` (operands: x, the gain param).
 - ``softmax``: softmax over ``axis`` of ``scale · x``, upper triangle masked if ``causal``.
 - ``topk_gate``, ``dispatch``, ``combine``: the routing kernels of :mod:`.moe`.
+
+:func:`~placegym.envs.workloads.training.to_training_step` turns any forward graph into
+the graph of one training step (backward nodes, gradient edges, optimizer state).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from placegym.envs.workloads.llama_block import llama_block
 from placegym.envs.workloads.llama_layer import llama_layer
 from placegym.envs.workloads.moe import moe
 from placegym.envs.workloads.random_dag import random_dag
+from placegym.envs.workloads.training import OPTIMIZER_STATES, to_training_step
 
 WORKLOADS: dict[str, Callable[..., Graph]] = {
     "chainmm": chainmm,
@@ -70,6 +74,7 @@ def make_graph(name: str, **params: Any) -> Graph:
 
 
 __all__ = [
+    "OPTIMIZER_STATES",
     "WORKLOADS",
     "GraphBuilder",
     "chainmm",
@@ -83,4 +88,5 @@ __all__ = [
     "moe",
     "parse_assignments",
     "random_dag",
+    "to_training_step",
 ]
