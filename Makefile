@@ -24,7 +24,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/placegym demo --out demo-out
-	@# train the quickstart agent (resumes, or only re-evaluates, when run again)
+	@# train the quickstart agent (resumes when run again; once finished, prints its results)
 	$(VENV)/bin/placegym train configs/quickstart.yaml out=demo-out/quickstart
 	@# the agent (greedy and best of 16 samples) next to every teacher and baseline
 	$(VENV)/bin/placegym bench --workloads ffnn \

@@ -491,7 +491,11 @@ class PlacementEnv(gym.Env[dict, int]):
             nodes = [v for v in s.order if s.device[v] == d]
             shown = " ".join(map(str, nodes[:16])) + (" ..." if len(nodes) > 16 else "")
             lines.append(f"  {dev.name:<8} load {s.load[d]:.3g}s  [{shown}]")
-        lines.append(f"  frontier: {s.frontier()[:32].tolist()}")
+        if s.selected >= 0:  # PLC: the device choice at hand, and the frontier beside it
+            legal = np.flatnonzero(s.place_mask())
+            names = " ".join(self.cluster.devices[d].name for d in legal)
+            lines.append(f"  node {s.selected}: legal devices {names}")
+        lines.append(f"  frontier: {np.flatnonzero(s.frontier_mask)[:32].tolist()}")
         if self._schedule is not None:
             lines.append(
                 f"  makespan {self._schedule.makespan:.6g}s "

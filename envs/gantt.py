@@ -19,7 +19,14 @@ if TYPE_CHECKING:
 
 ColorBy = Literal["auto", "layer", "op", "device"]
 
-__all__ = ["figure_height", "format_time", "gantt_figure", "gantt_rgb", "save_gantt"]
+__all__ = [
+    "figure_height",
+    "figure_rgb",
+    "format_time",
+    "gantt_figure",
+    "gantt_rgb",
+    "save_gantt",
+]
 
 
 def _categories(schedule: Schedule, color_by: ColorBy) -> tuple[list[str], np.ndarray]:
@@ -134,12 +141,17 @@ def gantt_rgb(
     color_by: ColorBy = "auto",
     dpi: int = 80,
     height: float | None = None,
+    title: str | None = None,
 ) -> np.ndarray:
     """The chart as an ``(H, W, 3)`` uint8 array (for ``render_mode="rgb_array"``);
-    ``height`` as in :func:`gantt_figure`."""
+    ``height`` and ``title`` as in :func:`gantt_figure`."""
+    return figure_rgb(gantt_figure(schedule, color_by=color_by, height=height, title=title), dpi)
+
+
+def figure_rgb(fig: Figure, dpi: int = 80) -> np.ndarray:
+    """A figure drawn into an ``(H, W, 3)`` uint8 array at ``dpi``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    fig = gantt_figure(schedule, color_by=color_by, height=height)
     canvas = FigureCanvasAgg(fig)
     fig.set_dpi(dpi)
     canvas.draw()

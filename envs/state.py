@@ -174,8 +174,9 @@ class PlacementState:
     def resident_need(self, node: int) -> float:
         """Resident bytes that placing ``node`` commits a device to: its own, or, for the
         first placed node of a co-location group, the whole group's."""
-        g = -1 if self._group_device is None else int(self.graph.group[node])
-        if g < 0 or g in self._group_device:
+        opened = self._group_device
+        g = -1 if opened is None else int(self.graph.group[node])
+        if opened is None or g < 0 or g in opened:
             return float(self.graph.param_bytes[node])
         return float(self.graph.param_bytes[self.graph.groups[g]].sum())
 

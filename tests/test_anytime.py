@@ -90,7 +90,7 @@ def test_outputs_and_cli(tiny, tmp_path, capsys):  # noqa: F811
     for name in ("anytime.csv", "anytime_curve.csv", "anytime.png"):
         assert (tmp_path / name).stat().st_size > 0
     header = (tmp_path / "anytime_curve.csv").read_text().splitlines()[0]
-    assert header == "placer,calls,mean_ratio,std_ratio,normalizer"
+    assert header == "placer,calls,mean_ratio,std_ratio,normalizer,instances,of"
     out = tmp_path / "cli"
     args = ["anytime", "--suite", "tiny-v0", "--budget", "60", "--seeds", "0,1"]
     assert main([*args, "--out", str(out), "--no-progress"]) == 0

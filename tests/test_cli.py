@@ -228,8 +228,8 @@ def test_a_placement_of_the_wrong_length_names_its_file(files, capsys):
 def test_validate_says_which_graph_placements_fit(files, tmp_path, capsys):
     assert main(["validate", str(files["placement"])]) == 0
     assert capsys.readouterr().out == (
-        f"{files['placement']}: ok (placegym.placement/v1, 3 nodes on 2 devices; "
-        "not checked against a graph: add --graph)\n"
+        f"{files['placement']}: ok (placegym.placement/v1, 3 nodes, uses devices 0..1 "
+        "(2 distinct); not checked against a graph or a cluster: add --graph and --cluster)\n"
     )
     other = tmp_path / "other.json"
     other.write_text(files["graph"].read_text())
@@ -240,7 +240,48 @@ def test_validate_says_which_graph_placements_fit(files, tmp_path, capsys):
         "one the placements must fit"
     )
     assert main(["validate", *paths, "--graph", str(other)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1].endswith(f"; fits {other})")
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .endswith(f"; fits {other}; not checked against a cluster: add --cluster)")
+    )
+
+
+def test_validate_without_a_cluster_gives_the_device_range_not_a_count(files, capsys):
+    far = {"format": "placegym.placement/v1", "device": [0, 9, 9], "order": [0, 1, 2]}
+    files["placement"].write_text(json.dumps(far))
+    assert main(["validate", str(files["graph"]), str(files["placement"])]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"{files['placement']}: ok (placegym.placement/v1, 3 nodes, uses devices 0..9 "
+        f"(2 distinct); fits {files['graph']}; not checked against a cluster: add --cluster)"
+    )
+    # against the 2-device cluster (with or without the graph), device 9 is out of range
+    expected = (
+        f"{files['placement']}: device[1]: device index out of range for cluster 'two' with "
+        "2 devices, got 9"
+    )
+    for graph in ([], ["--graph", str(files["graph"])]):
+        args = [str(files["placement"]), *graph, "--cluster", str(files["cluster"])]
+        assert main(["validate", *args]) == 2
+        assert one_line_error(capsys, "validate") == expected
+    files["placement"].write_text(json.dumps({**far, "device": [0, 1, 1]}))
+    assert main(["validate", str(files["placement"]), "--cluster", str(files["cluster"])]) == 0
+    assert capsys.readouterr().out == (
+        f"{files['placement']}: ok (placegym.placement/v1, 3 nodes on 2 devices; fits "
+        f"{files['cluster']}; not checked against a graph: add --graph)\n"
+    )
+
+
+def test_show_into_a_missing_folder_is_one_line_naming_the_path(files, tmp_path, capsys):
+    out = tmp_path / "nowhere" / "x.png"
+    assert main(["show", *problem_args(files), "--out", str(out)]) == 2
+    assert one_line_error(capsys, "show") == (
+        f"--out {out}: no folder {out.parent} to write it in"
+    )
+    folder = tmp_path / "a-folder.png"
+    folder.mkdir()
+    assert main(["show", *problem_args(files), "--out", str(folder)]) == 2
+    assert one_line_error(capsys, "show").startswith(f"--out {folder}: cannot write it (")
 
 
 @pytest.mark.parametrize("text", ["", "# only a comment\n", "{}\n", "null\n"])

@@ -132,3 +132,22 @@ def test_cli_import_doppler_bad_file_is_one_line_exit_2(tmp_path, capsys):
     assert err.count("\n") == 1 and "line 4: edge destinations: entry 0 is 16" in err
     assert main(["graphs", "import-doppler", str(tmp_path / "nope.txt"), "--out", "x"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_the_shipped_sample_file_imports_from_the_command_line(tmp_path, capsys):
+    from placegym.envs.importers.doppler import SAMPLE
+
+    s = chainmm_like(4, 2)  # what the sample describes, written as the published files are
+    assert (
+        from_doppler(SAMPLE).to_dict() == parse_doppler(doppler_text(s), "chainmm_4x2").to_dict()
+    )
+    out = tmp_path / "g.json"
+    assert main(["graphs", "import-doppler", "--sample", "--out", str(out)]) == 0
+    assert "chainmm_4x2, 36 nodes, 40 edges" in capsys.readouterr().out
+    assert load_graph(out).num_nodes == 36
+    with pytest.raises(SystemExit):
+        main(["graphs", "import-doppler", "--help"])
+    assert str(SAMPLE) in capsys.readouterr().out  # the path, to copy the file
+    assert main(["graphs", "import-doppler", "--out", str(out)]) == 2
+    assert "give a DOPPLER graph FILE or --sample" in capsys.readouterr().err
+    assert main(["graphs", "import-doppler", str(SAMPLE), "--sample", "--out", str(out)]) == 2

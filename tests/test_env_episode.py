@@ -201,6 +201,40 @@ def test_ansi_render_says_done_and_truncated():
     )
 
 
+def test_the_first_frame_is_an_empty_chart_on_the_episodes_time_scale():
+    from placegym.envs.gantt import format_time
+    from placegym.envs.render import frame_figure
+
+    env = PlacementEnv(FORK, "p100x4", render_mode="rgb_array")
+    env.reset(seed=0)
+    ref = env.reference_makespan
+    assert 1e-4 < ref < 1e-3  # drawn in µs
+    ax = frame_figure(env).axes[0]
+    assert ax.get_title() == "fork on p100x4: nothing placed yet"
+    assert ax.get_xlabel() == "time (µs)"
+    assert ax.get_xlim()[1] == pytest.approx(ref * 1e6 * 1.01)
+    env.step(0)
+    env.step(1)  # node 0 on gpu1
+    ax = frame_figure(env).axes[0]
+    placed = env.state.est_finish[0]
+    assert ax.get_title() == (
+        f"fork on p100x4: 1/6 placed, estimated makespan {format_time(placed)}"
+    )
+    assert env.render().std() > 0
+
+
+def test_ansi_render_in_plc_shows_the_selected_node_and_its_legal_devices():
+    env = PlacementEnv(FORK, unit_cluster(2), render_mode="ansi")
+    env.reset(seed=0)
+    assert env.render().splitlines()[-1] == "  frontier: [0]"
+    env.step(0)  # SEL node 0: the frontier is empty until it is placed
+    lines = env.render().splitlines()
+    assert lines[0] == "fork on unit: 0/6 placed, phase PLACE (node 0 selected)"
+    assert lines[-2:] == ["  node 0: legal devices d0 d1", "  frontier: []"]
+    env.step(1)
+    assert env.render().splitlines()[-1] == "  frontier: [1, 2, 3, 4]"
+
+
 # ------------------------------------------------------------------ defaults
 def test_real_env_defaults_agree(monkeypatch):
     """placegym/Real-v0 without keywords: its cluster is calibrated on its devices."""

@@ -112,3 +112,20 @@ def test_run_seed_trains_once_then_searches_every_test_instance(tmp_path):
     stamp = results.stat().st_mtime_ns
     again = run_seed(0, tmp_path, splits, budget=2600, overrides=tiny)
     assert results.stat().st_mtime_ns == stamp and again == rows
+
+
+def test_infeasible_columns_are_marked_lose_and_leave_the_geometric_means():
+    oom = "out of memory on device 1 (d1): peak 9 bytes, 1 over its 8"
+    a = _base(1.0, 0.9, 0.85)
+    a["heft"], a["infeasible"] = 0.5, {"heft": oom}  # fastest but OOM: the best list is cp alone
+    b = _base(1.0, 1.0, 0.9)
+    rows = [_row(A, s, 0.95, 0.84) for s in range(3)]
+    rows += [_row(B, s, 0.85, 0.95) for s in range(3)]
+    rows[3] |= {"greedy": None, "feasible": False, "infeasible": {"greedy": oom}}
+    text = generalist_table(rows, {A: a, B: b, C: _base(1.0, 0.95, 0.9)}).split("### comm")[0]
+    assert f"| {A.split('/', 1)[1]} | 0.950 ± 0.000 | 3 of 3 |" in text  # beats critical_path
+    assert f"| {B.split('/', 1)[1]} | OOM | 2 of 3 |" in text  # the OOM seed is no win
+    assert "| 1.000 | 0.900 |" in text  # A: best list 1.000 (heft out), best single 0.900
+    assert "| feasible | 1/2 | | 2/2 |" in text
+    assert "- geometric means over 1 of 2 instances every placer solved" in text
+    assert "greedy / best list, geometric mean: 0.950 ± 0.000" in text  # A only

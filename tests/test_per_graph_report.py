@@ -95,3 +95,27 @@ def test_collect_rows_appends_each_batch_and_resumes(tmp_path):
     saved = tmp_path / "saved.jsonl"
     saved.write_text('{"k": 9}\n')
     assert collect_rows(tmp_path / "x", saved, missing) == [{"k": 9}]
+
+
+def test_infeasible_columns_are_marked_and_never_ranked():
+    oom = "out of memory on device 0 (d0): peak 9 bytes, 1 over its 8"
+    a = _base(0.8, 0.7, 0.5)
+    a["heft"], a["infeasible"], a["feasible"] = 0.5, {"heft": oom}, False  # the fastest, but OOM
+    b = _base(0.6, 0.6, 0.4)
+    rows = [_row(A, s, 0.7, 0.66) for s in range(3)]
+    rows += [_row(B, s, 0.61, 0.6) for s in range(3)]
+    rows[4] |= {
+        "greedy": None,
+        "feasible": False,
+        "infeasible": {"greedy": "splits co-location group 1"},
+    }
+    text = per_graph_table(rows, {A: a, B: b})
+    # heft is left out of the best single pass; B's greedy is marked, not averaged
+    assert "| chainmm-6x2@p100x4 | 0.800 (nest) | 0.700 | 0.800 | 0.700 ± 0.000 |" in text
+    assert "| split | 0.600 ± 0.000 |" in text
+    assert "| feasible | 2/2 | 2/2 | 2/2 | 1/2 | 2/2 | 2/2 | | | |" in text
+    # geometric means over A only, with the count; the failure fails the per-instance target
+    assert (
+        "Geometric means over 1 of 2 instances every placer solved: best single pass 0.800" in text
+    )
+    assert "not met on ffnn-3x2x4-ccr4@p100x4 (greedy split)" in text

@@ -42,6 +42,24 @@ def test_defaults_and_yaml_round_trip(tmp_path):
     assert load_config(p) == cfg
 
 
+def test_progress_is_auto_by_default_and_auto_means_a_terminal():
+    import io
+
+    from placegym.train.tracking import progress_enabled
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert TrainConfig().progress == "auto"
+    for text, value in (("true", True), ("false", False), ("auto", "auto")):
+        assert apply_overrides(TrainConfig(), [f"progress={text}"]).progress == value
+    assert config_from_dict({"progress": False}).progress is False  # YAML progress: false
+    assert progress_enabled("auto", io.StringIO()) is False  # a log file: no bars
+    assert progress_enabled("auto", Tty()) is True
+    assert progress_enabled(True, io.StringIO()) and not progress_enabled(False, Tty())
+
+
 def test_graph_shorthand_and_params():
     cfg = config_from_dict(
         {"data": {"graphs": ["ffnn", {"name": "llama_layer", "params": {"mlp_blocks": 4}}]}}
@@ -79,7 +97,8 @@ def test_overrides_parse_yaml_values_and_numbers():
         ("phase2.lr=-1", r"phase2\.lr: must be > 0, got -1"),
         ("phase2.lr.x=1", r"phase2\.lr: is a float, it has no keys"),
         ("seed=1.5", r"seed: expected an integer, got 1\.5"),
-        ("progress=maybe", r"progress: expected true or false, got 'maybe'"),
+        ("progress=maybe", r"progress: expected true, false or auto, got 'maybe'"),
+        ("progress=3", r"progress: expected true or false or a string, got 3"),
         ("phase2.algo=a2c", r"phase2\.algo: expected one of reinforce, ppo, got 'a2c'"),
         ("phase2.lr_schedule=step", r"phase2\.lr_schedule: expected one of constant"),
         ("phase1.teacher=oracle", r"phase1\.teacher: expected one of .*got 'oracle'"),

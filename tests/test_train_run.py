@@ -352,3 +352,195 @@ def test_truncate_metrics_keeps_steps_up_to_the_checkpoint(tmp_path):
     assert truncate_metrics(log, 2) == 3  # steps 3 and 4, and the torn line
     assert [json.loads(x) for x in log.read_text().splitlines()] == rows[:4]
     assert truncate_metrics(log, 2) == 0
+
+
+# ------------------------------------------------------------------ one run, one config
+def _yaml(tmp_path: Path, **extra) -> Path:
+    """A tiny config written as a YAML file, for the command line."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(tiny_config(tmp_path, **extra).to_yaml())
+    return path
+
+
+def test_a_resume_with_another_config_is_refused_naming_the_keys(tmp_path, capsys):
+    from placegym.train.checkpoint import ConfigChanged, check_resume
+
+    path = _yaml(tmp_path)
+    assert main(["train", str(path)]) == 0
+    run = tmp_path / "run"
+    saved = (run / "config.yaml").read_text()
+    mtime = (run / "checkpoints" / "final.pt").stat().st_mtime_ns
+    capsys.readouterr()
+    assert main(["train", str(path), "phase2.updates=50", "phase2.lr=0.02"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err == (
+        f"placegym train: error: {run}: this run was trained with another config "
+        "(phase2.updates: 5 -> 50; phase2.lr: 0.01 -> 0.02); resuming would mix the two. "
+        "Train a new run with out=<another folder>, or start this one over with "
+        "resume=false\n"
+    )
+    assert (run / "config.yaml").read_text() == saved  # nothing rewritten
+    assert (run / "checkpoints" / "final.pt").stat().st_mtime_ns == mtime
+    # keys that cannot change the result may change; resume=false starts over
+    cfg = tiny_config(tmp_path)
+    check_resume(apply_overrides(cfg, ["progress=true", "threads=2", "wandb.mode=offline"]))
+    with pytest.raises(
+        ConfigChanged, match=r"data\.graphs: \[\"\S*fork\.json\"\] -> \[.*, \"ffnn\"\]"
+    ):
+        check_resume(apply_overrides(cfg, [f"data.graphs=[{tmp_path / 'fork.json'}, ffnn]"]))
+    check_resume(apply_overrides(cfg, ["phase2.updates=50", "resume=false"]))
+    # the trainer itself refuses too (a resume that does not go through the run layer)
+    with pytest.raises(ConfigChanged, match=r"phase2\.updates: 5 -> 7"):
+        Trainer(apply_overrides(cfg, ["phase2.updates=7"])).run()
+
+
+class FakeWandb:
+    """A stand-in for the ``wandb`` module that records runs, steps and artifacts."""
+
+    def __init__(self) -> None:
+        self.runs: list[dict] = []
+        self.artifacts: list[dict] = []
+
+    def init(self, **kwargs):
+        fake = self
+        record = {"id": kwargs["id"], "steps": []}
+        self.runs.append(record)
+
+        class Run:
+            summary: dict = {}  # noqa: RUF012
+
+            def log(self, metrics, step):
+                record["steps"].append(step)
+
+            def log_artifact(self, art):
+                fake.artifacts.append(art.__dict__)
+
+            def finish(self):
+                pass
+
+        return Run()
+
+    @staticmethod
+    def Settings(**kwargs):
+        return kwargs
+
+    @staticmethod
+    def Artifact(name, type, metadata=None):
+        class Art:
+            def add_file(self, path):
+                self.file = path
+
+        art = Art()
+        art.name, art.type, art.metadata = name, type, metadata
+        return art
+
+
+@pytest.fixture
+def fake_wandb(monkeypatch):
+    import sys
+
+    fake = FakeWandb()
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    return fake
+
+
+def test_wandb_resume_continues_one_run_and_a_finished_run_opens_none(
+    tmp_path, fake_wandb, capsys
+):
+    from placegym.train.restarts import train
+
+    cfg = tiny_config(tmp_path, wandb={"mode": "offline"})
+    assert Trainer(cfg).run(stop_after=7) == []  # killed after update 7 (checkpoint: 6)
+    train(cfg)  # resumes from update 6
+    first, second = fake_wandb.runs
+    assert first["id"] == second["id"]  # the same W&B run
+    # no step twice: the resumed session sends only the steps after the killed one's
+    assert max(first["steps"]) == 7 < min(second["steps"]) == 8
+    steps = [r["step"] for r in _metric_rows(cfg.run_dir)]
+    assert sorted(set(first["steps"]) | set(second["steps"])) == sorted(set(steps))
+    [art] = fake_wandb.artifacts
+    assert art["name"] == "tiny-model" and art["file"].endswith("final.pt")
+    meta = art["metadata"]
+    assert meta["run"] == "tiny" and meta["config"] == cfg.to_dict()
+    results = json.loads((cfg.run_dir / "results.json").read_text())["rows"]
+    [row] = [r for r in results if r["split"] == "train"]
+    assert meta["final"] == {
+        row["graph"]: {
+            "greedy_makespan": row["greedy"],
+            "greedy_ratio": row["greedy"] / row["critical_path"],
+        }
+    }
+    capsys.readouterr()
+    # a finished run, same config: no W&B run, no second artifact, nothing trained
+    mtime = (cfg.run_dir / "checkpoints" / "final.pt").stat().st_mtime_ns
+    assert train(cfg) == results
+    assert len(fake_wandb.runs) == 2 and len(fake_wandb.artifacts) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"{cfg.run_dir}: finished at update 9, nothing to train;")
+    assert "| train | fork |" in out
+    assert (cfg.run_dir / "checkpoints" / "final.pt").stat().st_mtime_ns == mtime
+
+
+def test_ctrl_c_is_one_line_and_exit_130_then_the_same_command_resumes(
+    tmp_path, monkeypatch, capsys
+):
+    path = _yaml(tmp_path)
+    update = Trainer._update
+
+    def interrupted_at_5(self, *args):
+        if self.progress.global_update == 5:
+            raise KeyboardInterrupt
+        return update(self, *args)
+
+    monkeypatch.setattr(Trainer, "_update", interrupted_at_5)
+    assert main(["train", str(path)]) == 130
+    latest = tmp_path / "run" / "checkpoints" / "latest.pt"
+    assert capsys.readouterr().err == (
+        f"placegym train: interrupted at update 5; run the same command to resume from "
+        f"{latest} (update 4)\n"
+    )
+    monkeypatch.setattr(Trainer, "_update", update)
+    assert main(["train", str(path)]) == 0
+    assert f"resuming {latest} at update 4" in capsys.readouterr().out
+    assert load_checkpoint(latest)["progress"]["global_update"] == 9
+
+
+def test_a_second_run_into_a_held_folder_is_refused_naming_the_holder(tmp_path, capsys):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from placegym.train.runlock import RunLock
+
+    path = _yaml(tmp_path)
+    run = tmp_path / "run"
+    # the first run: a real `placegym train`, long enough to be caught training
+    first = subprocess.Popen(
+        [sys.executable, "-m", "placegym.train.cli", "train", str(path), "phase2.updates=100000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "checkpoints" / "latest.pt").is_file():  # it holds the folder
+            assert first.poll() is None, first.stderr.read().decode()
+            assert time.monotonic() < deadline, "the first run never checkpointed"
+            time.sleep(0.2)
+        assert main(["train", str(path), "phase2.updates=100000"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert err.startswith(
+            f"placegym train: error: {run}: the run folder is in use by another placegym "
+            f"train (pid {first.pid} on {socket.gethostname()}, started "
+        )
+        assert err.endswith("wait for it to end, or train into another folder with out=<folder>\n")
+    finally:
+        first.send_signal(signal.SIGKILL)  # a crash: the lock must not outlive it
+        first.wait()
+    with RunLock(run):  # free again
+        pass

@@ -28,10 +28,22 @@ do not fit); v3 reshaped ``config`` (phase II's ``imitation_*`` keys became its
 :func:`save_checkpoint` writes to a temporary file in the same folder, flushes it to disk
 and renames it over the target, so a run killed at any moment leaves either the old or
 the new checkpoint, never a torn one.
+
+A run resumes only with the config it was trained with: :func:`check_resume` compares
+the config of a resume with the checkpoint's and raises :class:`ConfigChanged` naming the
+keys that differ (old -> new), but for the keys that cannot change what the run computes
+(:data:`RESUME_FREE_KEYS`: the name, folder, progress bars, W&B, threads, Ray workers,
+checkpoint interval, Gantt images).
+
+A Ctrl-C during training becomes :class:`Interrupted`, whose message is the one line
+``placegym train`` prints: the update reached and the checkpoint the same command
+resumes from.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -47,6 +59,7 @@ from placegym.train.config import (
     MOVED_KEYS,
     REMOVED_KEYS,
     TrainConfig,
+    config_from_dict,
     load_config,
     resolve_path,
 )
@@ -54,9 +67,29 @@ from placegym.train.config import (
 CHECKPOINT_FORMAT = "placegym.checkpoint/v3"
 _V2 = "placegym.checkpoint/v2"
 
+#: Config keys (dotted; a section stands for all its keys) that a resume may change:
+#: they cannot change the weights or results of the run.
+RESUME_FREE_KEYS = (
+    "name",
+    "out",
+    "resume",
+    "progress",
+    "threads",
+    "workers",
+    "checkpoint_every",
+    "restarts",
+    "wandb",
+    "eval.gantt",
+)
+
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "RESUME_FREE_KEYS",
+    "ConfigChanged",
+    "Interrupted",
     "Progress",
+    "check_resume",
+    "config_changes",
     "convert_v2_config",
     "init_checkpoint",
     "init_weights",
@@ -223,3 +256,126 @@ def init_weights(
             f"from this config's policy {mine}"
         )
     return path, ckpt["policy"]
+
+
+class ConfigChanged(ValueError):
+    """A resume's config differs from the one its run was trained with."""
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a.b": value}`` of a config (its sections: dataclasses, or the dicts of a config
+    this version cannot read); other values, lists and mappings included, are leaves."""
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        items = [(f.name, getattr(data, f.name)) for f in dataclasses.fields(data)]
+    else:
+        items = list(data.items())
+    out: dict[str, Any] = {}
+    for key, value in items:
+        where = f"{prefix}{key}"
+        section = dataclasses.is_dataclass(value) or (isinstance(value, dict) and not prefix)
+        if section:
+            out.update(_flat(value, f"{where}."))
+        else:
+            out[where] = _plain(value)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(asdict(value))
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _free(key: str) -> bool:
+    return any(key == k or key.startswith(f"{k}.") for k in RESUME_FREE_KEYS)
+
+
+def _brief(value: Any) -> Any:
+    """``value`` as shown: a graph given by name alone (``{name: ffnn}``) as its name."""
+    if isinstance(value, list):
+        return [_brief(v) for v in value]
+    graph = isinstance(value, dict) and set(value) == {"name", "params", "cluster"}
+    if graph and not value["params"] and value["cluster"] is None:
+        return value["name"]
+    return value
+
+
+def _show(value: Any) -> str:
+    value = _brief(value)
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 200 else f"{text[:120]} ... {text[-75:]}"
+
+
+def config_changes(saved: dict[str, Any], cfg: TrainConfig) -> list[str]:
+    """``key: old -> new`` for each key whose value in ``cfg`` differs from the saved
+    config ``saved`` (a checkpoint's ``config``), but for :data:`RESUME_FREE_KEYS`.
+
+    ``saved`` is completed with the defaults of keys it lacks (a config of an earlier
+    version) before the comparison."""
+    try:
+        old = _flat(config_from_dict(saved))
+    except ValueError:  # a config this version refuses: compare it as it is
+        old = _flat(saved)
+    new = _flat(cfg)
+    missing = "(not set)"
+    keys = list(new) + [k for k in old if k not in new]  # in the config's order
+    return [
+        f"{key}: {_show(old.get(key, missing))} -> {_show(new.get(key, missing))}"
+        for key in keys
+        if not _free(key) and old.get(key, missing) != new.get(key, missing)
+    ]
+
+
+def check_resume(cfg: TrainConfig, saved: dict[str, Any] | None = None) -> None:
+    """Refuse to resume ``cfg``'s run with a config other than the one it was trained
+    with: ``saved`` (a checkpoint's ``config``), by default that of the run folder's
+    ``checkpoints/latest.pt`` (nothing to check without one, or with ``resume: false``).
+
+    Raises:
+        ConfigChanged: one line naming the run folder and each differing key (old ->
+            new), and what to do instead (``out=`` another folder, or ``resume=false``).
+    """
+    if not cfg.resume:
+        return
+    if saved is None:
+        latest = cfg.run_dir / "checkpoints" / "latest.pt"
+        if not latest.is_file():
+            return
+        saved = load_checkpoint(latest)["config"]
+    changes = config_changes(saved, cfg)
+    if changes:
+        raise ConfigChanged(
+            f"{cfg.run_dir}: this run was trained with another config "
+            f"({'; '.join(changes)}); resuming would mix the two. Train a new run with "
+            f"out=<another folder>, or start this one over with resume=false"
+        )
+
+
+class Interrupted(KeyboardInterrupt):
+    """Training stopped by Ctrl-C; ``str()`` is the line to print.
+
+    Args:
+        update: the global update reached (None: not known).
+        latest: the run's ``checkpoints/latest.pt`` (None: not known).
+    """
+
+    def __init__(self, update: int | None = None, latest: Path | None = None) -> None:
+        at = "" if update is None else f" at update {update}"
+        super().__init__(f"interrupted{at}; {_resume_hint(latest)}")
+
+
+def _resume_hint(latest: Path | None) -> str:
+    """What running the same command again does, by the checkpoint ``latest``."""
+    if latest is None:
+        return "run the same command to resume from the run's latest checkpoint"
+    if not latest.is_file():
+        return f"no checkpoint yet ({latest}): the same command starts the run over"
+    try:
+        done = load_checkpoint(latest)["progress"]["global_update"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"run the same command to resume from {latest}"
+    return f"run the same command to resume from {latest} (update {done})"

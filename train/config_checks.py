@@ -42,6 +42,8 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.threads >= 1, "threads", "must be >= 1", cfg.threads)
     _check(cfg.workers >= 0, "workers", "must be >= 0", cfg.workers)
     _check(cfg.restarts >= 1, "restarts", "must be >= 1", cfg.restarts)
+    progress_ok = isinstance(cfg.progress, bool) or cfg.progress == "auto"
+    _check(progress_ok, "progress", "expected true, false or auto", cfg.progress)
     _check(bool(cfg.data.graphs), "data.graphs", "expected at least one graph", cfg.data.graphs)
     _one_of(cfg.data.dispatch, ("priority", "fifo"), "data.dispatch")
     for where in ("graphs", "heldout"):

@@ -107,7 +107,13 @@ def _coerce(value: Any, tp: Any, where: str, hint: Hint | None) -> Any:
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return _coerce(value, inner[0], where, hint)
+        if len(inner) == 1:
+            return _coerce(value, inner[0], where, hint)
+        for option in inner:  # the first type that takes the value (bool | str: true)
+            with contextlib.suppress(ValueError):
+                return _coerce(value, option, where, hint)
+        kinds = " or ".join(_KINDS.get(option, _type_name(option)) for option in inner)
+        raise ValueError(f"{where}: expected {kinds}, got {value!r}")
     if origin in (list, tuple):  # list[X] or tuple[X, ...]
         items = value if isinstance(value, list | tuple) else None
         if items is None:
@@ -147,6 +153,10 @@ def _scalar(value: Any, tp: Any, where: str) -> Any:
             return value
         raise ValueError(f"{where}: expected a string, got {value!r}")
     raise TypeError(f"{where}: unsupported field type {tp!r}")  # a bug in this module
+
+
+#: How an error names what a scalar type takes.
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
 
 def _type_name(tp: Any) -> str:

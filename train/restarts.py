@@ -16,6 +16,12 @@ bench --agents``, ``init:`` and the agent report; ``restarts.json`` records ever
 restart's seed, folder (relative to the run folder, which may move) and score, and which
 one was chosen. Re-running resumes the restarts that
 did not finish and loads those that did.
+
+Running a finished run again (same config) trains, evaluates and logs nothing: it prints
+the run's results (``results.md``) and how to train again. A resume must use the config
+the run was trained with (:func:`~placegym.train.checkpoint.check_resume`: a changed key
+is refused, naming it), and one process at a time trains in a run folder
+(:class:`~placegym.train.runlock.RunLock`: a second one is refused, naming the first).
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from placegym.train.checkpoint import init_checkpoint
+from placegym.train.checkpoint import check_resume, init_checkpoint
 from placegym.train.config import TrainConfig, resolve_path
-from placegym.train.evaluate import train_greedy_ratio
+from placegym.train.evaluate import results_table, train_greedy_ratio
+from placegym.train.runlock import RunLock
 from placegym.train.trainer import Trainer
 
 __all__ = ["finished_results", "restart_configs", "train", "train_init_first"]
@@ -58,11 +65,25 @@ def finished_results(run_dir: Path) -> dict[str, Any] | None:
     return None
 
 
-def _rows(cfg: TrainConfig, base_dir: Path | None) -> list[dict[str, Any]]:
-    """Final evaluation rows of a one-restart run: loaded when it finished, else trained
-    (resuming)."""
-    results = finished_results(cfg.run_dir)
-    return results["rows"] if results else Trainer(cfg, base_dir=base_dir).run()
+def _rows(cfg: TrainConfig, base_dir: Path | None, table: bool = False) -> list[dict[str, Any]]:
+    """Final evaluation rows of a one-restart run: loaded when it finished (and, with
+    ``table``, printed), else trained (resuming when it can).
+
+    Raises:
+        ConfigChanged: the run exists, and ``cfg`` is not the config it was trained with.
+    """
+    check_resume(cfg)
+    results = finished_results(cfg.run_dir) if cfg.resume else None
+    if results is None:
+        return Trainer(cfg, base_dir=base_dir).run()
+    progress = results["progress"]
+    print(
+        f"{cfg.run_dir}: finished at update {progress['global_update']}, nothing to train; "
+        "train again with out=<another folder> or resume=false"
+    )
+    if table:
+        print(results_table(results["rows"], cfg.eval.k, progress["seconds"]))
+    return results["rows"]
 
 
 def train_init_first(cfg: TrainConfig, base_dir: Path | None = None) -> None:
@@ -77,10 +98,21 @@ def train_init_first(cfg: TrainConfig, base_dir: Path | None = None) -> None:
 
 def train(cfg: TrainConfig, base_dir: Path | None = None) -> list[dict[str, Any]]:
     """Run ``cfg`` (its ``init`` config first when needed, then all its restarts) and
-    return the final evaluation rows of the run (of the chosen restart)."""
+    return the final evaluation rows of the run (of the chosen restart).
+
+    Raises:
+        RunBusy: another process trains in the run folder.
+        ConfigChanged: the run exists with another config (a resume must keep it).
+    """
     train_init_first(cfg, base_dir)
-    if cfg.restarts == 1:
-        return Trainer(cfg, base_dir=base_dir).run()
+    with RunLock(cfg.run_dir):  # restarts train in sub-folders: one lock holds them all
+        if cfg.restarts == 1:
+            return _rows(cfg, base_dir, table=True)
+        return _train_restarts(cfg, base_dir)
+
+
+def _train_restarts(cfg: TrainConfig, base_dir: Path | None) -> list[dict[str, Any]]:
+    """Train (or load) every restart of ``cfg`` and keep the best one (module docstring)."""
     runs = [(sub, _rows(sub, base_dir)) for sub in restart_configs(cfg)]
     scores = [train_greedy_ratio(rows) for _, rows in runs]
     best = min(range(len(runs)), key=scores.__getitem__)

@@ -31,7 +31,9 @@
 
 A run killed at any moment resumes from its latest checkpoint and repeats at most
 ``checkpoint_every`` updates; with the same config the resumed run ends with the same
-weights as an uninterrupted one (CPU, same thread count).
+weights as an uninterrupted one (CPU, same thread count); another config is refused
+(:func:`~placegym.train.checkpoint.check_resume`). Ctrl-C raises
+:class:`~placegym.train.checkpoint.Interrupted` (one line to print, no traceback).
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.envs import Cluster
 from placegym.train.checkpoint import (
+    Interrupted,
     Progress,
+    check_resume,
     init_weights,
     load_checkpoint,
     save_checkpoint,
@@ -80,7 +84,7 @@ from placegym.train.phase3 import real_pool, sim_real_metrics
 from placegym.train.players import Batch, EpisodePlayer, InProcessPlayer, draw_job, phase1_teacher
 from placegym.train.rl import rl_update
 from placegym.train.self_imitation import SelfImitation
-from placegym.train.tracking import Tracker, progress_postfix
+from placegym.train.tracking import Tracker, progress_enabled, progress_postfix
 
 __all__ = ["Trainer"]
 
@@ -132,14 +136,7 @@ class Trainer:
         states = self._restore()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(cfg.to_yaml())
-        self.tracker = Tracker(
-            self.run_dir,
-            cfg.name,
-            cfg.to_dict(),
-            cfg.wandb,
-            fresh=self.progress.global_update == 0,
-            resume_step=self.progress.global_update,
-        )
+        self.tracker = Tracker.for_run(cfg, self.progress.global_update)
         self._session = 0
         try:
             if self.progress.global_update == 0:
@@ -155,6 +152,8 @@ class Trainer:
             if self._eval_step != self.progress.global_update:
                 self._evaluate()
             final = self._finish()
+        except KeyboardInterrupt:  # one line instead of a traceback (placegym train)
+            raise Interrupted(self.progress.global_update, self.ckpt_dir / "latest.pt") from None
         finally:
             self.tracker.finish()
             for player in self._players.values():
@@ -169,6 +168,7 @@ class Trainer:
         latest = self.ckpt_dir / "latest.pt"
         if self.cfg.resume and latest.is_file():
             ckpt = load_checkpoint(latest)
+            check_resume(self.cfg, ckpt["config"])  # only with the run's own config
             self.policy.load_state_dict(ckpt["policy"])
             set_rng_state(self.rng, ckpt["rng"])
             self.progress = Progress(**ckpt["progress"])
@@ -196,29 +196,27 @@ class Trainer:
             opt.load_state_dict(states["optimizer"])
             sched.load_state_dict(states["scheduler"])
         step = self._phase_step(pcfg)
-        bar = tqdm(
+        with tqdm(  # closed however the loop ends (Ctrl-C: no bar left over the message)
             total=pcfg.updates,
             initial=self.progress.update,
             desc=phase,
             unit="upd",
-            disable=not self.cfg.progress,
+            disable=not progress_enabled(self.cfg.progress),
             leave=False,
-        )
-        while self.progress.update < pcfg.updates:
-            if stop_after is not None and self._session >= stop_after:
-                bar.close()
-                return False
-            metrics = self._update(phase, step, opt)
-            sched.step()
-            self._session += 1
-            bar.update()
-            bar.set_postfix_str(progress_postfix(metrics))
-            p = self.progress
-            if p.update % self.cfg.checkpoint_every == 0 and p.update < pcfg.updates:
-                self._save("latest.pt", opt, sched)
-            if self.cfg.eval.every and p.update % self.cfg.eval.every == 0:
-                self._evaluate()
-        bar.close()
+        ) as bar:
+            while self.progress.update < pcfg.updates:
+                if stop_after is not None and self._session >= stop_after:
+                    return False
+                metrics = self._update(phase, step, opt)
+                sched.step()
+                self._session += 1
+                bar.update()
+                bar.set_postfix_str(progress_postfix(metrics))
+                p = self.progress
+                if p.update % self.cfg.checkpoint_every == 0 and p.update < pcfg.updates:
+                    self._save("latest.pt", opt, sched)
+                if self.cfg.eval.every and p.update % self.cfg.eval.every == 0:
+                    self._evaluate()
         self.progress.phase_index, self.progress.update = index + 1, 0
         self._save("latest.pt", None, None)
         if self._eval_step != self.progress.global_update:
@@ -394,5 +392,5 @@ class Trainer:
         self._save("latest.pt", None, None)
         write_results(self.run_dir, self.last_eval, self.cfg.eval.k, asdict(self.progress))
         self._tracker.summary({f"final/{k}": v for k, v in asdict(self.progress).items()})
-        self._tracker.artifact(final)
+        self._tracker.artifact(final, rows=self.last_eval)
         return final

@@ -34,6 +34,11 @@ Malformed files raise ``ValueError`` naming the line number, the problem and the
 text: entries that are not integers, more input ids than vertices, edge lists of
 unequal length, an edge endpoint outside ``0..n-1``, a self-loop, a missing or extra node
 line, a bad cost; a cycle is reported by :class:`~placegym.envs.graph.Graph`.
+
+A small file in this format ships with the package (:data:`SAMPLE`, a 4-matrix block
+chain product in 2 x 2 blocks: 36 nodes, written the way the published files are, with
+irregular spacing, trailing commas and repeated edges):
+``placegym graphs import-doppler --sample --out g.json`` converts it.
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ from placegym.envs.graph import Graph
 from placegym.envs.validate import read_text
 
 _SPACE = re.compile(r"\s+")
+
+#: The sample DOPPLER graph file shipped with the package (package data).
+SAMPLE = Path(__file__).resolve().parent / "data" / "chainmm_4x2.txt"
 
 
 def _fail(line: int, problem: str, text: str) -> ValueError:

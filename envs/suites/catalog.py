@@ -212,6 +212,8 @@ SUITES: dict[str, Suite] = {
                 "train": tuple(published(p) for p in INPUTS if p.startswith("throughput")),
                 "test": tuple(published(p) for p in INPUTS if p.startswith("latency")),
             },
+            reference_budget=4000,
+            reference_seeds=(1,),
         ),
     )
 }

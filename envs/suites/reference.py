@@ -18,7 +18,10 @@ expensive search of :mod:`placegym.train.harness.suite_reference` (``placegym su
 NAME``, which only ever replaces an entry by a faster one), with its placement so anyone
 can re-simulate it; a test does, for every instance of the small suites. ``digest`` is
 :attr:`placegym.envs.suites.Instance.digest`: an entry whose digest differs from the
-built instance's is *stale* and is not used.
+built instance's is *stale* and is not used. A best known is feasible: an entry whose
+``best_oom`` is true is an error naming the instance (the harness also re-simulates the
+placement against the built instance, split groups included:
+:func:`placegym.train.harness.suite_reference.check_reference`).
 """
 
 from __future__ import annotations
@@ -77,6 +80,11 @@ class Reference:
         """Parse an entry; errors name the field under ``where``."""
         d = V.as_mapping(data, where)
         p = V.as_mapping(V.get(d, "best_placement", where), f"{where}.best_placement")
+        if bool(V.get(d, "best_oom", where)):
+            raise ValueError(
+                f"{where}.best_oom: the best-known placement is over a device's memory; a "
+                "best known must be feasible"
+            )
         return cls(
             split=str(V.get(d, "split", where)),
             digest=str(V.get(d, "digest", where)),

@@ -131,11 +131,11 @@ def fit_resident(graph: Graph, cluster: Cluster) -> Placement | None:
     items.sort(key=lambda it: (-it[0], it[1]))
     free = cluster.memory.astype(float).copy()
     device = np.empty(graph.num_nodes, dtype=np.int64)
-    for need, _, nodes in items:
+    for need, _, members in items:
         d = int(np.argmax(free))  # the first of the devices with the most room
         if need > free[d]:
             return None
         free[d] -= need
-        device[nodes] = d
+        device[members] = d
     order = np.lexsort((np.arange(graph.num_nodes), -b_level(graph, cluster)))
     return Placement(device=device, order=order)

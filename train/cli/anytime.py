@@ -5,7 +5,9 @@
     placegym anytime --suite comm-heavy-v0 --split test --budget 3000 --seeds 0,1,2
 
 Writes ``anytime.csv``, ``anytime_curve.csv`` and ``anytime.png``
-(:mod:`placegym.train.harness.anytime`) and prints the curves at a few budgets.
+(:mod:`placegym.train.harness.anytime`) and prints the curves at a few budgets, over the
+instances on which every run ended feasible (how many of all is in the heading), with
+each placer's feasible runs (``feasible``: runs whose final placement is feasible / all).
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ def cmd_anytime(args: argparse.Namespace) -> int:
     from placegym.train.harness.anytime import (
         agent_search_placer,
         call_grid,
+        feasible_runs,
         register_search_placer,
         run_anytime,
+        solved_instances,
         write_anytime,
     )
+    from placegym.train.harness.feasibility import over
 
     suite = get_suite(args.suite)
     placers = _csv(args.placers)
@@ -44,22 +49,26 @@ def cmd_anytime(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     out = Path(args.out)
-    n = len({r.instance for r in runs})
-    title = f"{suite.name} {args.split or 'all'}: {n} instances, seeds {args.seeds}"
+    solved, every = solved_instances(runs)
+    n, k = len(every), len(solved)
+    some = f"{k} of {n}" if k < n else f"{n}"
+    title = f"{suite.name} {args.split or 'all'}: {some} instances, seeds {args.seeds}"
     cv = write_anytime(runs, out, budget=args.budget, normalizer=normalizer, title=title)
-    print(
-        f"best makespan / {normalizer}, geometric mean over {n} instances, mean ± std over seeds"
-    )
+    print(f"best makespan / {normalizer}, geometric mean over {over(k, n)}, mean ± std over seeds")
     marks = [c for c in (10, 100, 1000, 10000) if c < args.budget] + [args.budget]
     grid = call_grid(args.budget)
-    print("| placer | " + " | ".join(f"{c} calls" for c in marks) + " |")
-    print("|---|" + "---|" * len(marks))
+    feasible = feasible_runs(runs)
+    print("| placer | " + " | ".join(f"{c} calls" for c in marks) + " | feasible |")
+    print("|---|" + "---|" * (len(marks) + 1))
     for name, (mean, std) in cv.items():
         cells = []
         for c in marks:
             i = int(np.searchsorted(grid, c, side="right")) - 1
             cells.append(f"{mean[i]:.3f} ± {std[i]:.3f}" if np.isfinite(mean[i]) else "n/a")
-        print(f"| {name} | " + " | ".join(cells) + " |")
+        print(f"| {name} | " + " | ".join(cells) + f" | {feasible[name]} |")
+    for r in runs:
+        if not r.feasible:
+            print(f"infeasible: {r.instance}, {r.placer}, seed {r.seed}: {r.infeasible}")
     print(f"\nwritten: {out}/anytime.csv, anytime_curve.csv, anytime.png")
     return 0
 

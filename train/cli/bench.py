@@ -1,4 +1,9 @@
-"""``placegym bench``: placers × workloads × clusters × seeds, as a table and files."""
+"""``placegym bench``: placers × workloads × clusters × seeds, as a table and files.
+
+Infeasible rows (over a device's memory, a split co-location group, a placer that raised)
+are marked in the table (``OOM``, ``split``, ``failed``) and listed after it with their
+reasons (:mod:`placegym.train.harness.feasibility`).
+"""
 
 from __future__ import annotations
 
@@ -136,6 +141,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     records = run_benchmark(cfg, progress=not args.no_progress, cell_map=cell_map)
     print(markdown_table(records))
+    for r in records:
+        if not r.feasible:
+            where = f"{r.workload} on {r.cluster}, {r.placer}, seed {r.seed}"
+            print(f"infeasible: {where}: {r.infeasible}")
     print(f"\nwritten: {cfg.out}/results.csv, results.json, table.md, ratios.png")
     return 0
 
@@ -151,7 +160,8 @@ def add_suite_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--replay",
         metavar="RESULTS_JSON",
-        help="re-simulate every row of a results.json and exit 1 naming any row that differs",
+        help="re-simulate every row of a results.json (feasibility included) and exit 1 "
+        "naming any row that differs",
     )
 
 
@@ -182,5 +192,8 @@ def cmd_suite_bench(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     print(suite_markdown(records))
+    for r in records:
+        if not r.feasible:
+            print(f"infeasible: {r.instance}, {r.placer}, seed {r.seed}: {r.infeasible}")
     print(f"\nwritten: {out}/results.json, results.csv, table.md")
     return 0

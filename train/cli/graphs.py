@@ -5,8 +5,10 @@
     placegym graphs list
     placegym graphs export llama_layer --param layers=2 --param seq=1024 --out g.json
     placegym graphs import-doppler chainmm.txt --out g.json
+    placegym graphs import-doppler --sample --out g.json   # the sample file shipped
     placegym graphs import-dnn-partitioning resnet50_training.json --out DIR \
         --expert resnet50_inference_expert.json
+    placegym graphs import-pipedream profiles/resnet18/graph.txt --out g.json --training
 
 Errors (unknown workload or parameter, bad value, bad file) are one line with exit
 code 2, through :func:`placegym.train.cli.main`.
@@ -48,10 +50,17 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import_doppler(args: argparse.Namespace) -> int:
-    """Convert a DOPPLER graph text file to graph JSON."""
+    """Convert a DOPPLER graph text file (or, with ``--sample``, the one shipped with the
+    package) to graph JSON."""
     from placegym.envs.importers import from_doppler
+    from placegym.envs.importers.doppler import SAMPLE
 
-    graph = from_doppler(args.file)
+    if (args.file is None) == (not args.sample):
+        raise ValueError(
+            "import-doppler: give a DOPPLER graph FILE or --sample (the shipped one), "
+            f"not {'both' if args.sample else 'neither'}"
+        )
+    graph = from_doppler(SAMPLE if args.sample else args.file)
     graph.save(args.out)
     print(f"{args.out}: {graph.name}, {_summary(graph)} (simulate on doppler-unit-4 or -8)")
     return 0
@@ -99,6 +108,32 @@ def cmd_import_dnn_partitioning(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_pipedream(args: argparse.Namespace) -> int:
+    """Convert a PipeDream profile (``graph.txt``) to graph JSON, with ``--training`` the
+    graph of one training step (:func:`~placegym.envs.workloads.to_training_step`)."""
+    import numpy as np
+
+    from placegym.envs.importers import from_pipedream
+
+    graph = from_pipedream(args.file, name=args.name, input_time=args.input_time)
+    backward = sum(s["backward_time"] for s in graph.spec)
+    if args.training:
+        from placegym.envs.workloads import to_training_step
+
+        optimizer = int(args.optimizer) if args.optimizer.isdigit() else args.optimizer
+        graph = to_training_step(
+            graph, backward_factor=args.backward_factor, optimizer=optimizer, name=args.name
+        )
+    graph.save(args.out)
+    print(
+        f"{args.out}: {graph.name}, {graph.num_nodes} nodes, {graph.num_edges} edges, "
+        f"{np.nansum(graph.time) * 1e3:.6g} ms measured"
+        f"{'' if args.training else f' (+ {backward * 1e3:.6g} ms backward)'}, "
+        f"{graph.param_bytes.sum() / 1e9:.4g} GB resident"
+    )
+    return 0
+
+
 #: The example of ``graphs export --help`` (a test runs it).
 EXPORT_EXAMPLE = (
     "placegym graphs export ffnn --param batch_blocks=4 --param dims=1024,2048,1024 "
@@ -106,9 +141,19 @@ EXPORT_EXAMPLE = (
 )
 
 
+def _doppler_epilog() -> str:
+    from placegym.envs.importers.doppler import SAMPLE
+
+    return (
+        "example (the sample file shipped with placegym, a 36-node block matrix chain):\n"
+        "  placegym graphs import-doppler --sample --out g.json\n"
+        f"the sample file, to copy or read:\n  {SAMPLE}"
+    )
+
+
 def add_graphs_parser(subparsers: Any) -> None:
-    """Register ``graphs {list, export, import-doppler, import-dnn-partitioning}`` on the
-    CLI's subparsers."""
+    """Register ``graphs {list, export, import-doppler, import-dnn-partitioning,
+    import-pipedream}`` on the CLI's subparsers."""
     p = subparsers.add_parser("graphs", help="workload generators and graph importers")
     sub = p.add_subparsers(dest="graphs_command", required=True, metavar="ACTION")
 
@@ -133,8 +178,20 @@ def add_graphs_parser(subparsers: Any) -> None:
     q.add_argument("--out", required=True, help="graph JSON file to write")
     q.set_defaults(func=cmd_export)
 
-    q = sub.add_parser("import-doppler", help="convert a DOPPLER graph text file")
-    q.add_argument("file", metavar="FILE", help="DOPPLER graph file")
+    q = sub.add_parser(
+        "import-doppler",
+        help="convert a DOPPLER graph text file",
+        description="Convert a graph file in DOPPLER's published text format (see\n"
+        "placegym.envs.importers.doppler) to graph JSON.",
+        epilog=_doppler_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the path on one line
+    )
+    q.add_argument("file", metavar="FILE", nargs="?", help="DOPPLER graph file")
+    q.add_argument(
+        "--sample",
+        action="store_true",
+        help="convert the sample file shipped with placegym instead of FILE",
+    )
     q.add_argument("--out", required=True, help="graph JSON file to write")
     q.set_defaults(func=cmd_import_doppler)
 
@@ -154,3 +211,41 @@ def add_graphs_parser(subparsers: Any) -> None:
         "e.g. throughput-layer-resnet50_training)",
     )
     q.set_defaults(func=cmd_import_dnn_partitioning)
+
+    q = sub.add_parser(
+        "import-pipedream",
+        help="convert a PipeDream profile (graph.txt), optionally to a training step",
+        description="Write the graph of a PipeDream profile: measured forward times, the "
+        "backward times kept in each node's spec (conversion rules: "
+        "placegym.envs.importers.pipedream); with --training the graph of one training "
+        "step (placegym.envs.workloads.training).",
+    )
+    q.add_argument("file", metavar="FILE", help="PipeDream graph.txt")
+    q.add_argument("--out", required=True, help="graph JSON file to write")
+    q.add_argument("--name", help="graph name (default: the profile's folder, e.g. resnet18)")
+    q.add_argument(
+        "--input-time",
+        action="store_true",
+        help="keep an input node's data-loading time as its time (default: 0)",
+    )
+    q.add_argument(
+        "--training",
+        action="store_true",
+        help="write the training-step graph: backward nodes, gradient edges, optimizer state",
+    )
+    q.add_argument(
+        "--backward-factor",
+        type=float,
+        default=2.0,
+        metavar="X",
+        help="with --training: backward / forward cost of a node without a profiled "
+        "backward time (default 2)",
+    )
+    q.add_argument(
+        "--optimizer",
+        default="adam",
+        metavar="NAME",
+        help="with --training: sgd, momentum, adam or adamw, or the number of state copies "
+        "per parameter (default adam: parameters x 4 resident)",
+    )
+    q.set_defaults(func=cmd_import_pipedream)

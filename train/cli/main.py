@@ -5,7 +5,8 @@ Subcommands: ``simulate``, ``show``, ``validate``, ``clusters`` (here), ``graphs
 module each in :mod:`placegym.train.cli`); ``placegym --version``. Bad input (a
 ``ValueError`` or an ``OSError`` from any subcommand) gives a one-line error naming the
 problem and exit code 2, never a traceback: :func:`main` is the one place that turns it
-into that line.
+into that line. Ctrl-C gives one line too (``placegym train``'s names the checkpoint the
+same command resumes from) and exit code 130.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from placegym.train.cli.anytime import add_anytime_parser
 from placegym.train.cli.bench import add_bench_parser
@@ -25,6 +27,7 @@ from placegym.train.cli.suites import add_suites_parser
 from placegym.train.cli.train import add_train_parser
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 
 class CliError(Exception):
@@ -117,10 +120,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Simulate a placement and draw its Gantt chart."""
+    from pathlib import Path
+
     from placegym.envs.gantt import format_time, save_gantt
 
+    folder = Path(args.out).parent
+    if not folder.is_dir():
+        raise CliError(f"--out {args.out}: no folder {folder} to write it in")
     s = _schedule(args)
-    save_gantt(s, args.out, color_by=args.color_by)
+    try:
+        save_gantt(s, args.out, color_by=args.color_by)
+    except OSError as e:
+        raise CliError(f"--out {args.out}: cannot write it ({e.strerror or e})") from None
     print(f"makespan {format_time(s.makespan)}; Gantt chart written to {args.out}")
     return 0
 
@@ -139,8 +150,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     )
     from placegym.envs.validate import read_json
 
-    loaders = {GRAPH_FORMAT: load_graph, GRAPH_FORMAT_V2: load_graph}
-    loaders.update({CLUSTER_FORMAT: load_cluster, PLACEMENT_FORMAT: load_placement})
+    loaders: dict[str, Callable[[str], Any]] = {GRAPH_FORMAT: load_graph}
+    loaders.update({GRAPH_FORMAT_V2: load_graph, CLUSTER_FORMAT: load_cluster})
+    loaders[PLACEMENT_FORMAT] = load_placement
     loaded = []
     for path in args.files:
         tag = read_json(path, "placegym").get("format")
@@ -155,14 +167,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
     graph = _reference(args.graph, load_graph, loaded, GRAPH_FORMAT, "graph", placements)
     cluster = _reference(args.cluster, load_cluster, loaded, CLUSTER_FORMAT, "cluster", placements)
     for path, tag, obj in loaded:
+        if tag != PLACEMENT_FORMAT:
+            print(f"{path}: ok ({tag}, {_describe(obj)})")
+            continue
         note = ""
-        if tag == PLACEMENT_FORMAT and graph is None:
-            note = "; not checked against a graph: add --graph"
-        elif tag == PLACEMENT_FORMAT:
+        if graph is not None:
             check_fit(obj, path, graph[1], cluster and cluster[1])
             note = f"; fits {graph[0]}" + (f" on {cluster[0]}" if cluster else "")
-        print(f"{path}: ok ({tag}, {_describe(obj)}{note})")
+        elif cluster is not None:  # no graph: the device indices only
+            _check_devices(obj, path, cluster[1])
+            note = f"; fits {cluster[0]}"
+        missing = [what for what, ref in (("graph", graph), ("cluster", cluster)) if ref is None]
+        if missing:
+            note += f"; not checked against a {' or a '.join(missing)}: add " + " and ".join(
+                f"--{what}" for what in missing
+            )
+        print(f"{path}: ok ({tag}, {_describe(obj, checked=cluster is not None)}{note})")
     return 0
+
+
+def _check_devices(placement, path: str, cluster) -> None:
+    """Check that ``placement``'s device indices are ``cluster``'s (the error names the
+    file, the first entry out of range and its value)."""
+    bad = [i for i, d in enumerate(placement.device.tolist()) if d >= cluster.num_devices]
+    if bad:
+        raise CliError(
+            f"{path}: device[{bad[0]}]: device index out of range for cluster "
+            f"{cluster.name!r} with {cluster.num_devices} devices, got {placement.device[bad[0]]}"
+        )
 
 
 def _reference(option, load, loaded: list, tag: str, what: str, needed: bool):
@@ -179,14 +211,23 @@ def _reference(option, load, loaded: list, tag: str, what: str, needed: bool):
     return found[0] if found else None
 
 
-def _describe(obj) -> str:
+def _describe(obj, checked: bool = False) -> str:
+    """What a loaded file holds, in a few words; a placement's device indices as a range
+    unless they were ``checked`` against a cluster (a count of distinct indices says
+    nothing of the devices a placement needs)."""
     from placegym.envs import Cluster, Graph
 
     if isinstance(obj, Graph):
         return f"{obj.num_nodes} nodes, {obj.num_edges} edges"
     if isinstance(obj, Cluster):
         return f"{obj.num_devices} devices, {len(obj.levels)} levels"
-    return f"{obj.num_nodes} nodes on {len(set(obj.device.tolist()))} devices"
+    used = sorted(set(obj.device.tolist()))
+    if checked:
+        return f"{obj.num_nodes} nodes on {len(used)} devices"
+    if not used:
+        return f"{obj.num_nodes} nodes"
+    span = f"device {used[0]}" if len(used) == 1 else f"devices {used[0]}..{used[-1]}"
+    return f"{obj.num_nodes} nodes, uses {span} ({len(used)} distinct)"
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
@@ -266,7 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; bad input gives one line on stderr and exit code 2."""
+    """Run the command line; bad input gives one line on stderr and exit code 2, Ctrl-C
+    one line and exit code 130."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -275,6 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = " ".join(str(e).split())
         print(f"placegym {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt as e:
+        print(f"placegym {args.command}: {str(e) or 'interrupted'}", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -90,9 +90,14 @@ def export_suite(name: str, out: Path, split: str | None = None) -> dict[str, An
     id, split, spec, digest, sizes, lower bound, best known and file paths) and, per
     instance, ``out/<split>/<id>/graph.json``, ``cluster.json`` and, where the suite's
     reference entry is fresh, ``best_placement.json``. Returns the manifest.
+
+    Raises:
+        ValueError: a fresh reference whose best-known placement is infeasible (naming
+            the instance).
     """
     from placegym.envs.suites import get_suite
     from placegym.envs.suites.reference import load_references
+    from placegym.train.harness.suite_reference import check_reference
 
     suite = get_suite(name)
     refs = load_references(suite.name)
@@ -115,6 +120,7 @@ def export_suite(name: str, out: Path, split: str | None = None) -> dict[str, An
         }
         ref = refs.get(inst.id)
         if ref is not None and ref.digest == inst.digest:
+            check_reference(inst, ref)  # a best known is feasible, or an error naming it
             ref.best_placement.save(folder / "best_placement.json")
             entry.update(
                 lower_bound=ref.lower_bound,

@@ -22,6 +22,13 @@ critical_path and heft (the *best list*) on >= 80% of the instances and <= 0.85 
 geometric mean; beside them the greedy pass against the best single-pass placer (every
 one of critical_path, heft, nest, metis, round_robin, single_device) and agent + search
 against anneal at equal budget.
+
+Feasibility as in :mod:`placegym.train.experiments.per_graph`: rows and baselines carry
+``feasible`` and ``infeasible`` (``{column: reason}``); an infeasible column is shown as
+``OOM``, ``split`` or ``failed``, never enters a best (*best list*, *best single pass*:
+the least feasible placer), counts as a loss for the agent ("beats both", "at most"), and
+the geometric means are over the instances every compared column solved (the count shown
+when it is not all of them); the last row of each table counts feasible instances.
 """
 
 from __future__ import annotations
@@ -32,19 +39,29 @@ from typing import Any
 
 import numpy as np
 
-from placegym.envs import simulate
 from placegym.envs.suites import get_suite
 from placegym.train.experiments.per_graph import (
     SINGLE_PASS,
     _anytime_lines,
+    _bound,
     _known,
     _ms,
+    agent_why,
+    best_feasible,
     cached_baselines,
     collect_rows,
+    feasibility,
+    geomeans_over,
+    greedy_placement,
+    ratio_of,
+    teacher_outcome,
     train_or_load,
+    unit,
+    why,
 )
 from placegym.train.experiments.per_graph import baselines as per_graph_baselines
 from placegym.train.experiments.targets import TARGETS, verdict
+from placegym.train.harness.feasibility import MARKS, mark, simulate_outcome
 from placegym.train.stats import geomean
 
 __all__ = [
@@ -82,27 +99,35 @@ def run_seed(
     search every instance of ``splits`` with its final weights; the rows (module
     docstring)."""
     from placegym.agents.doppler.search import SearchConfig, policy_search
-    from placegym.teachers import get_teacher
 
     _, results, policy = train_or_load(PRESET, out / f"{PRESET}-s{seed}", seed, overrides)
     rows = []
     for suite, split in splits:
         for inst in get_suite(suite).instances(split):
             g, c = inst.graph, inst.cluster
-            cp = simulate(g, c, get_teacher("critical_path").place(g, c)).makespan
+            cp = teacher_outcome("critical_path", g, c)
             res = policy_search(policy, g, c, SearchConfig(budget=budget), seed=seed)
             marks = [m for m in _MARKS if m <= budget]
-            rows.append(
-                {
-                    "instance": f"{suite}/{inst.id}",
-                    "seed": seed,
-                    "greedy": res.greedy / cp,
-                    "search": res.makespan / cp,
-                    "greedy_calls": int(res.stages["greedy"]),
-                    "curve": {str(m): float(res.curve[min(m, res.calls) - 1] / cp) for m in marks},
-                    "train_seconds": float(results["progress"]["seconds"]),
-                }
-            )
+            greedy = simulate_outcome(g, c, greedy_placement(policy, g, c))
+            search = simulate_outcome(g, c, res.placement)
+            outs = {"greedy": greedy, "search": search}
+            failed = {k: o.infeasible for k, o in outs.items() if o.infeasible is not None}
+            if not cp.feasible:
+                failed["critical_path"] = cp.infeasible or "infeasible"
+            ref = unit(cp)
+            row = {
+                "instance": f"{suite}/{inst.id}",
+                "seed": seed,
+                "greedy": None if ref is None or not greedy.feasible else res.greedy / ref,
+                "search": ratio_of(search, cp),
+                "greedy_calls": int(res.stages["greedy"]),
+                "curve": {
+                    str(m): float(res.curve[min(m, res.calls) - 1] / ref) if ref else None
+                    for m in marks
+                },
+                "train_seconds": float(results["progress"]["seconds"]),
+            }
+            rows.append(feasibility(row, failed))
     return rows
 
 
@@ -110,29 +135,58 @@ def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2))
     """:func:`placegym.train.experiments.per_graph.baselines` of instance ``name`` plus the
     ``lookahead`` teacher's ratio to critical_path, plain and fortified with the
     single-pass placers (``fortified``)."""
-    from placegym.teachers import get_teacher
-
     row = per_graph_baselines(name, budget, seeds)
     suite, _, instance = name.partition("/")
     inst = get_suite(suite).instance(instance)
     g, c = inst.graph, inst.cluster
-    cp = simulate(g, c, get_teacher("critical_path").place(g, c)).makespan
-    row["lookahead"] = simulate(g, c, get_teacher("lookahead").place(g, c)).makespan / cp
-    fortified = get_teacher("fortified_lookahead").place(g, c)
-    row["fortified"] = simulate(g, c, fortified).makespan / cp
-    return row
+    cp = teacher_outcome("critical_path", g, c)
+    failed = dict(row.pop("infeasible", {}))
+    for key, teacher in (("lookahead", "lookahead"), ("fortified", "fortified_lookahead")):
+        out = teacher_outcome(teacher, g, c)
+        row[key] = ratio_of(out, cp)
+        if out.infeasible is not None:
+            failed[key] = out.infeasible
+    return feasibility(row, failed)
 
 
 def _count(xs: Sequence[int]) -> str:
     return f"{np.mean(xs):.1f} ± {np.std(xs):.1f}"
 
 
-def _beats_both(ratio: float, b: dict[str, Any]) -> bool:
-    return ratio < min(b["critical_path"], b["heft"]) * (1 - 1e-9)
+def _beats_both(ratio: float | None, b: dict[str, Any]) -> bool:
+    """``ratio`` (None: infeasible, never a win) below both feasible ones of critical_path
+    and heft (an infeasible one is beaten by any feasible placement)."""
+    if ratio is None:
+        return False
+    best = _best_list(b)
+    return best is None or ratio < best * (1 - 1e-9)
 
 
-def _best_single(b: dict[str, Any]) -> float:
-    return min(b[h] for h in SINGLE_PASS)
+def _best_list(b: dict[str, Any]) -> float | None:
+    """min(critical_path, heft) over the feasible ones; None where neither is."""
+    h = best_feasible(b, ("critical_path", "heft"))
+    return None if h is None else b[h]
+
+
+def _best_single(b: dict[str, Any]) -> float | None:
+    """The least ratio of the feasible single-pass placers; None where none is."""
+    h = best_feasible(b, SINGLE_PASS)
+    return None if h is None else b[h]
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _solved(n: str, mine: list[dict[str, Any]], b: dict[str, Any]) -> bool:
+    """Every compared column feasible on instance ``n``: agent greedy and search (every
+    seed), anneal, lookahead, fortified lookahead (where computed), a best list and a
+    best single pass."""
+    agent = all(agent_why(mine, k) is None for k in ("greedy", "search"))
+    base = all(why(b, k) is None for k in ("anneal", "lookahead"))
+    fortified = b.get("fortified") is None and "fortified" not in (b.get("infeasible") or {})
+    base = base and (fortified or why(b, "fortified") is None)
+    return agent and base and _best_list(b) is not None and _best_single(b) is not None
 
 
 def generalist_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> str:
@@ -156,34 +210,66 @@ def generalist_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> s
             "best single pass | best known | lower bound | greedy calls |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
+        counts = dict.fromkeys(_COUNTED, 0)
+        solved = []
         for n in names:
             b = base[n]
             mine = [by[(n, s)] for s in seeds if (n, s) in by]
-            greedy = [r["greedy"] for r in mine]
+            cells = _instance_cells(b, mine)
+            counts = {k: v + (cells[k] not in MARKS) for k, v in counts.items()}
+            if _solved(n, mine, b):
+                solved.append(n)
             out.append(
-                f"| {n.split('/', 1)[1]} | {_ms(greedy)} | "
-                f"{sum(_beats_both(x, b) for x in greedy)} of {len(mine)} | "
-                f"{_ms([r['search'] for r in mine])} | {np.mean(b['anneal']):.3f} | "
-                f"{np.mean(b['random_search']):.3f} | {b['lookahead']:.3f} | "
-                f"{_fortified(b)} | {min(b['critical_path'], b['heft']):.3f} | "
-                f"{_best_single(b):.3f} | {_known(b)} | "
-                f"{b['lower_bound']:.3f} | {mine[0]['greedy_calls']:,} |"
+                f"| {n.split('/', 1)[1]} | {cells['greedy']} | "
+                f"{sum(_beats_both(r['greedy'], b) for r in mine)} of {len(mine)} | "
+                f"{cells['search']} | {cells['anneal']} | {cells['random_search']} | "
+                f"{cells['lookahead']} | {cells['fortified']} | {_num(_best_list(b))} | "
+                f"{_num(_best_single(b))} | {_known(b)} | "
+                f"{_bound(b)} | {mine[0]['greedy_calls']:,} |"
             )
+        k = len(names)
+        out.append(
+            f"| feasible | {counts['greedy']}/{k} | | {counts['search']}/{k} | "
+            f"{counts['anneal']}/{k} | {counts['random_search']}/{k} | "
+            f"{counts['lookahead']}/{k} | {counts['fortified']}/{k} | | | | | |"
+        )
         split_rows = [r for r in rows if r["instance"] in names]
-        out += ["", *_anytime_lines(split_rows, base, names), ""]
-        out += _summary(names, seeds, by, base)
+        out += ["", *_anytime_lines(split_rows, base, solved), ""]
+        out += _summary(names, seeds, by, base, solved)
         out.append("")
     return "\n".join(out).rstrip()
 
 
+#: Columns whose feasible instances the tables count.
+_COUNTED = ("greedy", "search", "anneal", "random_search", "lookahead", "fortified")
+
+
+def _instance_cells(b: dict[str, Any], mine: list[dict[str, Any]]) -> dict[str, str]:
+    """The agent and baseline cells of one instance (marks where infeasible)."""
+    out = {}
+    for k in ("greedy", "search"):
+        bad = agent_why(mine, k)
+        out[k] = mark(bad) if bad else _ms([r[k] for r in mine])
+    for k in ("anneal", "random_search", "lookahead"):
+        bad = why(b, k)
+        out[k] = mark(bad) if bad else f"{np.mean(b[k]):.3f}"
+    out["fortified"] = _fortified(b)
+    return out
+
+
 def _fortified(b: dict[str, Any]) -> str:
+    bad = (b.get("infeasible") or {}).get("fortified")
+    if bad is not None:
+        return mark(bad)
     return "n/a" if b.get("fortified") is None else f"{b['fortified']:.3f}"
 
 
-def _summary(names, seeds, by, base) -> list[str]:
-    """Per seed, then mean ± std over seeds: beats-both count and geometric means."""
-    best_list = {n: min(base[n]["critical_path"], base[n]["heft"]) for n in names}
-    anneal = {n: float(np.mean(base[n]["anneal"])) for n in names}
+def _summary(names, seeds, by, base, solved) -> list[str]:
+    """Per seed, then mean ± std over seeds: beats-both and at-most counts over every
+    instance (an infeasible agent column loses), geometric means over ``solved`` (the
+    instances every compared column solved)."""
+    best_list = {n: _solved_value(_best_list(base[n])) for n in solved}
+    anneal = {n: float(np.mean(base[n]["anneal"])) for n in solved}
     wins, vs_list, vs_cp, search_vs_anneal, search_le, search_list = [], [], [], [], [], []
     single_le, vs_single = [], []
     for s in seeds:
@@ -193,29 +279,32 @@ def _summary(names, seeds, by, base) -> list[str]:
         greedy = {n: by[(n, s)]["greedy"] for n in names}
         search = {n: by[(n, s)]["search"] for n in names}
         wins.append(sum(_beats_both(greedy[n], base[n]) for n in names))
-        vs_list.append(geomean([greedy[n] / best_list[n] for n in names]))
-        vs_cp.append(geomean([greedy[n] for n in names]))
-        single_le.append(sum(greedy[n] <= _best_single(base[n]) * (1 + 1e-9) for n in names))
-        vs_single.append(geomean([greedy[n] / _best_single(base[n]) for n in names]))
-        search_vs_anneal.append(geomean([search[n] / anneal[n] for n in names]))
-        search_le.append(sum(search[n] <= anneal[n] * (1 + 1e-9) for n in names))
-        search_list.append(geomean([search[n] / best_list[n] for n in names]))
+        vs_list.append(geomean([greedy[n] / best_list[n] for n in solved]))
+        vs_cp.append(geomean([greedy[n] for n in solved]))
+        single_le.append(sum(_at_most(greedy[n], _best_single(base[n])) for n in names))
+        vs_single.append(
+            geomean([greedy[n] / _solved_value(_best_single(base[n])) for n in solved])
+        )
+        search_vs_anneal.append(geomean([search[n] / anneal[n] for n in solved]))
+        search_le.append(sum(_at_most(search[n], _anneal(base[n])) for n in names))
+        search_list.append(geomean([search[n] / best_list[n] for n in solved]))
     if not wins:
         return ["(no training seed has rows for every instance)"]
     k = len(names)
-    look = geomean([base[n]["lookahead"] / best_list[n] for n in names])
-    look_wins = sum(_beats_both(base[n]["lookahead"], base[n]) for n in names)
-    anneal_list = geomean([anneal[n] / best_list[n] for n in names])
+    gm = geomeans_over(len(solved), k)
+    look = geomean([base[n]["lookahead"] / best_list[n] for n in solved])
+    look_wins = sum(_beats_both(_ok(base[n], "lookahead"), base[n]) for n in names)
+    anneal_list = geomean([anneal[n] / best_list[n] for n in solved])
     share = float(np.mean(wins)) / k
     beat, best = TARGETS["generalist.beats_both_share"], TARGETS["generalist.greedy_vs_best_list"]
     teachers = (
         f"- lookahead teacher: faster than both on {look_wins} of {k}, {look:.3f} of the best list"
     )
-    if all(base[n].get("fortified") is not None for n in names):
-        fort = geomean([base[n]["fortified"] / best_list[n] for n in names])
-        fort_wins = sum(_beats_both(base[n]["fortified"], base[n]) for n in names)
+    if all(base[n].get("fortified") is not None for n in solved) and solved:
+        fort = geomean([base[n]["fortified"] / best_list[n] for n in solved])
+        fort_wins = sum(_beats_both(_ok(base[n], "fortified"), base[n]) for n in names)
         teachers += f"; fortified: faster than both on {fort_wins} of {k}, {fort:.3f}"
-    return [
+    lines = [
         f"- zero-shot greedy faster than both critical_path and heft on "
         f"{_count(wins)} of {k} ({share:.0%}; target {beat.bound:.0%}: "
         f"{verdict('generalist.beats_both_share', share)}); per seed "
@@ -230,6 +319,29 @@ def _summary(names, seeds, by, base) -> list[str]:
         f"<= anneal on {_count(search_le)} of {k} instances; {_ms(search_list)} of the best "
         f"list",
     ]
+    if len(solved) < k:
+        lines.append(f"- geometric means over {gm}")
+    return lines
+
+
+def _solved_value(x: float | None) -> float:
+    """A value that is known on a solved instance."""
+    assert x is not None, "solved instances have every compared value"
+    return x
+
+
+def _ok(b: dict[str, Any], key: str) -> float | None:
+    """``b[key]``, None where that column is infeasible."""
+    return None if why(b, key) is not None else b[key]
+
+
+def _anneal(b: dict[str, Any]) -> float | None:
+    return None if why(b, "anneal") is not None else float(np.mean(b["anneal"]))
+
+
+def _at_most(x: float | None, ref: float | None) -> bool:
+    """``x`` feasible and at most ``ref`` (any feasible ``x`` where ``ref`` is not)."""
+    return x is not None and (ref is None or x <= ref * (1 + 1e-9))
 
 
 def generalist_report(

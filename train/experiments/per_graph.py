@@ -22,6 +22,18 @@ greedy <= the best
 single pass on every instance (reaching the lower bound counts) and >= 10% below it in
 geometric mean; agent + search <= anneal (mean over seeds) on every instance and >= 3%
 below it in geometric mean.
+
+Feasibility (:mod:`placegym.train.harness.feasibility`): a row and a baseline carry
+``feasible`` and, when not, ``infeasible``: ``{column: reason}`` for each placement that
+is over a device's memory, splits a co-location group or whose placer raised (``greedy``,
+``search``, ``plan``; ``heft``, ``anneal``, ...); such a column's ratio is None (and so
+are all of them where critical_path, the unit, is infeasible). Rows and baselines saved
+before these fields count as feasible. The table shows ``OOM``, ``split`` or ``failed``
+for an infeasible column (any seed), the best single pass is the least feasible one, the
+geometric means and the anytime lines are over the instances every compared column
+solved (the count is shown when it is not all of them), a target "on every instance"
+fails on an instance whose agent column is infeasible, and the last row counts each
+column's feasible instances.
 """
 
 from __future__ import annotations
@@ -34,11 +46,12 @@ from typing import Any
 
 import numpy as np
 
-from placegym.envs import simulate
+from placegym.envs import Cluster, Graph, Placement
 from placegym.envs.bounds import lower_bound
 from placegym.envs.suites import get_suite
 from placegym.envs.suites.reference import load_references
 from placegym.train.experiments.targets import TARGETS, verdict
+from placegym.train.harness.feasibility import Outcome, mark, over, place, simulate_outcome
 from placegym.train.stats import geomean
 
 __all__ = ["BUDGET", "INSTANCES", "baselines", "per_graph_table", "read_rows", "run_seed"]
@@ -59,6 +72,63 @@ _SEARCH_MARKS = (1, 10, 100, 1000, BUDGET)
 def _instance(name: str):
     suite, _, instance = name.partition("/")
     return get_suite(suite).instance(instance)
+
+
+def teacher_outcome(name: str, g: Graph, c: Cluster, **kw: Any) -> Outcome:
+    """Teacher ``name``'s placement of ``g`` on ``c``, simulated (a teacher that raises
+    gives an infeasible outcome)."""
+    from placegym.teachers import get_teacher
+
+    return place(lambda gg, cc, _: get_teacher(name, **kw).place(gg, cc), g, c, 0)
+
+
+def unit(cp: Outcome) -> float | None:
+    """critical_path's makespan, the ratios' unit; None where it is infeasible."""
+    return cp.makespan if cp.feasible else None
+
+
+def ratio_of(out: Outcome, cp: Outcome) -> float | None:
+    """``out``'s makespan / critical_path's; None where either is infeasible."""
+    ref = unit(cp)
+    return None if ref is None or not out.feasible or out.makespan is None else out.makespan / ref
+
+
+def feasibility(fields: dict[str, Any], failed: dict[str, str]) -> dict[str, Any]:
+    """``fields`` with ``feasible`` and, when some column failed, ``infeasible``."""
+    fields["feasible"] = not failed
+    if failed:
+        fields["infeasible"] = failed
+    return fields
+
+
+def greedy_placement(policy: Any, g: Graph, c: Cluster) -> Placement:
+    """The policy's greedy placement (what :func:`~placegym.agents.doppler.search.
+    policy_search` times as its greedy pass)."""
+    import torch
+
+    from placegym.agents.doppler.decoder import Decoder
+
+    was_training = policy.training
+    policy.eval()
+    with torch.no_grad():
+        placement = Decoder(policy, g, c).greedy()
+    policy.train(was_training)
+    return placement
+
+
+def why(row: dict[str, Any], column: str) -> str | None:
+    """Why ``column`` of a row or baseline is infeasible; None when it is feasible (rows
+    and baselines saved before feasibility was recorded are). A None value with no reason
+    (critical_path, the unit, infeasible) reads as infeasible too."""
+    reason = (row.get("infeasible") or {}).get(column)
+    if reason is None and row.get(column, 0.0) is None:
+        return (row.get("infeasible") or {}).get("critical_path", "no value")
+    return reason
+
+
+def cell(text: str, reason: str | None) -> str:
+    """``text``, or the mark of ``reason`` (``OOM``, ``split``, ``failed``)."""
+    return text if reason is None else mark(reason)
 
 
 def train_or_load(preset: str, run: Path, seed: int, overrides: Sequence[str] = ()):
@@ -84,29 +154,42 @@ def run_seed(name: str, seed: int, out: Path, budget: int = BUDGET) -> dict[str,
     """Train ``plan_imitation`` on instance ``name`` with ``seed`` under ``out`` (or load the
     finished run), search with its weights; returns the row (ratios to critical_path)."""
     from placegym.agents.doppler.search import SearchConfig, policy_search
-    from placegym.teachers import get_teacher
 
     inst = _instance(name)
-    over = [f"data.cluster={inst.cluster.name}", f"data.graphs=[{name}]"]
-    cfg, results, policy = train_or_load("plan_imitation", out / f"{inst.id}-s{seed}", seed, over)
+    args = [f"data.cluster={inst.cluster.name}", f"data.graphs=[{name}]"]
+    cfg, results, policy = train_or_load("plan_imitation", out / f"{inst.id}-s{seed}", seed, args)
     # no heuristic starts: the saved rows were searched from the policy's placements only
     # (its greedy is at or below the best single pass on every instance)
     search = SearchConfig(budget=budget, starts=())
     res = policy_search(policy, inst.graph, inst.cluster, search, seed=seed)
     g, c = inst.graph, inst.cluster
-    cp = simulate(g, c, get_teacher("critical_path").place(g, c)).makespan
-    plan = get_teacher("device_anneal", **cfg.phase1.teacher_kwargs, seed=seed).place(g, c)
-    return {
-        "instance": name,
-        "seed": seed,
-        "greedy": res.greedy / cp,
-        "search": res.makespan / cp,
-        "curve": {str(k): float(res.curve[min(k, res.calls) - 1] / cp) for k in _SEARCH_MARKS},
-        "plan": simulate(g, c, plan).makespan / cp,
-        "plan_calls": int(cfg.phase1.teacher_kwargs["budget"]),
-        "episodes": int(results["progress"]["episodes"]),
-        "train_seconds": float(results["progress"]["seconds"]),
+    cp = teacher_outcome("critical_path", g, c)
+    outs = {
+        "greedy": simulate_outcome(g, c, greedy_placement(policy, g, c)),
+        "search": simulate_outcome(g, c, res.placement),
+        "plan": teacher_outcome("device_anneal", g, c, **cfg.phase1.teacher_kwargs, seed=seed),
     }
+    failed = {k: o.infeasible for k, o in outs.items() if o.infeasible is not None}
+    if not cp.feasible:
+        failed["critical_path"] = cp.infeasible or "infeasible"
+    ref = unit(cp)
+    return feasibility(
+        {
+            "instance": name,
+            "seed": seed,
+            "greedy": None if ref is None or "greedy" in failed else res.greedy / ref,
+            "search": ratio_of(outs["search"], cp),
+            "curve": {
+                str(k): float(res.curve[min(k, res.calls) - 1] / ref) if ref else None
+                for k in _SEARCH_MARKS
+            },
+            "plan": ratio_of(outs["plan"], cp),
+            "plan_calls": int(cfg.phase1.teacher_kwargs["budget"]),
+            "episodes": int(results["progress"]["episodes"]),
+            "train_seconds": float(results["progress"]["seconds"]),
+        },
+        failed,
+    )
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -116,31 +199,41 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2)) -> dict:
     """Ratios to critical_path of the non-learned placers on instance ``name``
-    (module docstring); ``anneal`` and ``random_search`` per seed."""
-    from placegym.teachers import get_teacher
-    from placegym.train.harness.anytime import SEARCH_PLACERS, Trace
+    (module docstring); ``anneal`` and ``random_search`` per seed; feasibility."""
+    from placegym.train.harness.anytime import SEARCH_PLACERS, Trace, TraceError
+    from placegym.train.harness.suite_reference import check_reference
 
     inst = _instance(name)
     g, c = inst.graph, inst.cluster
-    ms = {h: simulate(g, c, get_teacher(h).place(g, c)).makespan for h in SINGLE_PASS}
-    cp = ms["critical_path"]
-    row: dict[str, Any] = {h: ms[h] / cp for h in SINGLE_PASS}
+    outs = {h: teacher_outcome(h, g, c) for h in SINGLE_PASS}
+    cp = outs["critical_path"]
+    ref = unit(cp)
+    failed = {h: o.infeasible for h, o in outs.items() if o.infeasible is not None}
+    row: dict[str, Any] = {h: ratio_of(o, cp) for h, o in outs.items()}
     marks = np.array([m for m in _SEARCH_MARKS if m <= budget])
     for placer in ("anneal", "random_search"):
         finals, curves = [], []
         for s in seeds:
             trace = Trace(budget)
-            p = SEARCH_PLACERS[placer](g, c, budget, s, trace)
-            finals.append(simulate(g, c, p).makespan / cp)
-            curves.append((trace.best_at(marks) / cp).tolist())
+            try:
+                run = simulate_outcome(g, c, SEARCH_PLACERS[placer](g, c, budget, s, trace))
+            except TraceError:
+                raise
+            except Exception as e:  # this run fails; the report goes on
+                run = Outcome(None, None, False, f"placer raised {type(e).__name__}: {e}")
+            if run.infeasible is not None:
+                failed.setdefault(placer, run.infeasible)
+            finals.append(ratio_of(run, cp))
+            curves.append((trace.best_at(marks) / (ref or np.nan)).tolist())
         row[placer], row[f"{placer}_curve"] = finals, dict(zip(map(str, marks), zip(*curves)))
-    row["lower_bound"] = lower_bound(g, c).value / cp
-    ref = load_references(inst.suite).get(inst.id)
-    if ref is not None and ref.digest == inst.digest:
-        row["best_known"], row["best_known_source"] = ref.best_makespan / cp, ref.best_source
+    row["lower_bound"] = None if ref is None else lower_bound(g, c).value / ref
+    known = load_references(inst.suite).get(inst.id)
+    if known is not None and known.digest == inst.digest and ref is not None:
+        check_reference(inst, known)
+        row["best_known"], row["best_known_source"] = known.best_makespan / ref, known.best_source
     else:
         row["best_known"], row["best_known_source"] = None, None
-    return row
+    return feasibility(row, failed)
 
 
 def _known(b: dict[str, Any]) -> str:
@@ -149,6 +242,27 @@ def _known(b: dict[str, Any]) -> str:
 
 def _ms(xs: Sequence[float]) -> str:
     return f"{np.mean(xs):.3f} ± {np.std(xs):.3f}"
+
+
+def best_feasible(b: dict[str, Any], placers: Sequence[str]) -> str | None:
+    """The feasible placer of least ratio in ``b`` (None: none is feasible)."""
+    ok = [h for h in placers if why(b, h) is None]
+    return min(ok, key=lambda h: b[h]) if ok else None
+
+
+def agent_why(rows: Sequence[dict[str, Any]], column: str) -> str | None:
+    """Why ``column`` is infeasible on some seed of ``rows`` (None: on none)."""
+    return next((w for w in (why(r, column) for r in rows) if w is not None), None)
+
+
+def geomeans_over(solved: int, total: int) -> str:
+    """``"12 instances"``, or ``"10 of 12 instances every placer solved"``."""
+    return f"{total} instances" if solved == total else over(solved, total)
+
+
+_COLUMNS = ("single", "anneal", "random_search", "greedy", "search", "plan")
+#: The search baselines, run per seed.
+SEARCHES = ("anneal", "random_search")
 
 
 def per_graph_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> str:
@@ -161,37 +275,54 @@ def per_graph_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> st
     ]
     agg: dict[str, list[float]] = {k: [] for k in ("single", "anneal", "greedy", "search")}
     fails: dict[str, list[str]] = {"greedy": [], "search": []}
+    solved, feasible = [], dict.fromkeys(_COLUMNS, 0)
     for n in names:
         mine = [r for r in rows if r["instance"] == n]
         b = base[n]
-        best = min(SINGLE_PASS, key=lambda h: b[h])
-        greedy = [r["greedy"] for r in mine]
-        search = [r["search"] for r in mine]
-        anneal = float(np.mean(b["anneal"]))
+        best = best_feasible(b, SINGLE_PASS)
+        bad = {k: agent_why(mine, k) for k in ("greedy", "search", "plan")}
+        bad |= {k: why(b, k) for k in ("anneal", "random_search")}
+        bad["single"] = None if best is not None else "no single-pass placer is feasible"
+        anneal = None if bad["anneal"] else float(np.mean(b["anneal"]))
+        short = n.split("/", 1)[1]
+        shown = _shown(b, mine, bad)
         lines.append(
-            f"| {n.split('/', 1)[1]} | {b[best]:.3f} ({best}) | {anneal:.3f} | "
-            f"{np.mean(b['random_search']):.3f} | {_ms(greedy)} | {_ms(search)} | "
-            f"{_ms([r['plan'] for r in mine])} | {_known(b)} | {b['lower_bound']:.3f} | "
-            f"{len(mine)} |"
+            f"| {short} | {f'{b[best]:.3f} ({best})' if best else 'n/a'} | "
+            f"{shown['anneal']} | {shown['random_search']} | {shown['greedy']} | "
+            f"{shown['search']} | {shown['plan']} | {_known(b)} | {_bound(b)} | {len(mine)} |"
         )
-        agg["single"].append(b[best])
-        agg["anneal"].append(anneal)
-        agg["greedy"].append(float(np.mean(greedy)))
-        agg["search"].append(float(np.mean(search)))
-        at_bound = b[best] <= b["lower_bound"] * (1 + 1e-6)
-        if np.mean(greedy) > b[best] * (1 + 1e-9) and not at_bound:
-            fails["greedy"].append(n.split("/", 1)[1])
-        if np.mean(search) > anneal * (1 + 1e-9):
-            fails["search"].append(n.split("/", 1)[1])
+        feasible = {k: v + (bad[k] is None) for k, v in feasible.items()}
+        greedy = None if bad["greedy"] else float(np.mean([r["greedy"] for r in mine]))
+        search = None if bad["search"] else float(np.mean([r["search"] for r in mine]))
+        if greedy is None:
+            fails["greedy"].append(f"{short} (greedy {mark(bad['greedy'])})")
+        elif best is not None:
+            at_bound = b[best] <= (b["lower_bound"] or 0.0) * (1 + 1e-6)
+            if greedy > b[best] * (1 + 1e-9) and not at_bound:
+                fails["greedy"].append(short)
+        if search is None:
+            fails["search"].append(f"{short} (search {mark(bad['search'])})")
+        elif anneal is not None and search > anneal * (1 + 1e-9):
+            fails["search"].append(short)
+        if best is not None and anneal is not None and greedy is not None and search is not None:
+            solved.append(n)
+            agg["single"].append(b[best])
+            agg["anneal"].append(anneal)
+            agg["greedy"].append(greedy)
+            agg["search"].append(search)
+    lines.append(
+        "| feasible | " + " | ".join(f"{feasible[k]}/{len(names)}" for k in _COLUMNS) + " | | | |"
+    )
     gm = {k: geomean(v) for k, v in agg.items()}
-    lines += ["", *_anytime_lines(rows, base, names)]
+    lines += ["", *_anytime_lines(rows, base, solved)]
     greedy_gm = verdict("per_graph.greedy_vs_single_pass", gm["greedy"] / gm["single"])
     search_gm = verdict("per_graph.search_vs_anneal", gm["search"] / gm["anneal"])
     below_single = 1 - TARGETS["per_graph.greedy_vs_single_pass"].bound
     below_anneal = 1 - TARGETS["per_graph.search_vs_anneal"].bound
     lines += [
         "",
-        f"Geometric means over {len(names)} instances: best single pass {gm['single']:.3f}, "
+        f"Geometric means over {geomeans_over(len(solved), len(names))}: best single pass "
+        f"{gm['single']:.3f}, "
         f"anneal@3000 {gm['anneal']:.3f}, agent greedy {gm['greedy']:.3f} "
         f"({gm['greedy'] / gm['single'] - 1:+.1%} vs best single pass), agent+search "
         f"{gm['search']:.3f} ({gm['search'] / gm['anneal'] - 1:+.1%} vs anneal).",
@@ -205,9 +336,22 @@ def per_graph_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> st
     return "\n".join(lines)
 
 
+def _shown(b: dict[str, Any], mine: list[dict[str, Any]], bad: dict) -> dict[str, str]:
+    """The per-instance cells of the searched and agent columns (marks where infeasible)."""
+    out = {k: mark(bad[k]) if bad[k] else f"{np.mean(b[k]):.3f}" for k in SEARCHES}
+    for k in ("greedy", "search", "plan"):
+        out[k] = mark(bad[k]) if bad[k] else _ms([r[k] for r in mine])
+    return out
+
+
+def _bound(b: dict[str, Any]) -> str:
+    return "n/a" if b.get("lower_bound") is None else f"{b['lower_bound']:.3f}"
+
+
 def _anytime_lines(rows: Sequence[dict[str, Any]], base: dict[str, dict], names: list[str]):
-    """Best found vs simulator calls: geometric mean over instances of the mean over seeds
-    (ratio to critical_path), agent + search beside anneal and random search."""
+    """Best found vs simulator calls: geometric mean over instances (``names``: those
+    every placer solved) of the mean over seeds (ratio to critical_path), agent + search
+    beside anneal and random search."""
     marks = [m for m in _SEARCH_MARKS if str(m) in rows[0]["curve"]]
     out = [
         "| simulator calls | " + " | ".join(str(m) for m in marks) + " |",
@@ -222,7 +366,8 @@ def _anytime_lines(rows: Sequence[dict[str, Any]], base: dict[str, dict], names:
         cells = []
         for m in map(str, marks):
             vals = [float(np.mean(get(n, m))) for n in names]  # nan before a first report
-            cells.append(f"{geomean(vals):.3f}" if all(np.isfinite(vals)) else "n/a")
+            ok = bool(vals) and all(np.isfinite(vals))
+            cells.append(f"{geomean(vals):.3f}" if ok else "n/a")
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     return out
 

@@ -14,7 +14,11 @@ that finished is loaded, a killed one resumes):
   the greedy ratio over the restarts, the geometric mean per cluster and the target
   checks (greedy >= 20% faster than critical_path, faster than every heuristic, best of
   16 within 5% of anneal; "every heuristic" counts the baselines too), for the kept
-  restarts and for their mean.
+  restarts and for their mean. A baseline whose placement is infeasible (over a device's
+  memory, a split co-location group, or the placer raised;
+  :mod:`placegym.train.harness.feasibility`) is shown as ``OOM``, ``split`` or ``failed``
+  and is no heuristic to beat; the training runs' own evaluation rows carry no
+  feasibility and count as feasible.
 - ``optimality``: one agent trained on :data:`SMALL_GRAPHS` small random DAGs on
   ``p100x4``; greedy and best-of-16 gap to the proven optimum (``optimal`` teacher).
 - ``ablation``: dual policy vs SEL-only vs PLC-only (the other phase answered by the
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +59,7 @@ from placegym.train.config import (
     presets_dir,
 )
 from placegym.train.experiments.targets import TARGETS, verdict
+from placegym.train.harness.feasibility import mark
 from placegym.train.restarts import finished_results, train
 from placegym.train.stats import geomean
 
@@ -135,7 +141,7 @@ def _last(metrics: Path, key: str) -> float:
 _MAIN_KEYS = ("greedy", "best_of_16", *HEURISTICS, *BASELINES, "anneal")
 
 
-def _target_line(label: str, rows: Sequence[dict[str, float]]) -> str:
+def _target_line(label: str, rows: Sequence[dict[str, Any]]) -> str:
     """The three main-table targets checked on per-workload ratio ``rows``."""
     g, bb, a = (geomean([r[k] for r in rows]) for k in ("greedy", "best_of_16", "anneal"))
     cp, anneal = TARGETS["report.greedy_vs_critical_path"], TARGETS["report.best_of_16_vs_anneal"]
@@ -149,26 +155,52 @@ def _target_line(label: str, rows: Sequence[dict[str, float]]) -> str:
     )
 
 
-def _ratios(r: dict[str, Any], baselines: dict[str, float]) -> dict[str, float]:
+def _ratios(r: dict[str, Any], baselines: dict[str, float | str]) -> dict[str, Any]:
+    """Ratios to critical_path of a run's row and the baselines; an infeasible baseline
+    keeps its reason (a string) instead of a ratio."""
     r = {**r, **baselines}
-    out = {k: r[k] / r["critical_path"] for k in _MAIN_KEYS}
-    out["beats"] = float(r["greedy"] < min(r[h] for h in (*HEURISTICS, *BASELINES)))
+    out: dict[str, Any] = {
+        k: r[k] if isinstance(r[k], str) else r[k] / r["critical_path"] for k in _MAIN_KEYS
+    }
+    rivals = [r[h] for h in (*HEURISTICS, *BASELINES) if not isinstance(r[h], str)]
+    out["beats"] = float(r["greedy"] < min(rivals, default=math.inf))
     return out
 
 
-def _baselines(cfg: TrainConfig) -> dict[str, float]:
-    """Makespans of the :data:`BASELINES` on the run's training graph and cluster."""
-    from placegym.envs import load_cluster
+def _baselines(cfg: TrainConfig) -> dict[str, float | str]:
+    """Makespans of the :data:`BASELINES` on the run's training graph and cluster; the
+    reason instead where a placement is infeasible."""
+    from placegym.envs import load_cluster, simulate
     from placegym.envs.simulator import Dispatch
-    from placegym.train.evaluate import teacher_makespans
+    from placegym.teachers import make_teacher
 
     graph = cfg.data.graphs[0].graph(presets_dir())
     cluster = load_cluster(cfg.data.cluster)
     dispatch = cast(Dispatch, cfg.data.dispatch)  # validated: priority or fifo
-    return teacher_makespans(graph, cluster, list(BASELINES), seed=cfg.seed, dispatch=dispatch)
+    out: dict[str, float | str] = {}
+    for name in BASELINES:
+        try:
+            placement = make_teacher(name, cfg.seed).place(graph, cluster)
+            s = simulate(graph, cluster, placement, dispatch=dispatch)
+        except Exception as e:  # a failed baseline is marked, not a crash
+            out[name] = str(e) if isinstance(e, ValueError) else f"placer raised {e!r}"
+            continue
+        out[name] = s.infeasibility or s.makespan
+    return out
 
 
-def _restart_rows(run: Path, baselines: dict[str, float]) -> list[dict[str, float]]:
+def _cell(x: float | str) -> str:
+    """A ratio, or the mark of an infeasible baseline's reason."""
+    return mark(x) if isinstance(x, str) else f"{x:.3f}"
+
+
+def _mean(xs: Sequence[float | str]) -> float | str:
+    """Mean over restarts; the first reason where any is infeasible."""
+    bad = [x for x in xs if isinstance(x, str)]
+    return bad[0] if bad else float(np.mean([x for x in xs if not isinstance(x, str)]))
+
+
+def _restart_rows(run: Path, baselines: dict[str, float | str]) -> list[dict[str, Any]]:
     """Ratios of every restart of a finished run ([] when it has none)."""
     summary = run / "restarts.json"
     if not summary.is_file():
@@ -205,7 +237,9 @@ def main_table(out: Path, b: Budget, clusters: Sequence[str] = CLUSTERS) -> str:
     ]
     checks = []
     for cluster in clusters:
-        kept, mean, restarted = [], [], False
+        kept: list[dict[str, Any]] = []
+        mean: list[dict[str, Any]] = []
+        restarted = False
         for w in WORKLOADS:
             cfg = _main_config(w, cluster, out, b)
             [r] = _rows(_train(cfg, out / "main" / "log.txt"))
@@ -213,14 +247,14 @@ def main_table(out: Path, b: Budget, clusters: Sequence[str] = CLUSTERS) -> str:
             kept.append(_ratios(r, baselines))
             restarts = _restart_rows(cfg.run_dir, baselines) or [kept[-1]]
             restarted |= len(restarts) > 1
-            mean.append({k: float(np.mean([x[k] for x in restarts])) for k in restarts[0]})
+            mean.append({k: _mean([x[k] for x in restarts]) for k in restarts[0]})
             greedy = [x["greedy"] for x in restarts]
             spread = (
                 f"{np.mean(greedy):.3f} ± {np.std(greedy):.3f} ({len(greedy)})"
                 if len(greedy) > 1
                 else ""
             )
-            cells = [f"{kept[-1][k]:.3f}" for k in _MAIN_KEYS]
+            cells = [_cell(kept[-1][k]) for k in _MAIN_KEYS]
             cells.insert(1, spread)
             lines.append(f"| {w} | {cluster} | " + " | ".join(cells) + " |")
         g, bb, a = (geomean([m[k] for m in kept]) for k in ("greedy", "best_of_16", "anneal"))

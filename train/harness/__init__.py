@@ -11,7 +11,10 @@
 - :mod:`~placegym.train.harness.ray_bench`: the grid's cells as Ray tasks
   (``placegym bench --ray``);
 - :mod:`~placegym.train.harness.suite_reference`: computes a suite's lower bounds and
-  best-known placements (``placegym suites reference``).
+  best-known placements (``placegym suites reference``);
+- :mod:`~placegym.train.harness.feasibility`: the one definition of an infeasible row
+  (over memory, a split co-location group, a placer that raised) and how every table
+  marks it, counts it and leaves it out of ratios, geometric means and bests.
 
 This project's own report drivers, which use the harness, live in
 :mod:`placegym.train.experiments`; the harness never imports them.

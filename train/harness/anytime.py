@@ -8,6 +8,10 @@ as it goes, the best makespan it has found to a :class:`Trace`::
         trace.report(calls_so_far, best_makespan_so_far)
         return best_placement
 
+A search that may hold an infeasible best (over a device's memory: nothing it has tried
+fits yet) says so with ``trace.report(calls, makespan, feasible=False)``; the curves count
+a run only from its first feasible best on.
+
 Register it with :func:`register_search_placer` and ``placegym anytime --placers`` can run
 it beside the built-in ones (a learned agent that samples or searches is one more search
 placer). The harness checks every run: calls never exceed the budget and never go back,
@@ -15,10 +19,22 @@ and the returned placement's simulated makespan equals the last best reported. A
 with a ``check(graph, cluster, budget)`` attribute is asked on every instance before any
 run, so that a budget it cannot work with is refused at once.
 
+Feasibility (:mod:`placegym.train.harness.feasibility`): every run records whether its
+final placement is feasible (``AnytimeRun.feasible``, ``infeasible``: over a device's
+memory, a split co-location group, or the placer raised, which fails that run only). The
+curves are geometric means over the instances on which every run of every placer ended
+feasible (:func:`solved_instances`; the count is in the table and the title), and a run's
+point counts only once its best is feasible. A breach of the search-placer contract
+(budget, calls going back, a final placement that does not take the reported best) is
+still an error.
+
 Built-in search placers, both starting from the same heuristic placements (critical_path,
 heft, nest, metis, round_robin: their evaluation counts as the first five calls):
 
-- ``anneal``: :func:`placegym.teachers.anneal.anneal` from the best start.
+- ``anneal``: :func:`placegym.teachers.anneal.anneal` from the best start. Its bests are
+  feasible from the start when some start fits (it ranks any placement that fits before
+  any that does not); when none does, they are reported infeasible until its final
+  placement, if that fits (a conservative curve: anneal does not say when it first fit).
 - ``random_search``: the best start, then uniformly random placements (a uniform device
   per node, a uniformly random priority permutation), evaluated in batches; the best
   placement that fits in memory is kept. The standard control at equal budget: a search
@@ -27,7 +43,8 @@ heft, nest, metis, round_robin: their evaluation counts as the first five calls)
 :func:`run_anytime` runs placers over a suite split and seeds; :func:`write_anytime`
 writes ``anytime.csv`` (every improvement of every run), ``anytime_curve.csv`` (the mean
 and std over seeds of the geometric mean over instances of best / best known, on a grid
-of call counts) and ``anytime.png`` (those curves, log-scaled calls).
+of call counts, over the instances every run solved) and ``anytime.png`` (those curves,
+log-scaled calls).
 """
 
 from __future__ import annotations
@@ -40,9 +57,10 @@ from pathlib import Path
 
 import numpy as np
 
-from placegym.envs import Cluster, Graph, Placement, simulate, simulate_batch
+from placegym.envs import Cluster, Graph, Placement, simulate_batch
 from placegym.envs.suites import Suite
 from placegym.teachers.anneal import STARTS
+from placegym.train.harness.feasibility import count, simulate_outcome
 
 #: The heuristic teachers whose placements every built-in search starts from (as does an
 #: agent's :func:`~placegym.agents.doppler.search.policy_search` by default).
@@ -57,36 +75,48 @@ class Trace:
 
     Attributes:
         budget: the most calls the run may use.
-        calls: call counts at which the best improved (strictly increasing).
-        best: the best makespan after ``calls[i]`` calls (strictly decreasing).
+        calls: call counts at which the best changed (strictly increasing).
+        best: the best makespan after ``calls[i]`` calls (decreasing, but where an
+            infeasible best gives way to a feasible one).
+        feasible: whether that best is feasible (as the search reported).
     """
 
     budget: int
     calls: list[int] = field(default_factory=list)
     best: list[float] = field(default_factory=list)
+    feasible: list[bool] = field(default_factory=list)
 
-    def report(self, calls: int, makespan: float) -> None:
-        """After ``calls`` calls in all, the best placement found takes ``makespan``.
+    def report(self, calls: int, makespan: float, feasible: bool = True) -> None:
+        """After ``calls`` calls in all, the best placement found takes ``makespan``
+        (``feasible`` False: it exceeds a device's memory, nothing found fits yet).
 
         The best only improves, except where a search trades a placement that exceeds a
         device's memory for a slower one that fits.
 
         Raises:
-            ValueError: ``calls`` beyond the budget or below an earlier report.
+            TraceError: ``calls`` beyond the budget or below an earlier report.
         """
         if calls > self.budget:
-            raise ValueError(f"trace: {calls} calls reported, over the budget of {self.budget}")
+            raise TraceError(f"trace: {calls} calls reported, over the budget of {self.budget}")
         if self.calls and calls < self.calls[-1]:
-            raise ValueError(f"trace: calls went back from {self.calls[-1]} to {calls}")
-        if not self.best or makespan != self.best[-1]:
+            raise TraceError(f"trace: calls went back from {self.calls[-1]} to {calls}")
+        changed = not self.best or makespan != self.best[-1] or feasible != self.feasible[-1]
+        if changed:
             self.calls.append(int(calls))
             self.best.append(float(makespan))
+            self.feasible.append(bool(feasible))
 
     def best_at(self, calls: np.ndarray) -> np.ndarray:
-        """The best makespan after each of ``calls`` calls (nan before the first report)."""
+        """The best makespan after each of ``calls`` calls (nan before the first report
+        and while the best is infeasible)."""
         i = np.searchsorted(np.asarray(self.calls), np.asarray(calls), side="right") - 1
         out = np.asarray(self.best, dtype=np.float64)[np.maximum(i, 0)]
-        return np.where(i >= 0, out, np.nan)
+        ok = np.asarray(self.feasible, dtype=bool)[np.maximum(i, 0)] if self.calls else False
+        return np.where((i >= 0) & ok, out, np.nan)
+
+
+class TraceError(ValueError):
+    """A search placer broke the :class:`Trace` contract (an error, not a failed run)."""
 
 
 #: A search placer: ``(graph, cluster, budget, seed, trace) -> best placement``.
@@ -101,17 +131,24 @@ def heuristic_starts(graph: Graph, cluster: Cluster) -> list[Placement]:
 
 
 def anneal_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
-    """Simulated annealing from the best heuristic start (a :data:`SearchPlacer`)."""
+    """Simulated annealing from the best heuristic start (a :data:`SearchPlacer`; its
+    reports' feasibility: module docstring)."""
     from placegym.teachers.anneal import anneal
 
-    res = anneal(
+    starts = heuristic_starts(graph, cluster)
+    fits = not simulate_batch(
         graph,
         cluster,
-        heuristic_starts(graph, cluster),
-        budget=budget,
-        seed=seed,
-        observe=trace.report,
-    )
+        np.stack([p.device for p in starts]),
+        np.stack([p.order for p in starts]),
+    ).oom.all()
+
+    def observe(calls: int, makespan: float) -> None:
+        trace.report(calls, makespan, feasible=fits)
+
+    res = anneal(graph, cluster, starts, budget=budget, seed=seed, observe=observe)
+    if not fits and not simulate_outcome(graph, cluster, res.placement).oom:
+        trace.report(res.simulations, res.makespan, feasible=True)
     return res.placement
 
 
@@ -131,7 +168,7 @@ def random_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace:
             key = (bool(res.oom[i]), float(res.makespan[i]))  # placements that fit first
             if key < best_key:
                 best_key, best = key, (devs[i], ords[i])
-            trace.report(used, best_key[1])
+            trace.report(used, best_key[1], feasible=not best_key[0])
         k = min(64, budget - used)
         if k <= 0:
             return Placement(device=best[0], order=best[1])
@@ -177,29 +214,45 @@ def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
 
 @dataclass
 class AnytimeRun:
-    """One search run on one instance: its trace and the normalizer of its curve."""
+    """One search run on one instance: its trace, the normalizer of its curve and
+    whether its final placement is feasible (``infeasible``: why not)."""
 
     instance: str
     placer: str
     seed: int
     trace: Trace
     reference: float  # best known (or the lower bound where none is known)
+    infeasible: str | None = None
+
+    @property
+    def feasible(self) -> bool:
+        """The final placement is feasible (module docstring)."""
+        return self.infeasible is None
 
 
-def _run_one(name: str, inst, budget: int, seed: int) -> Trace:
+def _run_one(name: str, inst, budget: int, seed: int) -> tuple[Trace, str | None]:
+    """The run's trace and why its final placement is infeasible (None: feasible)."""
     if name not in SEARCH_PLACERS:
         raise ValueError(
             f"placers: unknown search placer {name!r} (known: {', '.join(SEARCH_PLACERS)})"
         )
     trace = Trace(budget)
-    placement = SEARCH_PLACERS[name](inst.graph, inst.cluster, budget, seed, trace)
-    final = simulate(inst.graph, inst.cluster, placement).makespan
+    try:
+        placement = SEARCH_PLACERS[name](inst.graph, inst.cluster, budget, seed, trace)
+    except TraceError:
+        raise
+    except Exception as e:  # this run fails; the others go on
+        return trace, f"placer raised {type(e).__name__}: {e}"
+    out = simulate_outcome(inst.graph, inst.cluster, placement)
+    if out.makespan is None:  # a split group: nothing to check the reports against
+        return trace, out.infeasible
+    final = out.makespan
     if not trace.best or abs(final - trace.best[-1]) > RTOL * max(final, 1e-300):
         last = trace.best[-1] if trace.best else None
         raise ValueError(
             f"{name} on {inst.id}: reported best {last!r} but its placement takes {final!r}"
         )
-    return trace
+    return trace, out.infeasible
 
 
 def run_anytime(
@@ -241,9 +294,9 @@ def run_anytime(
         for name in placers:
             for seed in seeds:
                 bar.set_postfix_str(f"{inst.id} {name}")
-                trace = _run_one(name, inst, budget, seed)
+                trace, why = _run_one(name, inst, budget, seed)
                 reference = best if known and best is not None else bound
-                runs.append(AnytimeRun(inst.id, name, seed, trace, reference))
+                runs.append(AnytimeRun(inst.id, name, seed, trace, reference, why))
                 bar.update()
     bar.close()
     return runs, "best known" if known else "lower bound"
@@ -257,14 +310,35 @@ def call_grid(budget: int, points: int = 200) -> np.ndarray:
 Curves = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
+def solved_instances(runs: Sequence[AnytimeRun]) -> tuple[list[str], list[str]]:
+    """``(instances on which every run ended feasible, every instance)``, in run order:
+    the curves' instances."""
+    ok: dict[str, bool] = {}
+    for r in runs:
+        ok[r.instance] = ok.get(r.instance, True) and r.feasible
+    return [k for k, v in ok.items() if v], list(ok)
+
+
+def feasible_runs(runs: Sequence[AnytimeRun]) -> dict[str, str]:
+    """Per placer, ``"ok/total"`` of its runs whose final placement is feasible."""
+    names = dict.fromkeys(r.placer for r in runs)
+    return {p: count(r.feasible for r in runs if r.placer == p) for p in names}
+
+
 def curves(runs: Sequence[AnytimeRun], grid: np.ndarray) -> Curves:
-    """Per placer: ``(mean, std)`` over seeds of the geometric mean over instances of
-    best / reference at each grid point (nan until every instance has a report)."""
+    """Per placer: ``(mean, std)`` over seeds of the geometric mean, over the instances
+    every run solved (:func:`solved_instances`), of best / reference at each grid point
+    (nan until every such instance has a feasible best; nan throughout without any)."""
+    solved = set(solved_instances(runs)[0])
     out: Curves = {}
     for name in dict.fromkeys(r.placer for r in runs):
         per_seed = []
         for seed in sorted({r.seed for r in runs if r.placer == name}):
             mine = [r for r in runs if r.placer == name and r.seed == seed]
+            mine = [r for r in mine if r.instance in solved]
+            if not mine:
+                per_seed.append(np.full(len(grid), np.nan))
+                continue
             ratios = np.stack([r.trace.best_at(grid) / r.reference for r in mine])
             per_seed.append(np.exp(np.log(ratios).mean(axis=0)))
         arr = np.stack(per_seed)
@@ -276,23 +350,43 @@ def write_anytime(
     runs: Sequence[AnytimeRun], out: Path, *, budget: int, normalizer: str, title: str
 ) -> Curves:
     """``anytime.csv``, ``anytime_curve.csv`` and ``anytime.png`` in ``out`` (module
-    docstring); returns the curves."""
+    docstring); returns the curves. ``anytime.csv`` has a row per reported best (its
+    ratio empty while infeasible) and the run's ``infeasible`` reason, a run that reported
+    nothing one row without calls; ``anytime_curve.csv`` says over how many instances."""
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "anytime.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["instance", "placer", "seed", "calls", "best_makespan", "ratio"])
+        w.writerow(
+            [
+                "instance",
+                "placer",
+                "seed",
+                "calls",
+                "best_makespan",
+                "ratio",
+                "feasible",
+                "infeasible",
+            ]
+        )
         for r in runs:
-            for c, b in zip(r.trace.calls, r.trace.best):
-                w.writerow([r.instance, r.placer, r.seed, c, b, b / r.reference])
+            why = r.infeasible or ""
+            points = zip(r.trace.calls, r.trace.best, r.trace.feasible)
+            for c, b, ok in points:
+                w.writerow(
+                    [r.instance, r.placer, r.seed, c, b, b / r.reference if ok else "", ok, why]
+                )
+            if not r.trace.calls:
+                w.writerow([r.instance, r.placer, r.seed, "", "", "", False, why])
     grid = call_grid(budget)
     cv = curves(runs, grid)
+    solved, every = solved_instances(runs)
     with open(out / "anytime_curve.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["placer", "calls", "mean_ratio", "std_ratio", "normalizer"])
+        w.writerow(["placer", "calls", "mean_ratio", "std_ratio", "normalizer", "instances", "of"])
         for name, (mean, std) in cv.items():
             for c, m, s in zip(grid, mean, std):
                 if np.isfinite(m):
-                    w.writerow([name, int(c), m, s, normalizer])
+                    w.writerow([name, int(c), m, s, normalizer, len(solved), len(every)])
     plot_curves(cv, grid, out / "anytime.png", normalizer=normalizer, title=title)
     return cv
 

@@ -9,10 +9,19 @@ or cluster JSON files) × seeds, simulates every placement, and reports:
   where one is known (graphs of at most :data:`OPTIMAL_MAX_NODES` nodes on at most
   :data:`OPTIMAL_MAX_DEVICES` devices, when ``with_optimal`` is set);
 - ``results.csv`` and ``results.json``: one record per (workload, cluster, seed, placer)
-  with makespan, ratio, gap, OOM flag and seconds taken; ``results.json`` also stores
-  each placement (``device``, ``order``), so ``placegym bench --replay`` can re-check it;
+  with makespan, ratio, gap, OOM flag, seconds taken, ``feasible`` and, when not, the
+  reason (``infeasible``); ``results.json`` also stores each placement (``device``,
+  ``order``), so ``placegym bench --replay`` can re-check it;
 - ``ratios.png``: a bar chart of the geometric-mean ratio to critical_path per placer and
   workload.
+
+Infeasible records (:mod:`placegym.train.harness.feasibility`: over a device's memory,
+a split co-location group, a placer that raised) are failures: their ratio and gap are
+None, and the table shows ``OOM``, ``split`` or ``failed`` in their place. A table row
+(workload, cluster) aggregates over seeds only those on which every placer (and
+critical_path, the ratios' reference) is feasible, saying how many when not all; each
+other seed gets a row of its own (``ffnn, seed 1``), where the failures show. The last
+row counts each placer's feasible records (``feasible | 7/8``).
 
 Seeds feed generators that take a ``seed`` and placers that take one (``random``,
 ``anneal``), so a run is reproducible from its command line. Makespans are simulated
@@ -24,7 +33,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,8 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from placegym.envs import Cluster, Graph, Placement, load_cluster, simulate
+from placegym.envs import Cluster, Graph, Placement, load_cluster
 from placegym.envs.sources import resolve_graph
+from placegym.train.harness.feasibility import Outcome, by_key, count, mark, over, place
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -79,17 +88,23 @@ class BenchConfig:
 
 @dataclass
 class Record:
-    """One benchmark result: a placer's makespan on one workload, cluster and seed."""
+    """One benchmark result: a placer's makespan on one workload, cluster and seed.
+
+    ``feasible`` False: ``infeasible`` says why; ``makespan`` is None where nothing was
+    simulated (a split group, a placer that raised) and ratio and gap are always None.
+    ``ratio_to_critical_path`` is also None where critical_path is infeasible."""
 
     workload: str
     cluster: str
     seed: int
     placer: str
-    makespan: float
-    ratio_to_critical_path: float
+    makespan: float | None
+    ratio_to_critical_path: float | None
     gap_to_optimal: float | None
     oom: bool
     seconds: float
+    feasible: bool = True
+    infeasible: str | None = None
     device: list[int] | None = None
     order: list[int] | None = None
 
@@ -197,36 +212,43 @@ def _records(cells: Sequence[Cell], results: Sequence[Any], placers: list[str]) 
         if name not in placers:
             continue
         key = (id(graph), id(cluster), seed)
-        ref_makespan = by_cell[(*key, REFERENCE if REFERENCE in placers else _REF_ONLY)][0]
+        ref: Outcome = by_cell[(*key, REFERENCE if REFERENCE in placers else _REF_ONLY)]
         optimum = by_cell.get((*key, _OPTIMAL))
-        makespan, oom, secs, placement = by_cell[(*key, name)]
+        out: Outcome = by_cell[(*key, name)]
+        ms = out.makespan if out.feasible else None
+        ref_ms = ref.makespan if ref.feasible else None
         records.append(
             Record(
                 workload=label,
                 cluster=cluster.name,
                 seed=seed,
                 placer=name,
-                makespan=makespan,
-                ratio_to_critical_path=_ratio(makespan, ref_makespan),
-                gap_to_optimal=None if optimum is None else _ratio(makespan, optimum) - 1.0,
-                oom=oom,
-                seconds=secs,
-                device=placement.device.tolist(),
-                order=placement.order.tolist(),
+                makespan=out.makespan,
+                ratio_to_critical_path=None
+                if ms is None or ref_ms is None
+                else _ratio(ms, ref_ms),
+                gap_to_optimal=None if ms is None or optimum is None else _ratio(ms, optimum) - 1,
+                oom=out.oom,
+                seconds=out.seconds,
+                feasible=out.feasible,
+                infeasible=out.infeasible,
+                device=_listed(out.placement, "device"),
+                order=_listed(out.placement, "order"),
             )
         )
     return records
 
 
-def run_placer(
-    placer: Placer, graph: Graph, cluster: Cluster, seed: int, noise: float
-) -> tuple[float, bool, float, Placement]:
-    """(makespan, oom, seconds taken by the placer, placement); noise draws use ``seed``."""
-    t0 = time.perf_counter()
-    placement = placer(graph, cluster, seed)
-    secs = time.perf_counter() - t0
-    s = simulate(graph, cluster, placement, noise=noise, rng=seed if noise > 0 else None)
-    return s.makespan, s.oom, secs, placement
+def _listed(placement: Placement | None, field: str) -> list[int] | None:
+    return None if placement is None else np.asarray(getattr(placement, field)).tolist()
+
+
+def run_placer(placer: Placer, graph: Graph, cluster: Cluster, seed: int, noise: float) -> Outcome:
+    """The placer's :class:`~placegym.train.harness.feasibility.Outcome`: placement,
+    makespan, feasibility, seconds taken by the placer (noise draws use ``seed``). A
+    placer that raises, or whose placement splits a co-location group, gives an
+    infeasible outcome instead of stopping the benchmark."""
+    return place(placer, graph, cluster, seed, noise)
 
 
 def _ratio(x: float, ref: float) -> float:
@@ -234,54 +256,104 @@ def _ratio(x: float, ref: float) -> float:
 
 
 def _optimum(graph: Graph, cluster: Cluster) -> float | None:
+    """The proven optimum's makespan; None where it is not computed or is infeasible
+    (the ``optimal`` teacher ignores memory: an optimum over memory is no optimum)."""
     if graph.num_nodes > OPTIMAL_MAX_NODES or cluster.num_devices > OPTIMAL_MAX_DEVICES:
         return None
     from placegym.teachers import get_teacher
 
-    placement = get_teacher("optimal").place(graph, cluster)
-    return simulate(graph, cluster, placement).makespan
+    out = place(lambda g, c, _: get_teacher("optimal").place(g, c), graph, cluster, 0)
+    return out.makespan if out.feasible else None
 
 
 # ---------------------------------------------------------------------- reporting
-def summarize(records: Sequence[Record]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """Aggregate over seeds: mean makespan, geometric-mean ratio, mean gap, total seconds."""
-    groups: dict[tuple[str, str, str], list[Record]] = {}
-    for r in records:
-        groups.setdefault((r.workload, r.cluster, r.placer), []).append(r)
-    out = {}
-    for key, rs in groups.items():
-        gaps = [r.gap_to_optimal for r in rs if r.gap_to_optimal is not None]
-        out[key] = {
-            "makespan": float(np.mean([r.makespan for r in rs])),
-            "ratio": float(np.exp(np.mean(np.log([r.ratio_to_critical_path for r in rs])))),
-            "gap": float(np.mean(gaps)) if gaps else None,
-            "oom": any(r.oom for r in rs),
-            "seconds": float(sum(r.seconds for r in rs)),
-        }
+@dataclass
+class TableRow:
+    """One row of the table: a workload and cluster over ``seeds`` (every seed, or those
+    on which every placer is feasible), or one seed of it where some placer is not.
+
+    Attributes:
+        label: the workload cell (``ffnn``, ``ffnn (2 of 3 seeds every placer solved)``,
+            ``ffnn, seed 1``).
+        cluster: the cluster's name.
+        cells: per placer, its records of the row's seeds.
+    """
+
+    label: str
+    cluster: str
+    cells: dict[str, list[Record]]
+
+
+def _comparable(r: Record) -> bool:
+    """Feasible, with a ratio (critical_path feasible too): a record a row may aggregate."""
+    return r.feasible and r.ratio_to_critical_path is not None
+
+
+def table_rows(records: Sequence[Record]) -> list[TableRow]:
+    """The rows of :func:`markdown_table` and :func:`ratios_figure`: per (workload,
+    cluster), one row over the seeds on which every placer and critical_path are feasible
+    (all of them when they all are), then one row per other seed."""
+    placers = list(dict.fromkeys(r.placer for r in records))
+    several = len({r.seed for r in records}) > 1
+    out = []
+    for (w, c), rs in by_key(records, lambda r: (r.workload, r.cluster)).items():
+        per_seed = by_key(rs, lambda r: r.seed)
+        ok = [s for s, xs in per_seed.items() if all(_comparable(r) for r in xs)]
+        if ok:
+            label = (
+                w if len(ok) == len(per_seed) else f"{w} ({over(len(ok), len(per_seed), 'seeds')})"
+            )
+            cells = {p: [r for r in rs if r.placer == p and r.seed in ok] for p in placers}
+            out.append(TableRow(label, c, cells))
+        for s, xs in per_seed.items():
+            if s not in ok:
+                cells = {p: [r for r in xs if r.placer == p] for p in placers}
+                out.append(TableRow(f"{w}, seed {s}" if several else w, c, cells))
     return out
+
+
+def _geo_ratio(rs: Sequence[Record]) -> float | None:
+    """Geometric-mean ratio to critical_path; None unless every record has one."""
+    ratios = [r.ratio_to_critical_path for r in rs if r.ratio_to_critical_path is not None]
+    if not rs or len(ratios) < len(rs):
+        return None
+    return float(np.exp(np.mean(np.log(ratios))))
+
+
+def _cell(rs: Sequence[Record]) -> str:
+    """Mean makespan in ms, geometric-mean ratio, mean gap to optimal; the mark of an
+    infeasible record (a row holds one where any is infeasible)."""
+    if not rs:
+        return ""
+    bad = [r for r in rs if not r.feasible]
+    if bad:
+        return "/".join(dict.fromkeys(mark(r.infeasible) for r in bad))
+    cell = f"{float(np.mean([r.makespan for r in rs])) * 1e3:.3f} ms"
+    ratio = _geo_ratio(rs)
+    cell += f" ({ratio:.2f}x)" if ratio is not None else " (critical_path infeasible)"
+    gaps = [r.gap_to_optimal for r in rs if r.gap_to_optimal is not None]
+    if gaps:
+        cell += f" gap {float(np.mean(gaps)):+.1%}"
+    return cell
 
 
 def markdown_table(records: Sequence[Record]) -> str:
     """One row per (workload, cluster), one column per placer: makespan in ms, ratio to
-    critical_path, gap to optimal when known, OOM mark; then the time each placer took."""
-    summ = summarize(records)
+    critical_path, gap to optimal when known, averaged over the seeds every placer
+    solved; ``OOM``, ``split`` or ``failed`` for an infeasible record, in a row of its
+    seed (:func:`table_rows`); then the time each placer took and its feasible count."""
     placers = list(dict.fromkeys(r.placer for r in records))
-    rows = list(dict.fromkeys((r.workload, r.cluster) for r in records))
     lines = [
         "| workload | cluster | " + " | ".join(placers) + " |",
         "|---|---|" + "---|" * len(placers),
     ]
-    for w, c in rows:
-        cells = []
-        for p in placers:
-            s = summ[(w, c, p)]
-            cell = f"{s['makespan'] * 1e3:.3f} ms ({s['ratio']:.2f}x)"
-            if s["gap"] is not None:
-                cell += f" gap {s['gap']:+.1%}"
-            cells.append(cell + (" OOM" if s["oom"] else ""))
-        lines.append(f"| {w} | {c} | " + " | ".join(cells) + " |")
-    secs = {p: sum(summ[(w, c, p)]["seconds"] for w, c in rows) for p in placers}
+    for row in table_rows(records):
+        cells = [_cell(row.cells[p]) for p in placers]
+        lines.append(f"| {row.label} | {row.cluster} | " + " | ".join(cells) + " |")
+    secs = {p: sum(r.seconds for r in records if r.placer == p) for p in placers}
     lines.append("| time taken | | " + " | ".join(f"{secs[p]:.3f} s" for p in placers) + " |")
+    feasible = [count(r.feasible for r in records if r.placer == p) for p in placers]
+    lines.append("| feasible | | " + " | ".join(feasible) + " |")
     return "\n".join(lines)
 
 
@@ -315,27 +387,37 @@ def bar_chart(records: Sequence[Record], path: Path) -> None:
 
 
 def ratios_figure(records: Sequence[Record]) -> Figure:
-    """Grouped bars: geometric-mean ratio to critical_path, per workload and placer."""
+    """Grouped bars: geometric-mean ratio to critical_path, per table row
+    (:func:`table_rows`) and placer; an infeasible record is its mark, not a bar."""
     from matplotlib.figure import Figure
 
-    summ = summarize(records)
+    rows = table_rows(records)
     placers = list(dict.fromkeys(r.placer for r in records))
-    groups = list(dict.fromkeys((r.workload, r.cluster) for r in records))
     fig = Figure(
-        figsize=(max(6.0, 1.2 * len(groups) * max(1, len(placers)) / 3), 4), layout="constrained"
+        figsize=(max(6.0, 1.2 * len(rows) * max(1, len(placers)) / 3), 4), layout="constrained"
     )
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(placers))
-    x = np.arange(len(groups))
+    x = np.arange(len(rows))
     for i, p in enumerate(placers):
-        ax.bar(
-            x + i * width - 0.4 + width / 2,
-            [summ[(w, c, p)]["ratio"] for w, c in groups],
-            width,
-            label=p,
-        )
+        at = x + i * width - 0.4 + width / 2
+        ratios = [_geo_ratio(row.cells[p]) for row in rows]
+        shown = [k for k, v in enumerate(ratios) if v is not None]
+        ax.bar(at[shown], [v for v in ratios if v is not None], width, label=p)
+        for k, row in enumerate(rows):
+            bad = [r for r in row.cells[p] if not r.feasible]
+            if bad:
+                ax.annotate(
+                    mark(bad[0].infeasible),
+                    (at[k], 0),
+                    ha="center",
+                    va="bottom",
+                    rotation=90,
+                    fontsize=7,
+                    color="crimson",
+                )
     ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle="--")
-    ax.set_xticks(x, [f"{w}\n{c}" for w, c in groups], fontsize=8)
+    ax.set_xticks(x, [f"{row.label}\n{row.cluster}" for row in rows], fontsize=8)
     ax.set_ylabel("makespan / critical_path (lower is better)")
     # outside the axes, so that it never covers a bar
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)

@@ -7,12 +7,18 @@ file's ``config``). Per row, replay rebuilds the instance and checks:
 
 - the instance (suite rows): the rebuilt instance's digest equals the row's ``digest``;
 - the placement: ``device`` and ``order`` are stored and valid for the instance;
+- feasibility (:mod:`placegym.train.harness.feasibility`): a row recorded ``feasible``
+  must replay feasible (no split co-location group, within every device's memory), and a
+  row recorded infeasible must replay infeasible (a row without a placement, whose placer
+  raised, has nothing to re-simulate); its ``oom`` flag must match. A row of a file
+  written before the ``feasible`` field claims what its ``oom`` says;
 - the makespan: the placement re-simulated (with the run's noise and the row's seed)
-  gives the recorded ``makespan`` within a relative :data:`RTOL`;
+  gives the recorded ``makespan`` within a relative :data:`RTOL` (over-memory rows too);
 - the derived columns: ``ratio_to_critical_path`` against the critical_path row of the
   same instance and seed; for suite rows, ``lower_bound`` equals the certified bound of
   the rebuilt instance, ``gap_to_bound`` = makespan / lower_bound − 1 and ``gap_to_best``
-  = makespan / best_known − 1.
+  = makespan / best_known − 1. An infeasible row, and any row whose critical_path row is
+  infeasible, has no ratio (None); an infeasible row has no gaps.
 
 A row that fails any check is reported with its index, instance, placer and seed, and
 what differs; the command exits with status 1 if any row fails.
@@ -26,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placegym.envs import Cluster, Graph, Placement, load_cluster, simulate
+from placegym.envs import Cluster, Graph, Placement, load_cluster
 from placegym.envs.validate import read_json
+from placegym.train.harness.feasibility import simulate_outcome
 
 #: Relative tolerance of every comparison (results are deterministic; this only absorbs
 #: last-digit differences of other platforms).
@@ -103,23 +110,60 @@ def _key(row: dict) -> tuple:
     return (*where, row["seed"])
 
 
+#: Columns an infeasible row must leave empty (None): it never enters a ratio or a gap.
+_EMPTY_WHEN_INFEASIBLE = (
+    "ratio_to_critical_path",
+    "gap_to_optimal",
+    "gap_to_bound",
+    "gap_to_best",
+)
+
+
+def _claims_feasible(row: dict) -> bool:
+    """The row's ``feasible``; a row written before that field claims ``not oom``."""
+    return bool(row.get("feasible", not row.get("oom", False)))
+
+
 def _check_row(row: dict, graph: Graph, cluster: Cluster, digest: str | None, noise: float):
-    """Problems of one row (a list of strings) and its replayed makespan."""
+    """Problems of one row (a list of strings) and its replayed makespan (None: the row
+    replays infeasible or could not be replayed)."""
     if digest is not None and row.get("digest") != digest:
         return [f"instance digest {row.get('digest')!r} differs from the rebuilt {digest!r}"], None
+    claims = _claims_feasible(row)
+    problems = []
+    if not claims and "feasible" in row:
+        problems += [
+            f"{k} {row[k]!r} recorded for an infeasible row"
+            for k in _EMPTY_WHEN_INFEASIBLE
+            if row.get(k) is not None
+        ]
     if row.get("device") is None or row.get("order") is None:
-        return ["no placement stored (device, order)"], None
+        if claims:
+            return ["no placement stored (device, order)"], None
+        if row.get("makespan") is not None:
+            problems.append(f"makespan {row['makespan']!r} recorded without a placement")
+        return problems, None  # the placer raised: nothing to re-simulate
     try:
         placement = Placement(device=row["device"], order=row["order"])
-        s = simulate(
-            graph, cluster, placement, noise=noise, rng=row["seed"] if noise > 0 else None
-        )
     except ValueError as e:
-        return [f"invalid placement: {e}"], None
-    problems = []
-    if not _close(s.makespan, row["makespan"]):
-        problems.append(f"makespan recorded {row['makespan']!r}, replayed {s.makespan!r}")
-    return problems, s.makespan
+        return (["invalid placement: " + str(e)] if claims else problems), None
+    out = simulate_outcome(graph, cluster, placement, noise, row["seed"] if noise > 0 else None)
+    if claims and not out.feasible:
+        if out.makespan is None:  # no schedule: a split group or a bad placement
+            return [f"recorded feasible, replays infeasible: {out.infeasible}"], None
+        problems.append(f"recorded feasible, replays infeasible: {out.infeasible}")
+    elif not claims and out.feasible:
+        why = row.get("infeasible")
+        return [*problems, f"recorded infeasible ({why}), replays feasible"], None
+    if "oom" in row and bool(row["oom"]) != out.oom:
+        problems.append(f"oom recorded {row['oom']!r}, replayed {out.oom!r}")
+    if out.makespan is None:
+        if row.get("makespan") is not None:
+            problems.append(f"makespan {row['makespan']!r} recorded, none replayed")
+        return problems, None
+    if row.get("makespan") is None or not _close(out.makespan, row["makespan"]):
+        problems.append(f"makespan recorded {row.get('makespan')!r}, replayed {out.makespan!r}")
+    return problems, out.makespan if out.feasible else None
 
 
 def _check_suite_columns(row: dict, bound: float, makespan: float) -> list[str]:
@@ -156,23 +200,27 @@ def _simulate_rows(rows: list[dict], load, noise: float, progress: bool):
 
 
 def _check_derived(rows: list[dict], replayed: list, suite_rows: bool) -> list[Mismatch]:
-    """Ratio and gap columns against the replayed makespans (critical_path's included)."""
+    """Ratio and gap columns against the replayed makespans (critical_path's included):
+    rows that replayed feasible; a feasible row whose critical_path row is infeasible
+    must have no ratio."""
     from placegym.envs.bounds import lower_bound
 
-    reference = {
-        _key(row): done[2]
-        for row, done in zip(rows, replayed)
-        if done is not None and row["placer"] == "critical_path"
-    }
+    cp = [(row, done) for row, done in zip(rows, replayed) if row["placer"] == "critical_path"]
+    reference = {_key(row): done[2] for row, done in cp if done is not None}
+    failed = {_key(row) for row, _ in cp if not _claims_feasible(row)}
     bounds: dict[tuple, float] = {}
     bad = []
     for i, (row, done) in enumerate(zip(rows, replayed)):
         if done is None:
             continue
         graph, cluster, makespan = done
+        ratio = row.get("ratio_to_critical_path")
         ref = reference.get(_key(row))  # None: critical_path ran as the reference only
-        if ref is not None and not _close(row["ratio_to_critical_path"], makespan / ref):
-            problem = f"ratio_to_critical_path {row['ratio_to_critical_path']!r} does not match"
+        if _key(row) in failed and ratio is not None:
+            problem = f"ratio_to_critical_path {ratio!r} recorded, but the critical_path row"
+            bad.append(Mismatch(i, _label(row), problem + " is infeasible"))
+        elif ref is not None and not _close(ratio, makespan / ref):
+            problem = f"ratio_to_critical_path {ratio!r} does not match"
             bad.append(Mismatch(i, _label(row), problem + " the critical_path row"))
         if suite_rows:
             key = _key(row)[:-1]

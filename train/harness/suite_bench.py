@@ -10,12 +10,23 @@ placement is simulated and recorded as a :class:`SuiteRecord` with
 - ``gap_to_bound`` = makespan / certified lower bound − 1 (>= 0, how far from optimal at
   most) and ``gap_to_best`` = makespan / best known − 1 (negative: a new best known). The
   bound and the best known come from the suite's reference file when its entry is fresh;
-  a missing or stale entry gets the bound computed on the spot and no best known.
+  a missing or stale entry gets the bound computed on the spot and no best known. A
+  reference whose best-known placement is infeasible is an error naming the instance
+  (:func:`~placegym.train.harness.suite_reference.check_reference`).
+
+Feasibility (:mod:`placegym.train.harness.feasibility`): every record has ``feasible``
+and, when not, ``infeasible`` (why: over a device's memory, a split co-location group, a
+placer that raised). An infeasible record has no ratio and no gaps (None) and its
+``makespan`` is None unless it was simulated (over memory); the tables show ``OOM``,
+``split`` or ``failed`` in its place, and every mean, maximum and count compares placers
+over the (instance, seed) pairs on which every placer and critical_path are feasible,
+saying how many of all; each placer's feasible count is a column of its own.
 
 Outputs (``out``): ``results.json`` (config and records, placements included),
 ``results.csv`` (records without placements), ``table.md`` (a per-placer summary: the
 geometric-mean ratio to critical_path, mean and max gaps, instances within 1% of the best
-known, time; then per instance each placer's gaps to the best known and to the bound).
+known, time, feasible count; then per instance each placer's gaps to the best known and
+to the bound, and each placer's feasible count).
 """
 
 from __future__ import annotations
@@ -40,6 +51,8 @@ from placegym.train.harness.bench import (
     run_placer,
     teacher_placer,
 )
+from placegym.train.harness.feasibility import by_key, count, mark, over, solved_by_all
+from placegym.train.harness.suite_reference import check_reference
 from placegym.train.stats import geomean
 
 RESULTS_FORMAT = "placegym.suite-results/v1"
@@ -58,24 +71,32 @@ class SuiteRecord:
     nodes: int
     seed: int
     placer: str
-    makespan: float
-    ratio_to_critical_path: float
+    makespan: float | None
+    ratio_to_critical_path: float | None
     lower_bound: float
     best_known: float | None
-    gap_to_bound: float
+    gap_to_bound: float | None
     gap_to_best: float | None
     oom: bool
     seconds: float
     digest: str
-    device: list[int]
-    order: list[int]
+    device: list[int] | None
+    order: list[int] | None
+    feasible: bool = True
+    infeasible: str | None = None
 
 
 def instance_bounds(inst: Instance, refs: dict[str, Reference]) -> tuple[float, float | None]:
     """(lower bound, best known or None) of ``inst``: from a fresh reference entry, else the
-    bound computed now and no best known."""
+    bound computed now and no best known.
+
+    Raises:
+        ValueError: the fresh entry's best-known placement is infeasible (naming the
+            instance; :func:`~placegym.train.harness.suite_reference.check_reference`).
+    """
     ref = refs.get(inst.id)
     if ref is not None and ref.digest == inst.digest:
+        check_reference(inst, ref)
         return ref.lower_bound, ref.best_makespan
     return lower_bound(inst.graph, inst.cluster).value, None
 
@@ -96,9 +117,11 @@ def _records(
     bound, best = instance_bounds(inst, refs)
     g, c = inst.graph, inst.cluster
     runs = {name: run_placer(p, g, c, seed, noise) for name, p in placers.items()}
-    ref_makespan = runs[REFERENCE][0]
+    ref = runs[REFERENCE]
+    ref_ms = ref.makespan if ref.feasible else None
     out = []
-    for name, (makespan, oom, secs, placement) in runs.items():
+    for name, run in runs.items():
+        ms = run.makespan if run.feasible else None
         out.append(
             SuiteRecord(
                 suite=inst.suite,
@@ -108,17 +131,19 @@ def _records(
                 nodes=inst.graph.num_nodes,
                 seed=seed,
                 placer=name,
-                makespan=makespan,
-                ratio_to_critical_path=ratio(makespan, ref_makespan),
+                makespan=run.makespan,
+                ratio_to_critical_path=None if ms is None or ref_ms is None else ratio(ms, ref_ms),
                 lower_bound=bound,
                 best_known=best,
-                gap_to_bound=ratio(makespan, bound) - 1.0,
-                gap_to_best=gap(makespan, best),
-                oom=oom,
-                seconds=secs,
+                gap_to_bound=None if ms is None else ratio(ms, bound) - 1.0,
+                gap_to_best=None if ms is None else gap(ms, best),
+                oom=run.oom,
+                seconds=run.seconds,
                 digest=inst.digest,
-                device=placement.device.tolist(),
-                order=placement.order.tolist(),
+                device=None if run.placement is None else run.placement.device.tolist(),
+                order=None if run.placement is None else run.placement.order.tolist(),
+                feasible=run.feasible,
+                infeasible=run.infeasible,
             )
         )
     return out
@@ -161,57 +186,103 @@ def run_suite(
 
 
 # ---------------------------------------------------------------------- reporting
+def _comparable(r: SuiteRecord) -> bool:
+    """Feasible, with a ratio (critical_path feasible too)."""
+    return r.feasible and r.ratio_to_critical_path is not None
+
+
+def _pairs(records: Sequence[SuiteRecord]) -> str:
+    return "instances" if len({r.seed for r in records}) <= 1 else "(instance, seed) pairs"
+
+
 def summary_table(records: Sequence[SuiteRecord]) -> str:
-    """Per placer, over every (instance, seed): geometric-mean ratio to critical_path,
-    mean and max gap to the lower bound and to the best known, instances within
-    :data:`NEAR_BEST` of the best known, seconds."""
+    """Per placer, over every (instance, seed) that every placer solved: geometric-mean
+    ratio to critical_path, mean and max gap to the lower bound and to the best known,
+    instances within :data:`NEAR_BEST` of the best known; seconds and the feasible count
+    over all; then a line saying over how many pairs."""
     placers = list(dict.fromkeys(r.placer for r in records))
+    common, every = solved_by_all(records, lambda r: (r.split, r.instance, r.seed), _comparable)
+    solved = set(common)
     lines = [
         "| placer | ratio to critical_path (geo. mean) | gap to bound: mean / max "
-        "| gap to best known: mean / max | within 1% of best | time |",
-        "|---|---|---|---|---|---|",
+        "| gap to best known: mean / max | within 1% of best | time | feasible |",
+        "|---|---|---|---|---|---|---|",
     ]
     for p in placers:
-        rs = [r for r in records if r.placer == p]
-        lb = [r.gap_to_bound for r in rs]
+        mine = [r for r in records if r.placer == p]
+        rs = [r for r in mine if (r.split, r.instance, r.seed) in solved]
+        lb = [r.gap_to_bound for r in rs if r.gap_to_bound is not None]
         best = [r.gap_to_best for r in rs if r.gap_to_best is not None]
         near = sum(g <= NEAR_BEST for g in best)
         best_cell = f"{np.mean(best):+.1%} / {max(best):+.1%}" if best else "n/a"
+        ratios = [r.ratio_to_critical_path for r in rs if r.ratio_to_critical_path is not None]
+        ratio_cell = f"{geomean(ratios):.3f}" if ratios else "n/a"
+        lb_cell = f"{np.mean(lb):+.1%} / {max(lb):+.1%}" if lb else "n/a"
         lines.append(
-            f"| {p} | {geomean([r.ratio_to_critical_path for r in rs]):.3f} "
-            f"| {np.mean(lb):+.1%} / {max(lb):+.1%} | {best_cell} "
-            f"| {near}/{len(best)} | {sum(r.seconds for r in rs):.1f} s |"
+            f"| {p} | {ratio_cell} | {lb_cell} | {best_cell} | {near}/{len(best)} "
+            f"| {sum(r.seconds for r in mine):.1f} s | {count(r.feasible for r in mine)} |"
         )
+    what = _pairs(records)
+    lines.append(
+        f"\nRatios, gaps and counts over the {over(len(common), len(every), what)}; time "
+        "and feasible over all."
+    )
     return "\n".join(lines)
 
 
+def _instance_rows(records: Sequence[SuiteRecord]) -> list[tuple[str, list[SuiteRecord]]]:
+    """Per instance: a row over the seeds every placer solved (all when they all did,
+    else labelled with how many), then a row per other seed."""
+    several = len({r.seed for r in records}) > 1
+    out = []
+    for (_, inst), rs in by_key(records, lambda r: (r.split, r.instance)).items():
+        per_seed = by_key(rs, lambda r: r.seed)
+        ok = [s for s, xs in per_seed.items() if all(_comparable(r) for r in xs)]
+        if ok:
+            n = len(per_seed)
+            label = inst if len(ok) == n else f"{inst} ({over(len(ok), n, 'seeds')})"
+            out.append((label, [r for r in rs if r.seed in ok]))
+        out += [
+            (f"{inst}, seed {s}" if several else inst, xs)
+            for s, xs in per_seed.items()
+            if s not in ok
+        ]
+    return out
+
+
+def _gap_cell(mine: Sequence[SuiteRecord]) -> str:
+    bad = [r for r in mine if not r.feasible]
+    if bad:
+        return "/".join(dict.fromkeys(mark(r.infeasible) for r in bad))
+    to_lb = np.mean([r.gap_to_bound for r in mine])
+    to_best = [r.gap_to_best for r in mine if r.gap_to_best is not None]
+    head = f"{np.mean(to_best):+.1%}" if to_best else "n/a"
+    if to_best and np.mean(to_best) < -1e-12:
+        head += " new best"
+    return f"{head} / {to_lb:+.0%}"
+
+
 def instance_table(records: Sequence[SuiteRecord]) -> str:
-    """Per instance (seeds averaged): bound, best known, and each placer's gap to the best
-    known / to the bound (``new best`` where a placer beats the best known)."""
+    """Per instance (seeds every placer solved averaged, :func:`_instance_rows`): bound,
+    best known, and each placer's gap to the best known / to the bound (``new best`` where
+    a placer beats the best known; ``OOM``, ``split`` or ``failed`` where infeasible);
+    the last row counts each placer's feasible records."""
     placers = list(dict.fromkeys(r.placer for r in records))
-    keys = list(dict.fromkeys((r.split, r.instance) for r in records))
     lines = [
         "| instance | nodes | bound (ms) | best known (ms) | " + " | ".join(placers) + " |",
         "|---|---|---|---|" + "---|" * len(placers),
     ]
-    for split, inst in keys:
-        rs = [r for r in records if (r.split, r.instance) == (split, inst)]
+    for label, rs in _instance_rows(records):
         first = rs[0]
         best = "n/a" if first.best_known is None else f"{first.best_known * 1e3:.4g}"
-        cells = []
-        for p in placers:
-            mine = [r for r in rs if r.placer == p]
-            to_lb = np.mean([r.gap_to_bound for r in mine])
-            to_best = [r.gap_to_best for r in mine if r.gap_to_best is not None]
-            head = f"{np.mean(to_best):+.1%}" if to_best else "n/a"
-            if to_best and np.mean(to_best) < -1e-12:
-                head += " new best"
-            cells.append(f"{head} / {to_lb:+.0%}")
+        cells = [_gap_cell([r for r in rs if r.placer == p]) for p in placers]
         lines.append(
-            f"| {inst} | {first.nodes} | {first.lower_bound * 1e3:.4g} | {best} | "
+            f"| {label} | {first.nodes} | {first.lower_bound * 1e3:.4g} | {best} | "
             + " | ".join(cells)
             + " |"
         )
+    feasible = [count(r.feasible for r in records if r.placer == p) for p in placers]
+    lines.append("| feasible | | | | " + " | ".join(feasible) + " |")
     return "\n".join(lines)
 
 

@@ -11,16 +11,24 @@ instance:
   seconds), (c) simulated annealing from the best of (a) with ``budget`` simulations for
   each of ``seeds`` (seeds other than the benchmark's 0, so the benchmark's own anneal
   column is not compared with itself), and (d) the previous best known of a fresh entry,
-  so an entry only ever improves. Placements that exceed a device's memory lose to any
-  that fit.
+  so an entry only ever improves.
+
+A best-known placement is feasible (:mod:`placegym.train.harness.feasibility`): a
+candidate over a device's memory, one that splits a co-location group and a heuristic
+that raises never become the best known, and an instance without any feasible candidate
+is an error naming it. :func:`check_reference` re-checks a stored entry against its built
+instance: the harness (``placegym bench --suite``, ``placegym anytime``, the report
+drivers) refuses a reference whose best-known placement is infeasible, naming the
+instance.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from placegym.envs import Placement, simulate
+from placegym.envs import Placement
 from placegym.envs.bounds import lower_bound
 from placegym.envs.suites import Instance, Suite
 from placegym.envs.suites.reference import Reference, load_references, save_references
@@ -33,18 +41,50 @@ OPTIMAL_MAX_DEVICES = 4
 @dataclass(frozen=True)
 class _Candidate:
     makespan: float
-    oom: bool
+    infeasible: str | None
     source: str
-    placement: Placement
+    placement: Placement | None
     proven: bool = False
 
-    def key(self) -> tuple[bool, float]:
-        return (self.oom, self.makespan)
+
+def _score(
+    inst: Instance, placement: Placement | None, source: str, proven: bool = False
+) -> _Candidate:
+    """A candidate; infeasible (never the best known) when over memory, split or absent."""
+    from placegym.train.harness.feasibility import simulate_outcome
+
+    if placement is None:
+        return _Candidate(math.inf, f"{source} raised", source, None, proven)
+    out = simulate_outcome(inst.graph, inst.cluster, placement)
+    makespan = math.inf if out.makespan is None else out.makespan
+    return _Candidate(makespan, out.infeasible, source, placement, proven)
 
 
-def _score(inst: Instance, placement: Placement, source: str, proven: bool = False) -> _Candidate:
-    s = simulate(inst.graph, inst.cluster, placement)
-    return _Candidate(s.makespan, s.oom, source, placement, proven)
+def _heuristic(inst: Instance, name: str) -> _Candidate:
+    from placegym.teachers import get_teacher
+
+    try:
+        placement = get_teacher(name).place(inst.graph, inst.cluster)
+    except Exception as e:  # a heuristic that fails on this instance is no candidate
+        return _Candidate(math.inf, f"{name} raised {type(e).__name__}: {e}", name, None)
+    return _score(inst, placement, name)
+
+
+def check_reference(inst: Instance, ref: Reference) -> None:
+    """Raise unless ``ref``'s best-known placement is feasible on ``inst`` (its groups
+    whole, within every device's memory).
+
+    Raises:
+        ValueError: naming the suite, the instance and why.
+    """
+    from placegym.train.harness.feasibility import simulate_outcome
+
+    where = f"{inst.suite} reference of instance {inst.id!r}"
+    if ref.best_oom:
+        raise ValueError(f"{where}: the best-known placement is marked over memory (best_oom)")
+    out = simulate_outcome(inst.graph, inst.cluster, ref.best_placement)
+    if not out.feasible:
+        raise ValueError(f"{where}: the best-known placement is infeasible: {out.infeasible}")
 
 
 def _searches(
@@ -57,12 +97,22 @@ def _searches(
     if g.num_nodes <= OPTIMAL_MAX_NODES and c.num_devices <= OPTIMAL_MAX_DEVICES:
         from placegym.teachers.optimal import solve
 
-        opt = solve(g, c, time_limit=time_limit)
-        label = "optimal (proven)" if opt.proven else f"optimal (time limit {time_limit:g} s)"
-        out.append(_score(inst, opt.placement, label, proven=opt.proven))
+        try:
+            opt = solve(g, c, time_limit=time_limit)
+        except Exception as e:  # no candidate, like a heuristic that raises
+            out.append(_Candidate(math.inf, f"optimal raised {e}", "optimal", None))
+        else:
+            limit = f"optimal (time limit {time_limit:g} s)"
+            label = "optimal (proven)" if opt.proven else limit
+            out.append(_score(inst, opt.placement, label, proven=opt.proven))
     for seed in seeds:
-        res = anneal(g, c, starts, budget=budget, seed=seed)
-        out.append(_score(inst, res.placement, f"anneal(budget={budget}, seed={seed})"))
+        source = f"anneal(budget={budget}, seed={seed})"
+        try:
+            res = anneal(g, c, starts, budget=budget, seed=seed)
+        except Exception as e:
+            out.append(_Candidate(math.inf, f"{source} raised {e}", source, None))
+        else:
+            out.append(_score(inst, res.placement, source))
     return out
 
 
@@ -74,17 +124,28 @@ def best_known(
     previous: Reference | None = None,
     optimal_time_limit: float = 60.0,
 ) -> Reference:
-    """The reference values of one instance (see the module docstring)."""
-    from placegym.teachers import get_teacher
+    """The reference values of one instance (see the module docstring).
 
-    cands = [_score(inst, get_teacher(t).place(inst.graph, inst.cluster), t) for t in HEURISTICS]
-    starts = [c.placement for c in cands]
+    Raises:
+        ValueError: no candidate is feasible (naming the instance).
+    """
+    cands = [_heuristic(inst, t) for t in HEURISTICS]
+    starts = [c.placement for c in cands if c.infeasible is None and c.placement is not None]
+    starts = starts or [c.placement for c in cands if c.placement is not None]
     cands += _searches(inst, starts, budget, seeds, optimal_time_limit)
     if previous is not None and previous.digest == inst.digest:
         cands.append(
             _score(inst, previous.best_placement, previous.best_source, previous.proven_optimal)
         )
-    best = min(cands, key=_Candidate.key)
+    feasible = [c for c in cands if c.infeasible is None and c.placement is not None]
+    if not feasible:
+        why = "; ".join(f"{c.source}: {c.infeasible}" for c in cands)
+        raise ValueError(
+            f"{inst.suite} instance {inst.id!r}: no feasible placement found for the best "
+            f"known ({why})"
+        )
+    best = min(feasible, key=lambda c: c.makespan)
+    assert best.placement is not None
     lb = lower_bound(inst.graph, inst.cluster)
     return Reference(
         split=inst.split,
@@ -95,7 +156,7 @@ def best_known(
         bound_kind=lb.kind,
         best_makespan=best.makespan,
         best_source=best.source,
-        best_oom=best.oom,
+        best_oom=False,
         proven_optimal=best.proven,
         best_placement=best.placement,
     )

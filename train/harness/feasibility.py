@@ -1,0 +1,147 @@
+"""Feasibility of benchmark rows: one definition for every table of the harness.
+
+A placement is *infeasible* when it splits a co-location group (``placegym.graph/v2``
+``group``: :meth:`~placegym.envs.Placement.check` and ``simulate`` raise ``ValueError``)
+or when its simulated peak memory exceeds a device's memory
+(:attr:`~placegym.envs.simulator.Schedule.oom`; :attr:`~placegym.envs.simulator.Schedule.
+infeasibility` says which device and by how much). A placer that raises has no placement
+at all and fails the same way. An infeasible placement is a failure, never a fast result:
+
+- every record carries ``feasible`` and, when not, ``infeasible`` (the reason: the
+  schedule's memory message, the split-group error, or ``placer raised <Error>: ...``);
+- a table shows an infeasible record as its :func:`mark` instead of a number: ``OOM``
+  (over a device's memory), ``split`` (splits a co-location group) or ``failed`` (the
+  placer raised, or returned a placement that does not fit the graph or cluster);
+- it never enters a ratio, a geometric mean, a best or a rank: aggregates over instances
+  are taken over the instances every compared placer solved (:func:`solved_by_all`), and
+  each table says over how many (:func:`over`) and shows each placer's feasible count
+  (:func:`count`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from placegym.envs import Cluster, Graph, Placement, simulate
+
+__all__ = [
+    "MARKS",
+    "Outcome",
+    "count",
+    "mark",
+    "over",
+    "place",
+    "simulate_outcome",
+    "solved_by_all",
+]
+
+K = TypeVar("K", bound=Hashable)
+R = TypeVar("R")
+
+#: The marks a table shows for an infeasible record (see :func:`mark`).
+MARKS = ("OOM", "split", "failed")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A placer's result on one instance.
+
+    Attributes:
+        placement: what the placer returned (None: it raised).
+        makespan: the simulated makespan; None where nothing could be simulated (a split
+            group, a placement that does not fit, a placer that raised). An over-memory
+            placement keeps its makespan, for the record only.
+        oom: the simulated peak exceeds a device's memory.
+        infeasible: why the placement is infeasible; None when it is feasible.
+        seconds: the time the placer took (wall clock).
+    """
+
+    placement: Placement | None
+    makespan: float | None
+    oom: bool
+    infeasible: str | None
+    seconds: float = 0.0
+
+    @property
+    def feasible(self) -> bool:
+        """Feasible: simulated, within every device's memory, every group kept whole."""
+        return self.infeasible is None
+
+
+def simulate_outcome(
+    graph: Graph, cluster: Cluster, placement: Placement, noise: float = 0.0, rng: Any = None
+) -> Outcome:
+    """Simulate ``placement``: an over-memory schedule and a ``ValueError`` of the
+    simulator (a split group, a placement that does not fit) give an infeasible outcome."""
+    try:
+        s = simulate(graph, cluster, placement, noise=noise, rng=rng)
+    except ValueError as e:
+        return Outcome(placement, None, False, str(e) or "invalid placement")
+    return Outcome(placement, s.makespan, s.oom, s.infeasibility)
+
+
+def place(
+    placer: Callable[[Graph, Cluster, int], Placement],
+    graph: Graph,
+    cluster: Cluster,
+    seed: int,
+    noise: float = 0.0,
+) -> Outcome:
+    """Run ``placer`` and simulate its placement (noise draws use ``seed``). A placer
+    that raises (``Exception``) gives an infeasible outcome naming the error: one placer's
+    failure never stops a benchmark."""
+    t0 = time.perf_counter()
+    try:
+        placement = placer(graph, cluster, seed)
+    except Exception as e:  # recorded as the row's failure
+        secs = time.perf_counter() - t0
+        return Outcome(None, None, False, f"placer raised {type(e).__name__}: {e}", secs)
+    secs = time.perf_counter() - t0
+    out = simulate_outcome(graph, cluster, placement, noise, seed if noise > 0 else None)
+    return Outcome(out.placement, out.makespan, out.oom, out.infeasible, secs)
+
+
+def mark(reason: str | None) -> str:
+    """What a table shows for a record infeasible for ``reason`` (module docstring)."""
+    text = reason or ""
+    if text.startswith("out of memory"):
+        return "OOM"
+    if "splits co-location group" in text:
+        return "split"
+    return "failed"
+
+
+def count(feasible: Iterable[bool]) -> str:
+    """``"ok/total"``: feasible records of all."""
+    flags = list(feasible)
+    return f"{sum(flags)}/{len(flags)}"
+
+
+def solved_by_all(
+    rows: Iterable[R],
+    instance: Callable[[R], K],
+    feasible: Callable[[R], bool] = lambda r: bool(r.feasible),  # type: ignore[attr-defined]
+) -> tuple[list[K], list[K]]:
+    """``(instances every row of which is feasible, every instance)``, both in first-seen
+    order: the instances on which aggregates may compare placers."""
+    ok: dict[K, bool] = {}
+    for r in rows:
+        key = instance(r)
+        ok[key] = ok.get(key, True) and feasible(r)
+    return [k for k, v in ok.items() if v], list(ok)
+
+
+def over(solved: int, total: int, what: str = "instances") -> str:
+    """``"k of n <what> every placer solved"``."""
+    return f"{solved} of {total} {what} every placer solved"
+
+
+def by_key(rows: Iterable[R], key: Callable[[R], K]) -> Mapping[K, list[R]]:
+    """Rows grouped by ``key``, groups and rows in first-seen order."""
+    out: dict[K, list[R]] = {}
+    for r in rows:
+        out.setdefault(key(r), []).append(r)
+    return out
