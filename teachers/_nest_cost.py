@@ -367,11 +367,15 @@ class NestTables:
             consumer's block (size b2) are disjoint and meet at level l (inf: no such
             pair of blocks exists).
         params, acts, acts_rc, gather_buf: per stage and size, ``(k,)`` per local device:
-            resident parameter bytes; live activations (outputs made there plus every
-            distinct input read there); the same under recomputation (the largest single
-            node's output plus inputs); the largest parameter block (ZeRO gather buffer).
+            resident parameter bytes; activations (outputs made there plus every distinct
+            input read there: every tensor the stage ever holds on the device); the same
+            under recomputation (the largest single node's output plus inputs); the
+            largest parameter block (ZeRO gather buffer).
         param_total: ``(m,)`` parameter bytes of each stage.
-        memory: per size, ``(k,)`` capacity of the representative block's devices.
+        memory: per size, ``(k,)`` capacity per local device: the least over every block
+            of that size (so a run that fits the model fits on any address).
+        cuttable: ``(m + 1,)`` whether a run may start (or end) at each stage boundary:
+            False inside the stage span of a co-location group (``0`` and ``m`` always).
     """
 
     graph: Graph
@@ -389,6 +393,7 @@ class NestTables:
     gather_buf: list[list[np.ndarray]]
     param_total: np.ndarray
     memory: list[np.ndarray]
+    cuttable: np.ndarray
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -421,9 +426,16 @@ class NestTables:
         for st in stages:
             for b, k in enumerate(hier.sizes):
                 loc[b, st.nodes] = st.pick_spread(hier.order[:k], dur, graph, cluster)
+        for nodes in graph.groups.values():  # a group on its first node's local device
+            loc[:, nodes] = loc[:, nodes[:1]]
         t = cls(graph, cluster, hier, stage, m, loc, *_empty_tables(m, nk, hier.num_levels))
         t.param_total = np.bincount(stage, weights=graph.param_bytes, minlength=m)
-        t.memory = [cluster.memory[t.devices(b, 0)] for b in range(nk)]
+        t.memory = [
+            np.min([cluster.memory[t.devices(b, int(a))] for a in np.flatnonzero(valid)], axis=0)
+            for b, valid in enumerate(hier.valid)
+        ]
+        for nodes in graph.groups.values():  # no run boundary inside a group's stages
+            t.cuttable[stage[nodes].min() + 1 : stage[nodes].max() + 1] = False
         for s, st in enumerate(stages):
             t._fill_stage(s, st, dur, recompute_factor)
         t._fill_links()
@@ -506,10 +518,10 @@ class NestTables:
                 for i in range(m):
                     if o & ZERO:
                         resident = (np.cumsum(self.param_total[i:]) / k)[:, None]
-                        live = np.maximum.accumulate(act[i:] + buf[i:], axis=0)
+                        live = np.cumsum(act[i:], axis=0) + np.maximum.accumulate(buf[i:])
                     else:
                         resident = np.cumsum(par[i:], axis=0)
-                        live = np.maximum.accumulate(act[i:], axis=0)
+                        live = np.cumsum(act[i:], axis=0)
                     excess = np.maximum(resident + live - self.memory[b], 0.0)
                     over[i, i + 1 :, b, o] = excess.sum(axis=1)
         return cost, over
@@ -526,6 +538,7 @@ def _empty_tables(m: int, nk: int, nl: int) -> tuple:
         [[] for _ in range(m)],
         np.zeros(m),
         [],
+        np.ones(m + 1, dtype=bool),
     )
 
 

@@ -20,9 +20,11 @@ from placegym.envs.graph import Graph
 __all__ = [
     "MAX_SYMMETRY_DEVICES",
     "Instance",
+    "allowed_devices",
     "device_automorphisms",
     "make_instance",
     "node_twins",
+    "resident",
     "speed_weights",
 ]
 
@@ -73,6 +75,9 @@ class Instance:
     weight: list[float] | None
     weighted_min: list[float]
     exact: bool
+    mates: list[tuple[int, ...]]
+    param: list[float]
+    memory: list[float] | None
 
 
 def _tables(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
@@ -130,6 +135,8 @@ def node_twins(
     comm: np.ndarray,
     prods: list[tuple[int, ...]],
     cons: list[tuple[int, ...]],
+    group: np.ndarray | None = None,
+    param: np.ndarray | None = None,
 ) -> list[int]:
     """For each node, the bit mask of lower-numbered nodes interchangeable with it.
 
@@ -138,10 +145,16 @@ def node_twins(
     maps a schedule to one with the same times (ranks swap with the nodes). Every
     schedule therefore has an image in which interchangeable nodes start in index order
     (by round; a device relabelling keeps rounds), and the search only builds those.
+    With ``group`` and ``param``, twins also share their co-location group (or both have
+    none) and resident bytes, so the swap keeps the constraints too.
     """
     n = len(prods)
+    extra = [
+        (-1 if group is None else int(group[v]), 0.0 if param is None else float(param[v]))
+        for v in range(n)
+    ]
     keys = [
-        (prods[v], cons[v], dur[v].tobytes(), comm[v].tobytes() if cons[v] else b"")
+        (prods[v], cons[v], dur[v].tobytes(), comm[v].tobytes() if cons[v] else b"", extra[v])
         for v in range(n)
     ]
     return [sum(1 << u for u in range(v) if keys[u] == keys[v]) for v in range(n)]
@@ -185,8 +198,9 @@ def speed_weights(dur: np.ndarray) -> np.ndarray | None:
     return total.min() / total
 
 
-def make_instance(graph: Graph, cluster: Cluster) -> Instance:
-    """Precompute the tables of the search for ``graph`` on ``cluster``."""
+def make_instance(graph: Graph, cluster: Cluster, memory: bool = False) -> Instance:
+    """Precompute the tables of the search for ``graph`` on ``cluster``; with ``memory``,
+    constrain resident bytes where some placement's could exceed a device's memory."""
     n, nd = graph.num_nodes, cluster.num_devices
     dur, comm = _tables(graph, cluster)
     cons = [tuple(graph.successors(v).tolist()) for v in range(n)]
@@ -197,6 +211,15 @@ def make_instance(graph: Graph, cluster: Cluster) -> Instance:
     tail = [0.0] * n
     for v in reversed(topo):
         tail[v] = max((dur_min[c] + tail[c] for c in cons[v]), default=0.0)
+    mates: list[tuple[int, ...]] = [() for _ in range(n)]
+    for nodes in graph.groups.values():
+        for v in nodes.tolist():
+            mates[v] = tuple(u for u in nodes.tolist() if u != v)
+    tight = memory and n > 0 and float(graph.param_bytes.sum()) > float(cluster.memory.min())
+    autos = device_automorphisms(dur, comm)
+    if tight:  # a relabelling must also keep every device's memory
+        mem = cluster.memory
+        autos = [p for p in autos if np.array_equal(mem[list(p)], mem)]
     return Instance(
         n=n,
         nd=nd,
@@ -208,9 +231,47 @@ def make_instance(graph: Graph, cluster: Cluster) -> Instance:
         dur_min=dur_min,
         tail=tail,
         prio=b_level(graph, cluster).tolist(),
-        new_devices=_new_devices(device_automorphisms(dur, comm), nd),
-        twins_before=node_twins(dur, comm, prods, cons),
+        new_devices=_new_devices(autos, nd),
+        twins_before=node_twins(
+            dur, comm, prods, cons, graph.group, graph.param_bytes if tight else None
+        ),
         weight=None if weight is None else weight.tolist(),
         weighted_min=dur_min if weight is None else (dur * weight).min(axis=1).tolist(),
         exact=_is_exact(dur, comm),
+        mates=mates,
+        param=graph.param_bytes.tolist(),
+        memory=cluster.memory.tolist() if tight else None,
     )
+
+
+def resident(inst: Instance, dev: list[int]) -> list[float]:
+    """Resident bytes per device of the nodes with a device in ``dev`` (-1: none)."""
+    used = [0.0] * inst.nd
+    for v, d in enumerate(dev):
+        if d >= 0:
+            used[d] += inst.param[v]
+    return used
+
+
+def allowed_devices(
+    inst: Instance, dev: list[int], v: int, cands: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The devices of ``cands`` node ``v`` may take when the others have ``dev``: its
+    group's device once a mate has one; with memory constrained (``inst.memory``), only
+    those whose resident bytes, with the unplaced mates of open groups where their group
+    is, plus ``v``'s and its unplaced mates' (who follow it) fit."""
+    need = inst.param[v]
+    for u in inst.mates[v]:
+        if dev[u] >= 0:
+            return (dev[u],) if dev[u] in cands else ()
+        need += inst.param[u]
+    if inst.memory is None:
+        return cands
+    used = resident(inst, dev)
+    for u in range(inst.n):
+        if dev[u] < 0 and u != v:
+            for w in inst.mates[u]:
+                if dev[w] >= 0:
+                    used[dev[w]] += inst.param[u]
+                    break
+    return tuple(d for d in cands if used[d] + need <= inst.memory[d])

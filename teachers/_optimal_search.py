@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from array import array
 
-from placegym.teachers._optimal_instance import Instance
+from placegym.teachers._optimal_instance import Instance, allowed_devices, resident
 
 __all__ = ["ROUNDING_TOLERANCE", "Search", "SearchTimeout"]
 
@@ -174,7 +174,10 @@ class Search:
             wtotal += sum(inst.weighted_min[u] for u in free)
             wcut = cut * self._weight_sum
         scored = []
-        for d in inst.new_devices[st.used]:
+        cands = inst.new_devices[st.used]
+        if inst.mates[v] or inst.memory is not None:
+            cands = allowed_devices(inst, st.dev, v, cands)
+        for d in cands:
             x = avail[d]
             for p in inst.prods[v]:
                 a = fin_lb[p]
@@ -333,7 +336,8 @@ class Search:
         """Everything the future of ``s`` depends on, packed: finished nodes, devices of
         the others, pending events, channel free times that still matter (> t_next)."""
         done = s.done
-        devs = bytes([0 if done >> v & 1 else d + 1 for v, d in enumerate(s.dev)])
+        mates = self.inst.mates  # a finished node's device still binds its group's others
+        devs = bytes([0 if done >> v & 1 and not mates[v] else d + 1 for v, d in enumerate(s.dev)])
         flat = [float(len(s.events))]
         for time_, kind, v, d in sorted(s.events):
             flat.append(time_)
@@ -342,6 +346,8 @@ class Search:
             if c > t_next:
                 flat.append(float(ch))
                 flat.append(c)
+        if self.inst.memory is not None:  # the future's room depends on finished nodes too
+            flat.extend(resident(self.inst, s.dev))
         return done.to_bytes(self._done_bytes, "little") + devs + array("d", flat).tobytes()
 
     def _next_round(self, st: _State, t: float) -> None:

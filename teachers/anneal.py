@@ -12,6 +12,7 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.simulator import Schedule, simulate, simulate_batch
+from placegym.teachers._memory import make_feasible, pressure
 from placegym.teachers.base import PlanTeacher, Teacher
 
 __all__ = ["STARTS", "AnnealResult", "AnnealTeacher", "anneal"]
@@ -33,6 +34,8 @@ class AnnealResult(NamedTuple):
         start_makespan: the makespan of the starting placement.
         simulations: placements simulated, the starting ones included.
         accepted: moves accepted by the Metropolis rule.
+        feasible: whether ``placement`` fits in memory (its simulated peak within every
+            device's; always True where no placement can exceed memory).
     """
 
     placement: Placement
@@ -40,6 +43,7 @@ class AnnealResult(NamedTuple):
     start_makespan: float
     simulations: int
     accepted: int
+    feasible: bool = True
 
 
 @dataclass
@@ -52,6 +56,7 @@ class _Problem:
     layers: list[np.ndarray]  # nodes of the layer of each node (empty: no layer)
     penalty: float  # added to the makespan of an OOM placement (10x the worst start)
     check_memory: bool  # whether any placement could exceed some device's memory
+    groups: dict[int, np.ndarray]  # co-location groups (moves move them whole)
 
 
 def _problem(graph: Graph, cluster: Cluster) -> _Problem:
@@ -62,24 +67,36 @@ def _problem(graph: Graph, cluster: Cluster) -> _Problem:
     }
     empty = np.zeros(0, dtype=np.int64)
     layers = [groups[int(lay)] if lay >= 0 else empty for lay in graph.layer.tolist()]
-    # A device never holds more than every param plus one copy of every output.
-    worst = float(graph.param_bytes.sum() + graph.out_bytes.sum())
     return _Problem(
         graph=graph,
         cluster=cluster,
         neighbours=neighbours,
         layers=layers,
         penalty=0.0,  # set once the start is scored
-        check_memory=worst > float(cluster.memory.min()),
+        check_memory=pressure(graph, cluster),
+        groups=graph.groups,
     )
 
 
 def _evaluate(p: _Problem, devices: np.ndarray, orders: np.ndarray):
-    """``(makespan, score)``, each ``(B,)``: score = makespan + penalty if OOM."""
+    """``(makespan, score, oom)``, each ``(B,)``: score = makespan + penalty if OOM."""
     res = simulate_batch(p.graph, p.cluster, devices, orders, memory=p.check_memory)
     if p.penalty <= 0:  # scoring the starts: the penalty scales with their makespans
         p.penalty = 10.0 * max(float(res.makespan.max()), 1e-30)
-    return res.makespan, res.makespan + p.penalty * res.oom
+    oom = np.asarray(res.oom, dtype=bool)
+    return res.makespan, res.makespan + p.penalty * oom, oom
+
+
+def _hold_groups(p: _Problem, dev: np.ndarray, old: np.ndarray) -> None:
+    """After a move changed ``old`` into ``dev`` (in place): every co-location group with
+    a node moved goes whole to the new device of its first node moved."""
+    seen: set[int] = set()
+    group = p.graph.group
+    for v in np.flatnonzero(dev != old).tolist():
+        g = int(group[v])
+        if g >= 0 and g not in seen:
+            seen.add(g)
+            dev[p.groups[g]] = dev[v]
 
 
 def _critical_chain(schedule: Schedule) -> np.ndarray:
@@ -163,12 +180,23 @@ class _Search:
         self.rng = np.random.default_rng(seed)
         devs0 = np.stack([s.device for s in starts]).astype(np.int64)
         ords0 = np.stack([s.order for s in starts]).astype(np.int64)
-        ms0, scores0 = _evaluate(p, devs0, ords0)
-        i0 = int(np.argmin(scores0))
-        self.start_makespan = float(ms0[i0])
+        ms0, scores0, oom0 = _evaluate(p, devs0, ords0)
+        i0 = int(np.lexsort((scores0, oom0))[0])  # the best start, a feasible one first
         self.used, self.accepted = len(starts), 0
-        self.dev, self.order, self.score = devs0[i0].copy(), ords0[i0].copy(), float(scores0[i0])
-        self.best = (self.dev.copy(), self.order.copy(), self.score, self.start_makespan)
+        dev, order, score, makespan = devs0[i0], ords0[i0], float(scores0[i0]), float(ms0[i0])
+        self.feasible = not oom0[i0]
+        if not self.feasible and self.used < budget:  # no start fits: try its repair
+            start = Placement(device=dev, order=order)
+            fixed = make_feasible(p.graph, p.cluster, start)
+            if fixed is not start:
+                ms1, scores1, oom1 = _evaluate(p, fixed.device[None], fixed.order[None])
+                self.used += 1
+                if not oom1[0]:
+                    dev, order, self.feasible = fixed.device, fixed.order, True
+                    score, makespan = float(scores1[0]), float(ms1[0])
+        self.start_makespan = makespan
+        self.dev, self.order, self.score = dev.astype(np.int64), order.astype(np.int64), score
+        self.best = (self.dev.copy(), self.order.copy(), self.score, makespan, self.feasible)
         self.chain: np.ndarray | None = None
 
     def _focus(self, guide: float, k: int) -> list[int]:
@@ -200,16 +228,26 @@ class _Search:
         kinds = self.rng.choice(len(MOVES), size=k, p=weights)
         for r in range(k):
             _propose(self.rng, self.p, int(kinds[r]), nodes[r], devs[r], ords[r], rank)
-        makespans, scores = _evaluate(self.p, devs, ords)
+            if self.p.groups:
+                _hold_groups(self.p, devs[r], self.dev)
+        makespans, scores, oom = _evaluate(self.p, devs, ords)
         self.used += k
+        if self.feasible:  # a feasible current placement is never traded for an OOM one
+            scores = np.where(oom, np.inf, scores)
         j = int(np.argmin(scores))
         delta = (float(scores[j]) - self.score) / max(self.score, 1e-30)
         if delta < 0 or self.rng.random() < np.exp(-delta / temp):
             self.dev, self.order, self.score = devs[j].copy(), ords[j].copy(), float(scores[j])
             self.accepted += 1
             self.chain = None
-            if self.score < self.best[2]:
-                self.best = (self.dev.copy(), self.order.copy(), self.score, float(makespans[j]))
+            feasible = not oom[j]
+            self.feasible = feasible
+            best_feasible = self.best[4]
+            if feasible > best_feasible or (
+                feasible == best_feasible and self.score < self.best[2]
+            ):
+                best = (self.dev.copy(), self.order.copy(), self.score, float(makespans[j]))
+                self.best = (*best, feasible)
 
 
 def _weights(move_weights: tuple[float, ...], n: int, nd: int) -> np.ndarray:
@@ -262,9 +300,11 @@ def anneal(
         search.step(batch, temp, w / w.sum(), guide)
         if observe is not None:
             observe(search.used, search.best[3])
-    dev, order, _, best = search.best
+    dev, order, _, best, feasible = search.best
     placement = Placement(device=dev, order=order)
-    return AnnealResult(placement, best, search.start_makespan, search.used, search.accepted)
+    return AnnealResult(
+        placement, best, search.start_makespan, search.used, search.accepted, bool(feasible)
+    )
 
 
 class AnnealTeacher(PlanTeacher):
@@ -291,10 +331,18 @@ class AnnealTeacher(PlanTeacher):
           makespan increase, T falling geometrically from ``t_start`` to ``t_end`` as the
           budget is spent. An OOM placement scores its makespan plus 10× the start's
           (memory is only simulated when some placement could overflow a device).
+        - **Memory and groups**: a move of a node in a co-location group moves its whole
+          group (to the node's new device), so no candidate splits a group (the starts
+          keep groups whole). Feasible means the simulated peak fits every device: the
+          start is the best feasible start when one is (else, when its repair
+          :func:`~placegym.teachers._memory.make_feasible` fits, that repair, one
+          simulation more); while the current placement is feasible an OOM candidate is
+          never accepted, and a feasible best is only replaced by a faster feasible one.
         - **Result**: the best placement seen by score, so never worse than the best
-          start: no larger makespan, and no OOM when some start has none (an OOM start may
-          be traded for a slower placement that fits). ``budget`` counts every simulated
-          placement (starts and chain look-ups included). All draws come from
+          start: no larger makespan, and never OOM when some start (or its repair) fits;
+          an OOM start is traded for any placement that fits.
+          :attr:`AnnealResult.feasible` says whether it fits. ``budget`` counts every
+          simulated placement (starts and chain look-ups included). All draws come from
           ``numpy.random.default_rng(seed)``: same inputs and seed, same result.
 
     Per-state answers follow the plan (:class:`~placegym.teachers.base.PlanTeacher`).

@@ -28,20 +28,10 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.state import PlacementState
+from placegym.teachers._common import TIE_RTOL, ties
+from placegym.teachers._memory import infeasibility
 
-__all__ = ["PlanTeacher", "StepTeacher", "Teacher", "complete", "roll_out", "ties"]
-
-#: Relative tolerance under which two scores count as tied.
-TIE_RTOL = 1e-9
-
-
-def ties(scores: np.ndarray, candidates: np.ndarray, *, best: str = "max") -> np.ndarray:
-    """The candidates whose score is within :data:`TIE_RTOL` of the best one (ascending)."""
-    s = scores[candidates]
-    target = s.max() if best == "max" else s.min()
-    tol = TIE_RTOL * max(abs(float(target)), 1e-300)
-    keep = np.abs(s - target) <= tol
-    return np.sort(candidates[keep])
+__all__ = ["TIE_RTOL", "PlanTeacher", "StepTeacher", "Teacher", "complete", "roll_out", "ties"]
 
 
 class Teacher(ABC):
@@ -60,6 +50,12 @@ class Teacher(ABC):
     @abstractmethod
     def place_actions(self, state: PlacementState) -> np.ndarray:
         """Best PLC actions for ``state.selected`` (ascending device ids, non-empty)."""
+
+    def infeasibility(self, graph: Graph, cluster: Cluster) -> str | None:
+        """Why this teacher's placement of ``graph`` on ``cluster`` is infeasible (it
+        splits a co-location group, or its simulated peak exceeds a device's memory),
+        None when it is feasible (:func:`placegym.teachers._memory.infeasibility`)."""
+        return infeasibility(graph, cluster, self.place(graph, cluster))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -36,6 +36,7 @@ from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.simulator import simulate_makespan
 from placegym.envs.state import PlacementState
+from placegym.teachers._memory import priced
 from placegym.teachers.base import PlanTeacher, Teacher
 
 __all__ = ["BestListTeacher"]
@@ -43,6 +44,11 @@ __all__ = ["BestListTeacher"]
 
 class BestListTeacher(Teacher):
     """Per (graph, cluster), the states' answers of the fastest candidate heuristic.
+
+    Memory and groups: each candidate keeps its own treatment of them (its class
+    docstring); a candidate whose placement is over memory loses to every feasible one
+    (:func:`~placegym.teachers._memory.priced`), so the teacher followed is feasible
+    whenever some candidate's placement is.
 
     Args:
         candidates: registered single-pass teachers to choose from (at least one; ties
@@ -78,11 +84,15 @@ class BestListTeacher(Teacher):
         self._best = IdentityCache(self._choose, size=None)
 
     def _choose(self, graph: Graph, cluster: Cluster) -> tuple[int, Placement, float]:
-        """(index, placement, makespan) of the fastest candidate; the first on ties."""
+        """(index, placement, price) of the fastest candidate, a feasible one first (a
+        placement over memory is priced above every feasible makespan); the first on
+        ties."""
         best: tuple[int, Placement, float] | None = None
         for i, t in enumerate(self.candidates):
             placement = t.place(graph, cluster)
-            makespan = simulate_makespan(graph, cluster, placement)
+            makespan = priced(
+                graph, cluster, placement, simulate_makespan(graph, cluster, placement)
+            )
             if best is None or makespan < best[2]:
                 best = (i, placement, makespan)
         assert best is not None

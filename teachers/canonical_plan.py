@@ -47,6 +47,7 @@ import numpy as np
 from placegym.envs import Cluster, Graph, Placement, simulate
 from placegym.envs.cache import IdentityCache
 from placegym.envs.state import PlacementState
+from placegym.teachers._memory import oom_price, priced
 from placegym.teachers.base import Teacher, ties
 
 __all__ = ["CanonicalPlanTeacher", "device_mapping"]
@@ -152,6 +153,13 @@ class CanonicalPlanTeacher(Teacher):
         select: answer SEL with this teacher's tie sets instead of the plan's order
             (e.g. ``critical_path``: a plan's device map carries most of its value, its
             order little, and a b-level order is easy to learn); None follows the plan.
+
+    Memory and groups: the plan is the source's (its class docstring says how it treats
+    them). Labels map through device permutations that keep every device attribute,
+    memory included, so the image of a feasible plan is feasible; PLC answers are legal
+    devices of the state (a node of a co-location group with a member placed gets that
+    member's device), and :meth:`offer` never lets a placement over memory replace a
+    feasible plan.
     """
 
     name: ClassVar[str] = "canonical_plan"
@@ -164,7 +172,10 @@ class CanonicalPlanTeacher(Teacher):
 
     def _source_plan(self, graph: Graph, cluster: Cluster) -> tuple[Placement, float]:
         plan = self.source.place(graph, cluster)
-        return plan, simulate(graph, cluster, plan).makespan
+        schedule = simulate(graph, cluster, plan)
+        if schedule.oom:
+            return plan, float(oom_price(graph, cluster, schedule.makespan))
+        return plan, schedule.makespan
 
     def place(self, graph: Graph, cluster: Cluster) -> Placement:
         """The current plan of ``graph`` on ``cluster``."""
@@ -175,12 +186,18 @@ class CanonicalPlanTeacher(Teacher):
         return self._plans.get(graph, cluster) is not None
 
     def plan_makespan(self, graph: Graph, cluster: Cluster) -> float:
-        """Simulated makespan of the current plan of ``graph``."""
+        """Simulated makespan of the current plan of ``graph`` (priced above every
+        feasible makespan when it is over memory: :func:`~placegym.teachers._memory.
+        priced`)."""
         return self._plans(graph, cluster)[1]
 
     def offer(self, graph: Graph, cluster: Cluster, placement: Placement, makespan: float) -> bool:
         """Adopt ``placement`` (of simulated ``makespan``) as the plan if it is better;
-        returns whether it was adopted."""
+        returns whether it was adopted. A placement over memory is priced above every
+        feasible makespan (one simulation under memory pressure), so it never replaces a
+        feasible plan; one that splits a co-location group is refused (``ValueError``)."""
+        placement.check(graph, cluster)
+        makespan = priced(graph, cluster, placement, makespan)
         if makespan < self.plan_makespan(graph, cluster):
             self._plans.put(graph, cluster, value=(placement, float(makespan)))
             return True

@@ -9,8 +9,10 @@ import numpy as np
 from placegym.envs.analysis import b_level
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
 from placegym.envs.state import PlacementState
 from placegym.teachers._common import IdentityCache
+from placegym.teachers._memory import Room, calibrate
 from placegym.teachers.base import StepTeacher, ties
 
 __all__ = ["CriticalPathTeacher"]
@@ -32,16 +34,49 @@ class CriticalPathTeacher(StepTeacher):
     id of each set. Earliest *start* (not finish) is DOPPLER's rule; on the homogeneous
     presets the two coincide. B-levels are computed once per (graph, cluster) object pair
     and cached, so a per-state answer costs one frontier scan and one ``(D,)`` estimate.
+
+    Memory and groups:
+        The legal devices are the state's (:meth:`PlacementState.place_mask`): a node
+        of a co-location group with a member placed goes to that member's device, so a
+        rollout never splits a group; resident bytes must fit (a group's whole bytes when
+        its first member is placed). Under memory pressure, when the rollout of that
+        rule is over memory (one simulation per (graph, cluster), cached), PLC chooses
+        among the legal devices with *room* (:meth:`room`,
+        :class:`~placegym.teachers._memory.Room`): those after which every unplaced
+        group and node still packs into the memory left, less a reserve for live
+        tensors calibrated on the simulator (:func:`~placegym.teachers._memory.
+        calibrate`: the rollout is then feasible whenever that packing rule reaches a
+        feasible placement). Where no legal device has room, every legal device
+        competes. Without memory pressure, or when the plain rollout fits, the answers
+        are the plain rule's, bit for bit.
     """
 
     name: ClassVar[str] = "critical_path"
 
     def __init__(self) -> None:
         self._b_level = IdentityCache(b_level)
+        self._rooms = IdentityCache(self._calibrate)
 
     def b_level(self, graph: Graph, cluster: Cluster) -> np.ndarray:
         """``(n,)`` the b-levels SEL ranks by (cached per (graph, cluster) pair)."""
         return self._b_level(graph, cluster)
+
+    def room(self, graph: Graph, cluster: Cluster) -> Room | None:
+        """The :class:`~placegym.teachers._memory.Room` PLC chooses in on ``graph`` and
+        ``cluster``; None where the state's legal devices are the rule's (class
+        docstring). Calibrated once per (graph, cluster) pair."""
+        return self._rooms(graph, cluster)
+
+    def _calibrate(self, graph: Graph, cluster: Cluster) -> Room | None:
+        return calibrate(graph, cluster, lambda room: self._roll(graph, cluster, room))
+
+    def _roll(self, graph: Graph, cluster: Cluster, room: Room | None) -> Placement:
+        """The rollout of the rule with PLC in ``room`` (first of each tie set)."""
+        state = PlacementState(graph, cluster)
+        while not state.done:
+            state.select(int(self.select_actions(state)[0]))
+            state.place(int(self._place_in(state, room)[0]))
+        return state.to_placement()
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
         """The frontier nodes of maximum b-level."""
@@ -50,9 +85,21 @@ class CriticalPathTeacher(StepTeacher):
             raise ValueError(f"state: no frontier node to select (phase {state.phase!r})")
         return ties(self.b_level(state.graph, state.cluster), frontier, best="max")
 
+    def device_scores(self, state: PlacementState) -> np.ndarray:
+        """``(D,)`` what PLC minimises: the selected node's earliest start per device."""
+        return state.earliest_start()
+
+    def _place_in(self, state: PlacementState, room: Room | None) -> np.ndarray:
+        legal = np.flatnonzero(state.place_mask())
+        score = self.device_scores(state)
+        v = state.selected
+        if room is None or not state.memory_mask or state.group_device(v) >= 0:
+            return ties(score, legal, best="min")
+        return room.ties(state.device, state.param_used, v, legal, score)
+
     def place_actions(self, state: PlacementState) -> np.ndarray:
-        """The legal devices where the selected node can start earliest."""
+        """The legal devices (with room, under memory pressure) where the selected node
+        can start earliest."""
         if state.selected < 0:
             raise ValueError("state: phase is 'select', no node awaits a device")
-        legal = np.flatnonzero(state.place_mask())
-        return ties(state.earliest_start(), legal, best="min")
+        return self._place_in(state, self.room(state.graph, state.cluster))

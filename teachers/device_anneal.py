@@ -16,6 +16,10 @@ Rule:
       moves only), each with ``budget // restarts`` simulator calls and seed
       ``1000 * seed + i``; the best placement of all runs is the plan.
 
+Memory and groups: as :class:`~placegym.teachers.anneal.AnnealTeacher` (moves move
+whole co-location groups; an OOM candidate never replaces a feasible current placement
+or best), and a feasible run always beats an OOM one among the restarts.
+
 ``budget`` counts every simulated placement (starts included). Same graph, cluster,
 budget, restarts and seed, same plan.
 """
@@ -115,7 +119,11 @@ class DeviceAnnealTeacher(PlanTeacher):
                 seed=1000 * self.seed + i,
                 move_weights=DEVICE_MOVES,
             )
-            if best is None or res.makespan < best.makespan:
+            # a feasible run beats an OOM one; then the least makespan
+            if best is None or (not res.feasible, res.makespan) < (
+                not best.feasible,
+                best.makespan,
+            ):
                 best = res
         assert best is not None
         self.last_makespan = float(best.makespan)

@@ -11,8 +11,9 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.state import PlacementState, Timeline
-from placegym.teachers._common import fits, priority_order
-from placegym.teachers.base import PlanTeacher, ties
+from placegym.teachers._common import Resident, priority_order
+from placegym.teachers._memory import Room, calibrate, make_feasible
+from placegym.teachers.base import PlanTeacher
 from placegym.teachers.critical_path import CriticalPathTeacher
 
 __all__ = ["HeftRuleTeacher", "HeftTeacher", "heft_schedule"]
@@ -29,37 +30,48 @@ def _arrival(graph: Graph, cluster: Cluster, v: int, dev: np.ndarray, aft: np.nd
     return ready
 
 
-def heft_schedule(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def heft_schedule(
+    graph: Graph, cluster: Cluster, room: Room | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HEFT's static schedule: ``(device, start, finish)`` per node, each ``(n,)``.
 
     Nodes are taken by descending upward rank (= :func:`~placegym.envs.analysis.b_level`,
     which uses HEFT's mean costs), ties in topological position; each goes to the legal
-    device (memory rule of :class:`~placegym.envs.state.PlacementState`) with the earliest
-    finish, inserting into an idle gap when one fits (lowest device index on ties).
+    device (the rule of :class:`~placegym.envs.state.PlacementState`: resident bytes fit,
+    a co-location group on its first member's device) with the earliest finish,
+    inserting into an idle gap when one fits (lowest device index on ties). With a
+    ``room``, among the legal devices with room for the rest of the graph
+    (:class:`~placegym.teachers._memory.Room`) when there is one.
     """
     n, nd = graph.num_nodes, cluster.num_devices
     dur = durations_on(graph, cluster)
-    dev = np.full(n, -1, dtype=np.int64)
+    walk = Resident(graph, cluster)
+    dev = walk.device  # -1 until placed
     ast, aft = np.zeros(n), np.zeros(n)
-    used = np.zeros(nd)
     lines = [Timeline() for _ in range(nd)]
     for v in priority_order(graph, b_level(graph, cluster)).tolist():
         ready = _arrival(graph, cluster, v, dev, aft)
-        legal = fits(used, graph.param_bytes[v], cluster.memory)
+        legal = walk.legal(v)
         bound = ready + dur[v]  # a device's EFT is never below its bound
+        fits = None
+        if room is not None and walk.forced(v) < 0:
+            fits = room.checker(dev, walk.used, v)
         best = (np.inf, nd, 0.0)
-        for d in np.lexsort((np.arange(nd), bound)).tolist():
-            if bound[d] > best[0]:
+        for check in (fits, None) if fits is not None else (None,):
+            for d in np.lexsort((np.arange(nd), bound)).tolist():
+                if bound[d] > best[0]:
+                    break
+                if not legal[d] or (check is not None and not check(d)):
+                    continue
+                s = lines[d].earliest_fit(float(ready[d]), float(dur[v, d]))
+                best = min(best, (s + float(dur[v, d]), d, s))
+            if best[1] < nd:  # found one (with room, when checked)
                 break
-            if not legal[d]:
-                continue
-            s = lines[d].earliest_fit(float(ready[d]), float(dur[v, d]))
-            best = min(best, (s + float(dur[v, d]), d, s))
         eft, d, s = best
-        dev[v], ast[v], aft[v] = d, s, eft
-        used[d] += graph.param_bytes[v]
+        ast[v], aft[v] = s, eft
+        walk.place(v, d)
         lines[d].insert(s, eft)
-    return dev, ast, aft
+    return dev.copy(), ast, aft
 
 
 class HeftTeacher(PlanTeacher):
@@ -81,6 +93,16 @@ class HeftTeacher(PlanTeacher):
           into earlier gaps; ordering by upward rank would let a high-rank node that only
           becomes ready late hold no slot but take precedence over earlier planned work.
           Planned starts never decrease along an edge, so the order is topological.
+        - **Memory and groups**: the legal devices are the state's (above), so a group
+          lands whole on its first member's device. Under memory pressure, when the
+          plan's simulated peak exceeds a device's memory, HEFT is rerun choosing among
+          the legal devices with *room* (:class:`~placegym.teachers._memory.Room`:
+          every unplaced group and node still packs into the memory left, less a
+          tensor reserve calibrated on the simulator), and a plan still over memory is
+          repaired (:func:`~placegym.teachers._memory.make_feasible`: whole groups moved
+          off the devices over memory, else the resident bytes spread worst-fit
+          decreasing). The plan is feasible whenever one of those reaches a feasible
+          placement; without memory pressure, or when HEFT's plan fits, it is HEFT's.
 
     Per-state answers follow the plan (:class:`~placegym.teachers.base.PlanTeacher`).
     """
@@ -89,7 +111,19 @@ class HeftTeacher(PlanTeacher):
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
         """HEFT's list schedule (see the class docstring)."""
-        dev, start, _ = heft_schedule(graph, cluster)
+        made: dict[int, tuple[Room | None, Placement]] = {}
+
+        def schedule(room: Room | None) -> Placement:
+            if id(room) not in made:  # the room is kept with it: its id stays its own
+                made[id(room)] = (room, self._schedule(graph, cluster, room))
+            return made[id(room)][1]
+
+        placement = schedule(calibrate(graph, cluster, schedule))
+        return make_feasible(graph, cluster, placement)
+
+    @staticmethod
+    def _schedule(graph: Graph, cluster: Cluster, room: Room | None) -> Placement:
+        dev, start, _ = heft_schedule(graph, cluster, room)
         rank_pos = np.empty(graph.num_nodes, dtype=np.int64)
         rank_pos[priority_order(graph, b_level(graph, cluster))] = np.arange(graph.num_nodes)
         order = np.lexsort((rank_pos, start)).astype(np.int64)
@@ -113,14 +147,18 @@ class HeftRuleTeacher(CriticalPathTeacher):
     (:func:`heft_schedule`) in HEFT's rank order, which the simulator then runs in that
     order instead of HEFT's planned-start order (:class:`HeftTeacher`); from other
     states it answers with HEFT's rule where :class:`HeftTeacher` answers with its plan.
+    Memory and groups as :class:`~placegym.teachers.critical_path.CriticalPathTeacher`
+    (the state's legal devices; under memory pressure, when the plain rollout is over
+    memory, those with room).
     """
 
     name: ClassVar[str] = "heft_rule"
 
+    def device_scores(self, state: PlacementState) -> np.ndarray:
+        """``(D,)`` what PLC minimises: the selected node's insertion-based finish."""
+        return state.insertion_start() + state.costs.duration[state.selected]
+
     def place_actions(self, state: PlacementState) -> np.ndarray:
-        """The legal devices where the selected node finishes earliest with insertion."""
-        if state.selected < 0:
-            raise ValueError("state: phase is 'select', no node awaits a device")
-        legal = np.flatnonzero(state.place_mask())
-        finish = state.insertion_start() + state.costs.duration[state.selected]
-        return ties(finish, legal, best="min")
+        """The legal devices (with room, under memory pressure) where the selected node
+        finishes earliest with insertion."""
+        return super().place_actions(state)

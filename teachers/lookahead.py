@@ -26,10 +26,25 @@ every device: the incumbent with the node moved there, the rest kept); the compl
 the chosen device is priced by becomes the incumbent. The incumbent's own device is
 priced at the incumbent's makespan, so the least price never rises and the placement is
 never slower than any starting placement (in the simulator's noiseless makespan; the
-first incumbent is the fastest start that fits in memory if one does, and a start whose
-devices the memory mask forbids on the way can be lost). Where the rule misses a
+first incumbent is the fastest feasible start if one is, and a start whose devices the
+memory mask forbids on the way can be lost). Where the rule misses a
 communication-bound structure (all on one device, NEST's stages), the fortified
 lookahead keeps it and improves on it.
+
+**Memory and groups.** A completion's price is its simulated makespan when it is
+feasible and, when its peak exceeds a device's memory, that makespan plus the serial
+upper bound (:func:`~placegym.teachers._memory.priced_makespans`; the environment scores
+an infeasible episode with that bound, which no feasible placement exceeds): a feasible
+completion always beats an infeasible one, and among infeasible ones the faster wins.
+So neither the chosen completion nor the incumbent is ever over memory while a feasible
+one is known, and since the least price never rises, the placement is feasible whenever
+the first state's prices include a feasible completion (the base rule's own placement,
+or, fortified, a feasible start). Legal devices are the state's, so a co-location group
+stays on its first member's device; with ``moves`` the node's whole group moves with it.
+Completions through the base rule keep its room under memory pressure
+(:meth:`~placegym.teachers.critical_path.CriticalPathTeacher.room`); they run compiled
+only on graphs without groups where the base rule needs no room (the kernel knows
+neither), otherwise through :class:`~placegym.envs.state.PlacementState`.
 
 Cost: :meth:`~LookaheadTeacher.place` makes one simulator call per legal device per node
 (``n * D`` calls, :attr:`LookaheadTeacher.calls` counts them) and as many base-rule
@@ -51,9 +66,9 @@ from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
-from placegym.envs.simulator import simulate_batch
 from placegym.envs.state import PlacementState
 from placegym.teachers import _rule_kernel
+from placegym.teachers._memory import priced_makespans
 from placegym.teachers.base import StepTeacher, complete, ties
 from placegym.teachers.critical_path import CriticalPathTeacher
 from placegym.teachers.heft import HeftRuleTeacher
@@ -74,8 +89,15 @@ def _compiled_completions(
     state: PlacementState, legal: np.ndarray, kind: int, rule: CriticalPathTeacher
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(devices, orders)`` ``(len(legal), n)``: ``state`` with its selected node on each
-    of ``legal``, completed by the compiled ``rule``."""
+    of ``legal``, completed by the compiled ``rule``. The kernel knows neither co-location
+    groups nor the rule's room under memory pressure (:meth:`~placegym.teachers.
+    critical_path.CriticalPathTeacher.room`): it is only called where neither applies."""
     graph, cluster = state.graph, state.cluster
+    if graph.groups or rule.room(graph, cluster) is not None:
+        raise ValueError(
+            f"graph: {graph.name!r} needs completions that keep groups or room; "
+            "the compiled rule has neither"
+        )
     costs = state.costs
     k = state.num_placed
     placed = np.asarray(state.order[:k], dtype=np.int64)
@@ -135,6 +157,10 @@ class LookaheadTeacher(StepTeacher):
           noiseless, priority dispatch) form the tie set. Fortified (``starts``): each
           device's price is the lesser of that and the incumbent's completion there
           (module docstring).
+        - **Memory and groups**: a completion over memory is priced above every
+          feasible makespan, so the placement is feasible whenever a completion of the
+          empty state is (the base rule's own placement or, fortified, a start); legal
+          devices are the state's, so groups stay whole (module docstring).
 
     :meth:`place` rolls the rule out taking the first device of least makespan (exact
     ties only, whatever ``rtol``); its makespan is at most the base rule's (module
@@ -209,7 +235,8 @@ class LookaheadTeacher(StepTeacher):
         self.observer: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
         """Called with ``(devices, orders, makespans)`` (``(k, n)``, ``(k, n)``,
         ``(k,)``) after every batch of completions simulated: the complete placements
-        behind the prices (noiseless, priority dispatch, memory not checked), e.g. for a
+        behind the prices and their prices (noiseless, priority dispatch; one over
+        memory priced above every feasible makespan, module docstring), e.g. for a
         search that counts them in its budget and keeps the best."""
         self._answers: IdentityCache[OrderedDict[tuple[int, bytes, bytes], np.ndarray]]
         self._answers = IdentityCache(lambda graph, cluster: OrderedDict(), size=64)
@@ -277,13 +304,11 @@ class LookaheadTeacher(StepTeacher):
         # SEL follows: the incumbent is then a completion of every state on the way
         orders = np.tile(np.asarray(plans[0].order, dtype=np.int64), (len(plans), 1))
         self.calls += len(plans)
-        result = simulate_batch(graph, cluster, devices, orders, memory=True, threads=1)
-        makespan = np.asarray(result.makespan, dtype=np.float64)
+        # priced: a start over memory loses to any that fits
+        makespan = priced_makespans(graph, cluster, devices, orders)
         if self.observer is not None:
             self.observer(devices, orders, makespan)
-        # a start that exceeds a device's memory loses to any that fits (the memory mask
-        # would stop the rollout from following it)
-        i = int(np.lexsort((makespan, np.asarray(result.oom, dtype=bool)))[0])
+        i = int(np.argmin(makespan))
         return Incumbent(devices[i], orders[i], float(makespan[i]))
 
     def _keep(self, incs: OrderedDict, state: PlacementState, inc: Incumbent) -> None:
@@ -326,9 +351,15 @@ class LookaheadTeacher(StepTeacher):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The base rule's completions after the selected node on each of ``legal``, and
         their simulated makespans (counted, and shown to the observer)."""
-        # the compiled rule knows no co-location groups: grouped graphs complete in Python
-        if self._kind is not None and not state.graph.groups:
-            assert isinstance(self.rule, CriticalPathTeacher)  # heft_rule's base class
+        # the compiled rule knows no co-location groups and no room under memory
+        # pressure: those graphs complete in Python
+        graph, cluster = state.graph, state.cluster
+        if (
+            self._kind is not None
+            and isinstance(self.rule, CriticalPathTeacher)  # heft_rule's base class
+            and not graph.groups
+            and self.rule.room(graph, cluster) is None
+        ):
             devices, orders = _compiled_completions(state, legal, self._kind, self.rule)
         else:
             n = state.graph.num_nodes
@@ -341,10 +372,7 @@ class LookaheadTeacher(StepTeacher):
                 devices[i] = done.device
                 orders[i] = done.order
         self.calls += len(legal)
-        result = simulate_batch(
-            state.graph, state.cluster, devices, orders, memory=False, threads=1
-        )
-        makespan = np.asarray(result.makespan, dtype=np.float64)
+        makespan = priced_makespans(graph, cluster, devices, orders)
         if self.observer is not None:
             self.observer(devices, orders, makespan)
         return devices, orders, makespan
@@ -364,16 +392,18 @@ class LookaheadTeacher(StepTeacher):
         if len(suffix):
             order = np.concatenate([inc.order[:k], [v], rest[rest != v]])
             sdev = np.tile(inc.device, (len(suffix), 1))
-            sdev[:, v] = suffix
+            # the node moves with its group (its placed members are on the one legal
+            # device already)
+            g = int(state.graph.group[v])
+            sdev[:, state.graph.groups[g] if g >= 0 else [v]] = suffix[:, None]
             sord = np.tile(order, (len(suffix), 1))
             exact = suffix == inc.device[v] if follows else np.zeros(len(suffix), dtype=bool)
             sms = np.full(len(suffix), inc.makespan)
             if (~exact).any():  # the incumbent itself needs no simulation
                 self.calls += int((~exact).sum())
-                res = simulate_batch(
-                    state.graph, state.cluster, sdev[~exact], sord[~exact], memory=False, threads=1
+                sms[~exact] = priced_makespans(
+                    state.graph, state.cluster, sdev[~exact], sord[~exact]
                 )
-                sms[~exact] = res.makespan
                 if self.observer is not None:
                     self.observer(sdev[~exact], sord[~exact], sms[~exact].copy())
             at = np.searchsorted(legal, suffix)
@@ -406,8 +436,10 @@ class LookaheadTeacher(StepTeacher):
         return legal[scores[legal] <= scores[legal].min() * (1.0 + self.rtol)]
 
     def place_costs(self, state: PlacementState) -> np.ndarray:
-        """``(D,)`` simulated makespan of the base rule's completion after each device (inf
-        where illegal): the cost-to-go a cost-sensitive imitator weighs its misses by."""
+        """``(D,)`` price of the base rule's completion after each device (inf where
+        illegal): its simulated makespan, above every feasible makespan when it is over
+        memory (module docstring); the cost-to-go a cost-sensitive imitator weighs its
+        misses by."""
         return self._scores(state).copy()
 
     def place(self, graph: Graph, cluster: Cluster) -> Placement:

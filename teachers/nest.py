@@ -13,6 +13,7 @@ adapted to DAGs executed once on a work-conserving runtime.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import time
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from placegym.envs.analysis import b_level, overflow_penalty
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
+from placegym.teachers._memory import make_feasible
 from placegym.teachers._nest_cost import (
     RECOMPUTE,
     RELIEF_NAMES,
@@ -66,6 +68,8 @@ class NestResult:
             least penalised overflow).
         device: ``(n,)`` device per node; ``order`` the priority order.
         runtime_s: wall time of the solve (tables + DP + mapping).
+        repaired: whether :meth:`NestTeacher.plan` replaced ``device`` by a repaired
+            device map that fits in memory (the DP's plan did not; class docstring).
     """
 
     runs: tuple[Run, ...]
@@ -76,6 +80,7 @@ class NestResult:
     device: np.ndarray
     order: np.ndarray
     runtime_s: float
+    repaired: bool = False
 
     def describe(self) -> str:
         """One line per run: stages, block, relief, link level."""
@@ -134,21 +139,38 @@ class NestTeacher(PlanTeacher):
     0.94, worst 0.28 on llama_layer / p100x4) for the sum and 0.79 (median 0.84) for the
     bottleneck; a stage time of max(compute, communication) did no better on average.
 
-    **Memory rule.** Run r fits iff on every device of its block resident parameters of
-    all its stages (under ZeRO: the run's total / ``k_r``) plus the largest live set of
-    any one of its stages (its outputs plus every distinct input it reads; under
-    recomputation only the largest single node's; plus the largest parameter block under
-    ZeRO) stay within memory. Runs share no device, so each device's resident
-    parameters are exactly those of its run's nodes (the live set is a conservative
-    model of the simulator's tensor lifetimes, not an exact peak).
+    **Memory rule.** Run r fits iff on every device of its block the resident parameters
+    of all its stages (under ZeRO: the run's total / ``k_r``) plus the activations of
+    every one of its stages (each stage's outputs plus every distinct input it reads
+    there; under recomputation only each stage's largest single node's; plus the largest
+    parameter block under ZeRO) stay within memory, the least memory of any block of
+    that size (:attr:`~placegym.teachers._nest_cost.NestTables.memory`). Runs share no
+    device, so each device's resident parameters are exactly those of its run's nodes,
+    and every tensor the simulator ever keeps on a device is an output made there or a
+    copy received there: without relief the rule is a conservative bound of the
+    simulator's peak (resident bytes plus live tensors, DESIGN §3), and a plan that fits
+    it without relief is feasible.
 
-    **Relief.** ZeRO and recomputation exist only in this model (the simulator keeps each
-    node's parameters on its device and all activations), so ``relief="fallback"``
-    (default) first solves without relief, then with relief allowed at its cost, and
-    only if still nothing fits, with every run allowed at a penalty of ``overflow_weight
-    / slowest bandwidth`` per byte over capacity, summed over devices (≈ least total
-    overflow first, then time).
-    ``"always"`` lets relief compete from the start; ``"never"`` never uses it.
+    **Relief.** ZeRO and recomputation exist only in this model: the simulator keeps each
+    node's parameters on its device and every tensor until its last consumer, so a plan
+    that needs relief (mode ``"fits-with-relief"``) does not fit as such. ``relief=
+    "fallback"`` (default) first solves without relief, then with relief allowed at its
+    cost, and only if still nothing fits, with every run allowed at a penalty of
+    ``overflow_weight / slowest bandwidth`` per byte over capacity, summed over devices
+    (≈ least total overflow first, then time). ``"always"`` lets relief compete from the
+    start; ``"never"`` never uses it. Whatever the mode, the plan is then simulated
+    and, when over memory (relief counted on, the penalised fallback, or a tighter peak
+    than the bound on a heterogeneous cluster), repaired
+    (:func:`~placegym.teachers._memory.make_feasible`: whole groups and nodes moved off
+    the devices over memory to those with the most headroom, else the resident bytes
+    spread worst-fit decreasing); :attr:`NestResult.repaired` says so. Without memory
+    pressure nothing is simulated and the plan is the DP's.
+
+    **Co-location groups.** Every group is kept on one device inside the DP: its nodes
+    share the local device of its first node in every spread (the stage figures are
+    priced with that), and no run boundary falls inside the span of stages its nodes
+    occupy (:attr:`~placegym.teachers._nest_cost.NestTables.cuttable`), so they share a
+    run, hence a block, hence a device.
 
     **DP** (backwards over stages; ``V[i][k][a]``: best cost of stages ``i..m-1`` when a
     run starts at stage i on the block of size k at address a; ``N[j][k][a]``: best cost
@@ -216,10 +238,17 @@ class NestTeacher(PlanTeacher):
         )
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
-        """Solve NEST's DP and order the stages (see the class docstring)."""
+        """Solve NEST's DP, order the stages and repair a plan over memory (see the class
+        docstring)."""
         result = self.solve(graph, cluster)
+        planned = Placement(device=result.device, order=result.order)
+        placement = make_feasible(graph, cluster, planned)
+        if placement is not planned:
+            result = dataclasses.replace(
+                result, device=placement.device.copy(), order=placement.order.copy(), repaired=True
+            )
         self.last_result = result
-        return Placement(device=result.device, order=result.order)
+        return placement
 
     def solve(self, graph: Graph, cluster: Cluster) -> NestResult:
         """Run the DP and map its plan to devices (see the class docstring)."""
@@ -286,6 +315,10 @@ def solve_dp(
         obj = np.where(over[..., rel] > 0, np.inf, cost[..., rel])
     else:
         obj = cost[..., rel] + penalty * over[..., rel]
+    if not tables.cuttable.all():  # runs start and end outside co-location groups
+        cut = tables.cuttable
+        inside = ~cut[:m, None] | ~cut[None, :]
+        obj = np.where(inside[:, :, None, None], np.inf, obj)
     qx, qok = _queries(h)
     value = np.full((m + 1, nk, d), np.inf)  # V of the class docstring
     nxt = np.zeros((m + 1, nk, d))  # N; N[m] = 0
@@ -374,18 +407,21 @@ def _link_step(
 def run_overflow(tables: NestTables, run: Run) -> float:
     """Bytes beyond memory summed over the run's devices (0 iff it fits): a device needs
     the resident parameters of all the run's stages (under ZeRO the run's total over
-    ``size``) plus the largest live set of any one stage (plus the gather buffer under
-    ZeRO)."""
+    ``size``) plus every stage's activations (every tensor a stage ever holds there: a
+    bound on the simulator's live tensors; under recomputation each stage's largest
+    single node's) plus, under ZeRO, the largest gather buffer."""
     t, b = tables, tables.sizes.index(run.size)
     act = t.acts_rc if run.relief & RECOMPUTE else t.acts
-    resident, live, total = np.zeros(run.size), np.zeros(run.size), 0.0
+    resident, live, buf, total = np.zeros(run.size), np.zeros(run.size), 0.0, 0.0
     for s in range(run.start, run.stop):
         total = total + t.param_total[s]
         resident = resident + t.params[s][b]
-        extra = t.gather_buf[s][b] if run.relief & ZERO else 0.0
-        live = np.maximum(live, act[s][b] + extra)
+        live = live + act[s][b]
+        if run.relief & ZERO:
+            buf = np.maximum(buf, t.gather_buf[s][b])
     if run.relief & ZERO:
         resident = np.full(run.size, total / run.size)
+        live = live + buf
     return float(np.maximum(resident + live - t.memory[b], 0.0).sum())
 
 
@@ -398,13 +434,14 @@ def evaluate_plan(tables: NestTables, runs: Sequence[Run]) -> tuple[float, float
 
     Raises:
         ValueError: the runs do not cover the stages in order, a block is misaligned,
-            or a block does not start after the previous one.
+            a block does not start after the previous one, or a run starts inside a
+            co-location group's stages (:attr:`NestTables.cuttable`).
     """
     t = tables
     cost, over, prev = 0.0, 0.0, None
     for r in runs:
         b = t.sizes.index(r.size)
-        ok = t.hier.valid[b, r.address] and r.start < r.stop
+        ok = t.hier.valid[b, r.address] and r.start < r.stop and t.cuttable[r.start]
         if not ok or r.start != (prev.stop if prev else 0):
             raise ValueError(f"runs: invalid run {r}")
         for s in range(r.start, r.stop):

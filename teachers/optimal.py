@@ -2,9 +2,22 @@
 
 For a graph of at most 12 nodes on at most 4 devices, :func:`solve` returns a placement
 (device per node *and* priority order) whose simulated makespan (DESIGN §3, priority
-dispatch, no noise) is the minimum over all ``D**n * n!`` placements, and proves it. It is
-the yardstick of everyone's optimality gap. Memory is not constrained: the optimum may
-exceed a device's memory (``simulate(...).oom`` tells).
+dispatch, no noise) is the minimum over all ``D**n * n!`` placements that keep every
+co-location group on one device, and proves it. It is the yardstick of everyone's
+optimality gap.
+
+Groups and memory: a node whose group has a member with a device gets that device (its
+group's unplaced nodes follow it), so no placement searched splits a group. Memory is
+not constrained by default: the optimum may exceed a device's memory
+(``simulate(...).oom`` tells). With ``memory=True``, under memory pressure (some
+placement's resident bytes exceed a device's memory) a device is only given a node when
+its resident bytes plus the node's (and its group's unplaced nodes') fit: the resident
+part of the simulator's peak, a necessary condition of feasibility, pruned exactly
+(device relabellings must then keep memory, and the transposition table tells states
+apart by their resident bytes), so the result is the minimum over placements whose
+resident bytes fit. Live tensors stay unconstrained even then (they depend on the whole
+schedule; ``simulate(...).oom`` tells), and where no placement's resident bytes fit, the
+result is the unconstrained optimum.
 
 Method (``placegym.teachers._optimal_search``):
 
@@ -81,7 +94,7 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.simulator import simulate
-from placegym.teachers._optimal_instance import make_instance
+from placegym.teachers._optimal_instance import Instance, make_instance
 from placegym.teachers._optimal_search import Search
 from placegym.teachers.base import PlanTeacher
 
@@ -146,6 +159,15 @@ def _seed_placements(graph: Graph, cluster: Cluster, dur: np.ndarray) -> list[Pl
     return seeds
 
 
+def _resident_fits(graph: Graph, cluster: Cluster, placement: Placement, inst: Instance) -> bool:
+    """Whether ``placement``'s resident bytes fit every device (always, when the search
+    does not constrain memory: ``inst.memory`` None)."""
+    if inst.memory is None:
+        return True
+    used = np.bincount(placement.device, weights=graph.param_bytes, minlength=inst.nd)
+    return bool((used <= cluster.memory).all())
+
+
 def solve(
     graph: Graph,
     cluster: Cluster,
@@ -153,6 +175,7 @@ def solve(
     time_limit: float | None = None,
     max_nodes: int = MAX_NODES,
     max_devices: int = MAX_DEVICES,
+    memory: bool = False,
 ) -> OptimalResult:
     """The minimum-makespan placement of ``graph`` on ``cluster``, with proof.
 
@@ -163,6 +186,7 @@ def solve(
             ``proven=False``; None searches to the end.
         max_nodes: size limit (the search is exponential in the nodes).
         max_devices: size limit (and in the devices).
+        memory: constrain resident bytes to fit every device (module docstring).
 
     Returns:
         An :class:`OptimalResult`; ``simulate(graph, cluster, result.placement).makespan``
@@ -173,13 +197,24 @@ def solve(
     """
     _check_size(graph, cluster, max_nodes, max_devices)
     start = time.perf_counter()
-    inst = make_instance(graph, cluster)
+    inst = make_instance(graph, cluster, memory=memory)
     seeds = _seed_placements(graph, cluster, np.array(inst.dur).reshape(inst.n, inst.nd))
     spans = [simulate(graph, cluster, p).makespan for p in seeds]
     placement = seeds[int(np.argmin(spans))]
+    # the incumbent: the best seed the search could return (resident bytes that fit)
+    fit = [s for s, p in zip(spans, seeds) if _resident_fits(graph, cluster, p, inst)]
     deadline = None if time_limit is None else start + float(time_limit)
-    search = Search(inst, min(spans), deadline=deadline)
+    search = Search(inst, min(fit, default=float("inf")), deadline=deadline)
     proven = search.run()
+    if search.best_dev is None and not fit:  # no placement's resident bytes fit
+        return solve(
+            graph, cluster, time_limit=time_limit, max_nodes=max_nodes, max_devices=max_devices
+        )
+    if fit and len(fit) < len(spans):  # a seed that fits beats any that does not
+        placement = min(
+            (p for p in seeds if _resident_fits(graph, cluster, p, inst)),
+            key=lambda p: simulate(graph, cluster, p).makespan,
+        )
     if search.best_dev is not None and search.best_order is not None:
         placement = Placement(
             device=np.array(search.best_dev, dtype=np.int64),
@@ -203,6 +238,8 @@ class OptimalTeacher(PlanTeacher):
     Args:
         time_limit: seconds per solve; past it the best placement found so far is used.
         max_nodes, max_devices: size limits; larger instances raise ``ValueError``.
+        memory: constrain resident bytes to fit every device (module docstring; off by
+            default: the yardstick is the unconstrained optimum).
     """
 
     name: ClassVar[str] = "optimal"
@@ -213,11 +250,13 @@ class OptimalTeacher(PlanTeacher):
         time_limit: float | None = None,
         max_nodes: int = MAX_NODES,
         max_devices: int = MAX_DEVICES,
+        memory: bool = False,
     ) -> None:
         super().__init__()
         self.time_limit = time_limit
         self.max_nodes = max_nodes
         self.max_devices = max_devices
+        self.memory = bool(memory)
 
     def solve(self, graph: Graph, cluster: Cluster) -> OptimalResult:
         """:func:`solve` with this teacher's settings (not cached)."""
@@ -227,6 +266,7 @@ class OptimalTeacher(PlanTeacher):
             time_limit=self.time_limit,
             max_nodes=self.max_nodes,
             max_devices=self.max_devices,
+            memory=self.memory,
         )
 
     def plan(self, graph: Graph, cluster: Cluster) -> Placement:
@@ -236,5 +276,5 @@ class OptimalTeacher(PlanTeacher):
     def __repr__(self) -> str:
         return (
             f"OptimalTeacher(time_limit={self.time_limit}, max_nodes={self.max_nodes}, "
-            f"max_devices={self.max_devices})"
+            f"max_devices={self.max_devices}" + (", memory=True)" if self.memory else ")")
         )

@@ -1,0 +1,391 @@
+"""Memory feasibility and co-location groups for the teachers: one definition, shared.
+
+A placement is *feasible* (README "Execution semantics", DESIGN §3) when every
+co-location group of the graph is on one device and the simulator's peak on every device
+(the resident ``param_bytes`` of its nodes for the whole run plus its live tensors)
+stays within the device's ``memory``. The simulator is the judge: every check here that
+ends a search simulates (:func:`~placegym.envs.simulator.simulate`).
+
+- :func:`pressure`: whether *any* placement of the graph could exceed some device's
+  memory (every parameter plus one copy of every output on the smallest device). Where
+  not, nothing here changes a placement or simulates: every teacher's placement is what
+  its rule gives, bit for bit.
+- :func:`units`: the graph with its groups contracted: each group is one *unit*, each
+  node outside a group its own; a unit's resident bytes go to one device together.
+- :class:`Room`: the devices where a node leaves room for the rest: after the node (its
+  whole group, when it opens one) goes there, the resident bytes of every unit not yet
+  placed still pack into what the devices have left (each device's memory less a
+  *reserve* for live tensors). The per-state rules of ``critical_path`` and
+  ``heft_rule`` and HEFT's plan choose among those devices under memory pressure.
+- :func:`calibrate`: a rule's room (its tensor reserve) per (graph, cluster): none when
+  the rule's own placement is feasible (or none can be), else the reserve that makes
+  its rollout feasible, raised on the devices the simulator reports over memory, a few
+  rounds at most (none when no round gets there: the rule's own answers stand).
+- :func:`make_feasible`: a plan over memory repaired: whole units moved off the devices
+  over memory to those with the most headroom, simulated after each round; then the
+  resident bytes spread worst-fit decreasing (the certificate of
+  :func:`~placegym.envs.workloads.memory.fit_resident`). The plan teachers (HEFT,
+  NEST, METIS) end with it.
+- :func:`priced_makespans`, :func:`priced`: a placement's price for the searches that
+  rank placements (lookahead, best_list, canonical plans): its makespan when feasible,
+  else that plus the serial upper bound, so a feasible placement always ranks first.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from placegym.envs.analysis import b_level
+from placegym.envs.cache import IdentityCache
+from placegym.envs.cluster import Cluster
+from placegym.envs.graph import Graph
+from placegym.envs.placement import Placement
+from placegym.envs.reward import oom_makespan
+from placegym.envs.simulator import Schedule, simulate, simulate_batch
+from placegym.teachers._common import TIE_RTOL, ties
+
+__all__ = [
+    "Room",
+    "Units",
+    "calibrate",
+    "infeasibility",
+    "make_feasible",
+    "oom_price",
+    "pressure",
+    "priced",
+    "priced_makespans",
+    "units",
+]
+
+#: Rounds of :func:`calibrate` (reserves raised by the simulated excess) at most.
+CALIBRATION_ROUNDS = 6
+#: Rounds of unit moves of :func:`make_feasible` before it spreads the resident bytes.
+REPAIR_ROUNDS = 8
+
+
+def pressure(graph: Graph, cluster: Cluster) -> bool:
+    """Whether some placement of ``graph`` could exceed some device's memory: a device
+    never holds more than every parameter plus one copy of every output, so below the
+    smallest memory nothing can."""
+    if graph.num_nodes == 0:
+        return False
+    worst = float(graph.param_bytes.sum() + graph.out_bytes.sum())
+    return worst > float(cluster.memory.min())
+
+
+@dataclass(frozen=True, eq=False)
+class Units:
+    """A graph's co-location groups contracted: the units a device takes whole.
+
+    Attributes:
+        of: ``(n,)`` unit of each node.
+        first: ``(U,)`` first (lowest-id) node of each unit; units are numbered by it.
+        nbytes: ``(U,)`` resident bytes of each unit (its nodes' ``param_bytes``).
+        members: each unit's nodes, ascending.
+    """
+
+    of: np.ndarray
+    first: np.ndarray
+    nbytes: np.ndarray
+    members: tuple[np.ndarray, ...]
+
+    @property
+    def count(self) -> int:
+        """Number of units."""
+        return int(self.first.shape[0])
+
+
+def _units(graph: Graph) -> Units:
+    n = graph.num_nodes
+    head = np.where(graph.group_first >= 0, graph.group_first, np.arange(n))
+    first, of = np.unique(head, return_inverse=True)
+    of = of.reshape(-1).astype(np.int64)
+    nbytes = np.bincount(of, weights=graph.param_bytes, minlength=len(first))
+    sort = np.argsort(of, kind="stable")
+    members = tuple(np.split(sort, np.cumsum(np.bincount(of, minlength=len(first)))[:-1]))
+    return Units(of, first.astype(np.int64), nbytes, members)
+
+
+#: :class:`Units` of a graph (the last 32 graphs are kept).
+units = IdentityCache(_units, size=32)
+
+
+def _packs(items: np.ndarray, free: np.ndarray) -> bool:
+    """Whether ``items`` (bytes > 0, descending) pack into devices of ``free`` bytes
+    (>= 0): a counting bound, else worst-fit decreasing, else first-fit decreasing."""
+    if not len(items):
+        return True
+    total = float(items.sum())
+    if total > float(free.sum()):
+        return False
+    # any-fit fails on an item x only when every device has less than x <= items[0]
+    # left, i.e. after more than sum(max(free - items[0], 0)) bytes were placed
+    if total <= float(np.maximum(free - items[0], 0.0).sum()):
+        return True
+    heap = [-f for f in free.tolist()]
+    heapq.heapify(heap)
+    xs = items.tolist()
+    for x in xs:
+        top = -heap[0]
+        if x > top:
+            break
+        heapq.heapreplace(heap, -(top - x))
+    else:
+        return True
+    left = free.tolist()
+    for x in xs:
+        for d, f in enumerate(left):
+            if f >= x:
+                left[d] = f - x
+                break
+        else:
+            return False
+    return True
+
+
+class Room:
+    """Which devices leave room for the rest of the graph (module docstring).
+
+    A device has room for node ``v`` in a partial placement when, with ``v``'s resident
+    bytes there (its whole group's when it opens the group), the resident bytes of every
+    unit with no node placed yet still pack (:func:`_packs`) into the devices' capacity
+    left: memory less ``reserve`` (for live tensors), less the resident bytes placed,
+    less those still to come of groups already open.
+
+    Args:
+        graph, cluster: the instance.
+        reserve: ``(D,)`` bytes kept free on each device for live tensors.
+    """
+
+    def __init__(self, graph: Graph, cluster: Cluster, reserve: np.ndarray) -> None:
+        self.graph, self.cluster = graph, cluster
+        self.units = units(graph)
+        self.reserve = np.asarray(reserve, dtype=np.float64)
+        self.capacity = cluster.memory - self.reserve
+        u = self.units
+        self._by_size = np.lexsort((np.arange(u.count), -u.nbytes))
+
+    def checker(self, device: np.ndarray, param_used: np.ndarray, v: int) -> Callable[[int], bool]:
+        """``fits(d)``: whether device ``d`` has room for ``v`` in the partial placement
+        ``device`` (-1 unplaced) with ``param_used`` resident bytes per device."""
+        u, pb = self.units, self.graph.param_bytes
+        placed = np.flatnonzero(device >= 0)
+        unit_dev = np.full(u.count, -1, dtype=np.int64)
+        unit_dev[u.of[placed]] = device[placed]
+        done = np.bincount(u.of[placed], weights=pb[placed], minlength=u.count)
+        open_ = unit_dev >= 0
+        pending = np.bincount(
+            unit_dev[open_], weights=(u.nbytes - done)[open_], minlength=len(self.capacity)
+        )
+        free = self.capacity - param_used - pending
+        mine = int(u.of[v])
+        need = float(u.nbytes[mine]) if unit_dev[mine] < 0 else float(pb[v])
+        rest = self._by_size[~open_[self._by_size] & (self._by_size != mine)]
+        items = u.nbytes[rest]
+        items = items[items > 0]
+
+        def fits(d: int) -> bool:
+            f = free.copy()
+            f[d] -= need
+            if need > 0 and f[d] < 0:
+                return False
+            return _packs(items, np.maximum(f, 0.0))  # a device past its capacity takes none
+
+        return fits
+
+    def ties(
+        self,
+        device: np.ndarray,
+        param_used: np.ndarray,
+        v: int,
+        legal: np.ndarray,
+        score: np.ndarray,
+    ) -> np.ndarray:
+        """The devices of least ``score`` among the ``legal`` ones (ids) with room for
+        ``v``, with their ties (:func:`~placegym.teachers.base.ties`); the tie set over
+        every legal device when none has room. Devices are checked in ascending score,
+        so most calls check one or two."""
+        if len(legal) <= 1:
+            return ties(score, legal, best="min")
+        fits = self.checker(device, param_used, v)
+        ok: dict[int, bool] = {}
+        for d in legal[np.argsort(score[legal], kind="stable")].tolist():
+            ok[d] = fits(d)
+            if ok[d]:
+                target = float(score[d])
+                break
+        else:
+            return ties(score, legal, best="min")
+        tol = TIE_RTOL * max(abs(target), 1e-300)
+        near = legal[np.abs(score[legal] - target) <= tol].tolist()
+        return np.array(sorted(d for d in near if (ok[d] if d in ok else fits(d))), dtype=np.int64)
+
+
+def calibrate(
+    graph: Graph,
+    cluster: Cluster,
+    roll: Callable[[Room | None], Placement],
+    rounds: int = CALIBRATION_ROUNDS,
+) -> Room | None:
+    """The :class:`Room` a rule needs on ``graph`` and ``cluster`` (module docstring).
+
+    None when nothing can exceed memory (:func:`pressure`), when no placement can fit
+    (the resident bytes exceed the memory of all devices together), or when
+    ``roll(None)``, the rule's own placement, is feasible. Else rooms of growing tensor
+    reserves (each round, a device over memory reserves the larger of its reserve plus
+    its excess and the live tensors at its simulated peak) until ``roll(room)`` is
+    feasible: that room; None (the rule's own answers) when none is after ``rounds``.
+    """
+    if not pressure(graph, cluster):
+        return None
+    if float(graph.param_bytes.sum()) > float(cluster.memory.sum()):
+        return None
+    if not simulate(graph, cluster, roll(None)).oom:
+        return None
+    reserve = np.zeros(cluster.num_devices)
+    for _ in range(rounds):
+        room = Room(graph, cluster, reserve)
+        schedule = simulate(graph, cluster, roll(room))
+        if not schedule.oom:
+            return room
+        # a device over memory keeps free at least the live tensors it peaked with
+        over = schedule.memory_excess > 0
+        tensors = schedule.peak_memory - np.bincount(
+            schedule.device, weights=graph.param_bytes, minlength=cluster.num_devices
+        )
+        reserve = np.where(over, np.maximum(reserve + schedule.memory_excess, tensors), reserve)
+    return None
+
+
+def _move_units(schedule: Schedule, dev: np.ndarray) -> bool:
+    """One repair round in place on ``dev``: off each device over memory (largest excess
+    first), units (the smallest that covers what is left of the excess, else the
+    largest) to the device with the most headroom that takes them. Whether any moved."""
+    graph, cluster = schedule.graph, schedule.cluster
+    u = units(graph)
+    slack = cluster.memory - schedule.peak_memory
+    unit_dev = dev[u.first]
+    moved = False
+    for d in np.argsort(-schedule.memory_excess, kind="stable").tolist():
+        need = float(schedule.memory_excess[d])
+        if need <= 0:
+            break
+        mine = [k for k in np.flatnonzero(unit_dev == d).tolist() if u.nbytes[k] > 0]
+        while need > 0 and mine:
+            nb = u.nbytes[mine]
+            cover = np.flatnonzero(nb >= need)
+            k = mine[int(cover[np.argmin(nb[cover])])] if len(cover) else mine[int(np.argmax(nb))]
+            mine.remove(k)
+            room = slack.copy()
+            room[d] = -np.inf
+            e = int(np.argmax(room))
+            if room[e] < u.nbytes[k]:
+                continue
+            dev[u.members[k]] = e
+            unit_dev[k] = e
+            slack[e] -= u.nbytes[k]
+            need -= float(u.nbytes[k])
+            moved = True
+    return moved
+
+
+def _spread(graph: Graph, cluster: Cluster) -> np.ndarray | None:
+    """Units in descending resident bytes (ties by first node), each on the device with
+    the most free memory (ties by index) if it fits there: worst-fit decreasing, the
+    certificate of :func:`~placegym.envs.workloads.memory.fit_resident`; None when some
+    unit fits nowhere."""
+    u = units(graph)
+    free = cluster.memory.astype(np.float64).copy()
+    dev = np.empty(graph.num_nodes, dtype=np.int64)
+    for k in np.lexsort((u.first, -u.nbytes)).tolist():
+        d = int(np.argmax(free))
+        if u.nbytes[k] > free[d]:
+            return None
+        free[d] -= u.nbytes[k]
+        dev[u.members[k]] = d
+    return dev
+
+
+def make_feasible(graph: Graph, cluster: Cluster, placement: Placement) -> Placement:
+    """``placement``, or a repaired one that is feasible (module docstring).
+
+    Without :func:`pressure`, or when ``placement`` fits (one simulation), it is returned
+    as it is. Else, keeping its priority order: up to :data:`REPAIR_ROUNDS` rounds of
+    whole-unit moves off the devices over memory (each simulated), then the resident
+    bytes spread worst-fit decreasing, in its order and then in the certificate's
+    (descending b-level). The first feasible placement found is returned, else
+    ``placement`` itself (its rule's answer, over memory: callers can tell with
+    :func:`infeasibility`). ``placement`` must keep every group together.
+    """
+    if not pressure(graph, cluster):
+        return placement
+    schedule = simulate(graph, cluster, placement)
+    if not schedule.oom:
+        return placement
+    dev = placement.device.copy()
+    for _ in range(REPAIR_ROUNDS):
+        if not _move_units(schedule, dev):
+            break
+        candidate = Placement(device=dev.copy(), order=placement.order)
+        schedule = simulate(graph, cluster, candidate)
+        if not schedule.oom:
+            return candidate
+    spread = _spread(graph, cluster)
+    if spread is not None:
+        # the rule's order first, then the certificate's (descending b-level, ties by id)
+        cert = np.lexsort((np.arange(graph.num_nodes), -b_level(graph, cluster)))
+        for order in (placement.order, cert):
+            candidate = Placement(device=spread, order=order)
+            if not simulate(graph, cluster, candidate).oom:
+                return candidate
+    return placement
+
+
+def infeasibility(graph: Graph, cluster: Cluster, placement: Placement) -> str | None:
+    """Why ``placement`` is infeasible (a split group, or the simulated peak over a
+    device's memory: :attr:`~placegym.envs.simulator.Schedule.infeasibility`), None when
+    it is feasible. Without :func:`pressure` only the groups are checked."""
+    try:
+        placement.check(graph, cluster)
+    except ValueError as e:
+        return str(e)
+    if not pressure(graph, cluster):
+        return None
+    return simulate(graph, cluster, placement).infeasibility
+
+
+def oom_price(graph: Graph, cluster: Cluster, makespan: float | np.ndarray) -> float | np.ndarray:
+    """The price of a placement over memory of simulated ``makespan``: that makespan
+    plus the serial upper bound (:data:`~placegym.envs.reward.oom_makespan`, which no
+    feasible placement exceeds): above every feasible makespan, and among placements over
+    memory, the faster the cheaper."""
+    return oom_makespan(graph, cluster) + makespan
+
+
+def priced(graph: Graph, cluster: Cluster, placement: Placement, makespan: float) -> float:
+    """``makespan``, or :func:`oom_price` of it when ``placement`` is over memory (one
+    simulation, only under :func:`pressure`)."""
+    if pressure(graph, cluster) and simulate(graph, cluster, placement).oom:
+        return float(oom_price(graph, cluster, float(makespan)))
+    return float(makespan)
+
+
+def priced_makespans(
+    graph: Graph, cluster: Cluster, devices: np.ndarray, orders: np.ndarray
+) -> np.ndarray:
+    """``(B,)`` prices of placements (``(B, n)`` rows; noiseless, priority dispatch, one
+    thread): the simulated makespan of a feasible one, :func:`oom_price` of it for one
+    over memory, so that ranked by price every feasible placement beats every infeasible
+    one. Memory is only simulated under :func:`pressure` (prices are the makespans
+    otherwise)."""
+    check = pressure(graph, cluster)
+    result = simulate_batch(graph, cluster, devices, orders, memory=check, threads=1)
+    makespan = np.asarray(result.makespan, dtype=np.float64)
+    oom = np.asarray(result.oom, dtype=bool)
+    if check and oom.any():
+        makespan = np.where(oom, oom_price(graph, cluster, makespan), makespan)
+    return makespan
