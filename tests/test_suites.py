@@ -15,7 +15,7 @@ from placegym.envs.suites.catalog import CCRS
 from placegym.envs.suites.reference import load_references, save_references
 from placegym.train.cli import main
 
-SMALL = ("workloads-v0", "comm-heavy-v0", "generalize-v0")
+SMALL = ("workloads-v0", "comm-heavy-v0", "generalize-v0", "memory-tight-v0")
 
 
 def test_registry_sizes_and_ids():
@@ -186,3 +186,19 @@ def test_cli_lists_shows_and_exports(tmp_path, capsys):
     assert main(["suites", "export", "nope", "--out", str(tmp_path)]) == 2
     assert "suite: unknown suite 'nope'" in capsys.readouterr().err
     assert np.isfinite([e["best_known"] for e in manifest["instances"]]).all()
+
+
+def test_published_references_replay_feasibly_and_cover_the_train_split():
+    suite = get_suite("published-v0")
+    refs = load_references(suite.name)
+    assert {spec.id for _, spec in suite.specs("train")} <= set(refs)
+    for split, spec in suite.specs():
+        if spec.id not in refs:
+            continue  # test instances whose best known is still to be found
+        inst = suite.build(split, spec)
+        ref = refs[inst.id]
+        assert ref.digest == inst.digest
+        replayed = simulate(inst.graph, inst.cluster, ref.best_placement)
+        assert not replayed.oom and not ref.best_oom
+        assert replayed.makespan == pytest.approx(ref.best_makespan, rel=1e-9)
+        assert ref.lower_bound <= ref.best_makespan
