@@ -86,6 +86,7 @@ import numpy as np
 from placegym.envs import validate as V
 from placegym.envs.cluster import Cluster, Device, Level
 from placegym.envs.graph import Graph
+from placegym.envs.importers._common import find_cycle
 from placegym.envs.placement import Placement
 
 __all__ = [
@@ -294,33 +295,11 @@ def _label(name: str | None, nid: int) -> str:
 
 
 def _check_acyclic(n: int, pairs: list[tuple[int, int]], ids: list[int]) -> None:
-    """Kahn's algorithm; a cycle is reported by the file's node ids."""
-    succ: list[list[int]] = [[] for _ in range(n)]
-    pred: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for u, v in pairs:
-        succ[u].append(v)
-        pred[v].append(u)
-        indeg[v] += 1
-    ready = [v for v in range(n) if indeg[v] == 0]
-    done = 0
-    while ready:
-        v = ready.pop()
-        done += 1
-        for c in succ[v]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                ready.append(c)
-    if done == n:
+    """Raise naming the file's node ids along a cycle of the edges, if there is one."""
+    edges = find_cycle(n, pairs)
+    if edges is None:
         return
-    v = next(i for i in range(n) if indeg[i] > 0)
-    path: list[int] = []
-    at: dict[int, int] = {}
-    while v not in at:  # walk back along unresolved producers until one repeats
-        at[v] = len(path)
-        path.append(v)
-        v = next(u for u in pred[v] if indeg[u] > 0)
-    cycle = [ids[x] for x in path[at[v] :][::-1]]
+    cycle = [ids[pairs[k][1]] for k in edges]
     raise ValueError(
         f"edges: the graph has a cycle through node ids {' -> '.join(map(str, cycle))} "
         f"-> {cycle[0]}"

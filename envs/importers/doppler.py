@@ -43,12 +43,12 @@ irregular spacing, trailing commas and repeated edges):
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from pathlib import Path
 
 from placegym.envs.graph import Graph
+from placegym.envs.importers._common import nonnegative
 from placegym.envs.validate import read_text
 
 _SPACE = re.compile(r"\s+")
@@ -131,13 +131,7 @@ def _header(lines: list[str], top: int) -> tuple[int, list[tuple[int, int]]]:
 
 
 def _number(tok: str, k: int, what: str, text: str) -> float:
-    try:
-        x = float(tok)
-    except ValueError:
-        raise _fail(k, f"{what}: expected a number, {tok!r} is not one", text) from None
-    if not math.isfinite(x) or x < 0:
-        raise _fail(k, f"{what}: must be a finite number >= 0, not {tok!r}", text)
-    return x
+    return nonnegative(tok, what, lambda problem: _fail(k, problem, text))
 
 
 def _node_lines(lines: list[str], first: int, n: int) -> list[tuple[float, float, str]]:

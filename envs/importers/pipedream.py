@@ -64,7 +64,6 @@ self-loop, a cycle (named by its ids and edge lines), a file without node lines.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -75,6 +74,7 @@ import numpy as np
 
 from placegym.envs import validate as V
 from placegym.envs.graph import Graph
+from placegym.envs.importers._common import find_cycle, nonnegative
 
 __all__ = ["KEYS", "default_name", "from_pipedream", "parse_pipedream"]
 
@@ -106,13 +106,7 @@ def _fail(line: int, problem: str, text: str) -> ValueError:
 
 
 def _number(tok: str, what: str, k: int, text: str) -> float:
-    try:
-        x = float(tok)
-    except ValueError:
-        raise _fail(k, f"{what}: expected a number, {tok!r} is not one", text) from None
-    if not math.isfinite(x) or x < 0:
-        raise _fail(k, f"{what}: must be a finite number >= 0, not {tok!r}", text)
-    return x
+    return nonnegative(tok, what, lambda problem: _fail(k, problem, text))
 
 
 def _activation(tok: str, k: int, text: str) -> float:
@@ -216,35 +210,11 @@ def _parse(text: str) -> _Profile:
 
 
 def _check_acyclic(prof: _Profile) -> None:
-    """Kahn's algorithm; a cycle is reported by the file's ids and edge lines."""
-    n = len(prof.nodes)
-    succ: list[list[int]] = [[] for _ in range(n)]
-    pred: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (producer, edge line)
-    indeg = [0] * n
-    for (u, v), k in zip(prof.edges, prof.edge_lines, strict=True):
-        succ[u].append(v)
-        pred[v].append((u, k))
-        indeg[v] += 1
-    ready = [v for v in range(n) if indeg[v] == 0]
-    done = 0
-    while ready:
-        v = ready.pop()
-        done += 1
-        for c in succ[v]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                ready.append(c)
-    if done == n:
+    """Raise naming the file's ids and edge lines along a cycle, if there is one."""
+    edges = find_cycle(len(prof.nodes), prof.edges)
+    if edges is None:
         return
-    v = next(i for i in range(n) if indeg[i] > 0)
-    path: list[tuple[int, int]] = []  # (node, line of the edge into it)
-    at: dict[int, int] = {}
-    while v not in at:  # walk back along unresolved producers until one repeats
-        at[v] = len(path)
-        u, k = next((u, k) for u, k in pred[v] if indeg[u] > 0)
-        path.append((v, k))
-        v = u
-    cycle = path[at[v] :][::-1]
+    cycle = [(prof.edges[e][1], prof.edge_lines[e]) for e in edges]  # (node, edge line)
     first = min(range(len(cycle)), key=lambda i: cycle[i][0])  # from the earliest node line
     ids = [prof.nodes[x].id for x, _ in cycle[first:] + cycle[:first]]
     lines = sorted(k for _, k in cycle)
