@@ -202,3 +202,12 @@ def test_published_references_replay_feasibly_and_cover_the_train_split():
         assert not replayed.oom and not ref.best_oom
         assert replayed.makespan == pytest.approx(ref.best_makespan, rel=1e-9)
         assert ref.lower_bound <= ref.best_makespan
+
+
+def test_show_keeps_long_ids_apart_from_the_split(capsys):
+    assert main(["suites", "show", "comm-heavy-v0", "--split", "test"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert len(rows) == 48
+    for row in rows:
+        instance, split = row.split()[:2]
+        assert split == "test" and instance.endswith(("@p100x4", "-4", "-8", "@p100x8"))

@@ -67,18 +67,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     suite = get_suite(args.name)
     specs = suite.specs(args.split)
     refs = load_references(suite.name)
+    w = max([42, *(len(spec.id) + 2 for _, spec in specs)])  # ids never run into the split
     print(
-        f"{'instance':<42}{'split':<7}{'nodes':>7}{'edges':>7}{'bound (ms)':>12}"
+        f"{'instance':<{w}}{'split':<7}{'nodes':>7}{'edges':>7}{'bound (ms)':>12}"
         f"{'best (ms)':>12}  best found by"
     )
     for split, spec in specs:
         ref = refs.get(spec.id)
         if ref is None:
-            print(f"{spec.id:<42}{split:<7}  (no reference: placegym suites reference)")
+            print(f"{spec.id:<{w}}{split:<7}  (no reference: placegym suites reference)")
             continue
         print(
-            f"{spec.id:<42}{split:<7}{ref.nodes:>7}{ref.edges:>7}{ref.lower_bound * 1e3:>12.5g}"
-            f"{ref.best_makespan * 1e3:>12.5g}  {ref.best_source}"
+            f"{spec.id:<{w}}{split:<7}{ref.nodes:>7}{ref.edges:>7}"
+            f"{ref.lower_bound * 1e3:>12.5g}{ref.best_makespan * 1e3:>12.5g}  {ref.best_source}"
         )
     return 0
 
