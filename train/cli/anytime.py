@@ -22,7 +22,7 @@ def cmd_anytime(args: argparse.Namespace) -> int:
     import numpy as np
 
     from placegym.envs.suites import get_suite
-    from placegym.train.cli.bench import _csv, _seeds
+    from placegym.train.cli.bench import _csv, _seeds, show_progress
     from placegym.train.harness.anytime import (
         agent_search_placer,
         call_grid,
@@ -46,7 +46,7 @@ def cmd_anytime(args: argparse.Namespace) -> int:
         placers,
         budget=args.budget,
         seeds=_seeds(args.seeds),
-        progress=not args.no_progress,
+        progress=show_progress(args),
     )
     out = Path(args.out)
     solved, every = solved_instances(runs)
@@ -93,5 +93,7 @@ def add_anytime_parser(subparsers: Any) -> None:
     p.add_argument("--budget", type=int, default=3000, help="simulator calls per run (3000)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     p.add_argument("--out", default="anytime-out", help="output folder (default anytime-out)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (shown only on a terminal)"
+    )
     p.set_defaults(func=cmd_anytime)

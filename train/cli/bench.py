@@ -8,6 +8,7 @@ reasons (:mod:`placegym.train.harness.feasibility`).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -70,7 +71,9 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--noise", type=float, default=0.0, help="simulate with this noise sigma")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (shown only on a terminal)"
+    )
     p.add_argument(
         "--ray",
         nargs="?",
@@ -139,7 +142,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         out=Path(args.out),
         extra_placers=agent_placers(_csv(args.agents), args.agent_k, args.search),
     )
-    records = run_benchmark(cfg, progress=not args.no_progress, cell_map=cell_map)
+    records = run_benchmark(cfg, progress=show_progress(args), cell_map=cell_map)
     print(markdown_table(records))
     for r in records:
         if not r.feasible:
@@ -170,7 +173,7 @@ def cmd_suite_bench(args: argparse.Namespace) -> int:
     if args.replay:
         from placegym.train.harness.replay import replay
 
-        rows, bad = replay(args.replay, progress=not args.no_progress)
+        rows, bad = replay(args.replay, progress=show_progress(args))
         for m in bad:
             print(f"replay: {m}")
         failed = len({m.row for m in bad})
@@ -189,7 +192,7 @@ def cmd_suite_bench(args: argparse.Namespace) -> int:
         seeds=_seeds(args.seeds),
         noise=args.noise,
         out=out,
-        progress=not args.no_progress,
+        progress=show_progress(args),
     )
     print(suite_markdown(records))
     for r in records:
@@ -197,3 +200,8 @@ def cmd_suite_bench(args: argparse.Namespace) -> int:
             print(f"infeasible: {r.instance}, {r.placer}, seed {r.seed}: {r.infeasible}")
     print(f"\nwritten: {out}/results.json, results.csv, table.md")
     return 0
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """A progress bar only on a terminal (a log file gets no carriage-return updates)."""
+    return not args.no_progress and sys.stderr.isatty()
