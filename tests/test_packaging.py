@@ -1,5 +1,6 @@
 """Every code folder installs under the ``placegym`` package (which carries the version),
-the presets as its data package ``placegym.configs``."""
+the presets as its data package ``placegym.configs``, the suites' and importers' data as
+data packages of their own."""
 
 import subprocess
 import sys
@@ -21,7 +22,9 @@ def test_every_package_folder_is_listed_in_pyproject():
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     code_dirs = {k: v for k, v in cfg["package-dir"].items() if k != "placegym.configs"}
     assert code_dirs == {v: k for k, v in FOLDERS.items()}
-    found = {"placegym.configs"}  # the YAML presets, a data package
+    # data packages: the YAML presets, the suites' reference files and published
+    # workloads, the importers' sample files
+    found = {"placegym.configs", "placegym.envs.suites.data", "placegym.envs.importers.data"}
     for folder, pkg in FOLDERS.items():
         for init in (ROOT / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / folder).parts
