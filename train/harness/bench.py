@@ -42,7 +42,8 @@ import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, load_cluster
 from placegym.envs.sources import resolve_graph
-from placegym.train.harness.feasibility import Outcome, by_key, count, mark, over, place
+from placegym.train.harness.feasibility import Outcome, by_key, count, mark, place, seed_rows
+from placegym.train.stats import geomean
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -297,18 +298,8 @@ def table_rows(records: Sequence[Record]) -> list[TableRow]:
     several = len({r.seed for r in records}) > 1
     out = []
     for (w, c), rs in by_key(records, lambda r: (r.workload, r.cluster)).items():
-        per_seed = by_key(rs, lambda r: r.seed)
-        ok = [s for s, xs in per_seed.items() if all(_comparable(r) for r in xs)]
-        if ok:
-            label = (
-                w if len(ok) == len(per_seed) else f"{w} ({over(len(ok), len(per_seed), 'seeds')})"
-            )
-            cells = {p: [r for r in rs if r.placer == p and r.seed in ok] for p in placers}
-            out.append(TableRow(label, c, cells))
-        for s, xs in per_seed.items():
-            if s not in ok:
-                cells = {p: [r for r in xs if r.placer == p] for p in placers}
-                out.append(TableRow(f"{w}, seed {s}" if several else w, c, cells))
+        for label, xs in seed_rows(rs, w, _comparable, several):
+            out.append(TableRow(label, c, {p: [r for r in xs if r.placer == p] for p in placers}))
     return out
 
 
@@ -317,7 +308,7 @@ def _geo_ratio(rs: Sequence[Record]) -> float | None:
     ratios = [r.ratio_to_critical_path for r in rs if r.ratio_to_critical_path is not None]
     if not rs or len(ratios) < len(rs):
         return None
-    return float(np.exp(np.mean(np.log(ratios))))
+    return geomean(ratios)
 
 
 def _cell(rs: Sequence[Record]) -> str:

@@ -145,3 +145,26 @@ def by_key(rows: Iterable[R], key: Callable[[R], K]) -> Mapping[K, list[R]]:
     for r in rows:
         out.setdefault(key(r), []).append(r)
     return out
+
+
+def seed_rows(
+    rows: list[R], name: str, comparable: Callable[[R], bool], several: bool
+) -> list[tuple[str, list[R]]]:
+    """The table rows of one instance's (or workload's) ``rows``: first ``(name, rows)``
+    over the seeds on which every row is ``comparable`` (labelled with how many when
+    not all), then ``("<name>, seed <s>", rows)`` per other seed (``name`` alone unless
+    ``several`` seeds are in the table)."""
+    per_seed = by_key(rows, lambda r: r.seed)  # type: ignore[attr-defined]
+    ok = [s for s, xs in per_seed.items() if all(comparable(r) for r in xs)]
+    out: list[tuple[str, list[R]]] = []
+    if ok:
+        label = (
+            name
+            if len(ok) == len(per_seed)
+            else f"{name} ({over(len(ok), len(per_seed), 'seeds')})"
+        )
+        out.append((label, [r for r in rows if r.seed in ok]))  # type: ignore[attr-defined]
+    out += [
+        (f"{name}, seed {s}" if several else name, xs) for s, xs in per_seed.items() if s not in ok
+    ]
+    return out

@@ -51,7 +51,7 @@ from placegym.train.harness.bench import (
     run_placer,
     teacher_placer,
 )
-from placegym.train.harness.feasibility import by_key, count, mark, over, solved_by_all
+from placegym.train.harness.feasibility import by_key, count, mark, over, seed_rows, solved_by_all
 from placegym.train.harness.suite_reference import check_reference
 from placegym.train.stats import geomean
 
@@ -236,17 +236,7 @@ def _instance_rows(records: Sequence[SuiteRecord]) -> list[tuple[str, list[Suite
     several = len({r.seed for r in records}) > 1
     out = []
     for (_, inst), rs in by_key(records, lambda r: (r.split, r.instance)).items():
-        per_seed = by_key(rs, lambda r: r.seed)
-        ok = [s for s, xs in per_seed.items() if all(_comparable(r) for r in xs)]
-        if ok:
-            n = len(per_seed)
-            label = inst if len(ok) == n else f"{inst} ({over(len(ok), n, 'seeds')})"
-            out.append((label, [r for r in rs if r.seed in ok]))
-        out += [
-            (f"{inst}, seed {s}" if several else inst, xs)
-            for s, xs in per_seed.items()
-            if s not in ok
-        ]
+        out += seed_rows(rs, inst, _comparable, several)
     return out
 
 
