@@ -33,6 +33,7 @@ __all__ = [
     "durations_on",
     "mean_comm",
     "mean_durations",
+    "memory_may_bind",
     "overflow_penalty",
     "t_level",
 ]
@@ -43,6 +44,16 @@ def durations_on(graph: Graph, cluster: Cluster, nodes: np.ndarray | int | None 
     ``(n, D)`` for all nodes, or ``(D,)`` for one node."""
     idx = np.arange(graph.num_nodes) if nodes is None else np.asarray(nodes)
     return node_durations(graph, cluster, idx[..., None], np.arange(cluster.num_devices))
+
+
+def memory_may_bind(graph: Graph, cluster: Cluster) -> bool:
+    """Whether some placement of ``graph`` could exceed some device's memory: a device
+    never holds more than every parameter plus one copy of every output, so below the
+    smallest memory nothing can."""
+    if graph.num_nodes == 0:
+        return False
+    worst = float(graph.param_bytes.sum() + graph.out_bytes.sum())
+    return worst > float(cluster.memory.min())
 
 
 def mean_durations(graph: Graph, cluster: Cluster) -> np.ndarray:

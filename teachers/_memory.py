@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placegym.envs.analysis import b_level
+from placegym.envs.analysis import b_level, memory_may_bind
 from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
@@ -55,7 +55,6 @@ __all__ = [
     "infeasibility",
     "make_feasible",
     "oom_price",
-    "pressure",
     "priced",
     "priced_makespans",
     "units",
@@ -65,16 +64,6 @@ __all__ = [
 CALIBRATION_ROUNDS = 6
 #: Rounds of unit moves of :func:`make_feasible` before it spreads the resident bytes.
 REPAIR_ROUNDS = 8
-
-
-def pressure(graph: Graph, cluster: Cluster) -> bool:
-    """Whether some placement of ``graph`` could exceed some device's memory: a device
-    never holds more than every parameter plus one copy of every output, so below the
-    smallest memory nothing can."""
-    if graph.num_nodes == 0:
-        return False
-    worst = float(graph.param_bytes.sum() + graph.out_bytes.sum())
-    return worst > float(cluster.memory.min())
 
 
 @dataclass(frozen=True, eq=False)
@@ -233,14 +222,14 @@ def calibrate(
 ) -> Room | None:
     """The :class:`Room` a rule needs on ``graph`` and ``cluster`` (module docstring).
 
-    None when nothing can exceed memory (:func:`pressure`), when no placement can fit
+    None when nothing can exceed memory (``memory_may_bind``), when no placement can fit
     (the resident bytes exceed the memory of all devices together), or when
     ``roll(None)``, the rule's own placement, is feasible. Else rooms of growing tensor
     reserves (each round, a device over memory reserves the larger of its reserve plus
     its excess and the live tensors at its simulated peak) until ``roll(room)`` is
     feasible: that room; None (the rule's own answers) when none is after ``rounds``.
     """
-    if not pressure(graph, cluster):
+    if not memory_may_bind(graph, cluster):
         return None
     if float(graph.param_bytes.sum()) > float(cluster.memory.sum()):
         return None
@@ -313,7 +302,7 @@ def _spread(graph: Graph, cluster: Cluster) -> np.ndarray | None:
 def make_feasible(graph: Graph, cluster: Cluster, placement: Placement) -> Placement:
     """``placement``, or a repaired one that is feasible (module docstring).
 
-    Without :func:`pressure`, or when ``placement`` fits (one simulation), it is returned
+    Without ``memory_may_bind``, or when ``placement`` fits (one simulation), it is returned
     as it is. Else, keeping its priority order: up to :data:`REPAIR_ROUNDS` rounds of
     whole-unit moves off the devices over memory (each simulated), then the resident
     bytes spread worst-fit decreasing, in its order and then in the certificate's
@@ -321,7 +310,7 @@ def make_feasible(graph: Graph, cluster: Cluster, placement: Placement) -> Place
     ``placement`` itself (its rule's answer, over memory: callers can tell with
     :func:`infeasibility`). ``placement`` must keep every group together.
     """
-    if not pressure(graph, cluster):
+    if not memory_may_bind(graph, cluster):
         return placement
     schedule = simulate(graph, cluster, placement)
     if not schedule.oom:
@@ -353,7 +342,7 @@ def infeasibility(graph: Graph, cluster: Cluster, placement: Placement) -> str |
         placement.check(graph, cluster)
     except ValueError as e:
         return str(e)
-    if not pressure(graph, cluster):
+    if not memory_may_bind(graph, cluster):
         return None
     return simulate(graph, cluster, placement).infeasibility
 
@@ -369,7 +358,7 @@ def oom_price(graph: Graph, cluster: Cluster, makespan: float | np.ndarray) -> f
 def priced(graph: Graph, cluster: Cluster, placement: Placement, makespan: float) -> float:
     """``makespan``, or :func:`oom_price` of it when ``placement`` is over memory (one
     simulation, only under :func:`pressure`)."""
-    if pressure(graph, cluster) and simulate(graph, cluster, placement).oom:
+    if memory_may_bind(graph, cluster) and simulate(graph, cluster, placement).oom:
         return float(oom_price(graph, cluster, float(makespan)))
     return float(makespan)
 
@@ -380,9 +369,9 @@ def priced_makespans(
     """``(B,)`` prices of placements (``(B, n)`` rows; noiseless, priority dispatch, one
     thread): the simulated makespan of a feasible one, :func:`oom_price` of it for one
     over memory, so that ranked by price every feasible placement beats every infeasible
-    one. Memory is only simulated under :func:`pressure` (prices are the makespans
+    one. Memory is only simulated when ``memory_may_bind`` (prices are the makespans
     otherwise)."""
-    check = pressure(graph, cluster)
+    check = memory_may_bind(graph, cluster)
     result = simulate_batch(graph, cluster, devices, orders, memory=check, threads=1)
     makespan = np.asarray(result.makespan, dtype=np.float64)
     oom = np.asarray(result.oom, dtype=bool)

@@ -8,11 +8,12 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from placegym.envs.analysis import memory_may_bind
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.simulator import Schedule, simulate, simulate_batch
-from placegym.teachers._memory import make_feasible, pressure
+from placegym.teachers._memory import make_feasible
 from placegym.teachers.base import PlanTeacher, Teacher
 
 __all__ = ["STARTS", "AnnealResult", "AnnealTeacher", "anneal"]
@@ -73,7 +74,7 @@ def _problem(graph: Graph, cluster: Cluster) -> _Problem:
         neighbours=neighbours,
         layers=layers,
         penalty=0.0,  # set once the start is scored
-        check_memory=pressure(graph, cluster),
+        check_memory=memory_may_bind(graph, cluster),
         groups=graph.groups,
     )
 

@@ -7,13 +7,13 @@ from typing import ClassVar
 import numpy as np
 import pymetis
 
-from placegym.envs.analysis import b_level, mean_durations
+from placegym.envs.analysis import b_level, mean_durations, memory_may_bind
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.simulator import simulate, simulate_batch
 from placegym.teachers._common import priority_order, repair_memory
-from placegym.teachers._memory import make_feasible, pressure, units
+from placegym.teachers._memory import make_feasible, units
 from placegym.teachers.base import PlanTeacher
 
 __all__ = ["MetisTeacher", "metis_parts"]
@@ -185,7 +185,7 @@ class MetisTeacher(PlanTeacher):
         """The METIS partition with a critical-path order (see the class docstring)."""
         order = priority_order(graph, b_level(graph, cluster))
         placement = Placement(device=self._devices(graph, cluster, order), order=order)
-        if not pressure(graph, cluster) or not simulate(graph, cluster, placement).oom:
+        if not memory_may_bind(graph, cluster) or not simulate(graph, cluster, placement).oom:
             return placement
         # over memory: partitions that balance resident bytes (with work, then alone)
         time, nbytes = mean_durations(graph, cluster), graph.param_bytes

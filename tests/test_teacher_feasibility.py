@@ -19,6 +19,7 @@ import pytest
 from simcases import graph, unit_cluster
 
 from placegym.envs import Cluster, Device, Graph, Level, Placement, load_cluster, simulate
+from placegym.envs.analysis import memory_may_bind
 from placegym.envs.placement import split_group
 from placegym.envs.simulator import simulate_batch
 from placegym.envs.state import PlacementState
@@ -28,7 +29,6 @@ from placegym.teachers import get_teacher
 from placegym.teachers._memory import (
     make_feasible,
     oom_price,
-    pressure,
     priced_makespans,
     units,
 )
@@ -142,7 +142,7 @@ def test_the_instances_bind_and_have_groups():
     assert min(sizes) == 4 and max(sizes) == 16
     assert any(len(set(c.memory.tolist())) > 1 for _, c in insts)
     for g, c in insts:
-        assert g.groups and pressure(g, c)
+        assert g.groups and memory_may_bind(g, c)
         share = g.param_bytes.sum() / c.memory.sum()
         assert 0.5 - 1e-9 <= share <= 0.9 + 1e-9
         # everything on one device is over memory
@@ -211,7 +211,7 @@ def test_baselines_never_split_and_say_when_infeasible(name):
 # ---------------------------------------------------------------------- no pressure
 def test_without_pressure_nothing_changes():
     g, c = make_graph("ffnn"), load_cluster("p100x4")
-    assert not pressure(g, c)
+    assert not memory_may_bind(g, c)
     p = get_teacher("heft").place(g, c)
     assert make_feasible(g, c, p) is p
     assert get_teacher("critical_path").room(g, c) is None

@@ -58,6 +58,7 @@ import torch
 
 from placegym.agents.doppler.decoder import Decoder
 from placegym.agents.doppler.policy import DopplerPolicy
+from placegym.envs.analysis import memory_may_bind
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
@@ -174,8 +175,7 @@ class _Calls:
         self.curve: list[float] = []
         self.best: tuple[float, float, np.ndarray, np.ndarray] | None = None  # score, ms
         self.seen: dict[bytes, float] = {}  # placement -> makespan (nan: not yet known)
-        worst = float(graph.param_bytes.sum() + graph.out_bytes.sum())
-        self.memory = worst > float(cluster.memory.min())  # some placement could OOM
+        self.memory = memory_may_bind(graph, cluster)  # some placement could OOM
         # an infeasible placement scores above every feasible one: its makespan plus the
         # serial upper bound, which no feasible makespan exceeds
         self.penalty = oom_makespan(graph, cluster) if self.memory else 0.0
