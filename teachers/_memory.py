@@ -39,13 +39,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placegym.envs.analysis import b_level, memory_may_bind
+from placegym.envs.analysis import memory_may_bind
 from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.reward import oom_makespan
 from placegym.envs.simulator import Schedule, simulate, simulate_batch
+from placegym.envs.workloads.memory import fit_resident
 from placegym.teachers._common import TIE_RTOL, ties
 
 __all__ = [
@@ -282,23 +283,6 @@ def _move_units(schedule: Schedule, dev: np.ndarray) -> bool:
     return moved
 
 
-def _spread(graph: Graph, cluster: Cluster) -> np.ndarray | None:
-    """Units in descending resident bytes (ties by first node), each on the device with
-    the most free memory (ties by index) if it fits there: worst-fit decreasing, the
-    certificate of :func:`~placegym.envs.workloads.memory.fit_resident`; None when some
-    unit fits nowhere."""
-    u = units(graph)
-    free = cluster.memory.astype(np.float64).copy()
-    dev = np.empty(graph.num_nodes, dtype=np.int64)
-    for k in np.lexsort((u.first, -u.nbytes)).tolist():
-        d = int(np.argmax(free))
-        if u.nbytes[k] > free[d]:
-            return None
-        free[d] -= u.nbytes[k]
-        dev[u.members[k]] = d
-    return dev
-
-
 def make_feasible(graph: Graph, cluster: Cluster, placement: Placement) -> Placement:
     """``placement``, or a repaired one that is feasible (module docstring).
 
@@ -323,12 +307,11 @@ def make_feasible(graph: Graph, cluster: Cluster, placement: Placement) -> Place
         schedule = simulate(graph, cluster, candidate)
         if not schedule.oom:
             return candidate
-    spread = _spread(graph, cluster)
-    if spread is not None:
+    cert = fit_resident(graph, cluster)
+    if cert is not None:
         # the rule's order first, then the certificate's (descending b-level, ties by id)
-        cert = np.lexsort((np.arange(graph.num_nodes), -b_level(graph, cluster)))
-        for order in (placement.order, cert):
-            candidate = Placement(device=spread, order=order)
+        for order in (placement.order, cert.order):
+            candidate = Placement(device=cert.device, order=order)
             if not simulate(graph, cluster, candidate).oom:
                 return candidate
     return placement
@@ -337,7 +320,7 @@ def make_feasible(graph: Graph, cluster: Cluster, placement: Placement) -> Place
 def infeasibility(graph: Graph, cluster: Cluster, placement: Placement) -> str | None:
     """Why ``placement`` is infeasible (a split group, or the simulated peak over a
     device's memory: :attr:`~placegym.envs.simulator.Schedule.infeasibility`), None when
-    it is feasible. Without :func:`pressure` only the groups are checked."""
+    it is feasible. Without ``memory_may_bind`` only the groups are checked."""
     try:
         placement.check(graph, cluster)
     except ValueError as e:
