@@ -6,7 +6,7 @@ co-location group of the graph is on one device and the simulator's peak on ever
 stays within the device's ``memory``. The simulator is the judge: every check here that
 ends a search simulates (:func:`~placegym.envs.simulator.simulate`).
 
-- :func:`pressure`: whether *any* placement of the graph could exceed some device's
+- :func:`~placegym.envs.analysis.memory_may_bind`: whether *any* placement of the graph could exceed some device's
   memory (every parameter plus one copy of every output on the smallest device). Where
   not, nothing here changes a placement or simulates: every teacher's placement is what
   its rule gives, bit for bit.
@@ -340,7 +340,7 @@ def oom_price(graph: Graph, cluster: Cluster, makespan: float | np.ndarray) -> f
 
 def priced(graph: Graph, cluster: Cluster, placement: Placement, makespan: float) -> float:
     """``makespan``, or :func:`oom_price` of it when ``placement`` is over memory (one
-    simulation, only under :func:`pressure`)."""
+    simulation, only when ``memory_may_bind``)."""
     if memory_may_bind(graph, cluster) and simulate(graph, cluster, placement).oom:
         return float(oom_price(graph, cluster, float(makespan)))
     return float(makespan)
