@@ -6,10 +6,10 @@ co-location group of the graph is on one device and the simulator's peak on ever
 stays within the device's ``memory``. The simulator is the judge: every check here that
 ends a search simulates (:func:`~placegym.envs.simulator.simulate`).
 
-- :func:`~placegym.envs.analysis.memory_may_bind`: whether *any* placement of the graph could exceed some device's
-  memory (every parameter plus one copy of every output on the smallest device). Where
-  not, nothing here changes a placement or simulates: every teacher's placement is what
-  its rule gives, bit for bit.
+- :func:`~placegym.envs.analysis.memory_may_bind`: whether *any* placement of the graph
+  could exceed some device's memory (every parameter plus one copy of every output on
+  the smallest device). Where not, nothing here changes a placement or simulates: every
+  teacher's placement is what its rule gives, bit for bit.
 - :func:`units`: the graph with its groups contracted: each group is one *unit*, each
   node outside a group its own; a unit's resident bytes go to one device together.
 - :class:`Room`: the devices where a node leaves room for the rest: after the node (its
