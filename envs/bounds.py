@@ -36,6 +36,9 @@ transfer of ``u``'s output can be (``+inf`` with one device: nothing is ever sen
 Floating-point sums can round a bound up by a few ulps; the value returned is lowered by a
 relative :data:`SLACK` (1e-9) so that it never exceeds the true optimum. Every bound costs
 ``O(n·D + E log E)``.
+
+:func:`memory_infeasibility` is the memory counterpart: a certificate that *no* placement
+fits in memory (DESIGN §3's peak), or None when it finds none.
 """
 
 from __future__ import annotations
@@ -50,7 +53,14 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.costs import roofline_nodes
 from placegym.envs.graph import Graph
 
-__all__ = ["SLACK", "LowerBound", "lower_bound", "min_transfer_times", "serial_upper_bound"]
+__all__ = [
+    "SLACK",
+    "LowerBound",
+    "lower_bound",
+    "memory_infeasibility",
+    "min_transfer_times",
+    "serial_upper_bound",
+]
 
 #: Relative amount by which :func:`lower_bound` lowers its value (see the module docstring).
 SLACK = 1e-9
@@ -194,3 +204,51 @@ def serial_upper_bound(graph: Graph, cluster: Cluster) -> float:
     consumers = np.bincount(graph.edges[:, 0], minlength=graph.num_nodes)
     sends = np.minimum(consumers, d - 1)
     return compute + float((sends * (latency + graph.out_bytes * per_byte)).sum())
+
+
+def memory_infeasibility(graph: Graph, cluster: Cluster) -> str | None:
+    """Why no placement of ``graph`` fits ``cluster``'s memory, or None when none of these
+    certificates applies (a placement may still be infeasible: None proves nothing).
+
+    Under DESIGN §3's memory rule, while node ``v`` runs on device ``d``, ``d`` holds the
+    resident bytes of every node of ``v``'s co-location group (``v`` alone without one),
+    ``v``'s own output (live from its start) and one tensor per distinct producer (a local
+    output lives until its last local consumer finishes, a received copy until its last
+    consumer on ``d`` finishes: both outlast ``v``). So every placement is over memory when
+
+    1. the resident bytes of all nodes exceed the devices' total memory; or
+    2. some group's resident bytes exceed the largest device memory; or
+    3. some node's footprint ``group resident + out_bytes_v + Σ producers' out_bytes``
+       exceeds the largest device memory.
+
+    The first that applies is named (the node or group, its bytes, the memory).
+    """
+    n = graph.num_nodes
+    if n == 0:
+        return None
+    memory = cluster.memory
+    if not np.isfinite(memory).all():
+        return None
+    largest = float(memory.max())
+    resident = graph.param_bytes.astype(np.float64)
+    total, capacity = float(resident.sum()), float(memory.sum())
+    if total > capacity:
+        return f"resident bytes {total:.6g} exceed the total device memory {capacity:.6g}"
+    share = resident.copy()  # each node's group resident bytes (its own without a group)
+    for g, nodes in graph.groups.items():
+        need = float(resident[nodes].sum())
+        if need > largest:
+            return (
+                f"group {g} holds {need:.6g} resident bytes, more than the largest device "
+                f"memory {largest:.6g}"
+            )
+        share[nodes] = need
+    footprint = share + graph.out_bytes + graph.in_bytes
+    v = int(np.argmax(footprint))
+    if footprint[v] > largest:
+        return (
+            f"node {v} ({graph.op[v]}) needs {footprint[v]:.6g} bytes while it runs (resident "
+            f"{share[v]:.6g}, output {graph.out_bytes[v]:.6g}, inputs {graph.in_bytes[v]:.6g}), "
+            f"more than the largest device memory {largest:.6g}"
+        )
+    return None
