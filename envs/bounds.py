@@ -218,8 +218,9 @@ def memory_infeasibility(graph: Graph, cluster: Cluster) -> str | None:
 
     1. the resident bytes of all nodes exceed the devices' total memory; or
     2. some group's resident bytes exceed the largest device memory; or
-    3. some node's footprint ``group resident + out_bytes_v + Σ producers' out_bytes``
-       exceeds the largest device memory.
+    3. some node of positive duration on every device has a footprint ``group resident +
+       out_bytes_v + Σ producers' out_bytes`` over the largest device memory (a node of
+       zero duration holds them for no time at all).
 
     The first that applies is named (the node or group, its bytes, the memory).
     """
@@ -244,6 +245,7 @@ def memory_infeasibility(graph: Graph, cluster: Cluster) -> str | None:
             )
         share[nodes] = need
     footprint = share + graph.out_bytes + graph.in_bytes
+    footprint[durations_on(graph, cluster).min(axis=1) <= 0] = 0.0
     v = int(np.argmax(footprint))
     if footprint[v] > largest:
         return (

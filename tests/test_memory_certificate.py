@@ -40,7 +40,7 @@ def test_unbounded_memory_and_empty_graphs_have_no_certificate():
     assert memory_infeasibility(graph([], []), unit_cluster(2, memory=1)) is None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(dags(max_nodes=7), st.sampled_from([1.0, 2.0, 4.0, 6.0, 9.0]), st.integers(0, 2**31))
 def test_a_certified_instance_has_no_placement_in_memory(g, memory, seed):
     cluster = unit_cluster(2, memory=memory)
