@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
+from placegym.teachers._memory import make_feasible
 from placegym.teachers.base import PlanTeacher, StepTeacher, Teacher, ties
 
 # name -> "module:Class"; modules are imported on first use.
@@ -44,6 +45,7 @@ __all__ = [
     "Teacher",
     "get_teacher",
     "list_teachers",
+    "make_feasible",
     "make_teacher",
     "teacher_class",
     "ties",

@@ -283,8 +283,16 @@ def _move_units(schedule: Schedule, dev: np.ndarray) -> bool:
     return moved
 
 
-def make_feasible(graph: Graph, cluster: Cluster, placement: Placement) -> Placement:
+def make_feasible(
+    graph: Graph,
+    cluster: Cluster,
+    placement: Placement,
+    sim: Callable[[Graph, Cluster, Placement], Schedule] = simulate,
+) -> Placement:
     """``placement``, or a repaired one that is feasible (module docstring).
+
+    Every simulation goes through ``sim`` (default
+    :func:`~placegym.envs.simulator.simulate`): a search passes one that counts its calls.
 
     Without ``memory_may_bind``, or when ``placement`` fits (one simulation), it is returned
     as it is. Else, keeping its priority order: up to :data:`REPAIR_ROUNDS` rounds of
@@ -296,7 +304,7 @@ def make_feasible(graph: Graph, cluster: Cluster, placement: Placement) -> Place
     """
     if not memory_may_bind(graph, cluster):
         return placement
-    schedule = simulate(graph, cluster, placement)
+    schedule = sim(graph, cluster, placement)
     if not schedule.oom:
         return placement
     dev = placement.device.copy()
@@ -304,7 +312,7 @@ def make_feasible(graph: Graph, cluster: Cluster, placement: Placement) -> Place
         if not _move_units(schedule, dev):
             break
         candidate = Placement(device=dev.copy(), order=placement.order)
-        schedule = simulate(graph, cluster, candidate)
+        schedule = sim(graph, cluster, candidate)
         if not schedule.oom:
             return candidate
     cert = fit_resident(graph, cluster)
@@ -312,7 +320,7 @@ def make_feasible(graph: Graph, cluster: Cluster, placement: Placement) -> Place
         # the rule's order first, then the certificate's (descending b-level, ties by id)
         for order in (placement.order, cert.order):
             candidate = Placement(device=cert.device, order=order)
-            if not simulate(graph, cluster, candidate).oom:
+            if not sim(graph, cluster, candidate).oom:
                 return candidate
     return placement
 

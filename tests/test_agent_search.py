@@ -23,7 +23,8 @@ def test_budget_curve_and_stages(policy):
     g, c = make_graph("chainmm"), load_cluster("p100x4")
     res = policy_search(policy, g, c, SearchConfig(budget=120, beam=4, samples=8), seed=3)
     assert res.calls == 120 == sum(res.stages.values())
-    assert list(res.stages) == ["starts", "greedy", "beam", "samples", "improve"]
+    assert list(res.stages) == ["starts", "greedy", "beam", "samples", "improve", "repair"]
+    assert res.stages["repair"] == 0  # memory cannot bind
     assert res.stages["starts"] == 5 and res.stages["greedy"] == 1
     assert res.stages["beam"] <= 4 and res.stages["samples"] <= 8
     assert (np.diff(res.curve) <= 0).all()
@@ -52,13 +53,13 @@ def test_search_starts_from_anneals_heuristic_placements(policy):
 
     g, c = make_graph("chainmm"), load_cluster("p100x4")
     res = policy_search(policy, g, c, SearchConfig(budget=6, beam=0, samples=0), seed=0)
-    assert res.stages == {"starts": len(STARTS), "greedy": 1, "improve": 0}
+    assert res.stages == {"starts": len(STARTS), "greedy": 1, "improve": 0, "repair": 0}
     best_start = min(simulate(g, c, get_teacher(t).place(g, c)).makespan for t in STARTS)
     assert res.makespan == min(res.greedy, best_start) == res.curve[-1]
     alone = policy_search(policy, g, c, SearchConfig(budget=6, starts=(), beam=0, samples=0))
     assert "starts" not in alone.stages and alone.stages["improve"] == 5
     short = policy_search(policy, g, c, SearchConfig(budget=3, beam=0, samples=0))
-    assert short.stages == {"starts": 2, "greedy": 1, "improve": 0}  # room for the greedy
+    assert short.stages == {"starts": 2, "greedy": 1, "improve": 0, "repair": 0}
     with pytest.raises(ValueError, match="nope"):
         policy_search(policy, g, c, SearchConfig(budget=6, starts=("nope",)))
 
@@ -140,3 +141,16 @@ def test_evaluation_samples_are_the_played_episodes(policy, options):
     assert ev.sampled == float(np.mean(makespans)) and ev.best == best.makespan
     np.testing.assert_array_equal(ev.best_placement.device, best.info["placement"])
     np.testing.assert_array_equal(ev.best_placement.order, best.info["order"])
+
+
+def test_an_over_memory_search_is_repaired_and_counts_the_repair(policy):
+    from placegym.envs.suites import get_suite
+
+    inst = get_suite("memory-tight-v0").instance("random_dag-128-s101@p100x4-mem0.9")
+    g, c = inst.graph, inst.cluster
+    assert simulate(g, c, Decoder(policy, g, c).greedy()).oom  # the untrained greedy is over
+    res = policy_search(policy, g, c, SearchConfig(budget=1, starts=()), seed=0)
+    s = simulate(g, c, res.placement)
+    assert not s.oom and res.makespan == s.makespan
+    assert res.stages["greedy"] == 1 and res.stages["repair"] >= 2
+    assert res.calls == 1 + res.stages["repair"] and res.curve[-1] == res.makespan

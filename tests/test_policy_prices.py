@@ -90,7 +90,7 @@ def test_search_counts_a_priced_policys_prices_in_its_budget():
     assert res.makespan == res.curve[-1] <= min(res.greedy, res.curve[n_d - 1])
     # with the heuristic starts (the default) they come first, then the greedy pass
     started = policy_search(pol, g, c, SearchConfig(budget=n_d + 200), seed=3)
-    assert list(started.stages) == ["starts", "greedy", "improve"]
+    assert list(started.stages) == ["starts", "greedy", "improve", "repair"]
     assert started.stages["starts"] == 5 and started.greedy == res.greedy
     assert simulate(g, c, res.placement).makespan == res.makespan
     again = policy_search(pol, g, c, SearchConfig(budget=n_d + 200, starts=()), seed=3)

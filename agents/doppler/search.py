@@ -37,7 +37,11 @@ Such a policy's greedy pass costs up to ``n * D`` calls, so the budget must be a
 ``n * D + 1``; beam search, sampling and policy-guided windows would price every state
 they visit, so with such a policy the search is its greedy pass then annealing moves only
 (``beam``, ``samples`` and ``policy_moves`` are not used). Duplicate candidates, and
-candidates equal to the incumbent, are not simulated. :attr:`SearchResult.curve` ``[i]``
+candidates equal to the incumbent, are not simulated. Memory: an over-memory
+placement scores its makespan plus the serial upper bound, so the best is feasible
+whenever a feasible placement was seen (the memory-aware ``starts`` are, where their
+rules reach one); if none was, the best is repaired by
+:func:`~placegym.teachers.make_feasible` (stage ``repair``, its calls beyond the budget). :attr:`SearchResult.curve` ``[i]``
 is the best makespan after ``i + 1`` calls (an anytime curve). All draws come from
 ``numpy.random.default_rng(seed)``: same checkpoint, graph, cluster, config and seed, same
 result.
@@ -63,7 +67,7 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.reward import oom_makespan
-from placegym.envs.simulator import simulate, simulate_batch
+from placegym.envs.simulator import Schedule, simulate, simulate_batch
 
 # the annealing move set and critical chain of the anneal teacher, shared with it
 from placegym.teachers.anneal import (
@@ -141,7 +145,9 @@ class SearchResult:
         placement: the best placement found; makespan its simulated makespan.
         curve: ``(calls,)`` best makespan after each simulator call.
         stages: simulator calls spent per stage (``starts``, ``greedy``, ``beam``,
-            ``samples``, ``improve``); ``greedy`` includes a priced policy's pricing calls.
+            ``samples``, ``improve``, ``repair``); ``greedy`` includes a priced policy's
+            pricing calls. ``repair`` (0 unless every placement seen was over memory) is
+            :func:`~placegym.teachers.make_feasible` of the best one, beyond the budget.
         greedy: the greedy placement's makespan.
     """
 
@@ -305,6 +311,24 @@ class _Improver:
         return devs, ords
 
 
+def _repair(
+    graph: Graph, cluster: Cluster, placement: Placement, calls: _Calls
+) -> tuple[Placement, float]:
+    """:func:`~placegym.teachers.make_feasible` of an over-memory best and its makespan;
+    its simulations are counted as calls beyond the budget (stage ``repair``)."""
+    from placegym.teachers import make_feasible
+
+    def counted(g: Graph, c: Cluster, p: Placement) -> Schedule:
+        calls.count_extra()
+        return simulate(g, c, p)
+
+    fixed = make_feasible(graph, cluster, placement, sim=counted)
+    schedule = counted(graph, cluster, fixed)
+    if not schedule.oom:
+        calls.curve[-1] = schedule.makespan
+    return fixed, float(schedule.makespan)
+
+
 def _greedy_calls(policy: DopplerPolicy, graph: Graph, cluster: Cluster) -> int:
     """The most calls ``policy``'s greedy pass can take: 1, plus ``n * D`` priced
     completions with lookahead prices, plus the fortified pricer's starting placements
@@ -390,9 +414,13 @@ def policy_search(
         _Improver(dec, calls, cfg, rng).run()
     stages["improve"] = len(calls.curve) - used
     policy.train(was_training)
-    _, ms, dev, order = calls.best  # type: ignore[misc]
+    score, ms, dev, order = calls.best  # type: ignore[misc]
+    best = Placement(device=dev.copy(), order=order.copy())
+    if score > ms:  # every placement seen was over memory: repair the best of them
+        best, ms = _repair(graph, cluster, best, calls)
+    stages["repair"] = len(calls.curve) - used - stages["improve"]
     return SearchResult(
-        Placement(device=dev.copy(), order=order.copy()),
+        best,
         ms,
         np.array(calls.curve),
         stages,
