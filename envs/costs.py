@@ -5,28 +5,34 @@ A cluster may carry a *profile* (:attr:`Cluster.profile`, written by ``placegym 
 ``"cuda:NVIDIA H200"``), the measured seconds of kernels keyed by their *signature*. A
 node's signature (:func:`kernel_signature`) is its ``spec`` with each producer operand
 replaced by the producer's output shape, so every node running the same kernel on
-same-shaped operands shares it, in any graph. The duration of node ``v`` on device ``d``
-(no noise) is then
+same-shaped operands shares it, in any graph. A graph may carry measured times
+(``placegym.graph/v2``): a default :attr:`Graph.time` for every device and per-kind
+seconds :attr:`Graph.kind_time` (HEFT's cost matrix). The duration of node ``v`` on
+device ``d`` of kind ``k`` (no noise) is ``m + launch_overhead_d``, where ``m`` is the
+first of
 
-- ``profile[kind_d][signature_v] + launch_overhead_d`` when ``d`` has a kind whose profile
-  has ``v``'s signature;
-- else ``time_v + launch_overhead_d`` when the graph gives ``v`` a measured ``time``
-  (``placegym.graph/v2``: the same on every device);
-- else ``max(flops_v / flops_d, io_v / mem_bandwidth_d) + launch_overhead_d``.
+1. ``profile[k][signature_v]``, when the profile of ``k`` has ``v``'s signature;
+2. ``kind_time[k][v]``, when the graph gives ``v`` a time for kind ``k``;
+3. ``time[v]``, when the graph gives ``v`` a default time (the only measured term a
+   device without a kind has);
+4. the roofline ``max(flops_v / flops_d, io_v / mem_bandwidth_d)``.
 
-Noise multiplies the first term in both cases. The profiled costs of a (graph, cluster)
-pair are an ``(n, K)`` table over the ``K`` profiled kinds plus each device's kind index
-(:attr:`Cluster.profile_class`), never an ``n × D`` array, so clusters of thousands of
-devices cost no more than their classes. A graph's measured times join the same table
-(:func:`cost_table`): as the entries of its nodes that a kind's profile lacks, and as one
-more column for the devices without a profiled kind. Everything that takes a graph and a
-cluster (the simulator, :mod:`placegym.envs.analysis`, the teachers, the environments)
-reads durations through this module or that table, so profiled clusters and measured
-graphs are used transparently.
+Noise multiplies ``m``. Terms 1-3 are resolved in one place, :func:`kind_times` (per
+device kind of the cluster, an ``(n,)`` column of measured seconds, NaN where the
+roofline applies), and :func:`with_kind_times` bakes them into a graph's ``kind_time``,
+so a profiled graph saved to JSON simulates identically on the same cluster without its
+profile. :func:`cost_table` packs them as an ``(n, C)`` table over the ``C`` cost classes
+(the profiled kinds, then the other kinds the graph times, then one class for the
+default) plus each device's class index, never an ``n × D`` array, so clusters of
+thousands of devices cost no more than their classes. Everything that takes a graph and
+a cluster (the simulator and the reference simulator, :mod:`placegym.envs.analysis`,
+the teachers, the environments) reads durations through this module or that table, so
+profiled clusters and measured graphs are used transparently.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -39,10 +45,12 @@ from placegym.envs.graph import Graph
 __all__ = [
     "cost_table",
     "kernel_signature",
+    "kind_times",
     "node_durations",
     "profiled_seconds",
     "roofline_nodes",
     "signatures",
+    "with_kind_times",
 ]
 
 #: The table of a cluster without a profile: never indexed (every class is -1).
@@ -97,25 +105,63 @@ def _profiled_seconds(graph: Graph, cluster: Cluster) -> np.ndarray:
 profiled_seconds = IdentityCache(_profiled_seconds, size=16)
 
 
+def _device_kinds(cluster: Cluster) -> tuple[str, ...]:
+    """The cluster's device kinds, in order of their first device."""
+    return tuple(dict.fromkeys(d.kind for d in cluster.devices if d.kind is not None))
+
+
+def kind_times(graph: Graph, cluster: Cluster) -> dict[str, np.ndarray]:
+    """``{kind: (n,)}`` the measured seconds of each node on the devices of each kind of
+    the cluster (in order of first device): the profile, else the graph's time for the
+    kind, else its default time; NaN where none applies (the roofline). Terms 1-3 of the
+    module docstring, the only place they are resolved; devices without a kind take the
+    graph's default :attr:`Graph.time`. The arrays are read-only."""
+    prof = profiled_seconds(graph, cluster)
+    index = {k: j for j, k in enumerate(cluster.profile_kinds)}
+    out = {}
+    for kind in _device_kinds(cluster):
+        col = graph.time_on(kind)
+        if kind in index:
+            col = np.where(np.isnan(prof[:, index[kind]]), col, prof[:, index[kind]])
+            col.setflags(write=False)
+        out[kind] = col
+    return out
+
+
+def with_kind_times(graph: Graph, cluster: Cluster) -> Graph:
+    """``graph`` with the measured seconds :func:`kind_times` resolves on ``cluster``
+    baked into its per-kind times, for every kind the cluster profiles or the graph
+    already times (other kinds keep the graph's default). On any cluster of the same
+    devices, with or without that profile, the result has the same durations as
+    ``graph`` on ``cluster``: save it (``placegym.graph/v2``) to replay a profiled run
+    without the profile. Per-kind times of kinds the cluster lacks are kept."""
+    times = kind_times(graph, cluster)
+    own = [k for k in times if k in cluster.profile_kinds or k in graph.kind_time]
+    return dataclasses.replace(graph, kind_time={**graph.kind_time, **{k: times[k] for k in own}})
+
+
 def _cost_table(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-    table, dclass = profiled_seconds(graph, cluster), cluster.profile_class
-    if not graph.measured:
-        return table, dclass
-    k = len(cluster.profile_kinds)
-    time = graph.time[:, None]
-    merged = np.where(np.isnan(table), time, table) if k else np.empty((graph.num_nodes, 0))
-    out = np.concatenate([merged, time], axis=1)
-    out.setflags(write=False)
-    cls = np.where(dclass >= 0, dclass, k)
+    times = kind_times(graph, cluster)
+    profiled = cluster.profile_kinds
+    kinds = [*profiled, *(k for k in times if k in graph.kind_time and k not in profiled)]
+    default = not np.isnan(graph.time).all()
+    if not kinds and not default:
+        return NO_PROFILE, cluster.profile_class
+    cols = [times[k] for k in kinds] + [graph.time] * default
+    table = np.stack(cols, axis=1)
+    table.setflags(write=False)
+    index = {k: j for j, k in enumerate(kinds)}
+    rest = len(kinds) if default else -1  # devices whose kind has no column of its own
+    cls = np.array([index.get(d.kind or "", rest) for d in cluster.devices], dtype=np.int64)
     cls.setflags(write=False)
-    return out, cls
+    return table, cls
 
 
-#: ``(table, dclass)``: the measured seconds of each node per device class (``(n, C)``,
-#: NaN where the roofline applies) and each device's class (``(D,)``, -1: the roofline
-#: for every node): the cluster's profile (:func:`profiled_seconds`,
-#: :attr:`Cluster.profile_class`) with the graph's measured times merged in (module
-#: docstring). The last 16 pairs are cached.
+#: ``(table, dclass)``: the measured seconds of each node per cost class (``(n, C)``,
+#: NaN where the roofline applies; the columns of :func:`kind_times` for the profiled
+#: kinds and the kinds the graph times, then the graph's default time when it has one)
+#: and each device's class (``(D,)``, -1: the roofline for every node). The last 16
+#: pairs are cached.
 cost_table = IdentityCache(_cost_table, size=16)
 
 

@@ -19,10 +19,22 @@ Unknown keys are ignored. Sizes may be fractional (they are stored as float64).
 ``placegym.graph/v2`` is v1 plus two optional node keys, for measured workloads and
 co-location constraints:
 
-- ``time``: the node's measured duration in seconds (finite, >= 0). It replaces the
-  roofline term of rule 1 on every device that has no profiled cost for the node
-  (:mod:`placegym.envs.costs`); the device's launch overhead and the noise apply as to
-  the roofline. Absent: the roofline (stored as NaN).
+- ``time``: the node's measured duration in seconds, either one number (finite, >= 0:
+  the same on every device) or, as in HEFT's cost matrix, an object of seconds per
+  device ``kind`` (:attr:`Device.kind <placegym.envs.cluster.Device.kind>`)::
+
+      "time": 0.0012                                  # every device
+      "time": {"cpu": 0.0093, "cuda:NVIDIA H200": 0.0004}
+      "time": {"cpu": 0.0093, "*": 0.0004}            # "*": every other device
+
+  On a device of kind ``k`` the node runs for ``time[k]`` when the object has ``k``,
+  else for the ``"*"`` entry (the default: a plain number is exactly ``{"*": x}``), else
+  for the roofline (a device without a kind takes the default): a kind missing from an
+  object without ``"*"`` falls back to the roofline. The seconds replace the roofline term of
+  rule 1 wherever the cluster has no profiled cost for the node (profile > ``time[k]``
+  > default > roofline, :mod:`placegym.envs.costs`); the device's launch overhead and
+  the noise apply as to the roofline. Each entry must be a finite number >= 0 and each
+  key a non-empty string; an empty object is refused. Absent: the roofline everywhere.
 - ``group``: a co-location group id (a non-negative int). Every node of a group must be
   placed on one device: a placement that splits a group is infeasible, and
   :meth:`~placegym.envs.placement.Placement.check` rejects it naming the group and two of
@@ -30,7 +42,10 @@ co-location constraints:
 
 A graph is written as v1 when it has neither (so v1 files round-trip unchanged), else
 as v2; a v1 document that carries either key is refused (an older reader would ignore
-the constraint silently).
+the constraint silently). A node's ``time`` is written as a number when it has no
+per-kind entry (so v2 files with plain times re-save byte for byte), else as an object
+of its kinds in sorted order then ``"*"`` for a default (:attr:`Graph.time` holds the
+defaults, :attr:`Graph.kind_time` the rest; :meth:`Graph.time_on` resolves one kind).
 """
 
 from __future__ import annotations
@@ -56,8 +71,10 @@ GRAPH_FORMAT = "placegym.graph/v1"
 #: v1 plus measured node times and co-location groups (module docstring).
 GRAPH_FORMAT_V2 = "placegym.graph/v2"
 _V2_KEYS = ("time", "group")
+#: The key of a ``time`` object's default entry (every kind the object does not name).
+DEFAULT_KIND = "*"
 
-__all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_V2", "Graph", "load_graph"]
+__all__ = ["DEFAULT_KIND", "GRAPH_FORMAT", "GRAPH_FORMAT_V2", "Graph", "load_graph"]
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -78,9 +95,15 @@ class Graph:
         op: op kind per node (default ``"op"``).
         spec: executable kernel description per node (default empty dicts).
         name: a label.
-        time: ``(n,)`` measured seconds per node, finite and >= 0, NaN where not measured
-            (default all NaN: the roofline everywhere).
+        time: ``(n,)`` measured seconds per node on every device (the default of the
+            module docstring), finite and >= 0, NaN where not measured (default all NaN:
+            the roofline everywhere).
         group: ``(n,)`` co-location group id per node, ``-1`` for none (default all -1).
+        kind_time: ``{kind: (n,) seconds}``, the measured seconds of each node on the
+            devices of one kind, NaN where the node has none for that kind (there
+            ``time`` applies). Kinds are non-empty strings other than ``"*"``; a kind
+            without any measured node is dropped. Stored as a validated copy, kinds
+            sorted, each array read-only.
 
     Raises:
         ValueError: naming the field (``nodes[i].flops``, ``edges[k]``) and the bad value;
@@ -98,6 +121,7 @@ class Graph:
     name: str = "graph"
     time: np.ndarray = None  # type: ignore[assignment]
     group: np.ndarray = None  # type: ignore[assignment]
+    kind_time: dict[str, np.ndarray] = None  # type: ignore[assignment]
     _topo: np.ndarray = field(init=False, repr=False)
 
     if TYPE_CHECKING:  # what the constructor accepts
@@ -114,6 +138,7 @@ class Graph:
             name: str = "graph",
             time: ArrayLike | None = None,
             group: ArrayLike | None = None,
+            kind_time: Mapping[str, ArrayLike] | None = None,
         ) -> None: ...
 
     def __post_init__(self) -> None:
@@ -134,12 +159,8 @@ class Graph:
             i = int(np.flatnonzero(layer < -1)[0])
             raise V.fail(f"nodes[{i}].layer", "must be a non-negative integer", int(layer[i]))
         s(self, "layer", _readonly(layer))
-        time = self._node_array(self.time, "time", n, np.nan)
-        bad = np.isinf(time) | (time < 0)  # NaN: not measured
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise V.fail(f"nodes[{i}].time", "must be a finite number >= 0", float(time[i]))
-        s(self, "time", _readonly(time))
+        s(self, "time", _readonly(_check_time(self._node_array(self.time, "time", n, np.nan))))
+        s(self, "kind_time", self._check_kind_time(self.kind_time, n))
         group = self._node_array(self.group, "group", n, -1, dtype=np.int64)
         if (group < -1).any():
             i = int(np.flatnonzero(group < -1)[0])
@@ -164,6 +185,22 @@ class Graph:
         if arr.shape[0] != n:
             raise V.fail(key, f"expected {n} entries (one per node)", arr.shape[0])
         return arr
+
+    @classmethod
+    def _check_kind_time(cls, value: Any, n: int) -> dict[str, np.ndarray]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise V.fail("kind_time", "expected a mapping {kind: seconds per node}", value)
+        out: dict[str, np.ndarray] = {}
+        for kind, times in value.items():
+            where = f"kind_time[{kind!r}]"
+            if not isinstance(kind, str) or not kind or kind == DEFAULT_KIND:
+                raise V.fail("kind_time", "kinds must be non-empty strings other than '*'", kind)
+            arr = _check_time(cls._node_array(times, where, n, np.nan), kind)
+            if not np.isnan(arr).all():
+                out[kind] = _readonly(arr)
+        return dict(sorted(out.items()))
 
     @staticmethod
     def _check_edges(edges: Any, n: int) -> np.ndarray:
@@ -300,6 +337,7 @@ class Graph:
         par_b = np.empty(n)
         layer = np.full(n, -1, dtype=np.int64)
         time = np.full(n, np.nan)
+        kind_time: dict[str, np.ndarray] = {}
         group = np.full(n, -1, dtype=np.int64)
         ops: list[str] = []
         specs: list[Mapping[str, Any]] = []
@@ -321,7 +359,11 @@ class Graph:
                         f"{w}.{key}", f"needs the format tag {GRAPH_FORMAT_V2!r}", nd[key]
                     )
             if nd.get("time") is not None:
-                time[i] = V.number(nd["time"], f"{w}.time")
+                for kind, t in _parse_time(nd["time"], f"{w}.time").items():
+                    if kind == DEFAULT_KIND:
+                        time[i] = t
+                    else:
+                        kind_time.setdefault(kind, np.full(n, np.nan))[i] = t
             if nd.get("group") is not None:
                 group[i] = V.integer(nd["group"], f"{w}.group", lo=0)
             op = nd.get("op", "op")
@@ -345,12 +387,34 @@ class Graph:
             name=name,
             time=time,
             group=group,
+            kind_time=kind_time,
         )
 
     @cached_property
     def measured(self) -> bool:
-        """Whether any node has a measured ``time``."""
-        return bool((~np.isnan(self.time)).any())
+        """Whether any node has a measured ``time`` (for every device or for a kind)."""
+        return bool((~np.isnan(self.time)).any()) or bool(self.kind_time)
+
+    def time_on(self, kind: str | None) -> np.ndarray:
+        """``(n,)`` the measured seconds of each node on a device of ``kind`` (None: a
+        device without a kind): its per-kind time where it has one, else its default
+        :attr:`time`; NaN where neither is given (the roofline applies). A cluster's
+        profile is not consulted: :func:`placegym.envs.costs.kind_times` adds it."""
+        per_kind = self.kind_time.get(kind) if kind is not None else None
+        if per_kind is None:
+            return self.time
+        return _readonly(np.where(np.isnan(per_kind), self.time, per_kind))
+
+    def node_time(self, v: int) -> float | dict[str, float] | None:
+        """Node ``v``'s ``time`` as the document writes it: a number, an object of
+        seconds per kind (``"*"`` last, for the default), or None when not measured."""
+        default = float(self.time[v])
+        kinds = {k: float(t[v]) for k, t in self.kind_time.items() if not np.isnan(t[v])}
+        if not kinds:
+            return None if np.isnan(default) else default
+        if not np.isnan(default):
+            kinds[DEFAULT_KIND] = default
+        return kinds
 
     @cached_property
     def groups(self) -> dict[int, np.ndarray]:
@@ -391,8 +455,9 @@ class Graph:
                 nd["layer"] = int(self.layer[i])
             if self.spec[i]:
                 nd["spec"] = dict(self.spec[i])
-            if not np.isnan(self.time[i]):
-                nd["time"] = float(self.time[i])
+            t = self.node_time(i)
+            if t is not None:
+                nd["time"] = t
             if self.group[i] >= 0:
                 nd["group"] = int(self.group[i])
             nodes.append(nd)
@@ -410,7 +475,8 @@ class Graph:
     # ------------------------------------------------------------------ conversions
     def to_networkx(self) -> nx.DiGraph:
         """A ``networkx.DiGraph`` with node attributes (op, flops, out_bytes, param_bytes,
-        layer, spec, time, group) and edge attribute ``bytes`` (the producer's ``out_bytes``)."""
+        layer, spec, time, group, and ``kind_time``: the node's ``{kind: seconds}``) and
+        edge attribute ``bytes`` (the producer's ``out_bytes``)."""
         import networkx as nx
 
         g: nx.DiGraph = nx.DiGraph(name=self.name)
@@ -425,6 +491,7 @@ class Graph:
                 spec=dict(self.spec[i]),
                 time=float(self.time[i]),
                 group=int(self.group[i]),
+                kind_time={k: float(t[i]) for k, t in self.kind_time.items() if t[i] == t[i]},
             )
         g.add_edges_from(
             (int(u), int(v), {"bytes": float(self.out_bytes[u])}) for u, v in self.edges
@@ -434,8 +501,8 @@ class Graph:
     @classmethod
     def from_networkx(cls, g: nx.DiGraph, name: str | None = None) -> Graph:
         """Build from a DiGraph whose nodes carry ``flops`` and ``out_bytes`` (and optionally
-        ``param_bytes``, ``layer``, ``op``, ``spec``, ``time``, ``group``). Nodes are numbered
-        in ``g.nodes`` order."""
+        ``param_bytes``, ``layer``, ``op``, ``spec``, ``time``, ``group``, ``kind_time``).
+        Nodes are numbered in ``g.nodes`` order."""
         index = {v: i for i, v in enumerate(g.nodes)}
         nodes = []
         for _, attrs in g.nodes(data=True):
@@ -446,8 +513,11 @@ class Graph:
             }
             if attrs.get("layer", -1) not in (None, -1):
                 nd["layer"] = attrs["layer"]
+            time = dict(attrs.get("kind_time") or {})
             if attrs.get("time") is not None and not np.isnan(attrs["time"]):
-                nd["time"] = attrs["time"]
+                time[DEFAULT_KIND] = attrs["time"]
+            if time:
+                nd["time"] = time if set(time) != {DEFAULT_KIND} else time[DEFAULT_KIND]
             if attrs.get("group", -1) not in (None, -1):
                 nd["group"] = attrs["group"]
             nodes.append(nd)
@@ -476,6 +546,33 @@ class Graph:
             layer=torch.tensor(self.layer, dtype=torch.long),
             num_nodes=self.num_nodes,
         )
+
+
+def _check_time(time: np.ndarray, kind: str | None = None) -> np.ndarray:
+    """``time`` (seconds per node, NaN: not measured) if every other entry is finite and
+    >= 0; else the error names the first bad node (and the kind)."""
+    bad = np.isinf(time) | (time < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        where = f"nodes[{i}].time" + ("" if kind is None else f"[{json.dumps(kind)}]")
+        raise V.fail(where, "must be a finite number >= 0", float(time[i]))
+    return time
+
+
+def _parse_time(value: Any, where: str) -> dict[str, float]:
+    """A node's ``time`` field as ``{kind: seconds}`` (a number is ``{"*": seconds}``)."""
+    if not isinstance(value, Mapping):
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            raise V.fail(where, "expected a number of seconds or an object {kind: seconds}", value)
+        return {DEFAULT_KIND: V.number(value, where)}
+    if not value:
+        raise V.fail(where, "an object of seconds per device kind needs at least one kind", {})
+    out = {}
+    for kind, t in value.items():
+        if not isinstance(kind, str) or not kind:
+            raise V.fail(where, "device kinds must be non-empty strings", kind)
+        out[kind] = V.number(t, f"{where}[{json.dumps(kind)}]")
+    return out
 
 
 def _as_array(value: Any, key: str, dtype: Any, *, flat: bool = True) -> np.ndarray:

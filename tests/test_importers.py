@@ -1,11 +1,15 @@
 """The torch.fx importer: models with hand-counted nodes and FLOP (DOPPLER files:
 test_doppler_format.py)."""
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from placegym.envs import Cluster, Device, Level
+from placegym.envs.analysis import durations_on
 from placegym.envs.importers import from_fx
+from placegym.envs.importers._fx_timing import check_cpu
 from placegym.envs.importers.fx import mha_flops
 
 
@@ -178,3 +182,52 @@ def test_fx_errors():
         from_fx(mlp(), torch.randn(4, 5))
     with pytest.raises(ValueError, match=r"parts: must be >= 1, got 0"):
         from_fx(mlp(), torch.randn(4, 16), parts=0)
+
+
+# ------------------------------------------------------------------ measured CPU times
+def test_fx_measure_none_is_the_graph_of_the_rules():
+    x = torch.randn(4, 16)
+    g = from_fx(mlp(), x)
+    assert from_fx(mlp(), x, measure=None).to_dict() == g.to_dict()
+    assert g.format == "placegym.graph/v1" and not g.measured and g.kind_time == {}
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+def test_fx_measure_cpu_times_every_node(parts):
+    """Times vary run to run: the structure is what holds."""
+    x = torch.randn(2, 5, 16)
+    plain = from_fx(Block(), x, parts=parts)
+    g = from_fx(Block(), x, parts=parts, measure="cpu", warmup=1, repeats=3)
+    assert list(g.kind_time) == ["cpu"] and np.isnan(g.time).all()
+    t = g.kind_time["cpu"]
+    inputs = np.array([op == "input" for op in g.op])
+    assert inputs.sum() == 1 and (t[inputs] == 0).all()
+    assert np.isfinite(t).all() and (t[~inputs] > 0).all()
+    doc = g.to_dict()  # all but the times is the unmeasured graph
+    assert [nd.pop("time") for nd in doc["nodes"]] == [{"cpu": s} for s in t.tolist()]
+    assert {**doc, "format": plain.format} == plain.to_dict()
+    concats = [v for v in range(g.num_nodes) if g.op[v] == "concat"]
+    assert bool(concats) == (parts > 1)
+    for v in concats:  # a split op's seconds are shared by columns
+        blocks = g.predecessors(v)
+        per_column = [t[b] / np.diff(g.spec[b]["columns"])[0] for b in blocks]
+        assert per_column == pytest.approx([per_column[0]] * len(blocks), rel=1e-12)
+    # on a device of kind "cpu" a node runs for its measured seconds plus the launch
+    c = Cluster((Device("cpu0", 1e9, 1e12, launch_overhead=1e-6, kind="cpu"),), (Level("l", 1e9),))
+    np.testing.assert_array_equal(durations_on(g, c)[:, 0], t + 1e-6)
+
+
+def test_fx_measure_errors():
+    x = torch.randn(4, 16)
+    with pytest.raises(ValueError, match=r"measure: expected None or 'cpu', got 'cuda'"):
+        from_fx(mlp(), x, measure="cuda")
+    with pytest.raises(ValueError, match=r"warmup: must be an integer >= 0, got -1"):
+        from_fx(mlp(), x, measure="cpu", warmup=-1)
+    with pytest.raises(ValueError, match=r"repeats: must be an integer >= 1, got 0"):
+        from_fx(mlp(), x, measure="cpu", repeats=0)
+    meta = torch.empty(4, 16, device="meta")
+    with pytest.raises(ValueError, match=r"but example_inputs\[0\] is on meta"):
+        from_fx(mlp().to("meta"), meta, measure="cpu")
+    assert from_fx(mlp().to("meta"), meta).flops.sum() == 6432  # shapes need no CPU
+    with pytest.raises(ValueError, match=r"but the module's '0\.weight' is on meta"):
+        check_cpu(torch.fx.symbolic_trace(mlp().to("meta")), [x])

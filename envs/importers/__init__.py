@@ -2,12 +2,13 @@
 
 - :func:`~placegym.envs.importers.fx.from_fx`: any ``torch.nn.Module``, traced with
   torch.fx (FLOP and bytes from shape propagation, optional block splitting of large
-  matmuls).
+  matmuls; ``measure="cpu"`` times each node on this machine's CPU as a per-kind time).
 - :func:`~placegym.envs.importers.doppler.from_doppler`: DOPPLER's published graph text
   files (use with the ``doppler-unit-4`` / ``doppler-unit-8`` cluster presets).
 - :func:`~placegym.envs.importers.dnn_partitioning.from_dnn_partitioning`: the published
   workloads of Tarnawski et al. (NeurIPS 2020), a graph with measured times and
-  co-location groups plus its cluster;
+  co-location groups plus its cluster (``cpus=N``: CPU devices too, each node timed per
+  device kind);
   :func:`~placegym.envs.importers.dnn_partitioning.expert_placement` their human-expert
   splits.
 - :func:`~placegym.envs.importers.pipedream.from_pipedream`: the layer profiles

@@ -24,17 +24,29 @@ one JSON object::
   (``isBackwardNode`` true) gets the prefix ``"bw:"`` (``"bw:node3grad"``). This is
   informational only. ``layer`` is ``layerId`` when present, else none.
 - Time: ``fpgaLatency`` (milliseconds) / 1000 is the node's measured ``time`` in seconds,
-  the same on every accelerator (not a roofline estimate); ``flops`` is 0.
-- Memory: ``size`` (bytes the node takes on an accelerator) is its resident
-  ``param_bytes``.
+  the same on every accelerator (not a roofline estimate); ``flops`` is 0. With CPU
+  devices (``cpus > 0``, below) the time is per device kind instead (``placegym.graph/v2``
+  ``{"accelerator": fpgaLatency / 1000, "cpu": cpuLatency / 1000}``, no default).
+- Memory: ``size`` is the bytes the node takes on an accelerator, its output included
+  (in the activation-heavy files ``size`` equals the out-edge ``size``: ResNet50's and
+  InceptionV3's layer graphs sum to within 1% of their outputs). The simulator counts an
+  output while it lives (DESIGN §3), so the resident ``param_bytes`` is the rest:
+  ``max(size - out_bytes, 0)``; a sink (``out_bytes`` 0) keeps its whole ``size``.
+  Counting ``size`` as resident too would hold every output twice.
 - Co-location: each ``colorClass`` shared by two or more nodes becomes a ``group``,
   numbered 0, 1, ... in order of first appearance in ``nodes``; a node alone in its class,
   or without one, is in no group.
 - Cluster: ``maxFPGAs`` identical accelerators ``acc0 ... acc{k-1}`` with ``memory =
   maxSizePerFPGA``, launch overhead 0, no device ``kind``, and a nominal
-  :data:`NOMINAL_FLOPS` (unused: every node has a measured time). CPUs (``maxCPUs``,
-  ``cpuLatency``) are not modelled: the fields are checked and ignored, and a node with
-  ``supportedOnFpga`` false is refused.
+  :data:`NOMINAL_FLOPS` (unused: every node has a measured time). By default
+  (``cpus=0``) CPUs are not modelled: ``maxCPUs`` and ``cpuLatency`` are checked and
+  ignored. ``cpus=N`` (or ``"file"``: the file's ``maxCPUs``) adds N CPU devices ``cpu0
+  ... cpu{N-1}`` after the accelerators, of kind :data:`CPU_KIND` (the accelerators then
+  have kind :data:`ACCELERATOR_KIND`), nominal FLOP/s and launch overhead 0, each of
+  memory ``cpu_memory``: the format gives CPUs no memory limit (its solvers bound only
+  the accelerators), so the default is the graph's resident plus output bytes, which no
+  placement can exceed. A node with ``supportedOnFpga`` false is refused either way
+  (a graph cannot forbid a device to a node); the published files have none.
 - Link: one network level of latency 0 and bandwidth ``B`` (bytes per second), fitted so
   that every edge's ``cost`` (milliseconds to move the producer's output, which must be
   the same on every edge out of a node) is reproduced: ``B`` is 1000 times the ratio
@@ -46,14 +58,18 @@ one JSON object::
   where that makes ``out_bytes / B`` equal ``cost / 1000`` exactly; a sink's is 0. A
   transfer then takes exactly ``cost / 1000`` seconds on every edge of the published
   files. In them ``B`` is 2^31 B/s (the latency inputs and all operator graphs) or
-  1000 x 2^31 B/s (the throughput layer graphs).
+  1000 x 2^31 B/s (the throughput layer graphs). With CPU devices the accelerators have
+  paths ``[0] ... [k-1]`` and every CPU the path ``[k]`` (one host); pairs on one host
+  are level 0, ``"host"`` (latency 0, :data:`HOST_BANDWIDTH`: CPU cores share memory,
+  as the upstream solvers charge nothing between them), every other pair level 1, the
+  link above (CPU <-> accelerator transfers cost the edge's ``cost``).
 
 :func:`expert_placement` reads a split ``{"cpus": [{"nodes": [...]}, ...], "fpgas":
 [{"nodes": [ids]}, ...]}`` of a workload:
 
 - the nodes of ``fpgas[k]`` go on accelerator ``k``; a split that puts nodes on an
-  accelerator ``k >= maxFPGAs`` is refused, as is any node listed under ``cpus`` (no CPU
-  devices);
+  accelerator ``k >= maxFPGAs`` is refused, as is any node listed under ``cpus`` (the
+  published splits list none, and the format does not say which CPU core runs what);
 - a node the split does not list takes the accelerator of its co-location group. This is
   how a training workload uses its inference split: its forward nodes have the inference
   graph's ids, and each backward node shares its forward node's ``colorClass`` (in the
@@ -77,7 +93,6 @@ import math
 import os
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -86,13 +101,16 @@ import numpy as np
 from placegym.envs import validate as V
 from placegym.envs.cluster import Cluster, Device, Level
 from placegym.envs.graph import Graph
-from placegym.envs.importers._common import find_cycle
+from placegym.envs.importers._dnn_format import Instance, label, parse
 from placegym.envs.placement import Placement
 
 __all__ = [
+    "ACCELERATOR_KIND",
+    "CPU_KIND",
     "DATA_DIR",
     "DEFAULT_BANDWIDTH",
     "EXPERTS",
+    "HOST_BANDWIDTH",
     "INPUTS",
     "NOMINAL_FLOPS",
     "default_name",
@@ -112,6 +130,12 @@ DEFAULT_BANDWIDTH = float(2**31)
 
 #: FLOP/s of the imported accelerators; unused, since every node has a measured time.
 NOMINAL_FLOPS = 1e12
+
+#: Device kinds of the accelerators and the CPUs when CPU devices are imported.
+ACCELERATOR_KIND, CPU_KIND = "accelerator", "cpu"
+
+#: Bytes/s between two CPU devices (one host, shared memory): a GB moves in 1e-21 s.
+HOST_BANDWIDTH = 1e30
 
 _LAYER = "latency-inputs/LayerGraphs"
 _LAYER_T = "throughput-inputs/LayerGraphs"
@@ -157,157 +181,8 @@ _SETTINGS = ("latency-inputs", "throughput-inputs")
 _KINDS = ("LayerGraphs", "OperatorGraphs")
 
 
-@dataclass(frozen=True)
-class _Instance:
-    """A checked workload document, nodes in list order."""
-
-    ids: list[int]
-    names: list[str | None]
-    ms: list[float]
-    size: list[float]
-    backward: list[bool]
-    color: list[int | None]
-    layer: list[int]
-    edges: list[tuple[int, int]]
-    out_cost: list[float | None]  # ms, None for a sink
-    out_sizes: list[list[float]]  # the sizes of each node's out-edges, edge order
-    ratios: list[float]  # size / cost of each edge with both > 0, edge order
-    capacity: float
-    count: int
-
-    @property
-    def index(self) -> dict[int, int]:
-        return {nid: i for i, nid in enumerate(self.ids)}
-
-
-# ------------------------------------------------------------------ parsing
-def _flag(value: Any, where: str) -> bool:
-    """A boolean written as ``true``/``false`` or ``0``/``1``."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    raise V.fail(where, "expected true/false or 0/1", value)
-
-
-def _parse(data: Mapping[str, Any]) -> _Instance:
-    data = V.as_mapping(data, "workload")
-    capacity = V.number(V.get(data, "maxSizePerFPGA", ""), "maxSizePerFPGA", positive=True)
-    count = V.integer(V.get(data, "maxFPGAs", ""), "maxFPGAs", lo=1)
-    V.integer(V.get(data, "maxCPUs", ""), "maxCPUs", lo=0)
-    nodes = V.as_list(V.get(data, "nodes", ""), "nodes")
-    edges = V.as_list(V.get(data, "edges", ""), "edges")
-    index: dict[int, int] = {}
-    ids: list[int] = []
-    names: list[str | None] = []
-    ms: list[float] = []
-    size: list[float] = []
-    backward: list[bool] = []
-    color: list[int | None] = []
-    layer: list[int] = []
-    for i, raw in enumerate(nodes):
-        w = f"nodes[{i}]"
-        nd = V.as_mapping(raw, w)
-        nid = V.integer(V.get(nd, "id", w), f"{w}.id", lo=0)
-        if nid in index:
-            raise V.fail(f"{w}.id", f"duplicate node id (nodes[{index[nid]}] has it too)", nid)
-        index[nid] = i
-        name = nd.get("name")
-        if name is not None and not isinstance(name, str):
-            raise V.fail(f"{w}.name", "expected a string", name)
-        if not _flag(V.get(nd, "supportedOnFpga", w), f"{w}.supportedOnFpga"):
-            raise V.fail(
-                f"{w}.supportedOnFpga",
-                f"node id {nid} cannot run on an accelerator, and CPUs are not modelled",
-                nd["supportedOnFpga"],
-            )
-        V.number(V.get(nd, "cpuLatency", w), f"{w}.cpuLatency")
-        ms.append(V.number(V.get(nd, "fpgaLatency", w), f"{w}.fpgaLatency"))
-        backward.append(_flag(V.get(nd, "isBackwardNode", w), f"{w}.isBackwardNode"))
-        size.append(V.number(V.get(nd, "size", w), f"{w}.size"))
-        cc = nd.get("colorClass")
-        color.append(None if cc is None else V.integer(cc, f"{w}.colorClass", lo=0))
-        lay = nd.get("layerId")
-        layer.append(-1 if lay is None else V.integer(lay, f"{w}.layerId", lo=0))
-        ids.append(nid)
-        names.append(name)
-    n = len(ids)
-    pairs: list[tuple[int, int]] = []
-    seen: dict[tuple[int, int], int] = {}
-    out_cost: list[float | None] = [None] * n
-    first_edge = [-1] * n
-    out_sizes: list[list[float]] = [[] for _ in range(n)]
-    ratios: list[float] = []
-    for k, raw in enumerate(edges):
-        w = f"edges[{k}]"
-        e = V.as_mapping(raw, w)
-        ends = []
-        for key in ("sourceId", "destId"):
-            x = V.integer(V.get(e, key, w), f"{w}.{key}")
-            if x not in index:
-                raise V.fail(f"{w}.{key}", "no node has this id", x)
-            ends.append(x)
-        src, dst = ends
-        if src == dst:
-            raise V.fail(w, f"self-loop on node id {src}", dict(e))
-        pair = (index[src], index[dst])
-        if pair in seen:
-            raise V.fail(w, f"duplicate of edges[{seen[pair]}] ({src} -> {dst})", dict(e))
-        seen[pair] = k
-        cost = V.number(V.get(e, "cost", w), f"{w}.cost")
-        u = pair[0]
-        if out_cost[u] is None:
-            out_cost[u], first_edge[u] = cost, k
-        elif out_cost[u] != cost:
-            raise V.fail(
-                f"{w}.cost",
-                f"node id {src} ({_label(names[u], src)}) sends its output at cost "
-                f"{out_cost[u]} on edges[{first_edge[u]}]: every edge out of a node must "
-                "have the same cost",
-                cost,
-            )
-        if e.get("size") is not None:
-            esize = V.number(e["size"], f"{w}.size")
-            out_sizes[u].append(esize)
-            if esize > 0 and cost > 0:
-                ratios.append(esize / cost)
-        pairs.append(pair)
-    _check_acyclic(n, pairs, ids)
-    return _Instance(
-        ids,
-        names,
-        ms,
-        size,
-        backward,
-        color,
-        layer,
-        pairs,
-        out_cost,
-        out_sizes,
-        ratios,
-        capacity,
-        count,
-    )
-
-
-def _label(name: str | None, nid: int) -> str:
-    return repr(name) if name is not None else f"'node{nid}'"
-
-
-def _check_acyclic(n: int, pairs: list[tuple[int, int]], ids: list[int]) -> None:
-    """Raise naming the file's node ids along a cycle of the edges, if there is one."""
-    edges = find_cycle(n, pairs)
-    if edges is None:
-        return
-    cycle = [ids[pairs[k][1]] for k in edges]
-    raise ValueError(
-        f"edges: the graph has a cycle through node ids {' -> '.join(map(str, cycle))} "
-        f"-> {cycle[0]}"
-    )
-
-
 # ------------------------------------------------------------------ conversion
-def _bandwidth(inst: _Instance) -> float:
+def _bandwidth(inst: Instance) -> float:
     """Bytes/s: 1000 x the most common ``size / cost`` of the edges (module docstring)."""
     if not inst.ratios:
         return DEFAULT_BANDWIDTH
@@ -345,32 +220,64 @@ def _groups(color: list[int | None]) -> list[int]:
     return out
 
 
-def _build(inst: _Instance, name: str) -> tuple[Graph, Cluster]:
+def _cpu_count(cpus: int | str, inst: Instance) -> int:
+    """The number of CPU devices ``cpus`` asks for (``"file"``: the file's ``maxCPUs``)."""
+    if cpus == "file":
+        return inst.max_cpus
+    if isinstance(cpus, str):
+        raise V.fail("cpus", "expected a number of CPU devices >= 0 or 'file'", cpus)
+    return V.integer(cpus, "cpus", lo=0)
+
+
+def _build(
+    inst: Instance, name: str, cpus: int | str = 0, cpu_memory: float | None = None
+) -> tuple[Graph, Cluster]:
+    n_cpu = _cpu_count(cpus, inst)
+    if cpu_memory is not None:
+        cpu_memory = V.number(cpu_memory, "cpu_memory", positive=True)
     bandwidth = _bandwidth(inst)
     n = len(inst.ids)
+    seconds = [t / 1000.0 for t in inst.ms]
+    cpu_seconds = [t / 1000.0 for t in inst.cpu_ms]
     ops = []
     for nid, nm, bw in zip(inst.ids, inst.names, inst.backward, strict=True):
         op = nm if nm is not None else f"node{nid}"
         ops.append(f"bw:{op}" if bw else op)
+    out = np.array([_out_bytes(inst.out_cost[u], inst.out_sizes[u], bandwidth) for u in range(n)])
     graph = Graph(
         flops=np.zeros(n),
-        out_bytes=[_out_bytes(inst.out_cost[u], inst.out_sizes[u], bandwidth) for u in range(n)],
-        param_bytes=inst.size,
+        out_bytes=out,
+        param_bytes=np.maximum(np.asarray(inst.size, dtype=np.float64) - out, 0.0),
         edges=np.array(inst.edges, dtype=np.int64).reshape(-1, 2),
         layer=inst.layer,
         op=ops,
         spec=[{"kind": "opaque", "source_id": nid} for nid in inst.ids],
         name=name,
-        time=[t / 1000.0 for t in inst.ms],
+        time=None if n_cpu else seconds,
         group=_groups(inst.color),
+        kind_time={ACCELERATOR_KIND: seconds, CPU_KIND: cpu_seconds} if n_cpu else None,
     )
-    devices = tuple(Device(f"acc{k}", NOMINAL_FLOPS, inst.capacity) for k in range(inst.count))
-    cluster = Cluster(devices=devices, levels=(Level("link", bandwidth, 0.0),), name=name)
-    return graph, cluster
+    link = Level("link", bandwidth, 0.0)
+    if not n_cpu:
+        devices = tuple(Device(f"acc{k}", NOMINAL_FLOPS, inst.capacity) for k in range(inst.count))
+        return graph, Cluster(devices=devices, levels=(link,), name=name)
+    memory = cpu_memory or max(1.0, float(graph.param_bytes.sum() + graph.out_bytes.sum()))
+    devices = (
+        *(
+            Device(f"acc{k}", NOMINAL_FLOPS, inst.capacity, path=(k,), kind=ACCELERATOR_KIND)
+            for k in range(inst.count)
+        ),
+        *(
+            Device(f"cpu{j}", NOMINAL_FLOPS, memory, path=(inst.count,), kind=CPU_KIND)
+            for j in range(n_cpu)
+        ),
+    )
+    host = Level("host", HOST_BANDWIDTH, 0.0)
+    return graph, Cluster(devices=devices, levels=(host, link), name=name)
 
 
-def _read(path: str | os.PathLike[str]) -> _Instance:
-    return V.load_document(path, "dnn-partitioning workload", _parse)
+def _read(path: str | os.PathLike[str]) -> Instance:
+    return V.load_document(path, "dnn-partitioning workload", parse)
 
 
 def default_name(path: str | os.PathLike[str]) -> str:
@@ -386,37 +293,52 @@ def default_name(path: str | os.PathLike[str]) -> str:
 
 
 def parse_dnn_partitioning(
-    data: Mapping[str, Any], name: str = "dnn-partitioning"
+    data: Mapping[str, Any],
+    name: str = "dnn-partitioning",
+    *,
+    cpus: int | str = 0,
+    cpu_memory: float | None = None,
 ) -> tuple[Graph, Cluster]:
     """The graph and cluster of a parsed workload document (see the module docstring).
 
     Args:
         data: the workload's JSON object.
         name: the name of the graph and the cluster.
+        cpus: CPU devices to add after the accelerators (``"file"``: ``maxCPUs``); 0
+            models none, and the nodes' times are then the accelerators' alone.
+        cpu_memory: bytes of each CPU device (default: the graph's resident plus output
+            bytes, so CPUs never run out of memory, as in the format's model).
 
     Raises:
-        ValueError: ``<field>: <problem>, got <value>``.
+        ValueError: ``<field>: <problem>, got <value>`` (``cpus`` and ``cpu_memory`` too).
     """
-    return _build(_parse(data), name)
+    return _build(parse(data), name, cpus, cpu_memory)
 
 
 def from_dnn_partitioning(
-    path: str | os.PathLike[str], *, name: str | None = None
+    path: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    cpus: int | str = 0,
+    cpu_memory: float | None = None,
 ) -> tuple[Graph, Cluster]:
     """Read a dnn-partitioning workload file (see the module docstring).
 
     Args:
         path: the JSON file.
         name: the name of the graph and the cluster (default :func:`default_name`).
+        cpus: CPU devices to add, as in :func:`parse_dnn_partitioning`.
+        cpu_memory: bytes of each CPU device, as in :func:`parse_dnn_partitioning`.
 
     Returns:
-        The graph (nodes in the file's order) and its cluster of accelerators.
+        The graph (nodes in the file's order) and its cluster: the accelerators, then
+        the CPUs.
 
     Raises:
         FileNotFoundError: no such file.
         ValueError: ``PATH: <field>: <problem>, got <value>``.
     """
-    return _build(_read(path), name or default_name(path))
+    return _build(_read(path), name or default_name(path), cpus, cpu_memory)
 
 
 def node_index(path: str | os.PathLike[str]) -> dict[int, int]:
@@ -430,7 +352,7 @@ def node_index(path: str | os.PathLike[str]) -> dict[int, int]:
 
 
 # ------------------------------------------------------------------ expert splits
-def _expert_devices(data: Mapping[str, Any], inst: _Instance, source: str) -> np.ndarray:
+def _expert_devices(data: Mapping[str, Any], inst: Instance, source: str) -> np.ndarray:
     """Accelerator of each node under an expert split (module docstring)."""
     data = V.as_mapping(data, "expert split")
     for k, raw in enumerate(V.as_list(data.get("cpus", []), "cpus")):
@@ -438,7 +360,7 @@ def _expert_devices(data: Mapping[str, Any], inst: _Instance, source: str) -> np
         nodes = V.as_list(V.get(V.as_mapping(raw, w), "nodes", w), f"{w}.nodes")
         if nodes:
             raise V.fail(
-                f"{w}.nodes", "nodes on CPUs cannot be placed (CPUs are not modelled)", nodes
+                f"{w}.nodes", "nodes on CPUs cannot be placed (a split names no CPU device)", nodes
             )
     index = inst.index
     n = len(inst.ids)
@@ -484,7 +406,7 @@ def _expert_devices(data: Mapping[str, Any], inst: _Instance, source: str) -> np
         g = groups[v]
         if g < 0 or g not in group_dev:
             raise ValueError(
-                f"fpgas: node id {inst.ids[v]} ({_label(inst.names[v], inst.ids[v])}) is "
+                f"fpgas: node id {inst.ids[v]} ({label(inst.names[v], inst.ids[v])}) is "
                 "on no accelerator: the split does not list it or any node of its colorClass"
             )
         device[v] = group_dev[g][0]
@@ -492,13 +414,21 @@ def _expert_devices(data: Mapping[str, Any], inst: _Instance, source: str) -> np
 
 
 def expert_placement(
-    graph_path: str | os.PathLike[str], expert_path: str | os.PathLike[str]
+    graph_path: str | os.PathLike[str],
+    expert_path: str | os.PathLike[str],
+    *,
+    cpus: int | str = 0,
+    cpu_memory: float | None = None,
 ) -> Placement:
     """The placement of a workload under a human-expert split (module docstring).
 
     Args:
         graph_path: the workload file (as read by :func:`from_dnn_partitioning`).
         expert_path: the split, ``{"cpus": [...], "fpgas": [{"nodes": [ids]}, ...]}``.
+        cpus: the CPU devices of the cluster the placement is for (as in
+            :func:`from_dnn_partitioning`): the split uses only accelerators, but the
+            priority order is the b-level on that cluster.
+        cpu_memory: bytes of each CPU device of that cluster.
 
     Returns:
         Devices by the split, priority by descending b-level on the imported cluster
@@ -512,7 +442,7 @@ def expert_placement(
     from placegym.envs.analysis import b_level
 
     inst = _read(graph_path)
-    graph, cluster = _build(inst, default_name(graph_path))
+    graph, cluster = _build(inst, default_name(graph_path), cpus, cpu_memory)
     device = V.load_document(
         expert_path,
         "dnn-partitioning expert",

@@ -38,10 +38,25 @@ has ``"shapes"``); split blocks add ``"columns": [start, stop]``; the concat is
 ``{"kind": "concat", "axis": -1, ...}``. ``layer`` is 1 + the index of the top-level
 submodule a node is traced in (in order of first use), else the largest among its
 producers (0 for inputs).
+
+Measured costs (``measure="cpu"``): every node gets a per-kind time ``{"cpu": seconds}``
+(``placegym.graph/v2``, :data:`CPU_KIND`, the kind ``placegym calibrate`` gives CPU
+devices), timed on this machine's CPU, under ``torch.no_grad``: one more interpretation
+of the module on the example inputs calls each fx node's op on its recorded inputs
+``warmup`` times, then ``repeats`` times, and keeps the median wall time. An ``input``
+node gets 0 (its tensor is there before the step starts); each column block of a split
+node gets the whole op's seconds times its share of the columns, and the ``concat`` the
+measured ``torch.cat`` of such blocks. Limits: a tiny op's time is mostly Python and
+dispatch overhead (microseconds), views and shape-only ops get about that overhead
+alone, folded parameter computations are not timed, an in-place op runs repeatedly on
+the same tensors, and the figures depend on this machine, its load and torch's thread
+count: two runs differ, so treat them as one sample. Devices of other kinds fall back
+to the roofline (no default time is stored).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import operator
@@ -49,12 +64,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
 from placegym.envs.graph import Graph
+from placegym.envs.importers._fx_timing import check_cpu, time_nodes
 from placegym.envs.workloads.builder import einsum_flops
+
+#: The device kind of the times ``measure="cpu"`` stores.
+CPU_KIND = "cpu"
 
 # Views, copies and gathers move data but do no arithmetic (dropout: eval-mode identity).
 ZERO_FLOP = frozenset(
@@ -202,6 +222,20 @@ class _FxImporter:
         self.ids: dict[fx.Node, list[int]] = {}  # graph nodes an fx value depends on
         self.params: dict[fx.Node, list[tuple[list[int], float]]] = {}  # folded parameters
         self.scopes: dict[str, int] = {}
+        self.timed: dict[int, tuple[fx.Node, float]] = {}  # node: (fx node, share)
+        self.concats: dict[int, tuple[fx.Node, list[int]]] = {}  # node: (fx node, widths)
+
+    def measure(self, inputs: Sequence[Any], warmup: int, repeats: int) -> list[float]:
+        """Seconds of each graph node on this CPU (module docstring)."""
+        widths = dict(self.concats.values())
+        fx_nodes = {node for node, _ in self.timed.values()}
+        ops, cats = time_nodes(self.gm, inputs, fx_nodes, widths, warmup=warmup, repeats=repeats)
+        out = [0.0] * len(self.ops)
+        for v, (node, share) in self.timed.items():
+            out[v] = ops[node] * share
+        for v, (node, _) in self.concats.items():
+            out[v] = cats[node]
+        return out
 
     def run(self, name: str) -> Graph:
         for node in self.gm.graph.nodes:
@@ -277,13 +311,15 @@ class _FxImporter:
             and width >= self.parts
             and cost.flops >= self.min_split
         ):
-            self.ids[node] = [self._add_split(cost, producers, base, layer, _nbytes(metas[0]))]
+            out = _nbytes(metas[0])
+            self.ids[node] = [self._add_split(node, cost, producers, base, layer, out)]
             return
         params = cost.params + cost.split_params
         spec = {**base, "args": _args(producers, params)}
         out_bytes = sum(_nbytes(m) for m in metas)
         total = sum(b for _, b in params)
         self.ids[node] = [self._add(op, (cost.flops, out_bytes, total), layer, spec)]
+        self.timed[self.ids[node][0]] = (node, 1.0)
 
     def _cost(self, node: fx.Node, op: str, out: int) -> _Cost:
         """FLOP and parameters of a call with ``out`` result elements, folded params included."""
@@ -299,11 +335,18 @@ class _FxImporter:
         return cost
 
     def _add_split(
-        self, cost: _Cost, producers: list[int], base: dict, layer: int, out_bytes: float
+        self,
+        node: fx.Node,
+        cost: _Cost,
+        producers: list[int],
+        base: dict,
+        layer: int,
+        out_bytes: float,
     ) -> int:
         """``parts`` column blocks of a matmul-family node plus their ``concat``."""
         width = base["shape"][-1]
         blocks = []
+        widths = []
         start = 0
         for j in range(self.parts):
             n = width // self.parts + (j < width % self.parts)  # numpy.array_split widths
@@ -321,6 +364,8 @@ class _FxImporter:
             start += n
             nbytes = (cost.flops * frac, out_bytes * frac, sum(b for _, b in params))
             blocks.append(self._add(cost.op, nbytes, layer, spec))
+            widths.append(n)
+            self.timed[blocks[-1]] = (node, frac)
         spec = {
             "kind": "concat",
             "axis": -1,
@@ -328,7 +373,9 @@ class _FxImporter:
             "shape": base["shape"],
             "dtype": base["dtype"],
         }
-        return self._add("concat", (0.0, out_bytes, 0.0), layer, spec)
+        concat = self._add("concat", (0.0, out_bytes, 0.0), layer, spec)
+        self.concats[concat] = (node, widths)
+        return concat
 
 
 def _block_param(shape: list[int], nbytes: float, op: str, n: int) -> tuple[list[int], float]:
@@ -371,6 +418,9 @@ def from_fx(
     min_split_flops: float = 0.0,
     keep_inputs: bool = True,
     name: str | None = None,
+    measure: str | None = None,
+    warmup: int = 3,
+    repeats: int = 10,
 ) -> Graph:
     """Trace ``module`` and build its :class:`Graph` (see the module docstring).
 
@@ -383,12 +433,25 @@ def from_fx(
         min_split_flops: only nodes of at least this many FLOP are split.
         keep_inputs: keep placeholders as 0-FLOP ``input`` nodes.
         name: the graph's name (default: the module's class name).
+        measure: None (default: no times, the graph of the rules above) or ``"cpu"``:
+            time every node on this machine's CPU and store ``{"cpu": seconds}`` per
+            node (module docstring: what the figures are and are not).
+        warmup: with ``measure``: untimed calls of each op before timing it (>= 0).
+        repeats: with ``measure``: timed calls of each op, of which the median is kept
+            (>= 1).
 
     Raises:
-        ValueError: ``parts`` < 1, a module fx cannot trace, or inputs it cannot run on.
+        ValueError: ``parts`` < 1, ``measure`` not None or ``"cpu"``, ``warmup`` < 0,
+            ``repeats`` < 1, a module fx cannot trace, inputs it cannot run on, or with
+            ``measure="cpu"`` an input, parameter or buffer not on the CPU.
     """
     if parts < 1:
         raise ValueError(f"parts: must be >= 1, got {parts}")
+    if measure not in (None, CPU_KIND):
+        raise ValueError(f"measure: expected None or {CPU_KIND!r}, got {measure!r}")
+    for key, value, lo in (("warmup", warmup, 0), ("repeats", repeats, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+            raise ValueError(f"{key}: must be an integer >= {lo}, got {value!r}")
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     label = type(module).__name__
@@ -401,4 +464,10 @@ def from_fx(
             ShapeProp(gm).propagate(*example_inputs)
     except Exception as e:  # any runtime error of the user's forward on these inputs
         raise ValueError(f"example_inputs: {label} failed on them: {e}") from e
-    return _FxImporter(gm, parts, min_split_flops, keep_inputs).run(name or label)
+    importer = _FxImporter(gm, parts, min_split_flops, keep_inputs)
+    graph = importer.run(name or label)
+    if measure is None:
+        return graph
+    check_cpu(gm, example_inputs)
+    seconds = importer.measure(example_inputs, warmup, repeats)
+    return dataclasses.replace(graph, kind_time={CPU_KIND: np.array(seconds)})

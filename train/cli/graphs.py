@@ -8,6 +8,7 @@
     placegym graphs import-doppler --sample --out g.json   # the sample file shipped
     placegym graphs import-dnn-partitioning resnet50_training.json --out DIR \
         --expert resnet50_inference_expert.json
+    placegym graphs import-dnn-partitioning bert24_inference.json --out DIR --cpus file
     placegym graphs import-pipedream profiles/resnet18/graph.txt --out g.json --training
 
 Errors (unknown workload or parameter, bad value, bad file) are one line with exit
@@ -75,27 +76,36 @@ def cmd_import_dnn_partitioning(args: argparse.Namespace) -> int:
 
     from placegym.envs import simulate
     from placegym.envs.importers.dnn_partitioning import (
+        CPU_KIND,
         expert_placement,
         from_dnn_partitioning,
     )
 
-    graph, cluster = from_dnn_partitioning(args.file, name=args.name)
-    placement = None if args.expert is None else expert_placement(args.file, args.expert)
+    cpus = int(args.cpus) if args.cpus.isdigit() else args.cpus  # else "file" or refused
+    kw = {"cpus": cpus, "cpu_memory": args.cpu_memory}
+    graph, cluster = from_dnn_partitioning(args.file, name=args.name, **kw)
+    placement = None if args.expert is None else expert_placement(args.file, args.expert, **kw)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = args.name or graph.name
     path = out / f"{stem}.graph.json"
     graph.save(path)
+    times = dict(graph.kind_time) or {"": graph.time}  # per device kind, else one
+    measured = " / ".join(
+        f"{np.nansum(t) * 1e3:.6g} ms{f' on {k}' if k else ''}" for k, t in times.items()
+    )
     print(
         f"{path}: {graph.name}, {graph.num_nodes} nodes, {graph.num_edges} edges, "
-        f"{len(graph.groups)} co-location groups, {np.nansum(graph.time) * 1e3:.6g} ms "
+        f"{len(graph.groups)} co-location groups, {measured} "
         f"measured, {graph.param_bytes.sum() / 1e9:.4g} GB resident"
     )
     path = out / f"{stem}.cluster.json"
     cluster.save(path)
+    n_cpu = sum(d.kind == CPU_KIND for d in cluster.devices)
     print(
-        f"{path}: {cluster.num_devices} accelerators of {cluster.memory[0] / 1e9:.4g} GB, "
-        f"link {cluster.levels[0].bandwidth / 1e9:.4g} GB/s"
+        f"{path}: {cluster.num_devices - n_cpu} accelerators of {cluster.memory[0] / 1e9:.4g} GB"
+        + (f" and {n_cpu} CPUs of {cluster.memory[-1] / 1e9:.4g} GB" if n_cpu else "")
+        + f", link {cluster.levels[-1].bandwidth / 1e9:.4g} GB/s"
     )
     if placement is not None:
         path = out / f"{stem}.expert.placement.json"
@@ -205,6 +215,21 @@ def add_graphs_parser(subparsers: Any) -> None:
     q.add_argument("file", metavar="FILE", help="workload JSON file")
     q.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
     q.add_argument("--expert", metavar="EXPERT.json", help="a human-expert split of the workload")
+    q.add_argument(
+        "--cpus",
+        default="0",
+        metavar="N",
+        help="add N CPU devices (each node then has a time per device kind: fpgaLatency on "
+        "the accelerators, cpuLatency on the CPUs), or 'file' for the file's maxCPUs "
+        "(default 0: accelerators only)",
+    )
+    q.add_argument(
+        "--cpu-memory",
+        type=float,
+        metavar="BYTES",
+        help="with --cpus: memory of each CPU device (default: the graph's resident plus "
+        "output bytes, so CPUs never run out, as the format has no CPU memory limit)",
+    )
     q.add_argument(
         "--name",
         help="graph and cluster name, and the files' stem (default: from the file's path, "
