@@ -135,3 +135,64 @@ def test_a_placer_with_a_check_refuses_before_any_run(tiny):  # noqa: F811
     finally:
         SEARCH_PLACERS.pop("picky")
     assert ran == []
+
+
+class HandleSearch:
+    """Random device maps, one batch of 5 then one at a time: the handle draws the curve."""
+
+    name = "handle_search"
+
+    def __init__(self, worse=False, greedy=False):
+        self.worse, self.greedy = worse, greedy
+
+    def search(self, graph, cluster, sim, seed):
+        rng = np.random.default_rng(seed)
+        n, d = graph.num_nodes, cluster.num_devices
+        order = graph.topological_order
+        sim.batch(rng.integers(d, size=(5, n)), np.tile(order, (5, 1)))
+        worst = (0.0, None)
+        while sim.remaining or self.greedy:
+            p = Placement(device=rng.integers(d, size=n), order=order)
+            worst = max(worst, (sim.simulate(p).makespan, p), key=lambda x: x[0])
+        return worst[1] if self.worse else sim.best
+
+
+def test_a_search_placer_object_gets_its_curve_from_the_handle(tiny):  # noqa: F811
+    register_search_placer("handle", HandleSearch())
+    register_search_placer("one_pass", _OnOne())
+    register_search_placer("greedy", HandleSearch(greedy=True))
+    try:
+        runs, _ = run_anytime(
+            tiny, None, ["handle", "one_pass", "greedy"], budget=20, seeds=[0], progress=False
+        )
+    finally:
+        for name in ("handle", "one_pass", "greedy"):
+            SEARCH_PLACERS.pop(name)
+    by = {(r.placer, r.instance): r for r in runs}
+    for inst in ("dag@p100x4", "dag-ccr4@doppler-unit-4"):
+        run = by[("handle", inst)]
+        assert run.feasible and run.calls == 20 and run.trace.calls[0] == 5
+        assert run.trace.calls == sorted(run.trace.calls) and run.trace.calls[-1] <= 20
+        assert run.trace.best == sorted(run.trace.best, reverse=True)
+        one = by[("one_pass", inst)]
+        assert one.trace.calls == [0] and one.calls == 0 and one.feasible
+        stopped = by[("greedy", inst)]
+        assert not stopped.feasible and stopped.calls == 20
+        assert (
+            stopped.infeasible == "over budget: stopped at 20 of 20 simulator calls (1 more asked)"
+        )
+    register_search_placer("worse", HandleSearch(worse=True))
+    try:
+        with pytest.raises(ValueError, match=r"worse on dag@p100x4: returned a placement taking"):
+            run_anytime(tiny, "train", ["worse"], budget=20, seeds=[0], progress=False)
+    finally:
+        SEARCH_PLACERS.pop("worse")
+    with pytest.raises(ValueError, match=r"placer 'int': not a Placer"):
+        register_search_placer("bad", 3)
+
+
+class _OnOne:
+    def place(self, graph, cluster, seed):
+        return Placement(
+            device=np.zeros(graph.num_nodes, dtype=int), order=graph.topological_order
+        )

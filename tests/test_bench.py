@@ -124,3 +124,30 @@ def test_the_default_teachers_are_every_placer_but_the_exact_and_phase_i_ones():
         "fortified_lookahead",
     }
     assert sorted(DEFAULT_TEACHERS) == sorted(set(list_teachers()) - others)
+
+
+def test_best_of_k_includes_the_greedy_placement(tmp_path, capsys):
+    from test_train_run import tiny_config
+
+    from placegym.train.trainer import Trainer
+
+    Trainer(tiny_config(tmp_path, phases=["phase1"])).run()
+    capsys.readouterr()  # the training's own report
+    ckpt = str(tmp_path / "run" / "checkpoints" / "final.pt")
+    out = tmp_path / "out"
+    args = ["bench", "--teachers", "critical_path", "--workloads", "random_dag,chainmm"]
+    args += ["--seeds", "0,1,2", "--agents", ckpt, "--no-progress", "--out", str(out)]
+    assert main([*args, "--agent-k", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0] == "| workload | cluster | critical_path | tiny | tiny-best3 |"
+    rows = json.loads((out / "results.json").read_text())["records"]
+    by = {(r["workload"], r["seed"], r["placer"]): r for r in rows}
+    for w, s, p in by:
+        if p == "tiny":
+            best, greedy = by[(w, s, "tiny-best3")], by[(w, s, "tiny")]
+            assert best["feasible"] and best["makespan"] <= greedy["makespan"]
+            assert best["calls"] > greedy["calls"]  # the samples' episodes and the comparison
+    assert main([*args, "--agent-k", "1"]) == 0
+    assert (
+        capsys.readouterr().out.splitlines()[0] == "| workload | cluster | critical_path | tiny |"
+    )

@@ -128,7 +128,7 @@ def test_bench_table_marks_failures_and_counts_feasible(bench_run):
     assert rows["feasible"][2:] == ["4/4", "2/4", "2/4", "2/4", "2/4"]
     assert (out / "table.md").read_text().strip() == table
     csv_head = (out / "results.csv").read_text().splitlines()[0]
-    assert csv_head.endswith("oom,seconds,feasible,infeasible")
+    assert csv_head.endswith("oom,seconds,calls,feasible,infeasible")
     fig = ratios_figure(records)  # marks, no bars, for the failures
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts.count("OOM") == 4 and texts.count("split") == 2 and texts.count("failed") == 2

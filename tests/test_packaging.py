@@ -30,9 +30,10 @@ def test_every_package_folder_is_listed_in_pyproject():
             rel = init.parent.relative_to(ROOT / folder).parts
             found.add(".".join((pkg, *rel)))
     assert set(cfg["packages"]) == found
-    # nothing installs bare; the top package holds only the version
+    # nothing installs bare; the top package holds the version and the benchmark facade
     assert all(p == "placegym" or p.startswith("placegym.") for p in cfg["packages"])
-    assert [p.name for p in (ROOT / "placegym").iterdir() if p.suffix == ".py"] == ["__init__.py"]
+    top = sorted(p.name for p in (ROOT / "placegym").iterdir() if p.suffix == ".py")
+    assert top == ["__init__.py", "benchmark.py"]
 
 
 def test_version_from_python_and_the_command_line():

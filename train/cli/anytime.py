@@ -3,11 +3,14 @@
 ::
 
     placegym anytime --suite comm-heavy-v0 --split test --budget 3000 --seeds 0,1,2
+    placegym anytime --suite comm-heavy-v0 --placer mymod:MySearch --budget 3000
 
 Writes ``anytime.csv``, ``anytime_curve.csv`` and ``anytime.png``
 (:mod:`placegym.train.harness.anytime`) and prints the curves at a few budgets, over the
 instances on which every run ended feasible (how many of all is in the heading), with
-each placer's feasible runs (``feasible``: runs whose final placement is feasible / all).
+each placer's wall time and simulator calls (``time``, ``calls``: summed over its runs)
+and feasible runs (``feasible``: runs whose final placement is feasible / all).
+``--placer SPEC`` adds a search placer of your own (:mod:`placegym.train.harness.plugins`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Any
+
+from placegym.train.cli.bench import PLACER_HELP
 
 
 def cmd_anytime(args: argparse.Namespace) -> int:
@@ -24,6 +29,7 @@ def cmd_anytime(args: argparse.Namespace) -> int:
     from placegym.envs.suites import get_suite
     from placegym.train.cli.bench import _csv, _seeds, show_progress
     from placegym.train.harness.anytime import (
+        SEARCH_PLACERS,
         agent_search_placer,
         call_grid,
         feasible_runs,
@@ -33,21 +39,30 @@ def cmd_anytime(args: argparse.Namespace) -> int:
         write_anytime,
     )
     from placegym.train.harness.feasibility import over
+    from placegym.train.harness.plugins import load_placers
 
     suite = get_suite(args.suite)
     placers = _csv(args.placers)
-    for path in _csv(args.agents):
-        name, placer = agent_search_placer(path)
-        register_search_placer(name, placer)
-        placers.append(name)
-    runs, normalizer = run_anytime(
-        suite,
-        args.split,
-        placers,
-        budget=args.budget,
-        seeds=_seeds(args.seeds),
-        progress=show_progress(args),
-    )
+    added = []
+    try:
+        for path in _csv(args.agents):
+            name, placer = agent_search_placer(path)
+            register_search_placer(name, placer)
+            added.append(name)
+        for name, placer in load_placers(args.placer, set(SEARCH_PLACERS)).items():
+            register_search_placer(name, placer)
+            added.append(name)
+        runs, normalizer = run_anytime(
+            suite,
+            args.split,
+            placers + added,
+            budget=args.budget,
+            seeds=_seeds(args.seeds),
+            progress=show_progress(args),
+        )
+    finally:  # this command's placers are registered for its run only
+        for name in added:
+            SEARCH_PLACERS.pop(name, None)
     out = Path(args.out)
     solved, every = solved_instances(runs)
     n, k = len(every), len(solved)
@@ -58,14 +73,17 @@ def cmd_anytime(args: argparse.Namespace) -> int:
     marks = [c for c in (10, 100, 1000, 10000) if c < args.budget] + [args.budget]
     grid = call_grid(args.budget)
     feasible = feasible_runs(runs)
-    print("| placer | " + " | ".join(f"{c} calls" for c in marks) + " | feasible |")
-    print("|---|" + "---|" * (len(marks) + 1))
+    head = " | ".join(f"{c} calls" for c in marks)
+    print(f"| placer | {head} | time | calls | feasible |")
+    print("|---|" + "---|" * (len(marks) + 3))
     for name, (mean, std) in cv.items():
         cells = []
         for c in marks:
             i = int(np.searchsorted(grid, c, side="right")) - 1
             cells.append(f"{mean[i]:.3f} ± {std[i]:.3f}" if np.isfinite(mean[i]) else "n/a")
-        print(f"| {name} | " + " | ".join(cells) + f" | {feasible[name]} |")
+        mine = [r for r in runs if r.placer == name]
+        cost = f"{sum(r.seconds for r in mine):.1f} s | {sum(r.calls for r in mine)}"
+        print(f"| {name} | " + " | ".join(cells) + f" | {cost} | {feasible[name]} |")
     for r in runs:
         if not r.feasible:
             print(f"infeasible: {r.instance}, {r.placer}, seed {r.seed}: {r.infeasible}")
@@ -76,7 +94,16 @@ def cmd_anytime(args: argparse.Namespace) -> int:
 def add_anytime_parser(subparsers: Any) -> None:
     """Register ``anytime`` on the CLI's subparsers."""
     p = subparsers.add_parser(
-        "anytime", help="best makespan vs simulator calls of search placers on a suite"
+        "anytime",
+        help="best makespan vs simulator calls of search placers on a suite",
+        description="Run search placers with a budget of simulator calls over a suite's "
+        "split and seeds; print their best makespan / best known at a few budgets and write "
+        "anytime.csv, anytime_curve.csv, anytime.png.",
+        epilog="Table: a row per placer; '<N> calls': geometric mean over the instances "
+        "every run solved of best / best known after N calls, mean ± std over seeds; "
+        "'time' and 'calls': wall seconds and simulator calls it actually made, summed over "
+        "its runs (a heuristic start's internal simulations included); 'feasible': runs "
+        "whose final placement is feasible (a run stopped at its budget is not).",
     )
     p.add_argument("--suite", required=True, help="a suite (see `placegym suites`)")
     p.add_argument("--split", help="only this split (train or test)")
@@ -89,6 +116,14 @@ def add_anytime_parser(subparsers: Any) -> None:
         "--agents",
         default="",
         help="comma-separated checkpoints; each adds its policy search as <run>-search",
+    )
+    p.add_argument(
+        "--placer",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help=PLACER_HELP + "; here a search placer gets a budget of --budget calls per run, "
+        "a one-pass placer is one point at the calls it made",
     )
     p.add_argument("--budget", type=int, default=3000, help="simulator calls per run (3000)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")

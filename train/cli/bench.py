@@ -1,8 +1,14 @@
 """``placegym bench``: placers × workloads × clusters × seeds, as a table and files.
 
-Infeasible rows (over a device's memory, a split co-location group, a placer that raised)
-are marked in the table (``OOM``, ``split``, ``failed``) and listed after it with their
-reasons (:mod:`placegym.train.harness.feasibility`).
+Placers: teachers by name (``--teachers``), trained agents (``--agents``) and any user
+placer (``--placer SPEC``: :mod:`placegym.train.harness.plugins`; a guide in
+:mod:`placegym.benchmark`). Every table shows each placer's wall time and simulator calls
+(:mod:`placegym.train.harness.calls`).
+
+Infeasible rows (over a device's memory, a split co-location group, a placer that raised
+or was stopped at its ``--budget``) are marked in the table (``OOM``, ``split``,
+``failed``, ``budget``) and listed after it with their reasons
+(:mod:`placegym.train.harness.feasibility`).
 """
 
 from __future__ import annotations
@@ -10,6 +16,17 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
+
+#: ``--placer``'s help, shared with ``placegym anytime``.
+PLACER_HELP = (
+    "a placer of your own, repeatable: MODULE:ATTRIBUTE (a class is instantiated, a "
+    "function (graph, cluster, seed) or an object is used as is; MODULE may be a .py file "
+    "of the current directory) or the name of an installed 'placegym.placers' entry point; "
+    "keyword arguments of the class as a JSON object after '=', e.g. "
+    "'mymod:MyPlacer={\"k\": 3}'. It must have place(graph, cluster, seed) or "
+    "search(graph, cluster, sim, seed) (guide: python -m pydoc placegym.benchmark)"
+)
 
 
 def _csv(text: str) -> list[str]:
@@ -23,11 +40,33 @@ def _seeds(text: str) -> list[int]:
         raise ValueError(f"--seeds: expected comma-separated integers, got {text!r}") from None
 
 
+#: ``placegym bench --help``: the columns and the cost rows of its tables.
+BENCH_EPILOG = (
+    "Columns: one per placer: each teacher by name; per checkpoint <run> (greedy), "
+    "<run>-best<K> (--agent-k K > 1) and <run>-search<BUDGET> (--search); per .zip <stem>; "
+    "per --placer its plug-in name, else its name attribute, else its class or function "
+    "name ('#2', '#3', ... on a clash). A cell: mean makespan in ms (ratio to critical_path; "
+    "gap to the optimum with --optimal). Cost: 'time taken' (wall seconds) and 'simulator "
+    "calls' (placements the placer simulated, summed over its rows: the internal "
+    "simulations of teachers and agents included, the harness's evaluation of the result "
+    "not); with --suite both are columns, 'time' and 'calls', of the summary. Failures are "
+    "never ranked: OOM (over a device's memory), split (a co-location group split), budget "
+    "(stopped at --budget), failed (the placer raised)."
+)
+
+
 def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``bench`` on the CLI's subparsers."""
     from placegym.train.harness.bench import DEFAULT_TEACHERS
 
-    p = sub.add_parser("bench", help="benchmark teachers over workloads and clusters")
+    p = sub.add_parser(
+        "bench",
+        help="benchmark teachers over workloads and clusters",
+        description="Run placers over workloads x clusters x seeds (or a suite's split with "
+        "--suite), simulate every placement, print the table and write results.csv, "
+        "results.json (replayable), table.md.",
+        epilog=BENCH_EPILOG,
+    )
     p.add_argument(
         "--teachers",
         default=",".join(DEFAULT_TEACHERS),
@@ -54,12 +93,28 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--agents",
         default="",
-        help="comma-separated checkpoints of trained agents (placegym train); each adds a "
-        "greedy column and a best-of-K column; a MaskablePPO .zip (model.save) adds a "
-        "greedy column",
+        help="comma-separated checkpoints of trained agents (placegym train); each adds the "
+        "columns <run> (its greedy placement) and, with --agent-k K > 1, <run>-best<K> (the "
+        "best of the greedy placement and K-1 sampled ones: never worse than <run>); a "
+        "MaskablePPO .zip (model.save) adds a column <stem> (greedy); '#2', '#3', ... is "
+        "appended to a name already taken",
     )
     p.add_argument(
-        "--agent-k", type=int, default=16, help="samples of the agents' best-of-K (default 16)"
+        "--agent-k",
+        type=int,
+        default=16,
+        metavar="K",
+        help="placements of the agents' best-of-K column <run>-best<K>: the greedy one and "
+        "K-1 samples (default 16; 1: no such column)",
+    )
+    p.add_argument("--placer", action="append", default=[], metavar="SPEC", help=PLACER_HELP)
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        metavar="CALLS",
+        help="simulator calls each --placer may make per placement: a search placer's "
+        "budget (required for one); a one-pass placer over it is stopped (marked 'budget')",
     )
     p.add_argument(
         "--search",
@@ -87,35 +142,69 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_bench)
 
 
-def agent_placers(paths: list[str], k: int, search: int = 0) -> dict:
-    """Placers of trained agents: ``<run>`` (greedy), ``<run>-best<k>`` and, with
-    ``search`` > 0, ``<run>-search<search>`` per checkpoint; ``<stem>`` (greedy) per
-    MaskablePPO ``.zip`` (``#2``, ``#3``, ... appended when two share a name)."""
+def agent_placers(paths: list[str], k: int, search: int = 0) -> dict[str, Any]:
+    """Placers of trained agents: ``<run>`` (greedy), ``<run>-best<k>`` when ``k`` > 1
+    (:class:`~placegym.train.harness.placers.BestOf` the greedy placement and ``k - 1``
+    samples, so never worse than greedy) and, with ``search`` > 0,
+    ``<run>-search<search>`` per checkpoint; ``<stem>`` (greedy) per MaskablePPO ``.zip``
+    (``#2``, ``#3``, ... appended when two share a name)."""
     if k < 1:
         raise ValueError(f"--agent-k: must be >= 1, got {k}")
     if search < 0:
         raise ValueError(f"--search: must be >= 0 simulator calls, got {search}")
-    out: dict = {}
+    out: dict[str, Any] = {}
     if not paths:
         return out  # no torch import: a teachers-only bench starts in a few seconds
     from placegym.agents.sb3.placer import Sb3Placer
-    from placegym.train.evaluate import load_agent, load_search_agent
+    from placegym.train.evaluate import AgentPlacer, load_agent, load_search_agent
+    from placegym.train.harness.placers import BestOf, unique_name
 
     for path in paths:
         if path.endswith(".zip"):  # a MaskablePPO model.save: its greedy placements
-            agents: list = [Sb3Placer(path)]
+            agents: list[Any] = [Sb3Placer(path)]
         else:
-            agents = [load_agent(path, mode=mode, k=k) for mode in ("greedy", "best_of_k")]
+            greedy = load_agent(path, mode="greedy")
+            agents = [greedy]
+            if k > 1:
+                samples = AgentPlacer(greedy.policy, mode="best_of_k", k=k - 1)
+                agents.append(BestOf([greedy, samples], name=f"{greedy.name}-best{k}"))
             if search:
                 agents.append(load_search_agent(path, search))
         for agent in agents:
-            name, i = agent.name, 1
-            while name in out:
-                i += 1
-                name = f"{agent.name}#{i}"
-            agent.name = name
-            out[name] = agent
+            agent.name = unique_name(agent.name, out)
+            out[agent.name] = agent
     return out
+
+
+def user_placers(specs: list[str], budget: int | None, taken: set[str]) -> dict[str, Any]:
+    """The ``--placer`` placers by column name (:func:`~placegym.train.harness.plugins.
+    load_placers`), each limited to ``budget`` simulator calls when one is given."""
+    from placegym.train.harness.placers import with_budget
+
+    if budget is not None and budget < 1:
+        raise ValueError(f"--budget: must be >= 1 simulator calls, got {budget}")
+    if not specs:
+        if budget is not None:
+            raise ValueError("--budget: applies to --placer placers, and none is given")
+        return {}
+    from placegym.train.harness.plugins import load_placers
+
+    placers = load_placers(specs, taken)
+    if budget is None:
+        for name, p in placers.items():
+            if callable(getattr(p, "search", None)) and not callable(getattr(p, "place", None)):
+                raise ValueError(
+                    f"--budget: {name} is a search placer: give it a budget of simulator calls"
+                )
+        return placers
+    return {name: with_budget(p, budget) for name, p in placers.items()}
+
+
+def extra_placers(args: argparse.Namespace) -> dict[str, Any]:
+    """Agents' and ``--placer`` placers, names unique among themselves and the teachers."""
+    agents = agent_placers(_csv(args.agents), args.agent_k, args.search)
+    taken = set(_csv(args.teachers)) | set(agents)
+    return {**agents, **user_placers(args.placer, args.budget, taken)}
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -140,7 +229,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with_optimal=args.optimal,
         noise=args.noise,
         out=Path(args.out),
-        extra_placers=agent_placers(_csv(args.agents), args.agent_k, args.search),
+        extra_placers=extra_placers(args),
     )
     records = run_benchmark(cfg, progress=show_progress(args), cell_map=cell_map)
     print(markdown_table(records))
@@ -188,11 +277,12 @@ def cmd_suite_bench(args: argparse.Namespace) -> int:
         suite,
         args.split,
         _csv(args.teachers),
-        extra_placers=agent_placers(_csv(args.agents), args.agent_k, args.search),
+        extra_placers=extra_placers(args),
         seeds=_seeds(args.seeds),
         noise=args.noise,
         out=out,
         progress=show_progress(args),
+        meta={"budget": args.budget},
     )
     print(suite_markdown(records))
     for r in records:

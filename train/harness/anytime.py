@@ -1,7 +1,17 @@
 """Anytime curves: best makespan found vs simulator calls, for search-based placers.
 
-A *search placer* spends a budget of simulator calls (placements evaluated) and reports,
-as it goes, the best makespan it has found to a :class:`Trace`::
+A search placer is best written to the :class:`~placegym.train.harness.placers.SearchPlacer`
+protocol, ``search(graph, cluster, sim, seed) -> Placement``: it simulates through the
+budgeted handle ``sim`` (:class:`~placegym.train.harness.placers.Simulator`), which counts
+every call, stops the run at its budget (the run is then recorded ``over budget``) and
+draws the curve itself: each time the best placement ``sim`` has simulated improves, a
+point at the calls made so far. Pass such an object (or a one-pass
+:class:`~placegym.train.harness.placers.Placer`: its curve is one point, at the calls it
+made) to :func:`register_search_placer`, or name it with ``placegym anytime --placer``.
+The placement it returns must be no worse than the best it simulated (a better one it
+never simulated adds a last point).
+
+The older form is a function that reports its bests by hand to a :class:`Trace`::
 
     def my_search(graph, cluster, budget, seed, trace) -> Placement:
         ...  # evaluate placements, at most `budget` of them in all
@@ -12,16 +22,21 @@ A search that may hold an infeasible best (over a device's memory: nothing it ha
 fits yet) says so with ``trace.report(calls, makespan, feasible=False)``; the curves count
 a run only from its first feasible best on.
 
-Register it with :func:`register_search_placer` and ``placegym anytime --placers`` can run
-it beside the built-in ones (a learned agent that samples or searches is one more search
+Register either with :func:`register_search_placer` and ``placegym anytime --placers`` can
+run it beside the built-in ones (a learned agent that samples or searches is one more search
 placer). The harness checks every run: calls never exceed the budget and never go back,
 and the returned placement's simulated makespan equals the last best reported. A placer
 with a ``check(graph, cluster, budget)`` attribute is asked on every instance before any
 run, so that a budget it cannot work with is refused at once.
 
+Every run also records its wall time and the simulator calls it actually made
+(:mod:`placegym.train.harness.calls`: a heuristic start's internal simulations included,
+the harness's check of the final placement not), shown beside each other in the table.
+
 Feasibility (:mod:`placegym.train.harness.feasibility`): every run records whether its
 final placement is feasible (``AnytimeRun.feasible``, ``infeasible``: over a device's
-memory, a split co-location group, or the placer raised, which fails that run only). The
+memory, a split co-location group, the placer raised or was stopped at its budget, which
+fails that run only). The
 curves are geometric means over the instances on which every run of every placer ended
 feasible (:func:`solved_instances`; the count is in the table and the title), and a run's
 point counts only once its best is feasible. A breach of the search-placer contract
@@ -51,16 +66,20 @@ from __future__ import annotations
 
 import csv
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, simulate_batch
 from placegym.envs.suites import Suite
 from placegym.teachers.anneal import STARTS
+from placegym.train.harness.calls import BudgetExceeded, counting, patched, uncounted
 from placegym.train.harness.feasibility import count, simulate_outcome
+from placegym.train.harness.placers import Simulator, as_placer, placer_name
 
 #: The heuristic teachers whose placements every built-in search starts from (as does an
 #: agent's :func:`~placegym.agents.doppler.search.policy_search` by default).
@@ -182,9 +201,87 @@ SEARCH_PLACERS: dict[str, SearchPlacer] = {
 }
 
 
-def register_search_placer(name: str, placer: SearchPlacer) -> None:
-    """Make ``placer`` available to :func:`run_anytime` under ``name``."""
-    SEARCH_PLACERS[name] = placer
+class SearchRun:
+    """A :class:`~placegym.train.harness.placers.SearchPlacer` (or a one-pass
+    :class:`~placegym.train.harness.placers.Placer`) as a :data:`SearchPlacer` function:
+    the run gets a :class:`~placegym.train.harness.placers.Simulator` of the budget, whose
+    improvements are the trace (module docstring).
+
+    Raises (when called):
+        BudgetExceeded: the run went past its budget (also when the placer caught the
+            refusal and returned anyway).
+        TraceError: the placement returned is worse than the best the run simulated.
+    """
+
+    def __init__(self, placer: Any) -> None:
+        self.placer, self.name = placer, placer_name(placer)
+        self.searches = callable(getattr(placer, "search", None))
+        if not self.searches:
+            as_placer(placer)  # refuses a non-placer now
+
+    def __call__(
+        self, graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace
+    ) -> Placement:
+        """Run the placer with ``budget`` calls, its bests reported to ``trace``."""
+        with counting(budget) as counter:
+            if self.searches:
+                sim = Simulator(graph, cluster, counter, on_best=trace.report)
+                placement = self.placer.search(graph, cluster, sim, seed)
+            else:
+                placement = as_placer(self.placer).place(graph, cluster, seed)
+        if counter.exceeded:
+            raise BudgetExceeded(budget, counter.calls, 0)
+        with uncounted():
+            out = simulate_outcome(graph, cluster, placement)
+        if out.makespan is not None:
+            _final_point(trace, counter.calls, out.makespan, not out.oom)
+        return placement
+
+    def check(self, graph: Graph, cluster: Cluster, budget: int) -> None:
+        """The placer's ``check``, given the budget when it takes three arguments."""
+        check = getattr(self.placer, "check", None)
+        if not callable(check):
+            return
+        try:
+            check(graph, cluster, budget)
+        except TypeError:
+            check(graph, cluster)
+
+    def __repr__(self) -> str:
+        return f"SearchRun({self.placer!r})"
+
+
+def _final_point(trace: Trace, calls: int, makespan: float, feasible: bool) -> None:
+    """Report the returned placement when it beats the trace's best (it was never
+    simulated through the handle); refuse one that is worse."""
+    if not trace.best:
+        trace.report(calls, makespan, feasible)
+        return
+    last, ok = trace.best[-1], trace.feasible[-1]
+    if feasible == ok and abs(makespan - last) <= RTOL * max(last, 1e-300):
+        return
+    if (not feasible, makespan) < (not ok, last):
+        trace.report(calls, makespan, feasible)
+        return
+    raise TraceError(
+        f"returned a placement taking {makespan!r}{'' if feasible else ' (over memory)'}, "
+        f"worse than the best it simulated, {last!r}: return the best placement found"
+    )
+
+
+def register_search_placer(name: str, placer: Any) -> None:
+    """Make ``placer`` available to :func:`run_anytime` under ``name``: a
+    :data:`SearchPlacer` function, or an object wrapped in :class:`SearchRun` (a
+    :class:`~placegym.train.harness.placers.SearchPlacer` or a one-pass
+    :class:`~placegym.train.harness.placers.Placer`).
+
+    Raises:
+        ValueError: ``placer`` is none of these.
+    """
+    is_function = callable(placer) and not (
+        callable(getattr(placer, "search", None)) or callable(getattr(placer, "place", None))
+    )
+    SEARCH_PLACERS[name] = placer if is_function else SearchRun(placer)
 
 
 def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
@@ -214,8 +311,9 @@ def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
 
 @dataclass
 class AnytimeRun:
-    """One search run on one instance: its trace, the normalizer of its curve and
-    whether its final placement is feasible (``infeasible``: why not)."""
+    """One search run on one instance: its trace, the normalizer of its curve, whether
+    its final placement is feasible (``infeasible``: why not), its wall time and the
+    simulator calls it made (module docstring)."""
 
     instance: str
     placer: str
@@ -223,6 +321,8 @@ class AnytimeRun:
     trace: Trace
     reference: float  # best known (or the lower bound where none is known)
     infeasible: str | None = None
+    seconds: float = 0.0
+    calls: int = 0
 
     @property
     def feasible(self) -> bool:
@@ -230,29 +330,47 @@ class AnytimeRun:
         return self.infeasible is None
 
 
-def _run_one(name: str, inst, budget: int, seed: int) -> tuple[Trace, str | None]:
-    """The run's trace and why its final placement is infeasible (None: feasible)."""
+@dataclass(frozen=True)
+class _Done:
+    trace: Trace
+    infeasible: str | None
+    seconds: float
+    calls: int
+
+
+def _run_one(name: str, inst, budget: int, seed: int) -> _Done:
+    """The run's trace, why its final placement is infeasible (None: feasible), its
+    seconds and its simulator calls."""
     if name not in SEARCH_PLACERS:
         raise ValueError(
             f"placers: unknown search placer {name!r} (known: {', '.join(SEARCH_PLACERS)})"
         )
     trace = Trace(budget)
-    try:
-        placement = SEARCH_PLACERS[name](inst.graph, inst.cluster, budget, seed, trace)
-    except TraceError:
-        raise
-    except Exception as e:  # this run fails; the others go on
-        return trace, f"placer raised {type(e).__name__}: {e}"
-    out = simulate_outcome(inst.graph, inst.cluster, placement)
+    t0 = time.perf_counter()
+    with counting() as counter:
+        try:
+            placement = SEARCH_PLACERS[name](inst.graph, inst.cluster, budget, seed, trace)
+            why = None
+        except TraceError as e:
+            raise TraceError(f"{name} on {inst.id}: {e}") from None
+        except BudgetExceeded as e:  # stopped: this run fails, the others go on
+            why = str(e)
+        except Exception as e:  # this run fails; the others go on
+            why = f"placer raised {type(e).__name__}: {e}"
+    seconds = time.perf_counter() - t0
+    if why is not None:
+        return _Done(trace, why, seconds, counter.calls)
+    with uncounted():
+        out = simulate_outcome(inst.graph, inst.cluster, placement)
     if out.makespan is None:  # a split group: nothing to check the reports against
-        return trace, out.infeasible
+        return _Done(trace, out.infeasible, seconds, counter.calls)
     final = out.makespan
     if not trace.best or abs(final - trace.best[-1]) > RTOL * max(final, 1e-300):
         last = trace.best[-1] if trace.best else None
         raise ValueError(
             f"{name} on {inst.id}: reported best {last!r} but its placement takes {final!r}"
         )
-    return trace, out.infeasible
+    return _Done(trace, out.infeasible, seconds, counter.calls)
 
 
 def run_anytime(
@@ -290,14 +408,26 @@ def run_anytime(
     known = all(best is not None for _, best in bounds)
     runs = []
     bar = tqdm(total=len(insts) * len(placers) * len(seeds), disable=not progress, leave=False)
-    for inst, (bound, best) in zip(insts, bounds):
-        for name in placers:
-            for seed in seeds:
-                bar.set_postfix_str(f"{inst.id} {name}")
-                trace, why = _run_one(name, inst, budget, seed)
-                reference = best if known and best is not None else bound
-                runs.append(AnytimeRun(inst.id, name, seed, trace, reference, why))
-                bar.update()
+    with patched():  # once for every run (each run counts its calls)
+        for inst, (bound, best) in zip(insts, bounds):
+            for name in placers:
+                for seed in seeds:
+                    bar.set_postfix_str(f"{inst.id} {name}")
+                    done = _run_one(name, inst, budget, seed)
+                    reference = best if known and best is not None else bound
+                    runs.append(
+                        AnytimeRun(
+                            inst.id,
+                            name,
+                            seed,
+                            done.trace,
+                            reference,
+                            done.infeasible,
+                            done.seconds,
+                            done.calls,
+                        )
+                    )
+                    bar.update()
     bar.close()
     return runs, "best known" if known else "lower bound"
 
@@ -351,7 +481,8 @@ def write_anytime(
 ) -> Curves:
     """``anytime.csv``, ``anytime_curve.csv`` and ``anytime.png`` in ``out`` (module
     docstring); returns the curves. ``anytime.csv`` has a row per reported best (its
-    ratio empty while infeasible) and the run's ``infeasible`` reason, a run that reported
+    ratio empty while infeasible) with the run's ``infeasible`` reason, wall time
+    (``seconds``) and simulator calls made in all (``run_calls``), a run that reported
     nothing one row without calls; ``anytime_curve.csv`` says over how many instances."""
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "anytime.csv", "w", newline="") as f:
@@ -366,17 +497,18 @@ def write_anytime(
                 "ratio",
                 "feasible",
                 "infeasible",
+                "seconds",
+                "run_calls",
             ]
         )
         for r in runs:
-            why = r.infeasible or ""
+            why, cost = r.infeasible or "", [r.seconds, r.calls]
             points = zip(r.trace.calls, r.trace.best, r.trace.feasible)
             for c, b, ok in points:
-                w.writerow(
-                    [r.instance, r.placer, r.seed, c, b, b / r.reference if ok else "", ok, why]
-                )
+                ratio = b / r.reference if ok else ""
+                w.writerow([r.instance, r.placer, r.seed, c, b, ratio, ok, why, *cost])
             if not r.trace.calls:
-                w.writerow([r.instance, r.placer, r.seed, "", "", "", False, why])
+                w.writerow([r.instance, r.placer, r.seed, "", "", "", False, why, *cost])
     grid = call_grid(budget)
     cv = curves(runs, grid)
     solved, every = solved_instances(runs)

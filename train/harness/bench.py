@@ -9,19 +9,27 @@ or cluster JSON files) × seeds, simulates every placement, and reports:
   where one is known (graphs of at most :data:`OPTIMAL_MAX_NODES` nodes on at most
   :data:`OPTIMAL_MAX_DEVICES` devices, when ``with_optimal`` is set);
 - ``results.csv`` and ``results.json``: one record per (workload, cluster, seed, placer)
-  with makespan, ratio, gap, OOM flag, seconds taken, ``feasible`` and, when not, the
-  reason (``infeasible``); ``results.json`` also stores each placement (``device``,
-  ``order``), so ``placegym bench --replay`` can re-check it;
+  with makespan, ratio, gap, OOM flag, seconds taken, simulator calls made (``calls``:
+  :mod:`placegym.train.harness.calls`), ``feasible`` and, when not, the reason
+  (``infeasible``); ``results.json`` also stores each placement (``device``, ``order``),
+  so ``placegym bench --replay`` can re-check it;
 - ``ratios.png``: a bar chart of the geometric-mean ratio to critical_path per placer and
   workload.
 
+Placers: teachers by name, and any object :func:`~placegym.train.harness.placers.as_placer`
+takes as an extra placer (a :class:`~placegym.train.harness.placers.Placer`, a teacher
+object, a function ``(graph, cluster, seed)``, a search placer with a budget).
+
 Infeasible records (:mod:`placegym.train.harness.feasibility`: over a device's memory,
-a split co-location group, a placer that raised) are failures: their ratio and gap are
-None, and the table shows ``OOM``, ``split`` or ``failed`` in their place. A table row
+a split co-location group, a placer that raised or was stopped at its budget of
+simulator calls) are failures: their ratio and gap are None, and the table shows
+``OOM``, ``split``, ``failed`` or ``budget`` in their place. A table row
 (workload, cluster) aggregates over seeds only those on which every placer (and
 critical_path, the ratios' reference) is feasible, saying how many when not all; each
 other seed gets a row of its own (``ffnn, seed 1``), where the failures show. The last
-row counts each placer's feasible records (``feasible | 7/8``).
+rows give each placer's time (``time taken``, seconds summed over its records), its
+simulator calls (``simulator calls``, summed likewise) and its feasible records
+(``feasible | 7/8``).
 
 Seeds feed generators that take a ``seed`` and placers that take one (``random``,
 ``anneal``), so a run is reproducible from its command line. Makespans are simulated
@@ -42,7 +50,9 @@ import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, load_cluster
 from placegym.envs.sources import resolve_graph
+from placegym.train.harness.calls import patched
 from placegym.train.harness.feasibility import Outcome, by_key, count, mark, place, seed_rows
+from placegym.train.harness.placers import Placer, as_placer
 from placegym.train.stats import geomean
 
 if TYPE_CHECKING:
@@ -68,14 +78,12 @@ DEFAULT_TEACHERS = (
     "single_device",
 )
 
-#: A placer: (graph, cluster, seed) -> placement.
-Placer = Callable[[Graph, Cluster, int], Placement]
-
 
 @dataclass
 class BenchConfig:
     """What to run. Names are resolved by :func:`~placegym.envs.sources.resolve_graph`
-    (with the seed) / :func:`load_cluster`."""
+    (with the seed) / :func:`load_cluster`; ``extra_placers`` maps column names to
+    anything :func:`~placegym.train.harness.placers.as_placer` takes."""
 
     teachers: Sequence[str] = DEFAULT_TEACHERS
     workloads: Sequence[str] = ("ffnn",)
@@ -84,7 +92,7 @@ class BenchConfig:
     with_optimal: bool = False
     noise: float = 0.0
     out: Path | None = None
-    extra_placers: dict[str, Placer] = field(default_factory=dict)
+    extra_placers: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -104,6 +112,7 @@ class Record:
     gap_to_optimal: float | None
     oom: bool
     seconds: float
+    calls: int = 0
     feasible: bool = True
     infeasible: str | None = None
     device: list[int] | None = None
@@ -114,17 +123,37 @@ class Record:
 JSON_ONLY = ("device", "order")
 
 
-def teacher_placer(name: str) -> Placer:
-    """The teacher ``name`` as a placer, built for each call with the call's seed
-    (:func:`placegym.teachers.make_teacher`)."""
-    from placegym.teachers import make_teacher, teacher_class
+class RegistryTeacher:
+    """The registered teacher ``name`` as a :class:`~placegym.train.harness.placers.Placer`,
+    built for each placement with its seed (:func:`placegym.teachers.make_teacher`).
 
-    teacher_class(name)  # fails early on unknown names
+    Raises:
+        ValueError: an unknown teacher name.
+    """
 
-    def place(graph: Graph, cluster: Cluster, seed: int) -> Placement:
-        return make_teacher(name, seed).place(graph, cluster)
+    def __init__(self, name: str) -> None:
+        from placegym.teachers import teacher_class
 
-    return place
+        teacher_class(name)  # fails early on unknown names
+        self.name = name
+
+    def place(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
+        """The teacher's placement of ``graph``, the teacher built with ``seed``."""
+        from placegym.teachers import make_teacher
+
+        return make_teacher(self.name, seed).place(graph, cluster)
+
+    def __call__(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
+        """:meth:`place` (a placer as a function)."""
+        return self.place(graph, cluster, seed)
+
+    def __repr__(self) -> str:
+        return f"RegistryTeacher({self.name!r})"
+
+
+def teacher_placer(name: str) -> RegistryTeacher:
+    """The teacher ``name`` as a placer (:class:`RegistryTeacher`)."""
+    return RegistryTeacher(name)
 
 
 #: One cell of the grid: ``(workload label, graph, cluster, seed, placer name)``.
@@ -139,7 +168,7 @@ def serial_map(fn: Callable[[Cell], Any], cells: Sequence[Cell]) -> Iterable[tup
         yield i, fn(cell)
 
 
-def check_placers(placers: dict[str, Placer], problems: Iterable[tuple[Graph, Cluster]]) -> None:
+def check_placers(placers: dict[str, Any], problems: Iterable[tuple[Graph, Cluster]]) -> None:
     """Let every placer that can tell (a ``check(graph, cluster)`` method, e.g.
     :class:`~placegym.agents.doppler.search.SearchPlacer`'s budget) refuse a problem before any
     cell runs: a bad setting fails at once, not after hours of finished cells."""
@@ -161,8 +190,8 @@ def run_benchmark(
     """
     from tqdm.auto import tqdm
 
-    placers = {name: teacher_placer(name) for name in cfg.teachers}
-    placers.update(cfg.extra_placers)
+    placers: dict[str, Placer] = {name: teacher_placer(name) for name in cfg.teachers}
+    placers.update({name: as_placer(p) for name, p in cfg.extra_placers.items()})
     ref = placers.get(REFERENCE) or teacher_placer(REFERENCE)
     clusters = [load_cluster(c) for c in cfg.clusters]
     # every input is resolved before the progress bar starts, so errors print on their own line
@@ -186,10 +215,11 @@ def run_benchmark(
 
     bar = tqdm(total=len(cells), disable=not progress, desc="bench", unit="run", leave=False)
     results: list[Any] = [None] * len(cells)
-    for i, result in (cell_map or serial_map)(run_cell, cells):
-        results[i] = result
-        bar.set_postfix_str(f"{cells[i][0]}/{cells[i][2].name}/{cells[i][4]}")
-        bar.update()
+    with patched():  # once for every cell (each cell counts its placer's calls)
+        for i, result in (cell_map or serial_map)(run_cell, cells):
+            results[i] = result
+            bar.set_postfix_str(f"{cells[i][0]}/{cells[i][2].name}/{cells[i][4]}")
+            bar.update()
     bar.close()
     records = _records(cells, results, list(placers))
     if cfg.out is not None:
@@ -231,6 +261,7 @@ def _records(cells: Sequence[Cell], results: Sequence[Any], placers: list[str]) 
                 gap_to_optimal=None if ms is None or optimum is None else _ratio(ms, optimum) - 1,
                 oom=out.oom,
                 seconds=out.seconds,
+                calls=out.calls,
                 feasible=out.feasible,
                 infeasible=out.infeasible,
                 device=_listed(out.placement, "device"),
@@ -244,11 +275,12 @@ def _listed(placement: Placement | None, field: str) -> list[int] | None:
     return None if placement is None else np.asarray(getattr(placement, field)).tolist()
 
 
-def run_placer(placer: Placer, graph: Graph, cluster: Cluster, seed: int, noise: float) -> Outcome:
+def run_placer(placer: Any, graph: Graph, cluster: Cluster, seed: int, noise: float) -> Outcome:
     """The placer's :class:`~placegym.train.harness.feasibility.Outcome`: placement,
-    makespan, feasibility, seconds taken by the placer (noise draws use ``seed``). A
-    placer that raises, or whose placement splits a co-location group, gives an
-    infeasible outcome instead of stopping the benchmark."""
+    makespan, feasibility, seconds taken and simulator calls made by the placer (noise
+    draws use ``seed``). A placer that raises or is stopped at its budget, or whose
+    placement splits a co-location group, gives an infeasible outcome instead of stopping
+    the benchmark."""
     return place(placer, graph, cluster, seed, noise)
 
 
@@ -263,7 +295,7 @@ def _optimum(graph: Graph, cluster: Cluster) -> float | None:
         return None
     from placegym.teachers import get_teacher
 
-    out = place(lambda g, c, _: get_teacher("optimal").place(g, c), graph, cluster, 0)
+    out = place(get_teacher("optimal"), graph, cluster, 0)
     return out.makespan if out.feasible else None
 
 
@@ -331,8 +363,9 @@ def _cell(rs: Sequence[Record]) -> str:
 def markdown_table(records: Sequence[Record]) -> str:
     """One row per (workload, cluster), one column per placer: makespan in ms, ratio to
     critical_path, gap to optimal when known, averaged over the seeds every placer
-    solved; ``OOM``, ``split`` or ``failed`` for an infeasible record, in a row of its
-    seed (:func:`table_rows`); then the time each placer took and its feasible count."""
+    solved; ``OOM``, ``split``, ``budget`` or ``failed`` for an infeasible record, in a
+    row of its seed (:func:`table_rows`); then the time each placer took, the simulator
+    calls it made (both summed over its records) and its feasible count."""
     placers = list(dict.fromkeys(r.placer for r in records))
     lines = [
         "| workload | cluster | " + " | ".join(placers) + " |",
@@ -343,6 +376,8 @@ def markdown_table(records: Sequence[Record]) -> str:
         lines.append(f"| {row.label} | {row.cluster} | " + " | ".join(cells) + " |")
     secs = {p: sum(r.seconds for r in records if r.placer == p) for p in placers}
     lines.append("| time taken | | " + " | ".join(f"{secs[p]:.3f} s" for p in placers) + " |")
+    calls = {p: sum(r.calls for r in records if r.placer == p) for p in placers}
+    lines.append("| simulator calls | | " + " | ".join(f"{calls[p]}" for p in placers) + " |")
     feasible = [count(r.feasible for r in records if r.placer == p) for p in placers]
     lines.append("| feasible | | " + " | ".join(feasible) + " |")
     return "\n".join(lines)

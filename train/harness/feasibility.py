@@ -4,14 +4,17 @@ A placement is *infeasible* when it splits a co-location group (``placegym.graph
 ``group``: :meth:`~placegym.envs.Placement.check` and ``simulate`` raise ``ValueError``)
 or when its simulated peak memory exceeds a device's memory
 (:attr:`~placegym.envs.simulator.Schedule.oom`; :attr:`~placegym.envs.simulator.Schedule.
-infeasibility` says which device and by how much). A placer that raises has no placement
-at all and fails the same way. An infeasible placement is a failure, never a fast result:
+infeasibility` says which device and by how much). A placer that raises, and one stopped
+at its budget of simulator calls, has no placement at all and fails the same way. An
+infeasible placement is a failure, never a fast result:
 
 - every record carries ``feasible`` and, when not, ``infeasible`` (the reason: the
-  schedule's memory message, the split-group error, or ``placer raised <Error>: ...``);
+  schedule's memory message, the split-group error, ``over budget: ...`` or ``placer
+  raised <Error>: ...``);
 - a table shows an infeasible record as its :func:`mark` instead of a number: ``OOM``
-  (over a device's memory), ``split`` (splits a co-location group) or ``failed`` (the
-  placer raised, or returned a placement that does not fit the graph or cluster);
+  (over a device's memory), ``split`` (splits a co-location group), ``budget`` (stopped
+  at its budget of simulator calls: :mod:`placegym.train.harness.calls`) or ``failed``
+  (the placer raised, or returned a placement that does not fit the graph or cluster);
 - it never enters a ratio, a geometric mean, a best or a rank: aggregates over instances
   are taken over the instances every compared placer solved (:func:`solved_by_all`), and
   each table says over how many (:func:`over`) and shows each placer's feasible count
@@ -20,12 +23,13 @@ at all and fails the same way. An infeasible placement is a failure, never a fas
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from placegym.envs import Cluster, Graph, Placement, simulate
+from placegym.train.harness.calls import uncounted
+from placegym.train.harness.placers import run_placer
 
 __all__ = [
     "MARKS",
@@ -42,7 +46,7 @@ K = TypeVar("K", bound=Hashable)
 R = TypeVar("R")
 
 #: The marks a table shows for an infeasible record (see :func:`mark`).
-MARKS = ("OOM", "split", "failed")
+MARKS = ("OOM", "split", "budget", "failed")
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class Outcome:
         oom: the simulated peak exceeds a device's memory.
         infeasible: why the placement is infeasible; None when it is feasible.
         seconds: the time the placer took (wall clock).
+        calls: the simulator calls the placer made (its result's own evaluation not
+            included; :mod:`placegym.train.harness.calls`).
     """
 
     placement: Placement | None
@@ -64,6 +70,7 @@ class Outcome:
     oom: bool
     infeasible: str | None
     seconds: float = 0.0
+    calls: int = 0
 
     @property
     def feasible(self) -> bool:
@@ -83,25 +90,19 @@ def simulate_outcome(
     return Outcome(placement, s.makespan, s.oom, s.infeasibility)
 
 
-def place(
-    placer: Callable[[Graph, Cluster, int], Placement],
-    graph: Graph,
-    cluster: Cluster,
-    seed: int,
-    noise: float = 0.0,
-) -> Outcome:
-    """Run ``placer`` and simulate its placement (noise draws use ``seed``). A placer
-    that raises (``Exception``) gives an infeasible outcome naming the error: one placer's
-    failure never stops a benchmark."""
-    t0 = time.perf_counter()
-    try:
-        placement = placer(graph, cluster, seed)
-    except Exception as e:  # recorded as the row's failure
-        secs = time.perf_counter() - t0
-        return Outcome(None, None, False, f"placer raised {type(e).__name__}: {e}", secs)
-    secs = time.perf_counter() - t0
-    out = simulate_outcome(graph, cluster, placement, noise, seed if noise > 0 else None)
-    return Outcome(out.placement, out.makespan, out.oom, out.infeasible, secs)
+def place(placer: Any, graph: Graph, cluster: Cluster, seed: int, noise: float = 0.0) -> Outcome:
+    """Run ``placer`` (anything :func:`~placegym.train.harness.placers.as_placer` takes:
+    a function ``(graph, cluster, seed)``, a placer, a teacher, a budgeted search) and
+    simulate its placement (noise draws use ``seed``), timed and with its simulator calls
+    counted; the simulation of the result is not one of them. A placer that raises
+    (``Exception``) or is stopped at its budget gives an infeasible outcome saying so: one
+    placer's failure never stops a benchmark."""
+    run = run_placer(placer, graph, cluster, seed)
+    if run.placement is None:
+        return Outcome(None, None, False, run.error, run.seconds, run.calls)
+    with uncounted():
+        out = simulate_outcome(graph, cluster, run.placement, noise, seed if noise > 0 else None)
+    return Outcome(out.placement, out.makespan, out.oom, out.infeasible, run.seconds, run.calls)
 
 
 def mark(reason: str | None) -> str:
@@ -111,6 +112,8 @@ def mark(reason: str | None) -> str:
         return "OOM"
     if "splits co-location group" in text:
         return "split"
+    if text.startswith("over budget"):
+        return "budget"
     return "failed"
 
 

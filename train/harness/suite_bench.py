@@ -1,8 +1,13 @@
 """``placegym bench --suite NAME [--split S]``: placers over a benchmark suite.
 
-Every placer (teachers by name, trained agents as extra placers, as in
-:mod:`placegym.train.harness.bench`) places every instance of the split for every seed; each
-placement is simulated and recorded as a :class:`SuiteRecord` with
+Every placer (teachers by name; as extra placers, anything
+:func:`~placegym.train.harness.placers.as_placer` takes: trained agents, a user's
+:class:`~placegym.train.harness.placers.Placer`, a search placer with its budget) places
+every instance of the split for every seed; each placement is simulated and recorded as a
+:class:`SuiteRecord` with
+
+- ``seconds`` and ``calls``: the placer's wall time and the simulator calls it made
+  (:mod:`placegym.train.harness.calls`; the simulation of its result is not one);
 
 - the placement itself (``device``, ``order``) and the instance's ``digest``, so
   ``placegym bench --replay results.json`` can re-simulate it (:mod:`.replay`);
@@ -16,17 +21,18 @@ placement is simulated and recorded as a :class:`SuiteRecord` with
 
 Feasibility (:mod:`placegym.train.harness.feasibility`): every record has ``feasible``
 and, when not, ``infeasible`` (why: over a device's memory, a split co-location group, a
-placer that raised). An infeasible record has no ratio and no gaps (None) and its
-``makespan`` is None unless it was simulated (over memory); the tables show ``OOM``,
-``split`` or ``failed`` in its place, and every mean, maximum and count compares placers
-over the (instance, seed) pairs on which every placer and critical_path are feasible,
-saying how many of all; each placer's feasible count is a column of its own.
+placer that raised or was stopped at its budget of simulator calls). An infeasible record
+has no ratio and no gaps (None) and its ``makespan`` is None unless it was simulated (over
+memory); the tables show ``OOM``, ``split``, ``budget`` or ``failed`` in its place, and
+every mean, maximum and count compares placers over the (instance, seed) pairs on which
+every placer and critical_path are feasible, saying how many of all; each placer's
+feasible count is a column of its own.
 
 Outputs (``out``): ``results.json`` (config and records, placements included),
 ``results.csv`` (records without placements), ``table.md`` (a per-placer summary: the
 geometric-mean ratio to critical_path, mean and max gaps, instances within 1% of the best
-known, time, feasible count; then per instance each placer's gaps to the best known and
-to the bound, and each placer's feasible count).
+known, time, simulator calls, feasible count; then per instance each placer's gaps to the
+best known and to the bound, and each placer's feasible count).
 """
 
 from __future__ import annotations
@@ -51,7 +57,9 @@ from placegym.train.harness.bench import (
     run_placer,
     teacher_placer,
 )
+from placegym.train.harness.calls import patched
 from placegym.train.harness.feasibility import by_key, count, mark, over, seed_rows, solved_by_all
+from placegym.train.harness.placers import as_placer
 from placegym.train.harness.suite_reference import check_reference
 from placegym.train.stats import geomean
 
@@ -82,6 +90,7 @@ class SuiteRecord:
     digest: str
     device: list[int] | None
     order: list[int] | None
+    calls: int = 0  # a default: results written before this field still load
     feasible: bool = True
     infeasible: str | None = None
 
@@ -139,6 +148,7 @@ def _records(
                 gap_to_best=None if ms is None else gap(ms, best),
                 oom=run.oom,
                 seconds=run.seconds,
+                calls=run.calls,
                 digest=inst.digest,
                 device=None if run.placement is None else run.placement.device.tolist(),
                 order=None if run.placement is None else run.placement.order.tolist(),
@@ -154,18 +164,32 @@ def run_suite(
     split: str | None,
     teachers: Sequence[str],
     *,
-    extra_placers: dict[str, Placer] | None = None,
+    extra_placers: dict[str, Any] | None = None,
     seeds: Sequence[int] = (0,),
     noise: float = 0.0,
     out: Path | None = None,
     progress: bool = True,
+    meta: dict[str, Any] | None = None,
 ) -> list[SuiteRecord]:
     """Run the placers over ``split`` of ``suite`` (every split for None); see the module
-    docstring. critical_path always runs (it is the ratios' reference)."""
+    docstring. critical_path always runs (it is the ratios' reference).
+
+    Args:
+        suite: the suite.
+        split: ``train``, ``test`` or None (every split).
+        teachers: registered teachers to run, by name.
+        extra_placers: more placers by column name (anything
+            :func:`~placegym.train.harness.placers.as_placer` takes).
+        seeds: seeds of every placer (and of the noise draws).
+        noise: σ of the simulator's noise (0: exact).
+        out: folder for ``results.json``, ``results.csv`` and ``table.md``.
+        progress: show a progress bar.
+        meta: more entries of ``results.json``'s ``config`` (e.g. budgets).
+    """
     from tqdm.auto import tqdm
 
-    placers = {name: teacher_placer(name) for name in teachers}
-    placers.update(extra_placers or {})
+    placers: dict[str, Placer] = {name: teacher_placer(name) for name in teachers}
+    placers.update({name: as_placer(p) for name, p in (extra_placers or {}).items()})
     placers.setdefault(REFERENCE, teacher_placer(REFERENCE))
     refs = load_references(suite.name)
     instances = [suite.build(s, spec) for s, spec in suite.specs(split)]
@@ -173,16 +197,31 @@ def run_suite(
     records: list[SuiteRecord] = []
     total = len(instances) * len(seeds)
     bar = tqdm(total=total, disable=not progress, desc=suite.name, leave=False)
-    for inst in instances:
-        for seed in seeds:
-            bar.set_postfix_str(inst.id)
-            records += _records(inst, placers, seed, noise, refs)
-            bar.update()
+    with patched():  # once for every run (each run counts its placer's calls)
+        for inst in instances:
+            for seed in seeds:
+                bar.set_postfix_str(inst.id)
+                records += _records(inst, placers, seed, noise, refs)
+                bar.update()
     bar.close()
     if out is not None:
-        meta = {"suite": suite.name, "split": split, "seeds": list(seeds), "noise": noise}
-        write_suite_outputs(records, Path(out), {**meta, "placers": list(placers)})
+        write_suite_outputs(
+            records, Path(out), suite_config(suite, split, seeds, noise, list(placers), meta)
+        )
     return records
+
+
+def suite_config(
+    suite: Suite,
+    split: str | None,
+    seeds: Sequence[int],
+    noise: float,
+    placers: Sequence[str],
+    more: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``config`` of a suite run's ``results.json``."""
+    meta = {"suite": suite.name, "split": split, "seeds": list(seeds), "noise": noise}
+    return {**meta, "placers": list(placers), **(more or {})}
 
 
 # ---------------------------------------------------------------------- reporting
@@ -198,15 +237,15 @@ def _pairs(records: Sequence[SuiteRecord]) -> str:
 def summary_table(records: Sequence[SuiteRecord]) -> str:
     """Per placer, over every (instance, seed) that every placer solved: geometric-mean
     ratio to critical_path, mean and max gap to the lower bound and to the best known,
-    instances within :data:`NEAR_BEST` of the best known; seconds and the feasible count
-    over all; then a line saying over how many pairs."""
+    instances within :data:`NEAR_BEST` of the best known; seconds, simulator calls (both
+    summed) and the feasible count over all; then a line saying over how many pairs."""
     placers = list(dict.fromkeys(r.placer for r in records))
     common, every = solved_by_all(records, lambda r: (r.split, r.instance, r.seed), _comparable)
     solved = set(common)
     lines = [
         "| placer | ratio to critical_path (geo. mean) | gap to bound: mean / max "
-        "| gap to best known: mean / max | within 1% of best | time | feasible |",
-        "|---|---|---|---|---|---|---|",
+        "| gap to best known: mean / max | within 1% of best | time | calls | feasible |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for p in placers:
         mine = [r for r in records if r.placer == p]
@@ -220,12 +259,13 @@ def summary_table(records: Sequence[SuiteRecord]) -> str:
         lb_cell = f"{np.mean(lb):+.1%} / {max(lb):+.1%}" if lb else "n/a"
         lines.append(
             f"| {p} | {ratio_cell} | {lb_cell} | {best_cell} | {near}/{len(best)} "
-            f"| {sum(r.seconds for r in mine):.1f} s | {count(r.feasible for r in mine)} |"
+            f"| {sum(r.seconds for r in mine):.1f} s | {sum(r.calls for r in mine)} "
+            f"| {count(r.feasible for r in mine)} |"
         )
     what = _pairs(records)
     lines.append(
-        f"\nRatios, gaps and counts over the {over(len(common), len(every), what)}; time "
-        "and feasible over all."
+        f"\nRatios, gaps and counts over the {over(len(common), len(every), what)}; time, "
+        "calls and feasible over all."
     )
     return "\n".join(lines)
 
@@ -255,8 +295,8 @@ def _gap_cell(mine: Sequence[SuiteRecord]) -> str:
 def instance_table(records: Sequence[SuiteRecord]) -> str:
     """Per instance (seeds every placer solved averaged, :func:`_instance_rows`): bound,
     best known, and each placer's gap to the best known / to the bound (``new best`` where
-    a placer beats the best known; ``OOM``, ``split`` or ``failed`` where infeasible);
-    the last row counts each placer's feasible records."""
+    a placer beats the best known; ``OOM``, ``split``, ``budget`` or ``failed`` where
+    infeasible); the last row counts each placer's feasible records."""
     placers = list(dict.fromkeys(r.placer for r in records))
     lines = [
         "| instance | nodes | bound (ms) | best known (ms) | " + " | ".join(placers) + " |",
@@ -288,13 +328,18 @@ def suite_markdown(records: Sequence[SuiteRecord]) -> str:
 def write_suite_outputs(records: Sequence[SuiteRecord], out: Path, meta: dict[str, Any]) -> None:
     """``results.json``, ``results.csv`` and ``table.md`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    rows = [asdict(r) for r in records]
-    head = f'{{"format": "{RESULTS_FORMAT}", "config": {json.dumps(meta)}, "records": ['
-    body = ",\n".join(json.dumps(r, separators=(",", ":")) for r in rows)
-    (out / "results.json").write_text(head + "\n" + body + "\n]}\n")  # a line per record
+    write_results_json(records, out / "results.json", meta)
     fields = [f for f in SuiteRecord.__dataclass_fields__ if f not in ("device", "order")]
     with open(out / "results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(asdict(r) for r in records)
     (out / "table.md").write_text(suite_markdown(records) + "\n")
+
+
+def write_results_json(records: Sequence[SuiteRecord], path: Path, meta: dict[str, Any]) -> None:
+    """The ``results.json`` of a suite run (``placegym bench --replay`` checks it): the
+    format tag, the run's ``config`` (``meta``) and the records, one line each."""
+    head = f'{{"format": "{RESULTS_FORMAT}", "config": {json.dumps(meta)}, "records": ['
+    body = ",\n".join(json.dumps(asdict(r), separators=(",", ":")) for r in records)
+    path.write_text(head + "\n" + body + "\n]}\n")

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from placegym.envs import Placement
-from placegym.envs.bounds import lower_bound
+from placegym.envs.bounds import lower_bound, memory_infeasibility
 from placegym.envs.suites import Instance, Suite
 from placegym.envs.suites.reference import Reference, load_references, save_references
 
@@ -174,7 +174,8 @@ def compute_references(
     """(Re)compute the reference values of ``suite`` (one split, or all) and save them.
 
     Entries of other splits are kept; the file is rewritten after every instance, so an
-    interrupted run keeps what it finished.
+    interrupted run keeps what it finished. An instance that no placement fits
+    (:func:`~placegym.envs.bounds.memory_infeasibility` names why) has no entry.
 
     Args:
         suite: the suite.
@@ -191,6 +192,13 @@ def compute_references(
     budget = suite.reference_budget if budget is None else budget
     seeds = suite.reference_seeds if seeds is None else seeds
     for inst in suite.instances(split):
+        why = memory_infeasibility(inst.graph, inst.cluster)
+        if why is not None:  # certified: no placement fits, so there is no best known
+            refs.pop(inst.id, None)
+            save_references(suite.name, refs, folder)
+            if progress is not None:
+                progress(f"{inst.id}: no placement fits ({why})")
+            continue
         ref = best_known(inst, budget=budget, seeds=seeds, previous=refs.get(inst.id))
         refs[inst.id] = ref
         order = [spec.id for _, spec in suite.specs() if spec.id in refs]
