@@ -22,6 +22,7 @@ from placegym.train.cli.bench import add_bench_parser
 from placegym.train.cli.calibrate import add_calibrate_parser
 from placegym.train.cli.demo import add_demo_parser
 from placegym.train.cli.graphs import add_graphs_parser
+from placegym.train.cli.leaderboard import add_leaderboard_parser
 from placegym.train.cli.report import add_report_parser
 from placegym.train.cli.suites import add_suites_parser
 from placegym.train.cli.train import add_train_parser
@@ -298,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_graphs_parser(sub)
     add_bench_parser(sub)
     add_suites_parser(sub)
+    add_leaderboard_parser(sub)
     add_anytime_parser(sub)
     add_calibrate_parser(sub)
     add_train_parser(sub)
