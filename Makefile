@@ -10,12 +10,12 @@ TORCH  ?= torch==2.13.0
 export WANDB_MODE ?= offline
 export MPLBACKEND ?= Agg
 
-.PHONY: install demo test test-all bench gpu-check wheelhouse lint typecheck format clean
+.PHONY: install demo test test-all bench gpu-check wheelhouse lint typecheck format clean docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,pettingzoo,ray]' '$(TORCH)'
+	$(PY) -m pip install --quiet -e '.[dev,pettingzoo,ray,docs]' '$(TORCH)'
 	@# compile the simulator's numba kernels once into their on-disk cache
 	$(PY) -c 'from placegym.envs.simulator import warmup; warmup()'
 	touch $(STAMP)
@@ -96,10 +96,22 @@ typecheck: $(STAMP)
 	@for d in envs teachers agents train; do ln -sfn ../../$$d .typecheck/placegym/$$d; done
 	$(VENV)/bin/mypy -p placegym.envs -p placegym.teachers -p placegym.agents -p placegym.train
 
+# The documentation site (mkdocs.yml, docs/) into site/: warnings fail the build, nothing
+# is fetched from the network. First the generated results blocks must match docs/results
+# (python -m placegym.train.experiments.pages rewrites them). The API pages read the
+# sources through .docs-src/placegym, links to the four folders of the one namespace.
+docs: $(STAMP)
+	$(PY) -m placegym.train.experiments.pages --check
+	@mkdir -p .docs-src/placegym
+	@ln -sfn ../../placegym/__init__.py .docs-src/placegym/__init__.py
+	@for d in envs teachers agents train; do ln -sfn ../../$$d .docs-src/placegym/$$d; done
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache .hypothesis .ruff_cache .mypy_cache .typecheck
+	rm -rf $(VENV) demo-out .pytest_cache .hypothesis .ruff_cache .mypy_cache .typecheck \
+		site .docs-src
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

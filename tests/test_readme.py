@@ -1,7 +1,9 @@
-"""The README's Python snippets run as written.
+"""The README's Python snippets run as written, and the README is a front page.
 
 Snippets that train (``.learn(``) run as written in the slow suite; the default suite
 runs each of them with its budgets shrunk (:data:`SHRINK`), every line still executed.
+The same mechanism runs the documentation pages' snippets (``tests/test_docs_snippets.py``).
+Every snippet runs in an empty folder and may write only under ``demo-out/`` there.
 """
 
 import re
@@ -9,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-TRAINS = [i for i, block in enumerate(BLOCKS) if ".learn(" in block]
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+#: Folders the documented commands may write to (all git-ignored), besides placeholders.
+SCRATCH = ("demo-out", "runs/", "bench-out", "anytime-out")
 
 #: Budget knobs of the training snippets and their small values.
 SHRINK = (
@@ -23,18 +26,61 @@ SHRINK = (
 )
 
 
+def python_blocks(path: Path) -> list[str]:
+    """The ``python`` code blocks of a markdown page, in order."""
+    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+
+
+def bash_blocks(path: Path) -> list[str]:
+    """The ``bash`` code blocks of a markdown page, in order."""
+    return re.findall(r"```bash\n(.*?)```", path.read_text(), flags=re.S)
+
+
+def trains(block: str) -> bool:
+    return ".learn(" in block
+
+
 def shrunk(block: str) -> str:
     for pattern, small in SHRINK:
         block = re.sub(pattern, small, block)
     return block
 
 
-def run(block: str, index: int) -> None:
-    exec(compile(block, f"README.md[python block {index}]", "exec"), {})
+def run(block: str, label: str, folder: Path) -> None:
+    """Execute ``block`` in ``folder`` (the current directory) and check that it wrote
+    nothing outside ``folder/demo-out``."""
+    exec(compile(block, label, "exec"), {})
+    stray = [
+        p.relative_to(folder)
+        for p in folder.rglob("*")
+        if p.is_file() and p.relative_to(folder).parts[0] != "demo-out"
+    ]
+    assert stray == [], f"{label} wrote outside demo-out/: {stray}"
 
 
-def test_readme_has_the_snippets():
-    assert len(BLOCKS) >= 3 and TRAINS
+def written_paths(block: str) -> list[str]:
+    """The outputs a shell block names: ``--out X``, ``out=X`` and ``> X``."""
+    text = block.replace("\\\n", " ")
+    return re.findall(r"(?:--out[ =]|\bout=|> )(\S+)", text)
+
+
+def check_scratch(block: str, label: str) -> None:
+    """Every output of a shell block goes to a scratch folder, and ``placegym calibrate``
+    (which writes ``cluster.json`` by default) is always given ``--out``."""
+    for out in written_paths(block):
+        out = out.strip("'\"")
+        assert out.startswith(SCRATCH) or out.isupper(), f"{label}: writes to {out}"
+    for line in block.replace("\\\n", " ").splitlines():
+        if "placegym calibrate" in line:
+            assert "--out " in line, f"{label}: {line.strip()} writes cluster.json here"
+
+
+BLOCKS = python_blocks(README)
+TRAINS = [i for i, block in enumerate(BLOCKS) if trains(block)]
+
+
+def test_readme_has_the_tour_snippet():
+    assert BLOCKS and "simulate(graph, cluster" in BLOCKS[0]
 
 
 @pytest.mark.parametrize(
@@ -43,37 +89,39 @@ def test_readme_has_the_snippets():
 )
 def test_readme_snippet_runs(index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    run(BLOCKS[index], index)
+    run(BLOCKS[index], f"README.md[python block {index}]", tmp_path)
+    assert (tmp_path / "demo-out" / "gantt.png").is_file() or index > 0
 
 
-@pytest.mark.parametrize("index", TRAINS)
-def test_readme_training_snippet_runs_on_a_small_budget(index, tmp_path, monkeypatch):
+def test_shrinking_keeps_every_line_and_cuts_the_budgets():
+    block = (
+        "model = make_maskable_ppo('placegym/FFNN-v0', seed=0)\n"
+        "model.learn(total_timesteps=5_120)\n"
+        "MaskablePPO('MultiInputPolicy', env, n_steps=512, batch_size=128, n_epochs=2)\n"
+    )
+    small = shrunk(block)
+    assert small.count("\n") == block.count("\n")
+    assert "total_timesteps=64" in small and "n_steps=64, batch_size=64, n_epochs=1" in small
+    assert "make_maskable_ppo('placegym/FFNN-v0', seed=0, n_steps=64, batch_size=64)" in small
+
+
+def test_a_snippet_writing_outside_demo_out_fails(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    small = shrunk(BLOCKS[index])
-    assert small != BLOCKS[index] and "total_timesteps=64" in small
-    run(small, index)
+    with pytest.raises(AssertionError, match=r"wrote outside demo-out/: \[PosixPath\('g.png'\)"):
+        run("open('g.png', 'w').write('x')", "t", tmp_path)
 
 
-ROOT = README.parent
+def test_shell_outputs_go_to_scratch_folders():
+    for i, block in enumerate(bash_blocks(README)):
+        check_scratch(block, f"README.md[bash block {i}]")
+    with pytest.raises(AssertionError, match=r"writes to g\.json"):
+        check_scratch("placegym graphs import-doppler x.txt --out g.json", "t")
+    with pytest.raises(AssertionError, match=r"writes cluster\.json here"):
+        check_scratch("placegym calibrate --devices cpu#2 --check", "t")
 
 
 def _flat(path: Path) -> str:
     return " ".join(path.read_text().split())
-
-
-def test_readme_calls_action_masks_where_it_exists():
-    # a gym.make env has no action_masks attribute: the README calls it on env.unwrapped
-    text = _flat(README).replace("env.unwrapped.action_masks()", "")
-    assert "env.action_masks()" not in text
-    import gymnasium as gym
-
-    import placegym.envs  # noqa: F401
-
-    env = gym.make("placegym/ChainMM-v0")
-    env.reset(seed=0)
-    assert not hasattr(env, "action_masks")
-    mask = env.unwrapped.action_masks()
-    assert (env.get_wrapper_attr("action_masks")() == mask).all() and mask.any()
 
 
 def test_readme_names_what_make_demo_writes():
@@ -85,22 +133,37 @@ def test_readme_names_what_make_demo_writes():
         assert f"`{folder}/`" in text
 
 
-def _minutes(text: str, anchor: str) -> int:
-    """The N of the first "about N min(utes)" after ``anchor`` in ``text``."""
-    found = re.search(re.escape(anchor) + r".*?about (\d+) min", text, flags=re.I)
-    assert found, anchor
-    return int(found.group(1))
+def test_readme_says_how_to_run_the_command_line():
+    text = _flat(README)
+    assert "source .venv/bin/activate" in text and "`.venv/bin/placegym`" in text
 
 
-def test_time_figures_agree_everywhere():
-    readme, configs = _flat(README), _flat(ROOT / "configs" / "README.md")
-    quickstart = _flat(ROOT / "configs" / "quickstart.yaml")
-    report = _flat(ROOT / "train" / "experiments" / "report.py")
-    make = _flat(ROOT / "Makefile")
-    line = "placegym train configs/quickstart.yaml #"
-    assert _minutes(readme, line) == _minutes(configs, line) == _minutes(quickstart, "#")
-    assert (
-        _minutes(readme, "make agent-report")
-        == _minutes(make, "# Learned-agent report")
-        == _minutes(report, "The whole report takes")
+def test_readme_is_a_front_page_whose_links_resolve():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 250
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    assert any(link.startswith("docs/") for link in links)
+    missing = [link for link in links if "://" not in link and not (ROOT / link).exists()]
+    assert missing == []
+
+
+def time_claims(text: str) -> list[str]:
+    """Hand-typed durations: "about 10 minutes", "takes 5 s", "8 min on 2 cores"."""
+    unit = r"(?:s|sec|seconds?|min|minutes?|h|hours?)\b"
+    pattern = (
+        rf"\b(?:about|takes?|took)\s+[\d.,–-]+\s*{unit}|\b[\d.,–-]+\s*{unit}\s+on\s+\d+\s+cores"
     )
+    return re.findall(pattern, text)
+
+
+def test_time_claims_are_found():
+    assert time_claims("make demo (about 10 minutes on 2 cores)") == ["about 10 minutes"]
+    assert time_claims("# FFNN on p100x4, 8 min on 2 cores") == ["8 min on 2 cores"]
+    assert time_claims("It takes 5 s; 3 seeds") == ["takes 5 s"]
+    assert time_claims("measured 0.5 s per call (machine recorded)") == []
+
+
+def test_readme_makes_no_hand_typed_time_claims():
+    # durations belong in generated blocks, which record the machine they were measured on
+    hand = re.sub(r"<!-- generated: .*?<!-- end generated -->", "", README.read_text(), flags=re.S)
+    assert time_claims(hand) == []

@@ -425,7 +425,8 @@ class AnchoredMaskablePPO(MaskablePPO):
     Args:
         anchor_steps: anchor minibatches after each update (0: plain MaskablePPO).
         anchor_batch_size: demonstration states per anchor minibatch.
-        *args, **kwargs: those of ``MaskablePPO``.
+        *args: those of ``MaskablePPO``.
+        **kwargs: those of ``MaskablePPO``.
     """
 
     def __init__(

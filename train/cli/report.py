@@ -6,15 +6,23 @@
     placegym report --parts main --clusters p100x4          # the main table only
     placegym report --quick --out /tmp/report               # tiny budgets (a smoke run)
     placegym report --parts generalist --generalist-results docs/results/generalist.jsonl
+    placegym report --pages [--check]       # the generated blocks of README.md and docs/
 
 Runs that finished under ``--out`` are loaded, killed ones resume
 (:mod:`placegym.train.experiments.report`). The presets ship with the package, so the command
-works from an installed placegym as well as from a source checkout.
+works from an installed placegym as well as from a source checkout. Saved rows
+(``--results``, ``--generalist-results``) come with their baselines when a file
+``NAME.baselines.json`` lies beside ``NAME.jsonl`` (as in ``docs/results``): those seed the
+part's baseline cache under ``--out``, so nothing is recomputed for the instances it holds.
+
+``--pages`` rewrites (``--check``: checks) the generated blocks of the documentation from
+the stored results instead (:mod:`placegym.train.experiments.pages`; its options below).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 
@@ -47,11 +55,25 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
         "--generalist-results",
         help="generalist part: read its rows from this results.jsonl instead of training",
     )
+    p.add_argument(
+        "--pages",
+        action="store_true",
+        help="rewrite the generated blocks of README.md and docs/ from docs/results instead "
+        "(python -m placegym.train.experiments.pages)",
+    )
+    from placegym.train.experiments.pages import add_arguments
+
+    add_arguments(p.add_argument_group("--pages options"))
     p.set_defaults(func=cmd_report)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Run the report with one torch thread (small per-step forwards are fastest so)."""
+    """Run the report with one torch thread (small per-step forwards are fastest so), or
+    the pages generator (``--pages``)."""
+    if args.pages:
+        from placegym.train.experiments.pages import run
+
+        return run(args)
     import torch
 
     from placegym.envs import load_cluster
@@ -67,12 +89,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         parts.remove("per_graph")
         results = Path(args.results) if args.results else None
+        seed_baselines(results, Path(args.out) / "per_graph")
         print(per_graph_report(Path(args.out), results=results) + "\n", flush=True)
     if "generalist" in parts:
         from placegym.train.experiments.generalist import generalist_report
 
         parts.remove("generalist")
         results = Path(args.generalist_results) if args.generalist_results else None
+        seed_baselines(results, Path(args.out) / "generalist")
         print(generalist_report(Path(args.out), results=results) + "\n", flush=True)
     if not parts:
         return 0
@@ -82,3 +106,20 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def seed_baselines(results: Path | None, folder: Path) -> None:
+    """Copy the baselines stored beside saved rows (``NAME.baselines.json`` next to
+    ``NAME.jsonl``) into ``folder/baselines.json``, the part's cache, keeping any entry
+    the cache already has; nothing when there are no saved rows or stored baselines."""
+    if results is None:
+        return
+    stored = results.with_name(results.stem + ".baselines.json")
+    if not stored.is_file():
+        return
+    cache = folder / "baselines.json"
+    base = json.loads(cache.read_text()) if cache.is_file() else {}
+    merged = {**json.loads(stored.read_text()), **base}
+    if merged != base:
+        folder.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(merged, indent=1))

@@ -1,0 +1,578 @@
+"""Generated blocks and figures of the documentation, rendered from stored result files.
+
+A page (``README.md``, ``docs/**/*.md``) marks each block it does not write by hand with
+``<!-- generated: NAME -->`` and ``<!-- end generated -->`` lines. :data:`BLOCKS` says
+what NAME is (:class:`Block`): the result files it reads (under ``docs/results``), how it
+renders its markdown from them and, for some, a figure drawn from them with matplotlib
+(``docs/NAME.png``, linked from the block). Nothing is trained or recomputed:
+the per-graph and generalist tables come from their saved rows and stored baselines
+(:func:`store_baselines` computes those once), the suite and workload tables from the
+``results.json`` of ``placegym bench --out DIR``, the anytime curves from the
+``anytime_curve.csv`` of ``placegym anytime``.
+
+Every block ends with where its numbers come from: each result file ``F`` has a sidecar
+``F.meta.json`` (:func:`write_sidecar`) with the command that wrote it, the date and the
+machine (:func:`machine`: platform, CPU model, logical CPUs, load average at the end of
+the measurement); a field not recorded is ``null``, and the page says so.
+
+Commands (from a source checkout, or ``--root DIR``; also ``placegym report --pages``)::
+
+    python -m placegym.train.experiments.pages            # rewrite every block and figure
+    python -m placegym.train.experiments.pages --check    # exit 1 naming each stale block
+    python -m placegym.train.experiments.pages --baselines per_graph   # store baselines
+    python -m placegym.train.experiments.pages --record docs/results/F --command "CMD"
+
+``--check`` compares the text of every block and requires each figure to exist; it does
+not compare pixels (a PNG's bytes depend on the matplotlib and FreeType versions). To add
+a result: store its file under ``docs/results``, ``--record`` its sidecar, add one entry
+to :data:`BLOCKS` (a suite's ``results.json``: :func:`suite_block`), put the markers in
+a page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import os
+import platform
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placegym.train.stats import geomean
+
+__all__ = [
+    "BLOCKS",
+    "Block",
+    "machine",
+    "main",
+    "render_block",
+    "stale_blocks",
+    "store_baselines",
+    "suite_block",
+    "update_pages",
+    "write_sidecar",
+]
+
+#: The stored result files, relative to the checkout.
+RESULTS = Path("docs") / "results"
+#: The folder of the generated figures, relative to the checkout.
+FIGURES = Path("docs")
+SIDECAR = ".meta.json"
+BEGIN = re.compile(r"<!-- generated: ([^ ]+) -->")
+END = "<!-- end generated -->"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A generated block of a page.
+
+    Attributes:
+        files: the result files it reads, relative to the results folder; each has a
+            sidecar (``F.meta.json``), shown below the block.
+        render: ``render(results folder)``: the block's markdown.
+        draw: ``draw(results folder, png path)``: its figure, or None for a table only.
+        alt: the figure's alternative text.
+    """
+
+    files: tuple[str, ...]
+    render: Callable[[Path], str]
+    draw: Callable[[Path, Path], None] | None = None
+    alt: str = ""
+
+
+# ---------------------------------------------------------------------- machine records
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def machine() -> dict[str, Any]:
+    """The machine and its load now: ``platform``, ``system`` (OS and architecture),
+    ``cpu`` (model name), ``nproc`` (logical CPUs), ``load_average`` (1, 5, 15 min) and
+    ``python``."""
+    return {
+        "platform": platform.platform(),
+        "system": f"{platform.system()} {platform.machine()}",
+        "cpu": _cpu_model(),
+        "nproc": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+    }
+
+
+def write_sidecar(
+    path: Path,
+    command: str,
+    *,
+    load: Sequence[float] | None = None,
+    date: str | None = None,
+    **extra: Any,
+) -> Path:
+    """Write ``PATH.meta.json`` for the result file ``path``: ``command``, ``date``
+    (today, UTC, unless given), :func:`machine` (its load average replaced by ``load``
+    when that was read at the end of the measurement) and ``extra`` fields (e.g.
+    ``wall_seconds``); returns the sidecar's path.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such result file")
+    info = machine()
+    if load is not None:
+        info["load_average"] = [float(x) for x in load]
+    meta = {
+        "file": path.name,
+        "command": command,
+        "date": date or dt.datetime.now(dt.UTC).date().isoformat(),
+        "machine": info,
+        **extra,
+    }
+    out = path.with_name(path.name + SIDECAR)
+    out.write_text(json.dumps(meta, indent=1) + "\n")
+    return out
+
+
+def read_sidecar(path: Path) -> dict[str, Any]:
+    """The sidecar of result file ``path``.
+
+    Raises:
+        FileNotFoundError: it has none (naming the file).
+    """
+    side = path.with_name(path.name + SIDECAR)
+    if not side.is_file():
+        raise FileNotFoundError(f"{path}: no sidecar {side.name} (write one with --record)")
+    return json.loads(side.read_text())
+
+
+def _na(x: Any) -> str:
+    return "not recorded" if x is None else str(x)
+
+
+def _took(meta: dict[str, Any]) -> str:
+    """``wall_seconds`` and ``cpu_seconds`` of a sidecar, where recorded."""
+    kinds = (("wall_seconds", "wall"), ("cpu_seconds", "CPU"))
+    return ", ".join(f"{meta[k]:,.1f} s {w}" for k, w in kinds if meta.get(k) is not None)
+
+
+def provenance(results: Path, files: Sequence[str]) -> str:
+    """A table of where ``files`` come from: command, date, machine and load (sidecars)."""
+    lines = [
+        "| result file | written by | date | machine | load average (1 / 5 / 15 min) | took |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in files:
+        meta = read_sidecar(results / name)
+        m = meta.get("machine") or {}
+        parts = [m.get("system"), m.get("cpu"), m.get("nproc") and f"{m['nproc']} CPUs"]
+        known = [str(p) for p in parts if p]
+        where = ", ".join(known) if known else "not recorded"
+        load = m.get("load_average")
+        loads = " / ".join(f"{x:.2f}" for x in load) if load else "not recorded"
+        lines.append(
+            f"| `{(RESULTS / name).as_posix()}` | `{meta['command']}` | {_na(meta.get('date'))} "
+            f"| {where} | {loads} | {_took(meta)} |"
+        )
+    notes = [(n, read_sidecar(results / n).get("note")) for n in files]
+    notes_md = [f"- `{n}`: {note}" for n, note in notes if note]
+    return "\n".join(lines + (["", *notes_md] if notes_md else []))
+
+
+# ---------------------------------------------------------------------- renderers
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _dataclass_rows(cls: Any, records: list[dict[str, Any]]) -> list[Any]:
+    """``cls(**record)`` of each record, fields the class does not know left out."""
+    known = {f.name for f in fields(cls)}
+    return [cls(**{k: v for k, v in r.items() if k in known}) for r in records]
+
+
+def workloads_table(path: Path) -> str:
+    """The table of a workloads x clusters ``results.json`` (``placegym bench``)."""
+    from placegym.train.harness.bench import Record, markdown_table
+
+    records = json.loads(path.read_text())["records"]
+    return "Makespans in ms (ratio to critical_path):\n\n" + markdown_table(
+        _dataclass_rows(Record, records)
+    )
+
+
+def _suite_records(path: Path) -> list[Any]:
+    from placegym.train.harness.suite_bench import SuiteRecord
+
+    return _dataclass_rows(SuiteRecord, json.loads(path.read_text())["records"])
+
+
+def suite_breakdown(records: Sequence[Any]) -> str:
+    """Geometric mean of makespan / best known per placer over the (instance, seed)
+    pairs every placer solved: over all of them, per CCR (instances named ``-ccrK@``) and
+    per cluster."""
+    placers = list(dict.fromkeys(r.placer for r in records))
+    pairs: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in records:
+        pairs.setdefault((r.instance, r.seed), {})[r.placer] = r
+    solved = {
+        k: v
+        for k, v in pairs.items()
+        if len(v) == len(placers)
+        and all(x.feasible and x.gap_to_best is not None for x in v.values())
+    }
+    ccr = re.compile(r"-ccr(\d+(?:\.\d+)?)@")
+    groups: dict[str, list[tuple[str, int]]] = {f"all {len(solved)}": list(solved)}
+    ccrs = sorted({float(m.group(1)) for k in solved if (m := ccr.search(k[0]))})
+    for c in ccrs:
+        label = f"CCR {c:g}"
+        groups[label] = [k for k in solved if (m := ccr.search(k[0])) and float(m.group(1)) == c]
+    for cluster in dict.fromkeys(next(iter(v.values())).cluster for v in solved.values()):
+        groups[f"`{cluster}`"] = [k for k, v in solved.items() if v[placers[0]].cluster == cluster]
+    lines = ["| instances | " + " | ".join(placers) + " |", "|---|" + "---|" * len(placers)]
+    for label, keys in groups.items():
+        cells = [f"{geomean([1 + solved[k][p].gap_to_best for k in keys]):.3f}" for p in placers]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append(
+        f"\nGeometric mean of makespan / best known over the {len(solved)} of {len(pairs)} "
+        "(instance, seed) pairs every placer solved."
+    )
+    return "\n".join(lines)
+
+
+def suite_block(file: str, view: str) -> Block:
+    """A block of a suite's ``results.json`` (``placegym bench --suite ... --out DIR``):
+    ``view`` ``summary`` (per placer: ratio to critical_path, gaps, time, feasible count),
+    ``breakdown`` (:func:`suite_breakdown`) or ``instances`` (per instance, the gaps)."""
+    if view not in SUITE_VIEWS:
+        raise ValueError(f"view: must be one of {', '.join(SUITE_VIEWS)}, got {view!r}")
+
+    def render(results: Path) -> str:
+        from placegym.train.harness import suite_bench
+
+        views: dict[str, Callable[[Sequence[Any]], str]] = {
+            "summary": suite_bench.summary_table,
+            "breakdown": suite_breakdown,
+            "instances": suite_bench.instance_table,
+        }
+        return views[view](_suite_records(results / file))
+
+    return Block((file,), render)
+
+
+#: The views of a suite's results (:func:`suite_block`).
+SUITE_VIEWS = ("summary", "breakdown", "instances")
+
+
+def _anytime_curves(
+    path: Path,
+) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]], dict]:
+    """``(grid, {placer: (mean, std)}, info)`` from an ``anytime_curve.csv`` (nan where a
+    placer has no point), info: ``normalizer``, ``instances``, ``of``."""
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        raise ValueError(f"{path}: no curve rows")
+    grid = np.array(sorted({int(r["calls"]) for r in rows}))
+    at = {int(c): i for i, c in enumerate(grid)}
+    cv: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for r in rows:
+        mean, std = cv.setdefault(
+            r["placer"], (np.full(len(grid), np.nan), np.full(len(grid), np.nan))
+        )
+        mean[at[int(r["calls"])]] = float(r["mean_ratio"])
+        std[at[int(r["calls"])]] = float(r["std_ratio"])
+    info = {k: rows[0][k] for k in ("normalizer", "instances", "of")}
+    return grid, cv, info
+
+
+def anytime_table(path: Path, marks: Sequence[int] = (10, 100, 1000)) -> str:
+    """Best makespan / normalizer at ``marks`` and the budget, per placer, mean ± std over
+    seeds (an ``anytime_curve.csv``)."""
+    grid, cv, info = _anytime_curves(path)
+    cols = [m for m in marks if m < grid[-1]] + [int(grid[-1])]
+    lines = [
+        "| placer | " + " | ".join(f"{c:,} calls" for c in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for name, (mean, std) in cv.items():
+        cells = []
+        for c in cols:
+            ok = np.flatnonzero((grid <= c) & np.isfinite(mean))
+            cells.append(f"{mean[ok[-1]]:.3f} ± {std[ok[-1]]:.3f}" if len(ok) else "n/a")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    some = (
+        info["instances"]
+        if info["instances"] == info["of"]
+        else f"{info['instances']} of {info['of']}"
+    )
+    lines.append(
+        f"\nBest makespan / {info['normalizer']}: geometric mean over {some} instances, "
+        "mean ± std over seeds."
+    )
+    return "\n".join(lines)
+
+
+def draw_anytime(path: Path, png: Path, title: str) -> None:
+    """The figure ``placegym anytime`` draws, from its ``anytime_curve.csv``."""
+    from placegym.train.harness.anytime import plot_curves
+
+    grid, cv, info = _anytime_curves(path)
+    plot_curves(cv, grid, png, normalizer=info["normalizer"], title=title)
+
+
+def _part(results: Path, part: str) -> tuple[list[dict[str, Any]], dict[str, dict]]:
+    rows = _read_rows(results / f"{part}.jsonl")
+    base = json.loads((results / f"{part}.baselines.json").read_text())
+    missing = sorted({r["instance"] for r in rows} - set(base))
+    if missing:
+        raise ValueError(
+            f"{part}.baselines.json: no baselines for {', '.join(missing)} "
+            f"(--baselines {part} computes them)"
+        )
+    return rows, base
+
+
+def _per_graph(results: Path) -> str:
+    from placegym.train.experiments.per_graph import per_graph_table
+
+    return per_graph_table(*_part(results, "per_graph"))
+
+
+def _generalist(results: Path) -> str:
+    from placegym.train.experiments.generalist import generalist_table
+
+    return generalist_table(*_part(results, "generalist"))
+
+
+_CH = "bench/comm-heavy-v0-test/results.json"
+_ANY = "anytime/comm-heavy-v0-test/anytime_curve.csv"
+#: Every generated block, by the name its markers carry.
+BLOCKS: dict[str, Block] = {
+    "bench-p100x4": Block(
+        ("bench/p100x4/results.json",),
+        lambda results: workloads_table(results / "bench/p100x4/results.json"),
+    ),
+    "suite-summary-comm-heavy-v0-test": suite_block(_CH, "summary"),
+    "suite-breakdown-comm-heavy-v0-test": suite_block(_CH, "breakdown"),
+    "suite-instances-comm-heavy-v0-test": suite_block(_CH, "instances"),
+    "anytime-comm-heavy-v0-test": Block(
+        (_ANY,),
+        lambda results: anytime_table(results / _ANY),
+        lambda results, png: draw_anytime(
+            results / _ANY, png, "comm-heavy-v0 test: 48 instances, seeds 0,1,2"
+        ),
+        "anytime curves of anneal and random search on comm-heavy-v0 test",
+    ),
+    "per_graph": Block(("per_graph.jsonl", "per_graph.baselines.json"), _per_graph),
+    "generalist": Block(("generalist.jsonl", "generalist.baselines.json"), _generalist),
+}
+
+
+# ---------------------------------------------------------------------- pages
+def figure_path(root: Path, name: str) -> Path:
+    """Where block ``name``'s figure is drawn."""
+    return root / FIGURES / f"{name}.png"
+
+
+def render_block(name: str, root: Path, page: Path) -> str:
+    """The text between the markers of block ``name`` on ``page`` (its figure linked
+    relative to the page).
+
+    Raises:
+        ValueError: no block has that name (naming the page).
+    """
+    if name not in BLOCKS:
+        raise ValueError(f"{page}: unknown generated block {name!r} (known: {', '.join(BLOCKS)})")
+    block = BLOCKS[name]
+    results = root / RESULTS
+    parts = [block.render(results).rstrip()]
+    if block.draw is not None:
+        link = os.path.relpath(figure_path(root, name), page.parent)
+        parts.append(f"![{block.alt}]({Path(link).as_posix()})")
+    parts.append(
+        "Generated by `python -m placegym.train.experiments.pages` from:\n\n"
+        + provenance(results, block.files)
+    )
+    return "\n" + "\n\n".join(parts) + "\n"
+
+
+def split_page(text: str, page: Path) -> list[tuple[str | None, str]]:
+    """The page as ``(None, hand-written text)`` and ``(name, block body)`` pieces, in
+    order; the markers stay in the hand-written pieces.
+
+    Raises:
+        ValueError: a block not closed, or opened inside another (naming page and line).
+    """
+    out: list[tuple[str | None, str]] = []
+    lines = text.splitlines(keepends=True)
+    name: str | None = None
+    start = 0
+    body: list[str] = []
+    hand: list[str] = []
+    for i, line in enumerate(lines, 1):
+        begin = BEGIN.fullmatch(line.strip())
+        if name is None:
+            hand.append(line)
+            if begin:
+                out.append((None, "".join(hand)))
+                hand, name, start, body = [], begin.group(1), i, []
+            elif line.strip() == END:
+                raise ValueError(f"{page}:{i}: {END} without a block opened")
+        elif begin:
+            raise ValueError(f"{page}:{i}: block {begin.group(1)!r} opened inside {name!r}")
+        elif line.strip() == END:
+            out.append((name, "".join(body)))
+            hand, name = [line], None
+        else:
+            body.append(line)
+    if name is not None:
+        raise ValueError(f"{page}:{start}: block {name!r} is not closed ({END})")
+    out.append((None, "".join(hand)))
+    return out
+
+
+def pages(root: Path) -> list[Path]:
+    """The pages that may hold generated blocks: README.md and docs/**/*.md."""
+    return [p for p in [root / "README.md", *sorted((root / "docs").rglob("*.md"))] if p.is_file()]
+
+
+def _rendered(root: Path, page: Path) -> tuple[str, list[str]]:
+    """The page with every block rendered, and the names of its blocks."""
+    pieces = split_page(page.read_text(), page)
+    names = [n for n, _ in pieces if n is not None]
+    text = "".join(body if n is None else render_block(n, root, page) for n, body in pieces)
+    return text, names
+
+
+def stale_blocks(root: Path) -> list[str]:
+    """``page: block NAME`` for every block that differs from its rendering, and
+    ``missing figure PATH`` for every figure of a used block that does not exist."""
+    stale, used = [], set()
+    for page in pages(root):
+        pieces = split_page(page.read_text(), page)
+        for name, body in pieces:
+            if name is None:
+                continue
+            used.add(name)
+            if body != render_block(name, root, page):
+                stale.append(f"{page.relative_to(root)}: block {name}")
+    for name in sorted(used):
+        path = figure_path(root, name)
+        if BLOCKS[name].draw is not None and not path.is_file():
+            stale.append(f"missing figure {path.relative_to(root)}")
+    return stale
+
+
+def update_pages(root: Path) -> list[str]:
+    """Rewrite every block of every page and draw the figures of the blocks in use;
+    returns the pages and figures written."""
+    written, used = [], set()
+    for page in pages(root):
+        text, names = _rendered(root, page)
+        used |= set(names)
+        if text != page.read_text():
+            page.write_text(text)
+            written.append(str(page.relative_to(root)))
+    for name in sorted(used):
+        block = BLOCKS[name]
+        if block.draw is not None:
+            path = figure_path(root, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            block.draw(root / RESULTS, path)
+            written.append(str(path.relative_to(root)))
+    return written
+
+
+# ---------------------------------------------------------------------- stored baselines
+def store_baselines(part: str, root: Path) -> Path:
+    """Compute the baselines of every instance of report part ``part``'s saved rows
+    (``per_graph``: :func:`placegym.train.experiments.per_graph.baselines`,
+    ``generalist``: :func:`placegym.train.experiments.generalist.baselines`; seeded, so
+    the same on any machine) into ``docs/results/PART.baselines.json`` with its sidecar.
+
+    Raises:
+        ValueError: an unknown part.
+    """
+    from placegym.train.experiments import generalist, per_graph
+
+    compute = {"per_graph": per_graph.baselines, "generalist": generalist.baselines}
+    if part not in compute:
+        raise ValueError(f"--baselines: must be one of {', '.join(compute)}, got {part!r}")
+    results = root / RESULTS
+    names = dict.fromkeys(r["instance"] for r in _read_rows(results / f"{part}.jsonl"))
+    base = {}
+    for i, name in enumerate(names, 1):
+        base[name] = compute[part](name)
+        print(f"[{i}/{len(names)}] {name}", flush=True)
+    path = results / f"{part}.baselines.json"
+    path.write_text(json.dumps(base, indent=1) + "\n")
+    write_sidecar(path, f"python -m placegym.train.experiments.pages --baselines {part}")
+    return path
+
+
+# ---------------------------------------------------------------------- command line
+def add_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """This module's options (also those of ``placegym report --pages``)."""
+    p.add_argument("--root", default=".", help="the source checkout (default .)")
+    p.add_argument("--check", action="store_true", help="exit 1 naming each stale block")
+    p.add_argument("--baselines", metavar="PART", help="compute and store PART's baselines")
+    p.add_argument("--record", metavar="FILE", help="write the sidecar of result file FILE")
+    p.add_argument("--command", help="with --record: the command that wrote FILE")
+    p.add_argument("--load", help="with --record: the load average '1,5,15' at the end")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out :func:`add_arguments`' options: 0, 1 (``--check``: stale blocks) or 2
+    (bad input: one line naming it)."""
+    root = Path(args.root)
+    try:
+        if args.record:
+            if not args.command:
+                raise ValueError("--record: --command is required")
+            load = [float(x) for x in args.load.split(",")] if args.load else None
+            print(f"written: {write_sidecar(Path(args.record), args.command, load=load)}")
+            return 0
+        if not (root / RESULTS).is_dir():
+            raise ValueError(f"--root: {root} has no {RESULTS} (run from a source checkout)")
+        if args.baselines:
+            print(f"written: {store_baselines(args.baselines, root)}")
+            return 0
+        if args.check:
+            stale = stale_blocks(root)
+            print("".join(f"stale: {line}\n" for line in stale), end="")
+            if stale:
+                print("rewrite with: python -m placegym.train.experiments.pages")
+            return 1 if stale else 0
+        for line in update_pages(root):
+            print(f"written: {line}")
+        return 0
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line (module docstring)."""
+    p = argparse.ArgumentParser(
+        prog="python -m placegym.train.experiments.pages",
+        description="Rewrite the generated blocks of README.md and docs/ from docs/results.",
+    )
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
