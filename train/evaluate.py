@@ -40,6 +40,7 @@ from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster,
 from placegym.envs.cache import IdentityCache
 from placegym.envs.reward import DEFAULT_REFERENCE, SharedReference
 from placegym.envs.simulator import Dispatch
+from placegym.teachers import make_feasible
 from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
 from placegym.train.stats import geomean
 
@@ -319,6 +320,13 @@ def results_table(rows: Sequence[dict[str, Any]], k: int, seconds: float) -> str
 class AgentPlacer:
     """A trained policy as a placer for any graph and cluster.
 
+    Its placement keeps every co-location group together (the environment's mask) and
+    fits in memory whenever the repair can reach a feasible one: the policy's placement
+    (greedy, sampled, or the best of ``k`` samples, a feasible sample first) when it
+    fits, else :func:`~placegym.teachers.make_feasible` of it (whole units moved off the
+    devices over memory, then the resident bytes spread worst-fit), so an agent never
+    ends over memory where the certificate of a fit exists.
+
     Args:
         policy: the dual policy.
         mode: ``greedy``, ``sample`` or ``best_of_k``.
@@ -339,8 +347,11 @@ class AgentPlacer:
     def place(self, graph: Graph, cluster: Cluster | str, seed: int = 0) -> Placement:
         """Place ``graph`` on ``cluster`` (a preset name, JSON path or Cluster)."""
         cluster = load_cluster(cluster)
+        return make_feasible(graph, cluster, self._place(graph, cluster, seed))
+
+    def _place(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
         if self.mode == "best_of_k" and decodes_like_episodes(self.policy):
-            return best_of_samples(self.policy, graph, cluster, self.k, seed)[0]
+            return best_of_samples(self.policy, graph, cluster, self.k, seed, feasible=True)[0]
         count = self.k if self.mode == "best_of_k" else 1
         envs = self._pool.get(graph, cluster, count)
         records = play_episodes(
@@ -352,7 +363,10 @@ class AgentPlacer:
             graph_cache=self._pool.graph_cache,
             keep_inputs=False,
         )
-        return episode_placement(min(records, key=lambda r: r.makespan))
+        # a feasible episode first (the environment marks an infeasible one), then the fastest
+        return episode_placement(
+            min(records, key=lambda r: (bool(r.info.get("infeasible")), r.makespan))
+        )
 
     def __call__(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
         """The placer interface of ``placegym bench``: :meth:`place` with ``seed``."""

@@ -32,6 +32,7 @@ from placegym.agents.doppler.episodes import (
 from placegym.agents.doppler.features import new_pricer
 from placegym.agents.doppler.inputs import graph_inputs, plc_devices
 from placegym.agents.doppler.policy import DopplerPolicy
+from placegym.envs.analysis import memory_may_bind
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.observation import ObservationBuilder
@@ -293,9 +294,18 @@ def best_of_samples(
     seed: int,
     *,
     dispatch: Dispatch = "priority",
+    feasible: bool = False,
 ) -> tuple[Placement, float]:
     """The best of :func:`sample_placements` (default environment options) and its
-    makespan; the first of equal makespans wins, as the best of the played episodes."""
+    makespan; the first of equal makespans wins, as the best of the played episodes.
+    With ``feasible``, a sample within every device's memory beats one over it (one more
+    batch simulation when memory can bind)."""
     devs, orders, makespans = sample_placements(policy, graph, cluster, k, seed, dispatch=dispatch)
-    best = int(np.argmin(makespans))
+    key = makespans
+    if feasible and memory_may_bind(graph, cluster):
+        over = simulate_batch(graph, cluster, devs, orders, dispatch=dispatch, memory=True).oom
+        key = np.where(over, np.inf, makespans)
+        if np.isinf(key).all():
+            key = makespans
+    best = int(np.argmin(key))
     return Placement(devs[best], orders[best]), float(makespans[best])
