@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from typing import ClassVar
 
 import numpy as np
@@ -59,6 +63,26 @@ def _contract(graph: Graph, vweight: np.ndarray):
     return of, np.bincount(of, weights=vweight, minlength=k), pair // k, pair % k, w
 
 
+@contextlib.contextmanager
+def _quiet_c_output() -> Iterator[None]:
+    """Silence the METIS C library's own prints (``***Cannot bisect a graph with 0
+    vertices!`` when one vertex outweighs a part: the partition it returns is used all
+    the same) by pointing file descriptors 1 and 2 at ``/dev/null`` for the call."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
+
+
 def metis_parts(
     graph: Graph,
     cluster: Cluster,
@@ -92,14 +116,15 @@ def metis_parts(
         graph_arg = {"adjacency": pymetis.CSRAdjacency(xadj.tolist(), adjncy.tolist())}
     else:
         graph_arg = {"xadj": xadj.tolist(), "adjncy": adjncy.tolist()}
-    result = pymetis.part_graph(  # type: ignore[call-overload]  # either pymetis API
-        nparts,
-        **graph_arg,
-        vweights=_int_weights(vw).tolist(),
-        eweights=_int_weights(wts).tolist() if len(wts) else None,
-        tpwgts=tpwgts,
-        options=pymetis.Options(seed=seed),
-    )
+    with _quiet_c_output():
+        result = pymetis.part_graph(  # type: ignore[call-overload]  # either pymetis API
+            nparts,
+            **graph_arg,
+            vweights=_int_weights(vw).tolist(),
+            eweights=_int_weights(wts).tolist() if len(wts) else None,
+            tpwgts=tpwgts,
+            options=pymetis.Options(seed=seed),
+        )
     part = np.asarray(result.vertex_part, dtype=np.int64)
     return part if of is None else part[of]
 

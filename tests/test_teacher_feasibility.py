@@ -322,3 +322,12 @@ def test_tight_hand_graph_fits_for_every_rule():
     c = unit_cluster(2, memory=10.0)
     for name in ("critical_path", "heft", "heft_rule", "nest", "metis", "lookahead"):
         check_feasible(g, c, get_teacher(name).place(g, c), name)
+
+
+def test_metis_says_nothing_on_a_partition_it_cannot_balance(capfd):
+    from placegym.envs.suites import get_suite
+
+    inst = get_suite("published-v0").instance("latency-operator-bert_l-3_inference")
+    get_teacher("metis").place(inst.graph, inst.cluster)  # one group outweighs a part
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""

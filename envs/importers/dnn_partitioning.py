@@ -113,6 +113,7 @@ __all__ = [
     "HOST_BANDWIDTH",
     "INPUTS",
     "NOMINAL_FLOPS",
+    "ExpertPlacer",
     "default_name",
     "expert_for",
     "expert_placement",
@@ -472,3 +473,28 @@ def expert_for(workload: str | os.PathLike[str]) -> Path | None:
         key = by_name.get(os.fspath(workload), key)
     rel = EXPERTS.get(key)
     return None if rel is None else DATA_DIR / rel
+
+
+class ExpertPlacer:
+    """The human-expert split of a published workload as a placer
+    (``place(graph, cluster, seed)``, :mod:`placegym.benchmark`): the graph is recognised
+    by its name (:func:`default_name`, as the suites and the importer name it), the split
+    is :func:`expert_placement`'s. ``placegym bench --suite published-v0 --placer
+    placegym.envs.importers.dnn_partitioning:ExpertPlacer`` adds an ``expert`` column.
+
+    Raises:
+        ValueError: for a graph without an expert split (the benchmark marks its row
+            failed) or whose cluster does not fit the split.
+    """
+
+    name = "expert"
+
+    def place(self, graph: Any, cluster: Any, seed: int = 0) -> Placement:
+        """The expert placement of ``graph`` (``seed`` is not used)."""
+        expert = expert_for(graph.name)
+        inputs = {default_name(rel): rel for rel in INPUTS}
+        if expert is None or graph.name not in inputs:
+            raise ValueError(f"graph: no expert split for {graph.name!r}")
+        placement = expert_placement(DATA_DIR / inputs[graph.name], expert)
+        placement.check(graph, cluster)
+        return placement
