@@ -76,7 +76,7 @@ def test_a_tampered_row_is_refused_naming_it(run, tmp_path):
     doc = json.loads(entry.path.read_text())
     doc["entry"]["geomean_best"] = 0.5
     entry.path.write_text(json.dumps(doc))
-    with pytest.raises(ValueError, match="entry.geomean_best: stored 0.5, rows give 1.0"):
+    with pytest.raises(ValueError, match=r"entry\.geomean_best: stored 0\.5, rows give 1\.0"):
         verify_all(tmp_path / "b")
     doc["records"][1]["seconds"] += 1.0
     doc["entry"] = json.loads(entry.path.read_text())["entry"] | {"geomean_best": None}

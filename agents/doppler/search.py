@@ -41,8 +41,9 @@ candidates equal to the incumbent, are not simulated. Memory: an over-memory
 placement scores its makespan plus the serial upper bound, so the best is feasible
 whenever a feasible placement was seen (the memory-aware ``starts`` are, where their
 rules reach one); if none was, the best is repaired by
-:func:`~placegym.teachers.make_feasible` (stage ``repair``, its calls beyond the budget). :attr:`SearchResult.curve` ``[i]``
-is the best makespan after ``i + 1`` calls (an anytime curve). All draws come from
+:func:`~placegym.teachers.make_feasible` (stage ``repair``, its calls beyond the budget).
+:attr:`SearchResult.curve` ``[i]`` is the best makespan after ``i + 1`` calls (an anytime
+curve). All draws come from
 ``numpy.random.default_rng(seed)``: same checkpoint, graph, cluster, config and seed, same
 result.
 
