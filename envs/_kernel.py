@@ -22,21 +22,32 @@ time, rank) because instants only move forward. Each instant is one or more roun
 every event already queued at ``t`` is popped, then applied, then idle devices dispatch;
 events created at ``t`` with zero delay land in the next round at the same ``t`` (rule 7).
 
-Channels (ordered device pairs) live in a table indexed ``a * D + b`` when ``D²`` is
-small, else in an open-addressing hash table sized by the number of edges, so a call
-costs nothing in ``D²`` (or ``n × D``) on large clusters.
+Channels (ordered device pairs, ``links="pair"``) live in a table indexed ``a * D + b``
+when ``D²`` is small, else in an open-addressing hash table sized by the number of edges,
+so a call costs nothing in ``D²`` (or ``n × D``) on large clusters. Ports
+(``links="port"``, the cluster's ``L`` levels) take the channel table's place, which then
+holds ``2 D L`` free times: send port ``(a, l)`` at ``a * L + l``, receive port ``(b, l)``
+at ``D L + b * L + l``. A transfer takes both of its ports when it is enqueued (its start
+is known then): it starts at the latest of its enqueue time and their free times, and
+both become free at its arrival. Either way a transfer's start is fixed when it is
+enqueued, which is what keeps the links first-in first-out.
 
 Peak memory is tracked during the loop: a node's output is allocated at its start and
 freed at its last release (each local consumer's finish, each outgoing transfer's
 arrival; a sink's at its own finish); a received copy is allocated at the transfer's
-start and freed at the finish of the last consumer it serves. At one instant every free
-comes before every allocation (half-open intervals), so a device's peak is checked once
-per instant, after all of that instant's rounds.
+start and freed at the finish of the last consumer it serves. A transfer that waits for
+its links starts at the arrival of the transfer it waits for, so its copy is allocated
+when that arrival is applied: each transfer keeps the one that starts at its arrival on
+its channel (``next_tr``), or with ports on its send port (``next_tr``) and on its receive
+port (``next_rx``). At one instant every free comes before every allocation (half-open
+intervals), so a device's peak is checked once per instant, after all of that instant's
+rounds.
 
 Packed arguments (tuples of arrays): ``g = (out_bytes, param_bytes, cons_ptr, cons_idx,
 prod_ptr, prod_idx, npred, multi)`` (``multi``: the nodes with two consumers or more),
-``links = (pair_latency, pair_bandwidth)``, ``p = (device, rank, order)``, ``out = (start,
-finish, tr_node, tr_dst, tr_start, tr_arrival, peak)``.
+``links = (pair_latency, pair_bandwidth, ci)`` (``ci``: see :func:`pack_static`), ``p =
+(device, rank, order)``, ``out = (start, finish, tr_node, tr_dst, tr_start, tr_arrival,
+peak)``.
 """
 
 from __future__ import annotations
@@ -102,16 +113,24 @@ _EMPTY = np.int64(-1)
 
 
 @njit(cache=True)
-def workspace(n, ne, ndev):
+def workspace(n, ne, ndev, nports):
     """Scratch arrays for :func:`run_into` on graphs of ``n`` nodes and ``ne`` edges, in
-    the order :func:`run_into` unpacks them (views of three buffers: fewer allocations)."""
+    the order :func:`run_into` unpacks them (views of three buffers: fewer allocations).
+    With ``nports`` ports of each direction (``D L`` for ``links="port"``, else 0), the
+    channel arrays hold the ports instead: ``chfree`` their free times, ``chlast`` the
+    last transfer that took each, and ``chkey`` (no hashing then) ``next_rx`` per
+    transfer (see :func:`run_into`)."""
     bits = 1
     while (1 << bits) < 2 * ne + 2:
         bits += 1
     nch = ndev * ndev if ndev * ndev <= (1 << bits) else 1 << bits
+    nkey = nch
+    if nports > 0:
+        nch = 2 * nports
+        nkey = ne
     cap = n + ne
     nd1 = ndev + 1
-    sizes = (ne, ne, ne, nd1, n, ndev, cap, cap, n, nch, nch, ne, nd1, n, ne, n, n, nd1)
+    sizes = (ne, ne, ne, nd1, n, ndev, cap, cap, n, nkey, nch, ne, nd1, n, ne, n, n, nd1)
     total = 0
     for k in sizes:
         total += k
@@ -133,9 +152,9 @@ def workspace(n, ne, ndev):
         ints[at[7] : at[8]],  # buf: keys of one round
         ints[at[8] : at[9]],  # missing: inputs not yet present
         flags[:ndev],  # busy
-        ints[at[9] : at[10]],  # chkey: channel keys (hash table only)
-        floats[cap : cap + nch],  # chfree: channel free time
-        ints[at[10] : at[11]],  # chlast: last transfer enqueued per channel
+        ints[at[9] : at[10]],  # chkey: channel keys (hash table only); ports: next_rx
+        floats[cap : cap + nch],  # chfree: channel (or port) free time
+        ints[at[10] : at[11]],  # chlast: last transfer enqueued per channel (or port)
         ints[at[11] : at[12]],  # next_tr: transfer that starts at this one's arrival
         ints[at[12] : at[13]],  # dirty: devices to dispatch (D + 1: see _mark)
         flags[ndev : 2 * ndev],  # is_dirty: in dirty
@@ -331,7 +350,7 @@ def _group_consumers(cons_ptr, cons_idx, multi, dev, out, count):
 
 
 @njit(cache=True)
-def run_into(dur, g, links, p, fifo, memory, ws, out):
+def run_into(dur, g, links, p, fifo, memory, ports, ws, out):
     """Simulate one placement ``p`` with durations ``dur`` in workspace ``ws``.
 
     Writes start and finish (n), the first ``ntr`` rows of the transfer arrays (ne) and,
@@ -342,21 +361,29 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
     Set-up and event handlers stay in this one function on purpose: numba
     reference-counts an array each time it is taken out of a tuple, so helpers that read
     the packed arguments in a loop run several times slower; arrays are unpacked once,
-    here. ``fifo`` and ``memory`` must be compile-time constants (callers go through
-    :func:`_run`): each of the four combinations is compiled apart, without the code
-    and the registers of the branches it does not take (a tenth of the time). Indices
-    are unsigned (``_u``, see above).
+    here. ``fifo``, ``memory`` and ``ports`` (``links="port"``) must be compile-time
+    constants (callers go through :func:`_run`): each of the eight combinations is
+    compiled apart, without the code and the registers of the branches it does not take
+    (a tenth of the time). Indices are unsigned (``_u``, see above).
+
+    With ports the channel arrays hold the ports (:func:`workspace`): ``chfree`` their
+    free times, ``chlast`` the last transfer that took each, and ``chkey`` is
+    ``next_rx``, the transfer that starts at this one's arrival on its receive port
+    (``next_tr`` then keeps the one that starts at its arrival on its send port).
     """
     literally(fifo)
     literally(memory)
+    literally(ports)
     out_bytes, param_bytes, cons_ptr, _, prod_ptr, prod_idx, npred, multi = g
-    pair_lat, pair_bw = links
+    pair_lat, pair_bw, ci = links
     dev, rank, order = p
     start, finish, tr_node, tr_dst, tr_start, tr_arr, peak = out
     (cons, tr_lo, tr_hi, off, ready, rsize, et, es, buf, missing, busy, chkey, chfree) = ws[:13]
     (chlast, next_tr, dirty, is_dirty, pend, tr_pend, trf, trc, cur, touched, is_touched) = ws[13:]
     n = dur.shape[0]
     ndev = pair_lat.shape[0]
+    nlev = ci[ndev]  # ports: the number of levels L
+    nports = ndev * nlev  # ports of each direction
     dense = chfree.shape[0] == ndev * ndev
     _group_consumers(cons_ptr, g[3], multi, dev, cons, rsize)  # set-up
     off[:] = 0
@@ -368,7 +395,7 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
     missing[:] = npred
     busy[:] = False
     is_dirty[:] = False
-    if dense:
+    if ports or dense:  # (ports: every port free at 0)
         chfree[:] = 0.0
     else:
         chkey[:] = _EMPTY
@@ -437,6 +464,11 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
                         d = tr_dst[nx]
                         cur[_u(d)] += out_bytes[_u(tr_node[nx])]
                         ntouched = _mark(d, touched, is_touched, ntouched)
+                    if ports and chkey[m] >= 0:  # next_rx
+                        nx = _u(chkey[m])
+                        d = tr_dst[nx]
+                        cur[_u(d)] += out_bytes[_u(tr_node[nx])]
+                        ntouched = _mark(d, touched, is_touched, ntouched)
                 continue
             v = _u(order[_u(x)])  # finish of the node of rank x
             a = dev[v]
@@ -475,18 +507,41 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
                     j = k
                     continue
                 ub = _u(b)
-                ch = _channel(chkey, chfree, dense, a * ndev + b)  # one transfer to b
-                s0 = t
-                if chfree[ch] > t:
-                    s0 = chfree[ch]
-                    if memory:  # the copy is allocated when the channel frees up
-                        next_tr[_u(chlast[ch])] = ntr
-                elif memory:
-                    cur[ub] += out_bytes[v]
-                    ntouched = _mark(b, touched, is_touched, ntouched)
-                arr = s0 + (pair_lat[ua, ub] + out_bytes[v] / pair_bw[ua, ub])
-                chfree[ch] = arr
-                chlast[ch] = ntr
+                s0 = t  # one transfer to b
+                if ports:  # it takes the send port (a, l) and the receive port (b, l)
+                    lv = ci[_u(ndev + 1) + ua * _u(ndev) + ub]
+                    sp = _u(a * nlev + lv)
+                    rp = _u(nports + b * nlev + lv)
+                    if chfree[sp] > s0:
+                        s0 = chfree[sp]
+                    if chfree[rp] > s0:
+                        s0 = chfree[rp]
+                    if memory:  # the copy is allocated when the later port frees up
+                        if s0 == t:
+                            cur[ub] += out_bytes[v]
+                            ntouched = _mark(b, touched, is_touched, ntouched)
+                        elif s0 == chfree[sp]:
+                            next_tr[_u(chlast[sp])] = ntr
+                        else:
+                            chkey[_u(chlast[rp])] = ntr  # next_rx
+                        chkey[_u(ntr)] = -1
+                    arr = s0 + (pair_lat[ua, ub] + out_bytes[v] / pair_bw[ua, ub])
+                    chfree[sp] = arr
+                    chfree[rp] = arr
+                    chlast[sp] = ntr
+                    chlast[rp] = ntr
+                else:
+                    ch = _channel(chkey, chfree, dense, a * ndev + b)
+                    if chfree[ch] > t:
+                        s0 = chfree[ch]
+                        if memory:  # the copy is allocated when the channel frees up
+                            next_tr[_u(chlast[ch])] = ntr
+                    elif memory:
+                        cur[ub] += out_bytes[v]
+                        ntouched = _mark(b, touched, is_touched, ntouched)
+                    arr = s0 + (pair_lat[ua, ub] + out_bytes[v] / pair_bw[ua, ub])
+                    chfree[ch] = arr
+                    chlast[ch] = ntr
                 m = _u(ntr)
                 tr_node[m], tr_dst[m], tr_start[m], tr_arr[m] = v, b, s0, arr
                 tr_lo[m], tr_hi[m], next_tr[m], tr_pend[m] = j, k, -1, k - j
@@ -506,18 +561,26 @@ def run_into(dur, g, links, p, fifo, memory, ws, out):
 
 @njit(cache=True)
 def _run(dur, g, links, p, fifo, memory, ws, out):
-    """:func:`run_into` with run-time ``fifo`` and ``memory``: calls the version compiled
-    for their values."""
+    """:func:`run_into` with run-time ``fifo``, ``memory`` and ports (``links``' ``L >
+    0``): calls the version compiled for their values."""
+    if links[2][links[0].shape[0]] > 0:
+        if fifo:
+            if memory:
+                return run_into(dur, g, links, p, True, True, True, ws, out)
+            return run_into(dur, g, links, p, True, False, True, ws, out)
+        if memory:
+            return run_into(dur, g, links, p, False, True, True, ws, out)
+        return run_into(dur, g, links, p, False, False, True, ws, out)
     if fifo:
         if memory:
-            return run_into(dur, g, links, p, True, True, ws, out)
-        return run_into(dur, g, links, p, True, False, ws, out)
+            return run_into(dur, g, links, p, True, True, False, ws, out)
+        return run_into(dur, g, links, p, True, False, False, ws, out)
     if memory:
-        return run_into(dur, g, links, p, False, True, ws, out)
-    return run_into(dur, g, links, p, False, False, ws, out)
+        return run_into(dur, g, links, p, False, True, False, ws, out)
+    return run_into(dur, g, links, p, False, False, False, ws, out)
 
 
-def pack_static(graph_arrays, cost_arrays, memory):
+def pack_static(graph_arrays, cost_arrays, memory, ports=None):
     """The arrays every call on one (graph, cluster) pair shares, packed into seven.
 
     The compiled entry points take these first (each array argument costs ~0.1 µs to
@@ -526,8 +589,10 @@ def pack_static(graph_arrays, cost_arrays, memory):
     ``gf (4, n)`` = out_bytes, param_bytes, flops, io_bytes; ``gi`` = cons_ptr (n + 1) |
     prod_ptr (n + 1) | npred (n) | cons_idx (ne) | prod_idx (ne) | multi (the nodes with
     two consumers or more, ascending; computed here once per graph); ``cf (4, D)`` = device
-    flops, mem_bandwidth, launch_overhead, memory; then pair_latency, pair_bandwidth, the
-    profiled table and profile classes as they are. Plain numpy (not compiled); read-only.
+    flops, mem_bandwidth, launch_overhead, memory; then pair_latency, pair_bandwidth and
+    the profiled table as they are; ``ci`` = profile class (D) | L (1) | pair_level (D²,
+    row-major), with ``L = 0`` and no pair_level for ``links="pair"`` (the rule-1 code
+    reads a device's class as ``ci[d]``). Plain numpy (not compiled); read-only.
 
     Args:
         graph_arrays: ``(out_bytes, param_bytes, flops, io_bytes, cons_ptr, cons_idx,
@@ -535,6 +600,7 @@ def pack_static(graph_arrays, cost_arrays, memory):
         cost_arrays: ``(device flops, mem_bandwidth, launch_overhead, pair_latency,
             pair_bandwidth, profiled table, profile class)``.
         memory: ``(D,)`` capacity per device.
+        ports: ``(L, pair_level (D, D))`` for ``links="port"``, None for ``"pair"``.
     """
     out_b, param_b, flops, io, cptr, cidx, pptr, pidx, npred = graph_arrays
     dflops, dmembw, dlaunch, lat, bw, table, dclass = cost_arrays
@@ -542,23 +608,26 @@ def pack_static(graph_arrays, cost_arrays, memory):
     multi = np.flatnonzero(np.diff(cptr) >= 2)
     gi = np.concatenate([cptr, pptr, npred, cidx, pidx, multi]).astype(np.int64)
     cf = np.array([dflops, dmembw, dlaunch, memory], dtype=np.float64)
-    packed = (gf, gi, cf, lat, bw, table, dclass)
-    for a in packed[:3]:
+    nlev, level = (0, np.zeros(0)) if ports is None else ports
+    ci = np.concatenate([dclass, [nlev], np.ravel(level)]).astype(np.int64)
+    packed = (gf, gi, cf, lat, bw, table, ci)
+    for a in (gf, gi, cf, ci):
         a.setflags(write=False)
     return packed
 
 
 @njit(cache=True, inline="always")
-def _unpack(gf, gi, cf, lat, bw, table, dclass):
+def _unpack(gf, gi, cf, lat, bw, table, ci):
     """``(costs, g, links)`` of :func:`pack_static`'s arrays, ``costs = (flops, io_bytes,
-    device flops, mem_bandwidth, launch_overhead, profiled table, profile class)`` being
-    :func:`durations`' inputs (``g`` and ``links``: see above)."""
+    device flops, mem_bandwidth, launch_overhead, profiled table, ci)`` being
+    :func:`durations`' inputs (``ci[:D]`` the profile classes; ``g`` and ``links``: see
+    above)."""
     n = gf.shape[1]
     ne = gi[n]  # cons_ptr[n]
     at = 3 * n + 2
     g = (gf[0], gf[1], gi[: n + 1], gi[at : at + ne], gi[n + 1 : 2 * n + 2])
     g = (*g, gi[at + ne : at + 2 * ne], gi[2 * n + 2 : at], gi[at + 2 * ne :])
-    return (gf[2], gf[3], cf[0], cf[1], cf[2], table, dclass), g, (lat, bw)
+    return (gf[2], gf[3], cf[0], cf[1], cf[2], table, ci), g, (lat, bw, ci)
 
 
 @njit(cache=True, inline="always")
@@ -568,7 +637,7 @@ def _durations_of(costs, dev, factor):
 
 
 @njit(cache=True)
-def simulate_one(gf, gi, cf, lat, bw, table, dclass, factor, dev, rank, order, fifo, times, ints):
+def simulate_one(gf, gi, cf, lat, bw, table, ci, factor, dev, rank, order, fifo, times, ints):
     """One placement ``(dev, rank, order)`` with its full trace and memory; the first
     seven arguments are :func:`pack_static`'s.
 
@@ -577,7 +646,7 @@ def simulate_one(gf, gi, cf, lat, bw, table, dclass, factor, dev, rank, order, f
     src (ne) | dst (ne), of which the first ``ntr`` entries of each transfer block are
     used (given by the caller: returning arrays to Python costs more than passing them).
     Returns ``(makespan, ntr, oom)``, ``oom``: a peak exceeds the device's memory."""
-    costs, g, links = _unpack(gf, gi, cf, lat, bw, table, dclass)
+    costs, g, links = _unpack(gf, gi, cf, lat, bw, table, ci)
     dur = _durations_of(costs, dev, factor)
     n = dur.shape[0]
     ne = g[3].shape[0]
@@ -593,7 +662,7 @@ def simulate_one(gf, gi, cf, lat, bw, table, dclass, factor, dev, rank, order, f
         times[k + ne : k + 2 * ne],
         peak,
     )
-    ws = workspace(n, ne, ndev)
+    ws = workspace(n, ne, ndev, ndev * ci[ndev])
     makespan, ntr = _run(dur, g, links, (dev, rank, order), fifo, True, ws, out)
     for m in range(ntr):
         u = ints[m]
@@ -606,15 +675,15 @@ def simulate_one(gf, gi, cf, lat, bw, table, dclass, factor, dev, rank, order, f
 
 
 @njit(cache=True)
-def makespan_one(gf, gi, cf, lat, bw, table, dclass, factor, dev, rank, order, fifo):
+def makespan_one(gf, gi, cf, lat, bw, table, ci, factor, dev, rank, order, fifo):
     """The makespan of one placement (no trace kept, no memory tracked); arguments as in
     :func:`simulate_one`."""
-    costs, g, links = _unpack(gf, gi, cf, lat, bw, table, dclass)
+    costs, g, links = _unpack(gf, gi, cf, lat, bw, table, ci)
     dur = _durations_of(costs, dev, factor)
     n = dur.shape[0]
     ne = g[3].shape[0]
     ndev = lat.shape[0]
-    ws = workspace(n, ne, ndev)
+    ws = workspace(n, ne, ndev, ndev * ci[ndev])
     return _run(dur, g, links, (dev, rank, order), fifo, False, ws, _scratch_out(n, ne, ndev))[0]
 
 
@@ -659,12 +728,12 @@ def run_rows(static, devs, orders, factors, fifo, memory, lo, hi, makespans, pea
     of :func:`pack_static`. Releases the GIL; ``factors`` is ``(B, n)`` or ``(B, 0)``
     (no noise). A row whose devices are out of range or whose order is not a
     permutation is not simulated: its makespan is NaN."""
-    gf, gi, cf, lat, bw, table, dclass = static
-    costs, g, links = _unpack(gf, gi, cf, lat, bw, table, dclass)
+    gf, gi, cf, lat, bw, table, ci = static
+    costs, g, links = _unpack(gf, gi, cf, lat, bw, table, ci)
     n = devs.shape[1]
     ne = g[3].shape[0]
     ndev = links[0].shape[0]
-    ws = workspace(n, ne, ndev)
+    ws = workspace(n, ne, ndev, ndev * ci[ndev])
     out = _scratch_out(n, ne, ndev)
     rank = np.empty(n, np.int64)
     # rule 1's per-(node, device) part once for all rows, when that is less work than

@@ -9,6 +9,11 @@ order, stored to float32 where the observation is float32 (the tests compare the
 step by step). Sums that numpy computes pairwise (``ndarray.sum``) are either computed by
 numpy once per graph or by :func:`_np_sum`, numpy's pairwise summation.
 
+Nothing here simulates, so a cluster's ``links`` (``"pair"`` or ``"port"``) need no
+support: the estimated starts of the observation ignore link contention under either
+model, as :class:`~placegym.envs.observation.ObservationBuilder`'s do, and the episode's
+makespan comes from :func:`placegym.envs.simulate`, which applies the cluster's links.
+
 Packed arguments (tuples of arrays, unpacked once per call):
 
 - ``g`` per-slot graph data: ``n (B,)``, successor CSR ``sptr (B, N+1)``, ``sidx (B, E)``,

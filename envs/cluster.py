@@ -13,13 +13,30 @@ File format (DESIGN §2)::
      "devices": [{"name": "gpu0", "flops": 9.3e12, "mem_bandwidth": 7.32e11,
                   "memory": 1.6e10, "launch_overhead": 5e-6, "path": [0, 0]}],
      "levels": [{"name": "intra-node", "bandwidth": 1.2e10, "latency": 5e-6}, ...],
-     "level_matrix": [[0, 1, ...], ...]}          # optional
+     "level_matrix": [[0, 1, ...], ...],          # optional
+     "links": "port"}                              # optional, default "pair"
 
 Required per device: ``flops`` (> 0) and ``memory`` (> 0). Optional: ``name`` (default
 ``dev{i}``), ``mem_bandwidth`` (> 0; absent = no roofline term), ``launch_overhead``
 (>= 0, default 0), ``path`` (default ``[]``), ``kind`` (the device's class for a
 profile). Required per level: ``bandwidth`` (> 0); optional ``latency`` (>= 0, default 0)
 and ``name``.
+
+Optional ``links`` (how transfers share the network; the simulator's rule 3,
+:mod:`placegym.envs.simulator`):
+
+- ``"pair"`` (the default, left out of :meth:`Cluster.to_dict`): each ordered device pair
+  ``(a, b)`` is one FIFO channel, independent of every other channel.
+- ``"port"``: each device has one *send port* and one *receive port* per network level. A
+  transfer from ``a`` to ``b`` at level ``l = pair_level[a, b]`` holds the send port
+  ``(a, l)`` and the receive port ``(b, l)`` from its start to its arrival. Transfers take
+  their ports in the order the simulator enqueues them (producer finish time, then rule 4's
+  order among producers finishing together, then ascending destination); each starts at
+  ``max(enqueue time, its send port's free time, its receive port's free time)``, a port's
+  free time being the arrival of the last transfer that took it (0 before any). So a
+  transfer never delays one enqueued before it, and one enqueued later never starts on a
+  common port before it (no back-filling of idle port time). With at most two devices the
+  two models coincide.
 
 Optional ``profile`` (profiled kernel costs, DESIGN §6; :mod:`placegym.envs.costs`):
 ``{kind: {kernel signature: seconds}}``. A node whose kernel signature is in the profile
@@ -31,13 +48,14 @@ of its device's ``kind`` runs for the profiled seconds instead of the roofline t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -45,7 +63,11 @@ from placegym.envs import validate as V
 
 CLUSTER_FORMAT = "placegym.cluster/v1"
 
-__all__ = ["CLUSTER_FORMAT", "Cluster", "Device", "Level"]
+__all__ = ["CLUSTER_FORMAT", "LINKS", "Cluster", "Device", "Level", "Links"]
+
+#: How transfers share the network (module docstring): the values of ``Cluster.links``.
+Links = Literal["pair", "port"]
+LINKS: tuple[Links, ...] = ("pair", "port")
 
 
 @dataclass(frozen=True)
@@ -75,6 +97,10 @@ class Level:
 class Cluster:
     """An immutable, validated cluster.
 
+    ``links`` is ``"pair"`` (one independent FIFO channel per ordered device pair) or
+    ``"port"`` (one send and one receive port per device and network level, shared by
+    every transfer of that device at that level); the module docstring gives the rule.
+
     Raises:
         ValueError: naming the field (``devices[2].flops``, ``levels``, ``level_matrix[1][3]``)
             and the bad value.
@@ -85,6 +111,7 @@ class Cluster:
     level_matrix: np.ndarray | None = None
     name: str = "cluster"
     profile: Mapping[str, Mapping[str, float]] | None = None
+    links: Links = "pair"
 
     def __post_init__(self) -> None:
         devs = tuple(self.devices)
@@ -128,6 +155,8 @@ class Cluster:
             object.__setattr__(self, "level_matrix", self._check_matrix(self.level_matrix))
         if self.profile is not None:
             object.__setattr__(self, "profile", _check_profile(self.profile))
+        if not isinstance(self.links, str) or self.links not in LINKS:
+            raise V.fail("links", "expected 'pair' or 'port'", self.links)
 
     def _check_matrix(self, m: Any) -> np.ndarray:
         d = len(self.devices)
@@ -154,9 +183,10 @@ class Cluster:
         return len(self.devices)
 
     def __repr__(self) -> str:
+        links = "" if self.links == "pair" else f", links={self.links!r}"
         return (
             f"Cluster(name={self.name!r}, devices={self.num_devices}, "
-            f"levels={[lv.name for lv in self.levels]})"
+            f"levels={[lv.name for lv in self.levels]}{links})"
         )
 
     @cached_property
@@ -233,6 +263,14 @@ class Cluster:
         bw = np.array([lv.bandwidth for lv in self.levels], dtype=np.float64)
         return _ro(bw[self.pair_level])
 
+    def with_links(self, links: Links) -> Cluster:
+        """This cluster with ``links`` set (``"pair"`` or ``"port"``), all else equal.
+
+        Raises:
+            ValueError: ``links`` is neither, naming the value.
+        """
+        return dataclasses.replace(self, links=links)
+
     def transfer_time(self, src: int, dst: int, nbytes: float) -> float:
         """``latency_l + bytes / bandwidth_l`` for the pair's level (0 on the same device)."""
         if src == dst:
@@ -283,6 +321,7 @@ class Cluster:
             level_matrix=data.get("level_matrix"),
             name=str(data.get("name", "cluster")),
             profile=data.get("profile"),
+            links=data.get("links", "pair"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -309,6 +348,8 @@ class Cluster:
             out["level_matrix"] = self.level_matrix.tolist()
         if self.profile is not None:
             out["profile"] = {k: dict(t) for k, t in self.profile.items()}
+        if self.links != "pair":
+            out["links"] = self.links
         return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -326,10 +367,12 @@ class Cluster:
         nodes_per_rack: int | None = None,
         name: str = "cluster",
         level_matrix: Any = None,
+        links: Links = "pair",
     ) -> Cluster:
         """``count`` copies of ``device`` named ``{name}{i}``, placed ``per_node`` to a node and
         ``nodes_per_rack`` nodes to a rack (paths ``[rack, node]``, node index within its rack).
-        Without ``per_node`` every device is on node 0 of rack 0."""
+        Without ``per_node`` every device is on node 0 of rack 0; ``links`` as in the
+        class docstring."""
         per_node = per_node or count
         nodes_per_rack = nodes_per_rack or max(1, -(-count // per_node))
         prefix = device.name
@@ -348,7 +391,13 @@ class Cluster:
                     device.kind,
                 )
             )
-        return cls(devices=tuple(devs), levels=tuple(levels), level_matrix=level_matrix, name=name)
+        return cls(
+            devices=tuple(devs),
+            levels=tuple(levels),
+            level_matrix=level_matrix,
+            name=name,
+            links=links,
+        )
 
 
 def _check_profile(profile: Any) -> dict[str, dict[str, float]]:

@@ -3,6 +3,16 @@
 It is the oracle the compiled simulator is tested against and the baseline of the speed
 benchmark, so it is written for clarity, the way one would without a compiler: dicts,
 sets and a heap of ``(time, key, event)`` tuples. It returns the same :class:`Schedule`.
+
+Links (rule 3, by the cluster's ``links``): with ``"pair"`` each ordered device pair
+``(a, b)`` is a FIFO channel with its own free time. With ``"port"`` each device has a
+send port and a receive port per network level, each with a free time; a transfer from
+``a`` to ``b`` at level ``l`` enqueued at ``t`` starts at ``max(t, free time of ("send",
+a, l), free time of ("recv", b, l))`` and sets both free times to its arrival. Either
+way the start is fixed when the transfer is enqueued, in the enqueue order of rule 4
+(finish time; at one time the finishes of one round before the next, in ascending rank;
+one producer's transfers in ascending destination index), so the links are first-in
+first-out and a transfer never waits for one enqueued after it.
 """
 
 from __future__ import annotations
@@ -57,6 +67,8 @@ def simulate_reference(
         producers[v].append(u)
     dflops, dbw, launch = c.flops.tolist(), c.mem_bandwidth.tolist(), c.launch_overhead.tolist()
     lat, bw = c.pair_latency.tolist(), c.pair_bandwidth.tolist()
+    level = c.pair_level.tolist()
+    ports = c.links == "port"
 
     table, classes = cost_table(g, c)
     kind = classes.tolist()
@@ -74,6 +86,7 @@ def simulate_reference(
     ready: dict[int, list[tuple[float, int, int]]] = defaultdict(list)  # device -> heap
     busy: set[int] = set()
     channel_free: dict[tuple[int, int], float] = defaultdict(float)
+    port_free: dict[tuple[str, int, int], float] = defaultdict(float)  # (direction, dev, level)
     events: list[tuple[float, int, int, int]] = []  # (time, kind-order key, seq, payload)
     seq = 0
     start = [math.nan] * n
@@ -116,9 +129,16 @@ def simulate_reference(
                     if b == a:
                         arrived = by_dev[b]
                     else:
-                        s = max(t, channel_free[a, b])
+                        if ports:
+                            held = [("send", a, level[a][b]), ("recv", b, level[a][b])]
+                            s = max(t, *(port_free[k] for k in held))
+                        else:
+                            s = max(t, channel_free[a, b])
                         arr = s + (lat[a][b] + out_b[v] / bw[a][b])
-                        channel_free[a, b] = arr
+                        if ports:
+                            port_free.update(dict.fromkeys(held, arr))
+                        else:
+                            channel_free[a, b] = arr
                         transfers.append((v, a, b, s, arr, by_dev[b]))
                         push(arr, n + len(transfers), len(transfers) - 1)
                         continue

@@ -12,13 +12,28 @@ Rules, which define the simulated time of a placement exactly:
    the profiled seconds replace the ``max(...)`` term (noise and launch overhead apply
    alike). Without a profile, the roofline is the rule.
 2. A transfer of ``b`` bytes at level ``l`` takes ``latency_l + b / bandwidth_l``.
-3. Each ordered device pair is one FIFO channel, independent of the others; compute and
-   transfers overlap freely.
+3. The links, by the cluster's ``links`` (:mod:`placegym.envs.cluster`); compute and
+   transfers overlap freely either way.
+
+   - ``"pair"`` (default): each ordered device pair ``(a, b)`` is one FIFO channel,
+     independent of the others. A transfer enqueued on ``(a, b)`` at ``t`` starts at
+     ``max(t, channel free time)``; the channel is then busy until it arrives.
+   - ``"port"``: each device has one send port and one receive port per network level.
+     A transfer from ``a`` to ``b`` at level ``l = pair_level[a, b]`` enqueued at ``t``
+     starts at ``max(t, free time of send port (a, l), free time of receive port (b,
+     l))`` and holds both ports until it arrives (they are free again from then on).
+     Transfers take their ports one at a time in enqueue order (rule 4), so the ports are
+     first-in first-out: a transfer never delays one enqueued before it, and one enqueued
+     later never starts on a common port before it ends, even if that port is idle
+     meanwhile (no back-filling). Ports of different levels, and the send and receive
+     ports of one device, are independent; with at most two devices this is ``"pair"``.
 4. When ``v`` finishes on ``a`` at ``t``, its consumers on ``a`` have the input at ``t``;
    for each distinct other device ``b`` hosting a consumer, one transfer of
-   ``out_bytes_v`` is enqueued on ``(a, b)``: it starts at ``max(t, channel free time)``
-   and on arrival serves every consumer on ``b``. Producers finishing at the same ``t``
-   enqueue in ascending rank, each in ascending destination index.
+   ``out_bytes_v`` is enqueued at ``t`` (on channel ``(a, b)``, or for ports ``(a, l)``
+   and ``(b, l)``) and on arrival serves every consumer on ``b``. Enqueue order, which
+   is the FIFO order of rule 3: by time; at one time, finishes applied in one round
+   (rule 7) before those of the next, within a round in ascending rank; one producer's
+   transfers in ascending destination index.
 5. A node is ready when every producer's tensor is on its device (sources at 0).
 6. A device runs one node at a time, non-preemptively. At each event time, after every
    finish and arrival at that time, each idle device with ready nodes starts its ready
@@ -34,9 +49,13 @@ from the transfer's start until the last consumer on the receiving device has fi
 Intervals are half-open: at one instant frees come before allocations.
 
 Invariants every schedule satisfies (tested on random graphs): precedence including
-arrivals, one node at a time per device, FIFO per channel, work conservation, every node
-runs once, makespan >= the busiest device's total work and >= the longest path of
-placed durations.
+arrivals, one node at a time per device, FIFO per channel (``"pair"``) or per port, at
+most one transfer at a time on a port (``"port"``), work conservation, every node runs
+once, makespan >= the busiest device's total work and >= the longest path of placed
+durations. ``"port"`` does not bound the makespan by ``"pair"``'s either way: its
+transfers wait for ports, but a later arrival can change which ready node a device
+starts first, which can shorten the schedule (a list-scheduling anomaly); with at most
+one node per device, where no such choice exists, ``"port"`` is never shorter.
 """
 
 from __future__ import annotations
@@ -248,6 +267,7 @@ def _static_arrays(g: Graph, c: Cluster) -> tuple[np.ndarray, ...]:
             *cost_table(g, c),
         ),
         c.memory,
+        (len(c.levels), c.pair_level) if c.links == "port" else None,
     )
 
 

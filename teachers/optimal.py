@@ -136,6 +136,11 @@ def _check_size(graph: Graph, cluster: Cluster, max_nodes: int, max_devices: int
             f"graph: the optimal teacher's exact search handles at most {max_nodes} nodes "
             f"(pass max_nodes= to raise the limit), got {graph.num_nodes}"
         )
+    if cluster.links != "pair":
+        raise ValueError(
+            f"cluster.links: the optimal teacher's exact search models one channel per "
+            f"device pair ('pair') only, got {cluster.links!r}"
+        )
     if cluster.num_devices > max_devices:
         raise ValueError(
             f"cluster: the optimal teacher's exact search handles at most {max_devices} "
@@ -193,7 +198,8 @@ def solve(
         equals ``result.makespan`` exactly.
 
     Raises:
-        ValueError: the graph or cluster exceeds the size limits (naming the limit).
+        ValueError: the graph or cluster exceeds the size limits (naming the limit), or
+            the cluster's ``links`` are not ``"pair"``.
     """
     _check_size(graph, cluster, max_nodes, max_devices)
     start = time.perf_counter()
