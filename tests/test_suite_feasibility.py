@@ -10,7 +10,7 @@ from placegym.envs.suites import get_suite
 from placegym.teachers import make_teacher
 
 TEACHERS = ["critical_path", "heft", "nest", "metis", "anneal"]
-SPLITS = [("memory-tight-v0", "test"), ("published-v0", "test")]
+SPLITS = [("memory-tight-v0", "test"), ("published-v0", "test"), ("training-v0", "test")]
 
 
 def instances():

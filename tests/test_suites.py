@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from placegym.envs import load_cluster, load_graph, load_placement, simulate
+from placegym.envs import Placement, load_cluster, load_graph, load_placement, simulate
 from placegym.envs.bounds import lower_bound
 from placegym.envs.ccr import ccr
 from placegym.envs.suites import SPLITS, InstanceSpec, Suite, get_suite, list_suites, workload
@@ -16,7 +16,7 @@ from placegym.envs.suites.reference import load_references, save_references
 from placegym.teachers import make_teacher
 from placegym.train.cli import main
 
-SMALL = ("workloads-v0", "comm-heavy-v0", "generalize-v0", "memory-tight-v0")
+SMALL = ("workloads-v0", "comm-heavy-v0", "generalize-v0", "memory-tight-v0", "training-v0")
 
 
 def test_registry_sizes_and_ids():
@@ -28,6 +28,7 @@ def test_registry_sizes_and_ids():
         "nest-scale-v0",
         "memory-tight-v0",
         "published-v0",
+        "training-v0",
     ]
     sizes = {s.name: tuple(len(s.splits[k]) for k in SPLITS) for s in list_suites()}
     assert sizes == {
@@ -37,6 +38,7 @@ def test_registry_sizes_and_ids():
         "nest-scale-v0": (4, 4),
         "memory-tight-v0": (12, 12),
         "published-v0": (16, 8),
+        "training-v0": (8, 12),
     }
     for s in list_suites():
         assert s.version == 0 and tuple(s.splits) == SPLITS
@@ -218,3 +220,21 @@ def test_show_keeps_long_ids_apart_from_the_split(capsys):
     for row in rows:
         instance, split = row.split()[:2]
         assert split == "test" and instance.endswith(("@p100x4", "-4", "-8", "@p100x8"))
+
+
+def test_training_instances_are_memory_tight_training_steps_some_with_ports():
+    suite = get_suite("training-v0")
+    links = set()
+    for inst in suite.instances():
+        g, c = inst.graph, inst.cluster
+        n = g.num_nodes // 2
+        # one training step: node n + v is v's backward node, in v's co-location group
+        assert all(s.get("kind") == "backward" for s in g.spec[n:])
+        assert (g.group[:n] == g.group[n:]).all() and (g.group >= 0).all()
+        share = g.param_bytes.sum() / c.memory.sum()
+        assert 0.5 - 1e-9 <= share <= 0.7 + 1e-9, inst.id
+        one = Placement(device=np.zeros(g.num_nodes, dtype=np.int64), order=g.topological_order)
+        assert simulate(g, c, one).oom, inst.id  # memory binds: one device is over
+        assert c.links == ("port" if inst.id.endswith("-port") else "pair")
+        links.add(c.links)
+    assert links == {"pair", "port"}

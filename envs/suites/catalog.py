@@ -23,6 +23,15 @@
   (:mod:`placegym.envs.importers.dnn_partitioning`). Train: the 16 throughput inputs
   (16 GiB accelerators, inference and training); test: the 8 latency inputs, whose
   600 MiB or 2 GiB accelerators make memory bind.
+- ``training-v0``: one Adam training step
+  (:func:`~placegym.envs.workloads.training.to_training_step`: backward nodes, stash and
+  gradient edges, each layer's forward and backward as a co-location group, parameters,
+  gradients and two moments resident) of generated graphs and traced models, made
+  memory-tight (resident bytes 50-70% of memory, some clusters with devices of two
+  memory sizes), some clusters with one send and one receive port per device and level
+  (``links: "port"``). Train: random DAG, FFNN, Llama block, ResNet stage on ``p100x4``
+  and ``v100x8`` (ports); test: another random DAG, a Llama layer, MoE and a GPT block on
+  ``p100x4`` (ports), ``v100x8`` and ``h100-2x8`` (ports).
 - ``nest-scale-v0``: 1.5k-9.3k node graphs on NEST's clusters. Train: a 4-layer Llama
   trunk (1,553 nodes) and a 2,000-node ``random_dag`` on ``tpuv4-fattree-64`` and
   ``h100-spineleaf-64``; test: a 24-layer Llama trunk (9,313 nodes) on both 1024-device
@@ -112,6 +121,39 @@ def _tight(
         for label, spec in graphs:
             tight = dataclasses.replace(spec, groups=3, resident=resident, ratios=ratios)
             out.append(InstanceSpec(f"{label}@{name}", tight, preset))
+    return tuple(out)
+
+
+#: training-v0: (cluster preset, resident share, memory ratios, links) of each split.
+_STEP_TRAIN = (
+    ("p100x4", 0.6, (1.0,), "pair"),
+    ("v100x8", 0.5, (1.0, 2.0), "port"),
+)
+_STEP_TEST = (
+    ("p100x4", 0.7, (1.0,), "port"),
+    ("v100x8", 0.6, (1.0, 2.0), "pair"),
+    ("h100-2x8", 0.5, (1.0,), "port"),
+)
+
+
+def _steps(
+    graphs: list[tuple[str, GraphSpec]],
+    settings: tuple[tuple[str, float, tuple[float, ...], str], ...],
+) -> tuple[InstanceSpec, ...]:
+    """Each graph as one Adam training step, on each preset made memory-tight, with the
+    preset's links."""
+    out = []
+    for preset, resident, ratios, links in settings:
+        name = f"{preset}-mem{resident:g}"
+        if len(set(ratios)) > 1:
+            name += "-r" + "-".join(f"{r:g}" for r in ratios)
+        if links != "pair":
+            name += f"-{links}"
+        for label, spec in graphs:
+            step = dataclasses.replace(
+                spec, training="adam", resident=resident, ratios=ratios, links=links
+            )
+            out.append(InstanceSpec(f"{label}-train@{name}", step, preset))
     return tuple(out)
 
 
@@ -211,6 +253,33 @@ SUITES: dict[str, Suite] = {
             {
                 "train": tuple(published(p) for p in INPUTS if p.startswith("throughput")),
                 "test": tuple(published(p) for p in INPUTS if p.startswith("latency")),
+            },
+            reference_budget=4000,
+            reference_seeds=(1,),
+        ),
+        Suite(
+            "training-v0",
+            "Adam training steps of generated graphs and traced models on memory-tight "
+            "clusters, some with one send and one receive port per device",
+            {
+                "train": _steps(
+                    [
+                        *_random_dags((96,), (0,)),
+                        ("ffnn-3x2x4", workload("ffnn")),
+                        ("llama_block-1x16", workload("llama_block")),
+                        ("resnet_stage", model("resnet_stage")),
+                    ],
+                    _STEP_TRAIN,
+                ),
+                "test": _steps(
+                    [
+                        *_random_dags((128,), (101,)),
+                        ("llama_layer-1x16x16", workload("llama_layer")),
+                        ("moe-8x2x4-s0", workload("moe", seed=0)),
+                        ("gpt_block", model("gpt_block")),
+                    ],
+                    _STEP_TEST,
+                ),
             },
             reference_budget=4000,
             reference_seeds=(1,),

@@ -51,6 +51,13 @@ class GraphSpec:
             cluster's total memory, durations unchanged
             (:func:`~placegym.envs.workloads.memory.tighten`; None: as built).
         ratios: the devices' memory ratios with ``resident`` (cycled over the devices).
+        training: make the graph one training step with this optimizer
+            (:func:`~placegym.envs.workloads.training.to_training_step`: backward nodes,
+            stash and gradient edges, each layer's forward and backward as a group,
+            parameters + gradients + optimizer state resident; None: as built). Applied
+            before ``groups`` and ``resident``.
+        links: the instance cluster's links (``"pair"`` or ``"port"``,
+            :attr:`~placegym.envs.cluster.Cluster.links`).
     """
 
     kind: Literal["workload", "model", "published"]
@@ -60,6 +67,8 @@ class GraphSpec:
     groups: int = 0
     resident: float | None = None
     ratios: tuple[float, ...] = (1.0,)
+    training: str | None = None
+    links: str = "pair"
 
     def build(self, cluster: Cluster) -> Graph:
         """Build the graph (rescaled for ``cluster`` when ``ccr`` is set)."""
@@ -80,6 +89,10 @@ class GraphSpec:
             from placegym.envs.ccr import scale_to_ccr
 
             graph = scale_to_ccr(graph, cluster, self.ccr)
+        if self.training is not None:
+            from placegym.envs.workloads.training import to_training_step
+
+            graph = to_training_step(graph, optimizer=self.training)
         if self.groups:
             from placegym.envs.workloads.memory import add_groups
 
@@ -88,7 +101,10 @@ class GraphSpec:
 
     def tighten(self, graph: Graph, cluster: Cluster) -> tuple[Graph, Cluster]:
         """The instance's graph and cluster: made memory-tight when ``resident`` is set
-        (:func:`~placegym.envs.workloads.memory.tighten`), else as they are."""
+        (:func:`~placegym.envs.workloads.memory.tighten`), else as they are; the cluster
+        with :attr:`links`."""
+        if self.links != cluster.links:
+            cluster = cluster.with_links(self.links)  # type: ignore[arg-type]
         if self.resident is None:
             return graph, cluster
         from placegym.envs.workloads.memory import tighten
@@ -104,6 +120,10 @@ class GraphSpec:
             out["groups"] = self.groups
         if self.resident is not None:
             out.update(resident=self.resident, ratios=list(self.ratios))
+        if self.training is not None:
+            out["training"] = self.training
+        if self.links != "pair":
+            out["links"] = self.links
         return out
 
 
