@@ -60,6 +60,7 @@ __all__ = [
     "evaluate_policy",
     "evaluate_run",
     "load_agent",
+    "load_policy",
     "results_table",
     "teacher_makespans",
     "train_greedy_ratio",
@@ -376,6 +377,22 @@ class AgentPlacer:
         return f"AgentPlacer({self.name!r}, mode={self.mode!r}, k={self.k})"
 
 
+#: The prefix naming a shipped agent instead of a checkpoint file (``pretrained:NAME``).
+PRETRAINED = "pretrained:"
+
+
+def load_policy(path: str | Path) -> tuple[DopplerPolicy, str]:
+    """The policy of a checkpoint written by ``placegym train`` and its run name, or of a
+    shipped agent named ``pretrained:NAME`` (:func:`placegym.agents.pretrained`) and NAME."""
+    if str(path).startswith(PRETRAINED):
+        from placegym.agents.zoo import pretrained
+
+        name = str(path)[len(PRETRAINED) :]
+        return pretrained(name).policy, name
+    ckpt = load_checkpoint(path)
+    return policy_from_checkpoint(ckpt), str(ckpt.get("name") or Path(path).stem)
+
+
 def load_search_agent(path: str | Path, budget: int) -> Any:
     """:func:`~placegym.agents.doppler.search.policy_search` with a checkpoint's policy as a placer
     (:class:`~placegym.agents.doppler.search.SearchPlacer`) of ``budget`` simulator calls, named
@@ -384,19 +401,16 @@ def load_search_agent(path: str | Path, budget: int) -> Any:
 
     if budget < 1:
         raise ValueError(f"budget: must be >= 1, got {budget}")
-    ckpt = load_checkpoint(path)
-    base = str(ckpt.get("name") or Path(path).stem)
-    return SearchPlacer(
-        policy_from_checkpoint(ckpt), SearchConfig(budget=budget), name=f"{base}-search{budget}"
-    )
+    policy, base = load_policy(path)
+    return SearchPlacer(policy, SearchConfig(budget=budget), name=f"{base}-search{budget}")
 
 
 def load_agent(path: str | Path, *, mode: str = "greedy", k: int = 16) -> AgentPlacer:
-    """An :class:`AgentPlacer` from a checkpoint written by ``placegym train``, named after
-    its run (``<run>`` greedy, ``<run>-best<k>``, ``<run>-sample``)."""
-    ckpt = load_checkpoint(path)
-    base = str(ckpt.get("name") or Path(path).stem)
+    """An :class:`AgentPlacer` from a checkpoint written by ``placegym train`` (or a shipped
+    agent, ``pretrained:NAME``: :func:`load_policy`), named after its run (``<run>``
+    greedy, ``<run>-best<k>``, ``<run>-sample``)."""
+    policy, base = load_policy(path)
     name = {"greedy": base, "best_of_k": f"{base}-best{k}", "sample": f"{base}-sample"}.get(
         mode, base
     )
-    return AgentPlacer(policy_from_checkpoint(ckpt), mode=mode, k=k, name=name)
+    return AgentPlacer(policy, mode=mode, k=k, name=name)

@@ -115,7 +115,8 @@ def add_anytime_parser(subparsers: Any) -> None:
     p.add_argument(
         "--agents",
         default="",
-        help="comma-separated checkpoints; each adds its policy search as <run>-search",
+        help="comma-separated checkpoints (or pretrained:NAME, a shipped agent); each adds "
+        "its policy search as <run>-search",
     )
     p.add_argument(
         "--placer",

@@ -93,7 +93,8 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--agents",
         default="",
-        help="comma-separated checkpoints of trained agents (placegym train); each adds the "
+        help="comma-separated checkpoints of trained agents (placegym train) or shipped agents "
+        "(pretrained:NAME, placegym.agents.pretrained); each adds the "
         "columns <run> (its greedy placement) and, with --agent-k K > 1, <run>-best<K> (the "
         "best of the greedy placement and K-1 sampled ones: never worse than <run>); a "
         "MaskablePPO .zip (model.save) adds a column <stem> (greedy); '#2', '#3', ... is "

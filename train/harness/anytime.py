@@ -286,14 +286,14 @@ def register_search_placer(name: str, placer: Any) -> None:
 
 def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
     """A trained agent's :func:`~placegym.agents.doppler.search.policy_search` (default stages)
-    as a search placer, named ``<run>-search``; its curve is the search's own anytime
+    as a search placer, named ``<run>-search`` (``path``: a checkpoint, or
+    ``pretrained:NAME`` for a shipped agent); its curve is the search's own anytime
     curve (every simulated placement counts one call, a pricing policy's lookahead calls
     included)."""
     from placegym.agents.doppler.search import SearchConfig, check_budget, policy_search
-    from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
+    from placegym.train.evaluate import load_policy
 
-    ckpt = load_checkpoint(path)
-    policy = policy_from_checkpoint(ckpt)
+    policy, name = load_policy(path)
 
     def search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
         res = policy_search(policy, graph, cluster, SearchConfig(budget=budget), seed=seed)
@@ -306,7 +306,7 @@ def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
         check_budget(policy, graph, cluster, budget)
 
     search.check = check  # type: ignore[attr-defined]  # run_anytime asks before any run
-    return f"{ckpt.get('name') or Path(path).stem}-search", search
+    return f"{name}-search", search
 
 
 @dataclass

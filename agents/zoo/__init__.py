@@ -1,0 +1,111 @@
+"""Pretrained agents shipped with placegym: ``placegym.agents.pretrained(NAME)``.
+
+Each agent is a folder of this package, ``agents/zoo/<name>/`` (package data), holding
+
+- ``policy.pt``: ``{"format": "placegym.pretrained/v1", "policy_config": {...}, "policy":
+  state_dict}``, loadable with ``torch.load(weights_only=True)``;
+- ``card.json``: what it is and how it was made and measured::
+
+    {"format": "placegym.pretrained-card/v1", "name": "generalist-v1",
+     "description": "...", "config": {...the training config...},
+     "trained_on": {"generalize-v0/train": {"<instance>": "<digest>", ...}},
+     "evaluated_on": {"suite": "generalize-v0", "split": "test", "mode": "greedy",
+                      "seed": 0},
+     "results": {"<instance>": {"digest": "...", "makespan": 0.0123,
+                                "feasible": true}, ...},
+     "summary": {...}}
+
+``results`` are the greedy makespans the agent gets on every instance of
+``evaluated_on`` (recorded by ``python -m placegym.train.experiments.zoo``); a test
+re-runs them on every clone and requires the same numbers, and an instance whose digest
+differs from the suite as installed (a new suite version) is reported, not compared.
+
+:func:`pretrained` returns a :class:`Pretrained`: its :attr:`~Pretrained.policy` (a
+:class:`~placegym.agents.doppler.DopplerPolicy` in eval mode) and its card. As a
+benchmark placer: ``placegym bench --agents pretrained:NAME`` (or
+``placegym.train.evaluate.AgentPlacer(agent.policy)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+
+__all__ = [
+    "CARD_FORMAT",
+    "POLICY_FORMAT",
+    "ZOO",
+    "Pretrained",
+    "available",
+    "pretrained",
+    "save_policy",
+]
+
+ZOO = Path(__file__).resolve().parent
+POLICY_FORMAT = "placegym.pretrained/v1"
+CARD_FORMAT = "placegym.pretrained-card/v1"
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    """A shipped agent: its name, policy (eval mode) and card (module docstring)."""
+
+    name: str
+    policy: DopplerPolicy
+    card: dict[str, Any]
+
+    @property
+    def results(self) -> dict[str, dict[str, Any]]:
+        """The recorded results per instance of :attr:`evaluated_on`."""
+        return dict(self.card.get("results", {}))
+
+    @property
+    def evaluated_on(self) -> dict[str, Any]:
+        """``suite``, ``split``, ``mode`` and ``seed`` of the recorded results."""
+        return dict(self.card.get("evaluated_on", {}))
+
+
+def available() -> list[str]:
+    """The names of the shipped agents."""
+    return sorted(p.parent.name for p in ZOO.glob("*/card.json"))
+
+
+def pretrained(name: str) -> Pretrained:
+    """The shipped agent ``name`` (see :func:`available`).
+
+    Raises:
+        ValueError: an unknown name (naming the shipped ones) or a file of another format.
+    """
+    folder = ZOO / name
+    if name not in available():
+        raise ValueError(
+            f"pretrained: no agent {name!r} (shipped: {', '.join(available()) or 'none'})"
+        )
+    card = json.loads((folder / "card.json").read_text())
+    if card.get("format") != CARD_FORMAT:
+        raise ValueError(f"{folder / 'card.json'}: format: expected {CARD_FORMAT!r}")
+    data = torch.load(folder / "policy.pt", map_location="cpu", weights_only=True)
+    if not isinstance(data, dict) or data.get("format") != POLICY_FORMAT:
+        raise ValueError(f"{folder / 'policy.pt'}: format: expected {POLICY_FORMAT!r}")
+    policy = DopplerPolicy(PolicyConfig.from_dict(data["policy_config"]))
+    policy.load_state_dict(data["policy"])
+    return Pretrained(name, policy.eval(), card)
+
+
+def save_policy(policy: DopplerPolicy, path: Path) -> None:
+    """Write ``policy`` as a shipped ``policy.pt`` (weights and sizes only)."""
+    torch.save(
+        {
+            "format": POLICY_FORMAT,
+            "policy_config": dataclasses.asdict(policy.config),
+            "policy": policy.state_dict(),
+        },
+        path,
+    )
