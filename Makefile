@@ -71,14 +71,15 @@ wheelhouse: $(STAMP)
 		--python-version $(WHEEL_PYTHON) -r $(WHEELHOUSE)/requirements.txt
 
 # Learned-agent report. First the per-graph table from the saved rows of
-# docs/results/per_graph.jsonl (plan-imitation agents, 12 instances x 3 seeds; the
-# baselines are recomputed, a few minutes; `placegym report --parts per_graph` without
-# --results retrains the rows, about 3 hours) and the rollout generalist's tables from
-# docs/results/generalist.jsonl (3 seeds, 76 unseen instances; `--parts generalist`
-# without --generalist-results retrains them, under an hour). Then (about 70 minutes on 2 CPU cores;
-# finished runs under runs/report are loaded, not retrained): agents vs teachers on p100x4
-# and doppler-unit-4, optimality gap, ablation, reward and transfer tables (markdown, also
-# in runs/report/report.md).
+# docs/results/per_graph.jsonl (plan-imitation agents, 12 instances x 3 seeds) and the
+# rollout generalist's tables from docs/results/generalist.jsonl (3 seeds, 76 unseen
+# instances), with the baselines stored beside them (NAME.baselines.json): nothing is
+# trained or recomputed. Without --results / --generalist-results, `placegym report
+# --parts per_graph` / `--parts generalist` retrain the rows (the stored rows record 2.1 h
+# and 14 min of training, evaluation excluded). Then `placegym report --out runs/report`
+# trains the presets (finished runs under runs/report are loaded, not retrained): agents
+# vs teachers on p100x4 and doppler-unit-4, optimality gap, ablation, reward and transfer
+# tables (markdown, also in runs/report/report.md).
 .PHONY: agent-report
 agent-report: $(STAMP)
 	WANDB_MODE=disabled $(VENV)/bin/placegym report --parts per_graph,generalist \

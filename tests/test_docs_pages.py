@@ -198,3 +198,30 @@ def test_stored_baselines_seed_the_report_cache_and_keep_its_entries(tmp_path):
     assert json.loads((cache / "baselines.json").read_text()) == {"a": 1, "b": 3}
     seed_baselines(tmp_path / "other.jsonl", tmp_path / "none")  # nothing stored: no-op
     assert not (tmp_path / "none").exists()
+
+
+def test_the_sb3_recipe_table_cuts_runs_at_common_steps_beside_the_teachers():
+    from placegym.train.experiments.sb3_recipe import RecipeRun, recipe_table
+
+    ups = [{"timesteps": 10}, {"timesteps": 20}]
+    a = RecipeRun(0, [-1, 0, 10, 20], [3.0, 1.0, 0.9, 0.8], [0.1] * 4, [1.0, 2.0, 3.0], [], ups)
+    b = RecipeRun(1, [-1, 0, 10], [2.0, 1.0, 0.7], [0.1] * 3, [1.0, 4.0], [], ups[:1])
+    lines = recipe_table([a, b], {"critical_path": 1.0, "nest": 0.795}).splitlines()
+    assert lines[:3] == [  # a cut at 10 steps, where b stopped
+        "| after | untrained | BC | 10 |",
+        "|---|---|---|---|",
+        "| ratio to the teacher | 2.500 ± 0.500 | 1.000 ± 0.000 | 0.800 ± 0.100 |",
+    ]
+    assert lines[3:5] == [
+        "| seed 0 | 3.000 | 1.000 | 0.900 |",
+        "| seed 1 | 2.000 | 1.000 | 0.700 |",
+    ]
+    assert lines[6] == "Wall time per seed (BC + PPO): 4 ± 1 s."  # 1 + 2 and 1 + 4
+    assert lines[-4:] == [
+        "|---|---|",
+        "| nest | 0.795 |",
+        "| SB3 recipe, greedy after 10 PPO steps (seeds 0, 1) | 0.800 ± 0.100 |",
+        "| critical_path | 1.000 |",
+    ]
+    with pytest.raises(ValueError, match="runs: none to tabulate"):
+        recipe_table([], {})

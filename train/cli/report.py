@@ -2,7 +2,7 @@
 
 ::
 
-    placegym report --out runs/report                       # every part, ~70 min on 2 cores
+    placegym report --out runs/report                       # every part
     placegym report --parts main --clusters p100x4          # the main table only
     placegym report --quick --out /tmp/report               # tiny budgets (a smoke run)
     placegym report --parts generalist --generalist-results docs/results/generalist.jsonl

@@ -8,7 +8,8 @@ renders its markdown from them and, for some, a figure drawn from them with matp
 the per-graph and generalist tables come from their saved rows and stored baselines
 (:func:`store_baselines` computes those once), the suite and workload tables from the
 ``results.json`` of ``placegym bench --out DIR``, the anytime curves from the
-``anytime_curve.csv`` of ``placegym anytime``.
+``anytime_curve.csv`` of ``placegym anytime``, the SB3 recipe's from the ``results.json``
+of its seeds (:func:`~placegym.train.experiments.sb3_recipe.recipe_table`).
 
 Every block ends with where its numbers come from: each result file ``F`` has a sidecar
 ``F.meta.json`` (:func:`write_sidecar`) with the command that wrote it, the date and the
@@ -357,14 +358,22 @@ def _generalist(results: Path) -> str:
     return generalist_table(*_part(results, "generalist"))
 
 
+def _sb3_recipe(results: Path) -> str:
+    from placegym.train.experiments.sb3_recipe import RecipeRun, recipe_table
+
+    runs = [RecipeRun(**r) for f in _SB3 for r in json.loads((results / f).read_text())]
+    bench = json.loads((results / _P100).read_text())["records"]
+    ffnn = [r for r in bench if (r["workload"], r["cluster"]) == ("ffnn", "p100x4")]  # FFNN-v0
+    return recipe_table(runs, {r["placer"]: r["ratio_to_critical_path"] for r in ffnn})
+
+
 _CH = "bench/comm-heavy-v0-test/results.json"
 _ANY = "anytime/comm-heavy-v0-test/anytime_curve.csv"
+_P100 = "bench/p100x4/results.json"
+_SB3 = tuple(f"sb3_recipe/s{seed}/results.json" for seed in (0, 1, 2))
 #: Every generated block, by the name its markers carry.
 BLOCKS: dict[str, Block] = {
-    "bench-p100x4": Block(
-        ("bench/p100x4/results.json",),
-        lambda results: workloads_table(results / "bench/p100x4/results.json"),
-    ),
+    "bench-p100x4": Block((_P100,), lambda results: workloads_table(results / _P100)),
     "suite-summary-comm-heavy-v0-test": suite_block(_CH, "summary"),
     "suite-breakdown-comm-heavy-v0-test": suite_block(_CH, "breakdown"),
     "suite-instances-comm-heavy-v0-test": suite_block(_CH, "instances"),
@@ -378,6 +387,7 @@ BLOCKS: dict[str, Block] = {
     ),
     "per_graph": Block(("per_graph.jsonl", "per_graph.baselines.json"), _per_graph),
     "generalist": Block(("generalist.jsonl", "generalist.baselines.json"), _generalist),
+    "sb3-recipe": Block((*_SB3, _P100), _sb3_recipe),
 }
 
 

@@ -31,8 +31,7 @@ that finished is loaded, a killed one resumes):
   until the greedy policy beats critical_path (0 = zero-shot).
 
 Every run is seeded (``seed`` 0, restart i with ``seed`` i; one torch thread).
-``--quick`` shrinks every budget (for tests). The whole report takes about 70 minutes on
-2 CPU cores (the main part's three restarts per workload about 45 of them).
+``--quick`` shrinks every budget (for tests).
 
 Usage::
 

@@ -39,7 +39,15 @@ from placegym.agents.sb3 import make_maskable_ppo
 from placegym.agents.sb3.bc import greedy_makespans, pretrain
 from placegym.agents.sb3.callbacks import PhaseDiagnostics
 
-__all__ = ["RecipeRun", "curve_table", "greedy_ratio", "plot_curves", "run_recipe", "truncate"]
+__all__ = [
+    "RecipeRun",
+    "curve_table",
+    "greedy_ratio",
+    "plot_curves",
+    "recipe_table",
+    "run_recipe",
+    "truncate",
+]
 
 #: Diagnostics printed after each chunk (SB3 ``train/`` keys and :class:`PhaseDiagnostics`).
 SHOWN = (
@@ -218,6 +226,40 @@ def curve_table(runs: Sequence[RecipeRun]) -> str:
     for r in runs:
         rows.append(f"| seed {r.seed} | " + " | ".join(f"{x:.3f}" for x in r.ratios) + " |")
     return "\n".join(rows)
+
+
+def recipe_table(
+    runs: Sequence[RecipeRun], teachers: dict[str, float], teacher: str = "critical_path"
+) -> str:
+    """The runs cut at the PPO steps every one of them reached (:func:`truncate`): their
+    :func:`curve_table`, wall time per run (mean ± std), then the last checkpoint's ratio
+    (mean ± std over the runs) beside ``teachers`` (placer -> makespan / ``teacher``'s on
+    the same graph), least first.
+
+    Raises:
+        ValueError: no runs.
+    """
+    if not runs:
+        raise ValueError("runs: none to tabulate")
+    common = min(r.steps[-1] for r in runs)
+    runs = [truncate(r, common) for r in runs]
+    last = np.array([r.ratios[-1] for r in runs])
+    wall = np.array([sum(r.wall) for r in runs])
+    seeds = ", ".join(str(r.seed) for r in runs)
+    stage = f"{common:,} PPO steps" if common > 0 else "BC"
+    rows = [(f"SB3 recipe, greedy after {stage} (seeds {seeds})", last.mean(), last.std())]
+    rows += [(name, ratio, None) for name, ratio in teachers.items()]
+    lines = [
+        curve_table(runs),
+        "",
+        f"Wall time per seed (BC + PPO): {wall.mean():,.0f} ± {wall.std():,.0f} s.",
+        "",
+        f"| placer | makespan / {teacher} |",
+        "|---|---|",
+    ]
+    for name, mean, std in sorted(rows, key=lambda row: row[1]):
+        lines.append(f"| {name} | {mean:.3f}" + ("" if std is None else f" ± {std:.3f}") + " |")
+    return "\n".join(lines)
 
 
 def plot_curves(runs: Sequence[RecipeRun], path: Path, teacher: str = "critical_path") -> None:
