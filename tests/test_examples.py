@@ -25,12 +25,20 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 SCRIPTS = (
     "cleanrl_ppo.py",
+    "own_placer_leaderboard.py",
     "pettingzoo_loop.py",
     "sb3_maskable_ppo_gnn.py",
     "wandb_custom_run.py",
 )
 #: The modules an example may import from (none of their parts private).
-PUBLIC = ("placegym.envs", "placegym.teachers", "placegym.agents", "placegym.train.tracking")
+PUBLIC = (
+    "placegym.envs",
+    "placegym.teachers",
+    "placegym.agents",
+    "placegym.benchmark",
+    "placegym.train.tracking",
+    "placegym.train.leaderboard",
+)
 NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
 
 
@@ -178,6 +186,8 @@ def _private(name: str) -> bool:
 def _module_all(module: str) -> set[str]:
     """``__all__`` of a placegym module, read from its source (no import)."""
     parts = module.split(".")[1:]
+    if parts and parts[0] not in ("envs", "teachers", "agents", "train"):
+        parts = ["placegym", *parts]  # placegym.benchmark: the placegym/ folder
     base = ROOT.joinpath(*parts)
     path = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
     for node in ast.parse(path.read_text()).body:
@@ -209,3 +219,15 @@ def test_examples_use_only_the_public_api(script):
                 assert set(names) <= exported, (module, set(names) - exported)
         elif isinstance(node, ast.Attribute):
             assert not _private(node.attr), f"{script}: private attribute .{node.attr}"
+
+
+def test_own_placer_is_benchmarked_and_entered_in_a_leaderboard(tmp_path):
+    from placegym.train.leaderboard import verify
+
+    out = run_example("own_placer_leaderboard.py", tmp_path, "--out", "own")
+    m = re.search(r"^entered: (\S+) \((\d+)/(\d+) feasible\)", out, flags=re.M)
+    assert m and int(m.group(3)) == len(get_suite("published-v0").specs("test"))
+    entry = verify(tmp_path / m.group(1))  # the stored entry re-verifies from scratch
+    assert entry.placer == "least_finish" and entry.feasible == int(m.group(2))
+    assert "| 1 | least-finish | least_finish |" in out
+    assert (tmp_path / "own" / "results.json").is_file()
