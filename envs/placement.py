@@ -40,14 +40,18 @@ class Placement:
     Args:
         device: ``(n,)`` device index per node (>= 0).
         order: ``(n,)`` a permutation of ``0..n-1``, highest priority first.
+        recompute: node ids to recompute (:mod:`placegym.envs.recompute`), in any order,
+            each once; stored ascending (default none: an empty array).
 
     Raises:
         ValueError: ``order`` not a permutation (naming a missing or repeated node),
-            negative device indices, length mismatch.
+            negative device indices, length mismatch, a ``recompute`` id out of
+            ``0..n-1`` or repeated.
     """
 
     device: np.ndarray
     order: np.ndarray
+    recompute: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         dev = _int_array(self.device, "device")
@@ -79,6 +83,7 @@ class Placement:
         order.setflags(write=False)
         object.__setattr__(self, "device", dev)
         object.__setattr__(self, "order", order)
+        object.__setattr__(self, "recompute", _recompute_ids(self.recompute, n))
 
     @property
     def num_nodes(self) -> int:
@@ -89,7 +94,8 @@ class Placement:
         return self.num_nodes
 
     def __repr__(self) -> str:
-        return f"Placement(nodes={self.num_nodes}, devices_used={len(np.unique(self.device))})"
+        rc = f", recompute={self.recompute.size}" if self.recompute.size else ""
+        return f"Placement(nodes={self.num_nodes}, devices_used={len(np.unique(self.device))}{rc})"
 
     @cached_property
     def rank(self) -> np.ndarray:
@@ -105,8 +111,10 @@ class Placement:
 
     def check(self, graph: Graph, cluster: Cluster | None = None) -> None:
         """Raise ``ValueError`` unless this placement fits ``graph`` (and ``cluster``):
-        one device per node, device indices in the cluster's range, and every co-location
-        group of ``graph`` on one device (:func:`split_group`)."""
+        one device per node, device indices in the cluster's range, every co-location
+        group of ``graph`` on one device (:func:`split_group`), and every node of
+        ``recompute`` one that may be recomputed
+        (:func:`placegym.envs.recompute.check_recompute`)."""
         if self.num_nodes != graph.num_nodes:
             raise V.fail(
                 "device",
@@ -124,6 +132,10 @@ class Placement:
         split = split_group(graph, self.device[None, :])
         if split is not None:
             raise ValueError(split_message("device", graph, self.device, *split[1:]))
+        if self.recompute.size:
+            from placegym.envs.recompute import check_recompute
+
+            check_recompute(graph, self.recompute)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Placement:
@@ -134,15 +146,25 @@ class Placement:
         order = V.as_list(V.get(data, "order", ""), "order")
         dev = [V.integer(x, f"device[{i}]", lo=0) for i, x in enumerate(dev)]
         order = [V.integer(x, f"order[{i}]") for i, x in enumerate(order)]
-        return cls(device=np.array(dev, dtype=np.int64), order=np.array(order, dtype=np.int64))
+        rc = V.as_list(V.get(data, "recompute", "", default=[]), "recompute")
+        rc = [V.integer(x, f"recompute[{i}]", lo=0) for i, x in enumerate(rc)]
+        return cls(
+            device=np.array(dev, dtype=np.int64),
+            order=np.array(order, dtype=np.int64),
+            recompute=np.array(rc, dtype=np.int64),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``placegym.placement/v1`` JSON document."""
-        return {
+        """The ``placegym.placement/v1`` JSON document (``"recompute"`` only when some
+        node is recomputed)."""
+        out = {
             "format": PLACEMENT_FORMAT,
             "device": self.device.tolist(),
             "order": self.order.tolist(),
         }
+        if self.recompute.size:
+            out["recompute"] = self.recompute.tolist()
+        return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the placement JSON to ``path``."""
@@ -163,6 +185,30 @@ def _int_array(x: Any, where: str) -> np.ndarray:
             return arr.astype(np.int64).reshape(-1)
         raise V.fail(where, "expected a 1-D list of integers", np.asarray(x).tolist())
     return arr.astype(np.int64, copy=True)
+
+
+#: The recompute set of a placement without one (shared, read-only).
+_NO_RECOMPUTE = np.zeros(0, dtype=np.int64)
+_NO_RECOMPUTE.setflags(write=False)
+
+
+def _recompute_ids(x: Any, n: int) -> np.ndarray:
+    """``recompute`` validated: ids in ``0..n-1``, each once, stored ascending."""
+    if x is None:
+        return _NO_RECOMPUTE
+    ids = _int_array(x, "recompute")
+    if ids.size == 0:
+        return _NO_RECOMPUTE
+    bad = np.flatnonzero((ids < 0) | (ids >= n))
+    if bad.size:
+        i = int(bad[0])
+        raise V.fail(f"recompute[{i}]", f"not a node id: out of range 0..{n - 1}", int(ids[i]))
+    ids.sort()
+    if (np.diff(ids) == 0).any():
+        v = int(ids[np.flatnonzero(np.diff(ids) == 0)[0]])
+        raise V.fail("recompute", f"node {v} is repeated", np.asarray(x).tolist())
+    ids.setflags(write=False)
+    return ids
 
 
 def load_placement(source: Placement | V.Source) -> Placement:

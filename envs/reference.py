@@ -13,6 +13,10 @@ way the start is fixed when the transfer is enqueued, in the enqueue order of ru
 (finish time; at one time the finishes of one round before the next, in ascending rank;
 one producer's transfers in ascending destination index), so the links are first-in
 first-out and a transfer never waits for one enqueued after it.
+
+A placement with a ``recompute`` set is run on the extended graph and placement of
+:func:`placegym.envs.recompute.expand`, as :func:`placegym.envs.simulate` does; the
+schedule's ``recomputation`` maps the recompute nodes back.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 
 from placegym.envs.costs import cost_table
 from placegym.envs.placement import Placement, load_placement
+from placegym.envs.recompute import expand
 from placegym.envs.simulator import (
     Dispatch,
     RngLike,
@@ -54,6 +59,10 @@ def simulate_reference(
     p = placement if isinstance(placement, Placement) else load_placement(placement)
     p.check(g, c)
     fifo = _check_dispatch(dispatch)
+    rc = None
+    if p.recompute.size:
+        rc = expand(g, c, p)
+        g, p = rc.graph, rc.placement
     n = g.num_nodes
     factor = _noise_factors(float(noise), rng, (n,)).tolist() or [1.0] * n
 
@@ -175,6 +184,7 @@ def simulate_reference(
         cluster=c,
         placement=p,
         dispatch=dispatch,
+        recomputation=rc,
     )
 
 

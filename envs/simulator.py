@@ -48,6 +48,12 @@ its last outgoing transfer has arrived (a sink's until its own finish); a receiv
 from the transfer's start until the last consumer on the receiving device has finished.
 Intervals are half-open: at one instant frees come before allocations.
 
+Recomputation: a placement whose ``recompute`` is not empty is simulated as the extended
+graph and placement of :func:`placegym.envs.recompute.expand` (one recompute node per
+recomputed forward node, on its device, with its duration), under these same rules; the
+schedule is theirs (:attr:`Schedule.recomputation` maps its extra nodes back).
+:mod:`placegym.envs.recompute` is the specification.
+
 Invariants every schedule satisfies (tested on random graphs): precedence including
 arrivals, one node at a time per device, FIFO per channel (``"pair"``) or per port, at
 most one transfer at a time on a port (``"port"``), work conservation, every node runs
@@ -78,6 +84,7 @@ from placegym.envs.costs import cost_table
 from placegym.envs.graph import Graph, load_graph
 from placegym.envs.placement import Placement, load_placement, split_group, split_message
 from placegym.envs.presets import load_cluster
+from placegym.envs.recompute import Recomputation, expand
 
 Dispatch = Literal["priority", "fifo"]
 RngLike = np.random.Generator | int | None
@@ -124,7 +131,11 @@ class Schedule:
         transfers: every inter-device transfer (:class:`TransferTrace`).
         peak_memory: ``(D,)`` peak bytes per device, resident params included.
         oom: whether any device's peak exceeds its ``memory``.
-        graph, cluster, placement: the inputs; ``dispatch`` the rule used.
+        graph, cluster, placement: the inputs; ``dispatch`` the rule used. With a
+            recompute set these are the extended graph and placement, whose nodes
+            ``N ..`` are the recompute nodes.
+        recomputation: the :class:`~placegym.envs.recompute.Recomputation` of the
+            caller's graph and placement (None without recompute).
     """
 
     makespan: float
@@ -137,6 +148,7 @@ class Schedule:
     cluster: Cluster
     placement: Placement
     dispatch: str = "priority"
+    recomputation: Recomputation | None = None
 
     @property
     def device(self) -> np.ndarray:
@@ -288,14 +300,19 @@ def _plan(g: Graph, c: Cluster) -> tuple[np.ndarray, ...]:
 
 def _prepare(
     graph, cluster, placement, noise, rng, dispatch
-) -> tuple[Graph, Cluster, Placement, tuple[Any, ...]]:
-    """Validated inputs of one placement: ``(g, c, p, kernel arguments)``."""
+) -> tuple[Graph, Cluster, Placement, Recomputation | None, tuple[Any, ...]]:
+    """Validated inputs of one placement: ``(g, c, p, recomputation, kernel arguments)``,
+    ``g`` and ``p`` extended when ``p`` recomputes nodes."""
     g, c = _inputs(graph, cluster)
     p = placement if isinstance(placement, Placement) else load_placement(placement)
     p.check(g, c)
     fifo = _check_dispatch(dispatch)
+    rc = None
+    if p.recompute.size:
+        rc = expand(g, c, p)
+        g, p = rc.graph, rc.placement
     factor = _noise_factors(float(noise), rng, (g.num_nodes,))
-    return g, c, p, (*_plan(g, c), factor, p.device, p.rank, p.order, fifo)
+    return g, c, p, rc, (*_plan(g, c), factor, p.device, p.rank, p.order, fifo)
 
 
 def simulate(
@@ -323,7 +340,7 @@ def simulate(
     Raises:
         ValueError: a bad argument or a placement that does not fit the graph or cluster.
     """
-    g, c, p, args = _prepare(graph, cluster, placement, noise, rng, dispatch)
+    g, c, p, rc, args = _prepare(graph, cluster, placement, noise, rng, dispatch)
     n, ne, k = g.num_nodes, g.num_edges, 2 * g.num_nodes + c.num_devices
     times, ints = np.empty(k + 3 * ne), np.empty(3 * ne, dtype=np.int64)
     makespan, ntr, oom = _kernel.simulate_one(*(*args, times, ints))
@@ -350,6 +367,7 @@ def simulate(
         cluster=c,
         placement=p,
         dispatch=dispatch,
+        recomputation=rc,
     )
 
 
@@ -373,7 +391,7 @@ def simulate_makespan(
 ) -> float:
     """The makespan :func:`simulate` would report, without building the schedule, the
     transfer trace or the memory profile (the lean path for search loops)."""
-    args = _prepare(graph, cluster, placement, noise, rng, dispatch)[3]
+    args = _prepare(graph, cluster, placement, noise, rng, dispatch)[4]
     makespan = _kernel.makespan_one(*args)
     if makespan < 0:  # pragma: no cover - a validated DAG always completes
         raise RuntimeError("simulation did not run every node")
@@ -467,6 +485,7 @@ def simulate_batch(
     dispatch: Dispatch = "priority",
     memory: bool = True,
     threads: int | None = None,
+    recompute: Any = None,
 ) -> BatchResult:
     """Makespans of ``B`` placements of one graph in one compiled call, in parallel.
 
@@ -487,6 +506,10 @@ def simulate_batch(
         threads: rows are split into up to this many contiguous parts run at once on
             as many threads (default :func:`default_threads`; 1 runs every row on the
             calling thread).
+        recompute: node ids that every row recomputes (:mod:`placegym.envs.recompute`;
+            default none). Each row then extends the graph by its own devices, so the
+            rows are simulated one after the other on the calling thread, each as
+            :func:`simulate` would (a bad row's error starts with ``row <i>:``).
     """
     g, c = _inputs(graph, cluster)
     devs = np.ascontiguousarray(devices, dtype=np.int64)
@@ -499,6 +522,8 @@ def simulate_batch(
     if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
         raise ValueError(f"threads: must be an integer >= 1, got {threads!r}")
     fifo = _check_dispatch(dispatch)
+    if recompute is not None and np.size(recompute):
+        return _batch_recompute(g, c, devs, ords, recompute, noise, rng, dispatch, memory)
     split = split_group(g, devs)
     if split is not None:
         b = split[0]
@@ -508,6 +533,28 @@ def simulate_batch(
     makespans, peaks = _run_rows(g, c, devs, ords, factors, fifo, memory, nthreads)
     if np.isnan(makespans).any():  # the rows are checked in the kernel, in parallel
         _check_rows(devs, ords, c)
+    oom = (peaks > c.memory).any(axis=1) if memory else np.zeros(len(devs), dtype=bool)
+    return BatchResult(makespan=makespans, peak_memory=peaks, oom=oom)
+
+
+def _batch_recompute(g, c, devs, ords, recompute, noise, rng, dispatch, memory) -> BatchResult:
+    """:func:`simulate_batch`'s rows with a shared recompute set: one :func:`simulate`
+    (or :func:`simulate_makespan`) call per row, drawing from one generator in turn."""
+    gen = (
+        rng if rng is None or isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    )
+    makespans = np.empty(len(devs))
+    peaks = np.zeros((len(devs), c.num_devices))
+    for i in range(len(devs)):
+        try:
+            p = Placement(device=devs[i], order=ords[i], recompute=recompute)
+            if memory:
+                s = simulate(g, c, p, noise=noise, rng=gen, dispatch=dispatch)
+                makespans[i], peaks[i] = s.makespan, s.peak_memory
+            else:
+                makespans[i] = simulate_makespan(g, c, p, noise=noise, rng=gen, dispatch=dispatch)
+        except ValueError as e:
+            raise ValueError(f"row {i}: {e}") from None
     oom = (peaks > c.memory).any(axis=1) if memory else np.zeros(len(devs), dtype=bool)
     return BatchResult(makespan=makespans, peak_memory=peaks, oom=oom)
 

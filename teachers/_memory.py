@@ -255,7 +255,8 @@ def _move_units(schedule: Schedule, dev: np.ndarray) -> bool:
     """One repair round in place on ``dev``: off each device over memory (largest excess
     first), units (the smallest that covers what is left of the excess, else the
     largest) to the device with the most headroom that takes them. Whether any moved."""
-    graph, cluster = schedule.graph, schedule.cluster
+    rc, cluster = schedule.recomputation, schedule.cluster
+    graph = schedule.graph if rc is None else rc.source  # the caller's nodes, not N + k
     u = units(graph)
     slack = cluster.memory - schedule.peak_memory
     unit_dev = dev[u.first]
@@ -311,7 +312,7 @@ def make_feasible(
     for _ in range(REPAIR_ROUNDS):
         if not _move_units(schedule, dev):
             break
-        candidate = Placement(device=dev.copy(), order=placement.order)
+        candidate = Placement(dev.copy(), placement.order, placement.recompute)
         schedule = sim(graph, cluster, candidate)
         if not schedule.oom:
             return candidate
@@ -319,7 +320,7 @@ def make_feasible(
     if cert is not None:
         # the rule's order first, then the certificate's (descending b-level, ties by id)
         for order in (placement.order, cert.order):
-            candidate = Placement(device=cert.device, order=order)
+            candidate = Placement(cert.device, order, placement.recompute)
             if not sim(graph, cluster, candidate).oom:
                 return candidate
     return placement

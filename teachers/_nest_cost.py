@@ -16,14 +16,15 @@ This module holds the pieces that define the model:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from placegym.envs.cluster import Cluster
 from placegym.envs.costs import node_durations
 from placegym.envs.graph import Graph
+from placegym.teachers._nest_recompute import recompute_nodes, whole_run_overflow
 
 __all__ = [
     "RECOMPUTE",
@@ -38,7 +39,8 @@ __all__ = [
 
 #: Relief bit: ZeRO-style sharding of the run's parameters over its block.
 ZERO = 1
-#: Relief bit: recomputation (activations dropped, compute paid again).
+#: Relief bit: recomputation (the plan's ``Placement.recompute``: stashes dropped, compute
+#: paid again; :mod:`placegym.teachers._nest_recompute`).
 RECOMPUTE = 2
 #: Names of the relief options 0..3 (bit combinations of ZERO and RECOMPUTE).
 RELIEF_NAMES = ("none", "zero", "recompute", "zero+recompute")
@@ -357,20 +359,23 @@ class NestTables:
         loc: ``(K, n)`` local device of each node when its stage is spread over a block
             of ``sizes[b]`` devices.
         stage_cost: ``(m, K, 4)`` stage time: the larger of the busiest local device's
-            compute (times ``1 + recompute_factor`` under recomputation, plus its
-            all-gather time under ZeRO) and the longest path through the stage's internal
-            edges (durations plus the transfer of every edge crossing devices), plus the
-            busiest channel inside the block (stage-internal edges).
+            compute (plus ``recompute_factor`` times its recomputed nodes' durations under
+            recomputation, plus its all-gather time under ZeRO) and the longest path
+            through the stage's internal edges (durations plus the transfer of every edge
+            crossing devices), plus the busiest channel inside the block (stage-internal
+            edges).
         same_link: ``(m, K)`` busiest channel of the edges into stage s when its producer
             stage sits on the same block (0 for s = 0).
         move_link: ``(m, K, K, NL)`` the same when the producer's block (size b) and the
             consumer's block (size b2) are disjoint and meet at level l (inf: no such
             pair of blocks exists).
-        params, acts, acts_rc, gather_buf: per stage and size, ``(k,)`` per local device:
+        params, acts, gather_buf: per stage and size, ``(k,)`` per local device:
             resident parameter bytes; activations (outputs made there plus every distinct
-            input read there: every tensor the stage ever holds on the device); the same
-            under recomputation (the largest single node's output plus inputs); the
+            input read there: every tensor the stage ever holds on the device); the
             largest parameter block (ZeRO gather buffer).
+        recompute: the forward nodes recomputed under :data:`RECOMPUTE`
+            (:func:`~placegym.teachers._nest_recompute.recompute_nodes`; empty unless the
+            graph is a training step, and then the relief does nothing).
         param_total: ``(m,)`` parameter bytes of each stage.
         memory: per size, ``(k,)`` capacity per local device: the least over every block
             of that size (so a run that fits the model fits on any address).
@@ -389,11 +394,12 @@ class NestTables:
     move_link: np.ndarray
     params: list[list[np.ndarray]]
     acts: list[list[np.ndarray]]
-    acts_rc: list[list[np.ndarray]]
     gather_buf: list[list[np.ndarray]]
     param_total: np.ndarray
     memory: list[np.ndarray]
     cuttable: np.ndarray
+    recompute: np.ndarray
+    _simulated: dict[bool, list] = field(default_factory=dict)
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -428,7 +434,8 @@ class NestTables:
                 loc[b, st.nodes] = st.pick_spread(hier.order[:k], dur, graph, cluster)
         for nodes in graph.groups.values():  # a group on its first node's local device
             loc[:, nodes] = loc[:, nodes[:1]]
-        t = cls(graph, cluster, hier, stage, m, loc, *_empty_tables(m, nk, hier.num_levels))
+        tables = _empty_tables(m, nk, hier.num_levels, recompute_nodes(graph, stage))
+        t = cls(graph, cluster, hier, stage, m, loc, *tables)
         t.param_total = np.bincount(stage, weights=graph.param_bytes, minlength=m)
         t.memory = [
             np.min([cluster.memory[t.devices(b, int(a))] for a in np.flatnonzero(valid)], axis=0)
@@ -444,18 +451,18 @@ class NestTables:
     def _fill_stage(self, s: int, st: _Stage, dur: DurationFn, rho: float) -> None:
         g, c, nodes = self.graph, self.cluster, st.nodes
         into = self.stage[g.edges[:, 1]] == s
+        again = np.isin(nodes, self.recompute)
         for b, k in enumerate(self.sizes):
             devs = self.devices(b, 0)
             lv = self.loc[b, nodes]
             comp, path, intra = st.figures(lv, devs, dur, g, c)
             self.params[s].append(np.bincount(lv, weights=g.param_bytes[nodes], minlength=k))
             self.acts[s].append(_activations(g, self.loc[b], nodes, into, k))
-            work = g.out_bytes[nodes] + g.in_bytes[nodes]
-            self.acts_rc[s].append(_max_by(lv, work, k))
             self.gather_buf[s].append(_max_by(lv, g.param_bytes[nodes], k))
             gather = _gather_times(g.param_bytes[nodes], lv, devs, c)
+            redo = np.bincount(lv[again], weights=dur(nodes[again], devs[lv[again]]), minlength=k)
             for o in range(4):
-                busy = comp * (1.0 + rho) if o & RECOMPUTE else comp
+                busy = comp + rho * redo if o & RECOMPUTE else comp
                 if o & ZERO:
                     busy = busy + gather if k > 1 else np.full(k, np.inf)
                 self.stage_cost[s, b, o] = max(busy.max(), path) + intra
@@ -493,11 +500,12 @@ class NestTables:
             out.append(found)
         return out
 
-    def run_tables(self) -> tuple[np.ndarray, np.ndarray]:
+    def run_tables(self, reliefs: Sequence[int] = (0, 1, 2, 3)) -> tuple[np.ndarray, np.ndarray]:
         """``(cost, overflow)``, each ``(m, m + 1, K, 4)``: entry ``[i, j, b, o]`` is the run
         of stages ``i..j-1`` on a block of ``sizes[b]`` devices with relief ``o`` (only
         ``j > i`` is meaningful): Σ stage_cost + Σ same_link after the first stage, and
-        :func:`~placegym.teachers.nest.run_overflow`, summed in the same order."""
+        :func:`~placegym.teachers.nest.run_overflow`, summed in the same order. Overflows
+        of recomputation are simulated only when ``reliefs`` has one (else inf)."""
         m, nk = self.m, len(self.sizes)
         cost = np.zeros((m, m + 1, nk, 4))
         over = np.zeros((m, m + 1, nk, 4))
@@ -511,10 +519,8 @@ class NestTables:
         for b, k in enumerate(self.sizes):
             par = np.array([self.params[s][b] for s in range(m)])
             buf = np.array([self.gather_buf[s][b] for s in range(m)])
-            for o in range(4):
-                act = np.array(
-                    [(self.acts_rc if o & RECOMPUTE else self.acts)[s][b] for s in range(m)]
-                )
+            act = np.array([self.acts[s][b] for s in range(m)])
+            for o in (0, ZERO):
                 for i in range(m):
                     if o & ZERO:
                         resident = (np.cumsum(self.param_total[i:]) / k)[:, None]
@@ -524,10 +530,16 @@ class NestTables:
                         live = np.cumsum(act[i:], axis=0)
                     excess = np.maximum(resident + live - self.memory[b], 0.0)
                     over[i, i + 1 :, b, o] = excess.sum(axis=1)
+            if m and over[0, m, b, 0] > 0:  # the bound does not fit: simulate the plan
+                over[0, m, b, 0] = whole_run_overflow(self, b, False)
+            for o in (RECOMPUTE, RECOMPUTE | ZERO):
+                over[:, :, b, o] = np.inf
+                if o in reliefs and m:
+                    over[0, m, b, o] = whole_run_overflow(self, b, True, bool(o & ZERO))
         return cost, over
 
 
-def _empty_tables(m: int, nk: int, nl: int) -> tuple:
+def _empty_tables(m: int, nk: int, nl: int, recompute: np.ndarray) -> tuple:
     return (
         np.zeros((m, nk, 4)),
         np.zeros((m, nk)),
@@ -535,10 +547,10 @@ def _empty_tables(m: int, nk: int, nl: int) -> tuple:
         [[] for _ in range(m)],
         [[] for _ in range(m)],
         [[] for _ in range(m)],
-        [[] for _ in range(m)],
         np.zeros(m),
         [],
         np.ones(m + 1, dtype=bool),
+        recompute,
     )
 
 

@@ -14,7 +14,6 @@ adapted to DAGs executed once on a work-conserving runtime.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from placegym.envs.analysis import b_level, overflow_penalty
+from placegym.envs.analysis import overflow_penalty
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
@@ -37,6 +36,7 @@ from placegym.teachers._nest_cost import (
     durations_fn,
     stage_index,
 )
+from placegym.teachers._nest_recompute import stage_priority, whole_run_overflow
 from placegym.teachers.base import PlanTeacher
 
 __all__ = [
@@ -70,6 +70,8 @@ class NestResult:
         runtime_s: wall time of the solve (tables + DP + mapping).
         repaired: whether :meth:`NestTeacher.plan` replaced ``device`` by a repaired
             device map that fits in memory (the DP's plan did not; class docstring).
+        recompute: the nodes the plan recomputes (its ``Placement.recompute``; empty
+            unless a run has the recomputation relief).
     """
 
     runs: tuple[Run, ...]
@@ -81,6 +83,7 @@ class NestResult:
     order: np.ndarray
     runtime_s: float
     repaired: bool = False
+    recompute: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
 
     def describe(self) -> str:
         """One line per run: stages, block, relief, link level."""
@@ -122,8 +125,9 @@ class NestTeacher(PlanTeacher):
         J = Σ_r [ Σ_{s ∈ r} stage(s, k_r, o_r) + Σ_{s ∈ r, s > first} same(s, k_r) ]
           + Σ_{r ≥ 1} move(first stage of r, k_{r-1}, k_r, level(a_{r-1}, a_r))
 
-    ``stage`` = the larger of the busiest device's compute (× (1 + recompute_factor)
-    under recomputation, + its parameter all-gather under ZeRO) and the longest path
+    ``stage`` = the larger of the busiest device's compute (+ recompute_factor × its
+    recomputed nodes' durations under recomputation, + its parameter all-gather under
+    ZeRO) and the longest path
     through the stage's internal edges (durations plus the transfer of each edge that
     crosses devices), + the busiest channel of those edges; ``same`` / ``move`` = the
     busiest channel carrying the stage's inputs from the producer stage's block (the
@@ -142,29 +146,39 @@ class NestTeacher(PlanTeacher):
     **Memory rule.** Run r fits iff on every device of its block the resident parameters
     of all its stages (under ZeRO: the run's total / ``k_r``) plus the activations of
     every one of its stages (each stage's outputs plus every distinct input it reads
-    there; under recomputation only each stage's largest single node's; plus the largest
-    parameter block under ZeRO) stay within memory, the least memory of any block of
-    that size (:attr:`~placegym.teachers._nest_cost.NestTables.memory`). Runs share no
-    device, so each device's resident parameters are exactly those of its run's nodes,
-    and every tensor the simulator ever keeps on a device is an output made there or a
-    copy received there: without relief the rule is a conservative bound of the
-    simulator's peak (resident bytes plus live tensors, DESIGN §3), and a plan that fits
-    it without relief is feasible.
+    there; plus the largest parameter block under ZeRO) stay within memory, the least
+    memory of any block of that size (:attr:`~placegym.teachers._nest_cost.NestTables.
+    memory`). Runs share no device, so each device's resident parameters are exactly
+    those of its run's nodes, and every tensor the simulator ever keeps on a device is
+    an output made there or a copy received there: without relief the rule is a
+    conservative bound of the simulator's peak (resident bytes plus live tensors, DESIGN
+    §3), and a plan that fits it without relief is feasible. For the run of every stage
+    (the only run a training step's co-location groups leave), where that bound does not
+    fit, and always under recomputation, the rule is the simulator's: the plan's
+    simulated peak within every device's memory, on every block of that size
+    (:func:`~placegym.teachers._nest_recompute.whole_run_overflow`).
 
-    **Relief.** ZeRO and recomputation exist only in this model: the simulator keeps each
-    node's parameters on its device and every tensor until its last consumer, so a plan
-    that needs relief (mode ``"fits-with-relief"``) does not fit as such. ``relief=
-    "fallback"`` (default) first solves without relief, then with relief allowed at its
-    cost, and only if still nothing fits, with every run allowed at a penalty of
-    ``overflow_weight / slowest bandwidth`` per byte over capacity, summed over devices
-    (≈ least total overflow first, then time). ``"always"`` lets relief compete from the
-    start; ``"never"`` never uses it. Whatever the mode, the plan is then simulated
-    and, when over memory (relief counted on, the penalised fallback, or a tighter peak
-    than the bound on a heterogeneous cluster), repaired
-    (:func:`~placegym.teachers._memory.make_feasible`: whole groups and nodes moved off
-    the devices over memory to those with the most headroom, else the resident bytes
-    spread worst-fit decreasing); :attr:`NestResult.repaired` says so. Without memory
-    pressure nothing is simulated and the plan is the DP's.
+    **Relief.** Recomputation is executed by the simulator: a run with it recomputes the
+    forward nodes of :attr:`~placegym.teachers._nest_cost.NestTables.recompute` (√n
+    checkpointing over the stages of a training-step graph,
+    :func:`~placegym.teachers._nest_recompute.recompute_nodes`), the plan carries them as
+    its ``Placement.recompute`` (:attr:`NestResult.recompute`), and the run's memory is
+    the simulated peak of that plan (:mod:`placegym.envs.recompute`), so a plan that fits
+    with recomputation alone fits when simulated. The relief applies to a run of every
+    stage only (inf otherwise) and does nothing without recomputable nodes. ZeRO exists
+    only in this model: the simulator keeps each node's parameters on its device, so a
+    plan that needs ZeRO does not fit as such. ``relief="fallback"`` (default) first
+    solves without relief, then with relief allowed at its cost, and only if still
+    nothing fits, with every run allowed at a penalty of ``overflow_weight / slowest
+    bandwidth`` per byte over capacity, summed over devices (≈ least total overflow
+    first, then time). ``"always"`` lets relief compete from the start; ``"never"`` never
+    uses it. Whatever the mode, the plan is then simulated and, when over memory (ZeRO
+    counted on, the penalised fallback, or a tighter peak than the bound on a
+    heterogeneous cluster), repaired (:func:`~placegym.teachers._memory.make_feasible`:
+    whole groups and nodes moved off the devices over memory to those with the most
+    headroom, else the resident bytes spread worst-fit decreasing);
+    :attr:`NestResult.repaired` says so. Without memory pressure nothing is simulated and
+    the plan is the DP's.
 
     **Co-location groups.** Every group is kept on one device inside the DP: its nodes
     share the local device of its first node in every spread (the stage figures are
@@ -201,7 +215,8 @@ class NestTeacher(PlanTeacher):
 
     Args:
         relief: "fallback", "always" or "never" (see above).
-        recompute_factor: extra compute fraction paid under recomputation.
+        recompute_factor: weight, in a stage's time, of its recomputed nodes' durations
+            (1: each runs once more).
         overflow_weight: penalty weight of the last fallback.
         max_stages: the most stages the DP sees.
     """
@@ -241,11 +256,15 @@ class NestTeacher(PlanTeacher):
         """Solve NEST's DP, order the stages and repair a plan over memory (see the class
         docstring)."""
         result = self.solve(graph, cluster)
-        planned = Placement(device=result.device, order=result.order)
+        planned = Placement(device=result.device, order=result.order, recompute=result.recompute)
         placement = make_feasible(graph, cluster, planned)
         if placement is not planned:
             result = dataclasses.replace(
-                result, device=placement.device.copy(), order=placement.order.copy(), repaired=True
+                result,
+                device=placement.device.copy(),
+                order=placement.order.copy(),
+                repaired=True,
+                recompute=placement.recompute,
             )
         self.last_result = result
         return placement
@@ -259,7 +278,6 @@ class NestTeacher(PlanTeacher):
             empty = np.zeros(0, dtype=np.int64)
             elapsed = time.perf_counter() - t0
             return NestResult((), 0.0, 0.0, 0.0, "fits", empty, order, elapsed)
-        cost, over = tables.run_tables()
         weight = self.overflow_weight / min(lv.bandwidth for lv in cluster.levels)
         options: dict[str, list[tuple[tuple[int, ...], float | None]]] = {
             "fallback": [((0,), None), (ALL_RELIEFS, None), (ALL_RELIEFS, weight)],
@@ -268,6 +286,7 @@ class NestTeacher(PlanTeacher):
         }
         passes = options[self.relief]
         for reliefs, penalty in passes:
+            cost, over = tables.run_tables(reliefs)  # recomputation simulated if allowed
             found = solve_dp(tables, cost, over, reliefs, penalty)
             if found is not None:
                 break
@@ -279,9 +298,19 @@ class NestTeacher(PlanTeacher):
         else:
             mode = "fits-with-relief" if any(r.relief for r in runs) else "fits"
         device = plan_devices(tables, runs)
+        again = any(r.relief & RECOMPUTE for r in runs)
+        recompute = tables.recompute if again else np.zeros(0, dtype=np.int64)
         elapsed = time.perf_counter() - t0
         return NestResult(
-            tuple(runs), objective, plan_cost, overflow, mode, device, order, elapsed
+            tuple(runs),
+            objective,
+            plan_cost,
+            overflow,
+            mode,
+            device,
+            order,
+            elapsed,
+            recompute=recompute,
         )
 
 
@@ -408,21 +437,26 @@ def run_overflow(tables: NestTables, run: Run) -> float:
     """Bytes beyond memory summed over the run's devices (0 iff it fits): a device needs
     the resident parameters of all the run's stages (under ZeRO the run's total over
     ``size``) plus every stage's activations (every tensor a stage ever holds there: a
-    bound on the simulator's live tensors; under recomputation each stage's largest
-    single node's) plus, under ZeRO, the largest gather buffer."""
+    bound on the simulator's live tensors) plus, under ZeRO, the largest gather buffer.
+    The run of every stage, where that bound does not fit without relief, and always
+    under recomputation (inf on a run of some stages): the simulated peak of its plan
+    (:func:`~placegym.teachers._nest_recompute.whole_run_overflow`)."""
     t, b = tables, tables.sizes.index(run.size)
-    act = t.acts_rc if run.relief & RECOMPUTE else t.acts
+    whole = run.start == 0 and run.stop == t.m
+    if run.relief & RECOMPUTE:
+        return whole_run_overflow(t, b, True, bool(run.relief & ZERO)) if whole else np.inf
     resident, live, buf, total = np.zeros(run.size), np.zeros(run.size), 0.0, 0.0
     for s in range(run.start, run.stop):
         total = total + t.param_total[s]
         resident = resident + t.params[s][b]
-        live = live + act[s][b]
+        live = live + t.acts[s][b]
         if run.relief & ZERO:
             buf = np.maximum(buf, t.gather_buf[s][b])
     if run.relief & ZERO:
         resident = np.full(run.size, total / run.size)
         live = live + buf
-    return float(np.maximum(resident + live - t.memory[b], 0.0).sum())
+    over = float(np.maximum(resident + live - t.memory[b], 0.0).sum())
+    return whole_run_overflow(t, b, False) if whole and over > 0 and not run.relief else over
 
 
 def evaluate_plan(tables: NestTables, runs: Sequence[Run]) -> tuple[float, float]:
@@ -476,27 +510,10 @@ def plan_devices(tables: NestTables, runs: Sequence[Run]) -> np.ndarray:
 
 def priority_order(graph: Graph, cluster: Cluster, stage: np.ndarray | None = None) -> np.ndarray:
     """A topological order by (stage, descending b-level, topological rank): Kahn's
-    algorithm taking the ready node with the smallest key."""
-    n = graph.num_nodes
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    stage = stage_index(graph) if stage is None else stage
-    bl = b_level(graph, cluster)
-    topo = np.empty(n, dtype=np.int64)
-    topo[graph.topological_order] = np.arange(n)
-    indeg = graph.in_degree.copy()
-    ptr, idx = graph.consumer_csr
-    heap = [(int(stage[v]), -float(bl[v]), int(topo[v]), v) for v in np.flatnonzero(indeg == 0)]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        v = heapq.heappop(heap)[3]
-        order.append(v)
-        for c in idx[ptr[v] : ptr[v + 1]].tolist():
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                heapq.heappush(heap, (int(stage[c]), -float(bl[c]), int(topo[c]), c))
-    return np.array(order, dtype=np.int64)
+    algorithm taking the ready node with the smallest key
+    (:func:`~placegym.teachers._nest_recompute.stage_priority`; stages by default those of
+    :func:`~placegym.teachers._nest_cost.stage_index`)."""
+    return stage_priority(graph, cluster, stage_index(graph) if stage is None else stage)
 
 
 # ---------------------------------------------------------------------- NEST cost
