@@ -226,10 +226,14 @@ class Cluster:
 
     @cached_property
     def device_traits(self) -> np.ndarray:
-        """``(D, 5)`` FLOP/s, memory bandwidth, launch overhead, memory and profile class
-        of each device: devices with equal rows compute alike (their network aside)."""
+        """``(D, 5)`` FLOP/s, memory bandwidth, launch overhead, memory and kind class of
+        each device (the index of its ``kind`` among the cluster's kinds, -1 for none:
+        a graph's per-kind times or a profile may time two kinds differently): devices
+        with equal rows compute alike (their network aside)."""
+        kinds = {k: i for i, k in enumerate(dict.fromkeys(d.kind for d in self.devices if d.kind))}
+        kind = np.array([kinds.get(d.kind, -1) if d.kind else -1 for d in self.devices])
         cols = [self.flops, self.mem_bandwidth, self.launch_overhead, self.memory]
-        return _ro(np.stack([*cols, self.profile_class.astype(np.float64)], axis=1))
+        return _ro(np.stack([*cols, kind.astype(np.float64)], axis=1))
 
     @cached_property
     def paths(self) -> np.ndarray:

@@ -234,3 +234,13 @@ def test_a_profile_baked_into_the_graph_simulates_identically_without_it():
     a = simulate_batch(g, profiled, devices, orders).makespan
     b = simulate_batch(baked, bare, devices, orders).makespan
     assert a.tolist() == b.tolist()
+
+
+def test_devices_of_two_kinds_are_told_apart_even_when_their_speeds_agree():
+    c = cpu_acc()  # equal FLOP/s, kinds cpu and acc
+    traits = c.device_traits
+    assert (traits[0, :4] == traits[1, :4]).all() and traits[0, 4] != traits[1, 4]
+    # one node, 4 s on cpu and 1 s on acc: the single-device baseline picks the acc
+    g = Graph.from_dict(doc({"cpu": 4.0, "acc": 1.0}))
+    p = get_teacher("single_device").place(g, c)
+    assert simulate(g, c, p).makespan == 1.0

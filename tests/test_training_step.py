@@ -219,3 +219,18 @@ def test_bad_backward_time_and_training_graphs_are_refused():
 def test_empty_graph():
     t = to_training_step(Graph(np.zeros(0), np.zeros(0), np.zeros((0, 2))))
     assert t.num_nodes == 0 and t.num_edges == 0
+
+
+def test_per_kind_times_carry_over_to_the_backward_nodes():
+    g = Graph(
+        flops=[0.0, 1e9],
+        out_bytes=[8.0, 8.0],
+        edges=[(0, 1)],
+        spec=[{"kind": "input"}, {}],
+        time=[0.1, float("nan")],
+        kind_time={"cpu": [0.5, 2.0], "gpu": [float("nan"), 0.25]},
+    )
+    t = to_training_step(g, backward_factor=3.0)
+    assert t.kind_time["cpu"].tolist() == [0.5, 2.0, 0.0, 6.0]
+    assert t.kind_time["gpu"][1] == 0.25 and t.kind_time["gpu"][3] == 0.75
+    assert t.time[2] == 0.0 and t.time[0] == 0.1  # the data input's backward, the default

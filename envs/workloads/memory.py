@@ -98,8 +98,8 @@ def tighten(
     total = float(graph.param_bytes.sum())
     if total <= 0:
         raise ValueError(f"graph: {graph.name!r} has no resident bytes to make memory bind")
-    speeds = np.stack([cluster.flops, cluster.mem_bandwidth], axis=1)
-    if not (speeds == speeds[0]).all():
+    dur = durations_on(graph, cluster)
+    if not (dur == dur[:, :1]).all():
         raise ValueError(f"cluster: {cluster.name!r} has devices that compute differently")
     devices = tuple(
         dataclasses.replace(dev, memory=float(dev.memory * ratios[d % len(ratios)]))
@@ -109,9 +109,11 @@ def tighten(
     if len(set(ratios)) > 1:
         name += "-r" + "-".join(f"{r:g}" for r in ratios)
     tight = dataclasses.replace(cluster, devices=devices, name=name)
-    time = durations_on(graph, cluster)[:, 0] - cluster.launch_overhead[0]
+    time = dur[:, 0] - cluster.launch_overhead[0]  # every device's, per-kind times included
     scale = resident * float(tight.memory.sum()) / total
-    graph = dataclasses.replace(graph, time=time, param_bytes=graph.param_bytes * scale)
+    graph = dataclasses.replace(
+        graph, time=time, kind_time={}, param_bytes=graph.param_bytes * scale
+    )
     return graph, tight
 
 

@@ -19,7 +19,10 @@ training step. For a forward graph of ``n`` nodes and edges ``E``:
   ``time`` 0; a forward spec with ``"backward_time"`` (seconds, finite and >= 0; the
   PipeDream importer writes it) gives that ``time``; a measured forward ``time`` ``t``
   gives ``backward_factor * t``; otherwise ``v'`` is unmeasured and the roofline of rule
-  1 applies to its ``flops`` and bytes. ``flops[v'] = backward_factor * flops[v]``
+  1 applies to its ``flops`` and bytes. Per-kind times (``time`` as ``{kind: s}``) carry
+  over the same way: ``v'`` takes ``backward_factor`` times v's time on each kind (0 for
+  a data input; none where the spec gives ``backward_time``, whose value is then the
+  default). ``flops[v'] = backward_factor * flops[v]``
   (0 for a data input) in every case.
 - Output bytes: ``out_bytes[v']`` is the sum of ``out_bytes[u]`` over v's producers ``u``
   that are not data inputs: the gradients of v's inputs (0 for a source). A graph node
@@ -109,6 +112,16 @@ def _backward_times(graph: Graph, factor: float, data: np.ndarray) -> np.ndarray
     return out
 
 
+def _kind_backward(graph: Graph, t: np.ndarray, factor: float, data: np.ndarray) -> np.ndarray:
+    """Per-kind seconds of each backward node: ``factor`` times the forward's on that kind
+    (0 for a data input; NaN, so the default applies, where the spec gives a
+    ``backward_time`` or the forward has no time on that kind)."""
+    out = factor * t
+    out[data] = 0.0
+    out[[("backward_time" in s) for s in graph.spec]] = np.nan
+    return out
+
+
 def _groups(graph: Graph) -> np.ndarray:
     """Each forward node's group: its own, else a new one (module docstring)."""
     group = graph.group.copy()
@@ -174,5 +187,9 @@ def to_training_step(
         spec=(*graph.spec, *bw_spec),
         name=name or f"{graph.name}-train",
         time=np.concatenate([graph.time, _backward_times(graph, backward_factor, data)]),
+        kind_time={
+            kind: np.concatenate([t, _kind_backward(graph, t, backward_factor, data)])
+            for kind, t in graph.kind_time.items()
+        },
         group=np.concatenate([group, group]),
     )
