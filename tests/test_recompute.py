@@ -557,3 +557,23 @@ def test_nest_uses_no_recomputation_on_forward_graphs():
     assert tables.recompute.size == 0
     cost, over = tables.run_tables()
     assert np.isinf(over[..., RECOMPUTE]).all()
+
+
+def test_a_suite_run_stores_and_replays_the_recompute_set(tmp_path):
+    import json
+
+    from placegym.train.cli import main
+
+    out = tmp_path / "run"
+    args = ["bench", "--suite", "training-v0", "--split", "test", "--teachers", "nest",
+            "--out", str(out), "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    rows = json.loads((out / "results.json").read_text())["records"]
+    assert any(r["placer"] == "nest" and r["recompute"] for r in rows)  # NEST recomputes
+    assert main(["bench", "--replay", str(out / "results.json")]) == 0
+    for r in rows:
+        r["recompute"] = None  # without the set the recorded makespans do not replay
+    (out / "stripped.json").write_text(
+        json.dumps({**json.loads((out / "results.json").read_text()), "records": rows})
+    )
+    assert main(["bench", "--replay", str(out / "stripped.json")]) == 1

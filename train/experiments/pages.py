@@ -274,6 +274,7 @@ SUITE_RUNS = {
     "comm-heavy-v0-test": ("summary", "breakdown", "instances"),
     "generalize-v0-test": ("summary",),
     "memory-tight-v0-test": ("summary", "instances"),
+    "memory-tight-v0-test-agents": ("summary", "instances"),
     "published-v0-test": ("summary", "instances"),
     "published-v0-test-expert": ("instances",),
     "training-v0-test": ("summary", "instances"),
@@ -462,6 +463,7 @@ def add_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     p.add_argument("--record", metavar="FILE", help="write the sidecar of result file FILE")
     p.add_argument("--command", help="with --record: the command that wrote FILE")
     p.add_argument("--load", help="with --record: the load average '1,5,15' at the end")
+    p.add_argument("--wall", type=float, help="with --record: the command's wall seconds")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -473,7 +475,9 @@ def run(args: argparse.Namespace) -> int:
             if not args.command:
                 raise ValueError("--record: --command is required")
             load = [float(x) for x in args.load.split(",")] if args.load else None
-            print(f"written: {write_sidecar(Path(args.record), args.command, load=load)}")
+            extra = {} if args.wall is None else {"wall_seconds": round(args.wall, 2)}
+            side = write_sidecar(Path(args.record), args.command, load=load, **extra)
+            print(f"written: {side}")
             return 0
         if not (root / RESULTS).is_dir():
             raise ValueError(f"--root: {root} has no {RESULTS} (run from a source checkout)")

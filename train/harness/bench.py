@@ -117,10 +117,11 @@ class Record:
     infeasible: str | None = None
     device: list[int] | None = None
     order: list[int] | None = None
+    recompute: list[int] | None = None
 
 
 #: Record fields kept out of ``results.csv`` (the placement: in ``results.json`` only).
-JSON_ONLY = ("device", "order")
+JSON_ONLY = ("device", "order", "recompute")
 
 
 class RegistryTeacher:
@@ -266,6 +267,7 @@ def _records(cells: Sequence[Cell], results: Sequence[Any], placers: list[str]) 
                 infeasible=out.infeasible,
                 device=_listed(out.placement, "device"),
                 order=_listed(out.placement, "order"),
+                recompute=_listed(out.placement, "recompute") or None,
             )
         )
     return records

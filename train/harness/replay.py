@@ -6,7 +6,8 @@ clusters runs (:mod:`placegym.train.harness.bench`, rows naming a workload and c
 file's ``config``). Per row, replay rebuilds the instance and checks:
 
 - the instance (suite rows): the rebuilt instance's digest equals the row's ``digest``;
-- the placement: ``device`` and ``order`` are stored and valid for the instance;
+- the placement: ``device`` and ``order`` (and ``recompute``, the recomputed nodes, when
+  the placement has any) are stored and valid for the instance;
 - feasibility (:mod:`placegym.train.harness.feasibility`): a row recorded ``feasible``
   must replay feasible (no split co-location group, within every device's memory), and a
   row recorded infeasible must replay infeasible (a row without a placement, whose placer
@@ -31,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, load_cluster
 from placegym.envs.validate import read_json
@@ -144,7 +147,11 @@ def _check_row(row: dict, graph: Graph, cluster: Cluster, digest: str | None, no
             problems.append(f"makespan {row['makespan']!r} recorded without a placement")
         return problems, None  # the placer raised: nothing to re-simulate
     try:
-        placement = Placement(device=row["device"], order=row["order"])
+        placement = Placement(
+            device=row["device"],
+            order=row["order"],
+            recompute=np.asarray(row.get("recompute") or [], dtype=np.int64),
+        )
     except ValueError as e:
         return (["invalid placement: " + str(e)] if claims else problems), None
     out = simulate_outcome(graph, cluster, placement, noise, row["seed"] if noise > 0 else None)

@@ -93,6 +93,14 @@ class SuiteRecord:
     calls: int = 0  # a default: results written before this field still load
     feasible: bool = True
     infeasible: str | None = None
+    recompute: list[int] | None = None
+
+
+def _recompute(placement: Any) -> list[int] | None:
+    """A placement's recomputed nodes (None when there are none: the field is omitted
+    from nothing, old files read the same)."""
+    rc = getattr(placement, "recompute", None)
+    return None if rc is None or not len(rc) else [int(v) for v in rc]
 
 
 def instance_bounds(inst: Instance, refs: dict[str, Reference]) -> tuple[float, float | None]:
@@ -152,6 +160,7 @@ def _records(
                 digest=inst.digest,
                 device=None if run.placement is None else run.placement.device.tolist(),
                 order=None if run.placement is None else run.placement.order.tolist(),
+                recompute=_recompute(run.placement),
                 feasible=run.feasible,
                 infeasible=run.infeasible,
             )
@@ -329,7 +338,9 @@ def write_suite_outputs(records: Sequence[SuiteRecord], out: Path, meta: dict[st
     """``results.json``, ``results.csv`` and ``table.md`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     write_results_json(records, out / "results.json", meta)
-    fields = [f for f in SuiteRecord.__dataclass_fields__ if f not in ("device", "order")]
+    fields = [
+        f for f in SuiteRecord.__dataclass_fields__ if f not in ("device", "order", "recompute")
+    ]
     with open(out / "results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
