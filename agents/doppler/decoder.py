@@ -37,7 +37,7 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.observation import ObservationBuilder
 from placegym.envs.placement import Placement
-from placegym.envs.simulator import Dispatch, simulate_batch
+from placegym.envs.simulator import BatchResult, Dispatch, simulate_batch
 from placegym.envs.state import PlacementState
 from placegym.teachers.lookahead import LookaheadTeacher
 
@@ -276,14 +276,30 @@ def sample_placements(
         ValueError: ``k`` < 1, or a policy that does not choose all its actions
             (:func:`decodes_like_episodes`).
     """
+    devs, orders, res = _sampled(policy, graph, cluster, k, seed, memory_mask, dispatch, False)
+    return devs, orders, res.makespan
+
+
+def _sampled(
+    policy: DopplerPolicy,
+    graph: Graph,
+    cluster: Cluster,
+    k: int,
+    seed: int,
+    memory_mask: bool,
+    dispatch: Dispatch,
+    memory: bool,
+) -> tuple[np.ndarray, np.ndarray, BatchResult]:
+    """:func:`sample_placements`' episodes and their one batch simulation (tracking
+    memory when ``memory``: the makespans are the same either way)."""
     if k < 1:
         raise ValueError(f"k: must be >= 1, got {k}")
     if not decodes_like_episodes(policy):
         raise ValueError("policy: expected one that chooses its SEL and PLC actions")
     dec = Decoder(policy, graph, cluster, memory_mask)
     devs = dec.sample(k, 1.0, np.random.default_rng(seed))
-    res = simulate_batch(graph, cluster, devs, dec._orders, dispatch=dispatch, memory=False)
-    return devs, dec._orders, res.makespan
+    res = simulate_batch(graph, cluster, devs, dec._orders, dispatch=dispatch, memory=memory)
+    return devs, dec._orders, res
 
 
 def best_of_samples(
@@ -298,14 +314,13 @@ def best_of_samples(
 ) -> tuple[Placement, float]:
     """The best of :func:`sample_placements` (default environment options) and its
     makespan; the first of equal makespans wins, as the best of the played episodes.
-    With ``feasible``, a sample within every device's memory beats one over it (one more
-    batch simulation when memory can bind)."""
-    devs, orders, makespans = sample_placements(policy, graph, cluster, k, seed, dispatch=dispatch)
+    With ``feasible``, a sample within every device's memory beats one over it (the one
+    batch simulation then tracks memory, when memory can bind)."""
+    memory = feasible and memory_may_bind(graph, cluster)
+    devs, orders, res = _sampled(policy, graph, cluster, k, seed, True, dispatch, memory)
+    makespans = res.makespan
     key = makespans
-    if feasible and memory_may_bind(graph, cluster):
-        over = simulate_batch(graph, cluster, devs, orders, dispatch=dispatch, memory=True).oom
-        key = np.where(over, np.inf, makespans)
-        if np.isinf(key).all():
-            key = makespans
+    if memory and not res.oom.all():
+        key = np.where(res.oom, np.inf, makespans)
     best = int(np.argmin(key))
     return Placement(devs[best], orders[best]), float(makespans[best])

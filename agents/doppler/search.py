@@ -57,6 +57,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -319,12 +320,16 @@ def _repair(
     its simulations are counted as calls beyond the budget (stage ``repair``)."""
     from placegym.teachers import make_feasible
 
+    last: list[Any] = [None, None]  # the placement simulated last and its schedule
+
     def counted(g: Graph, c: Cluster, p: Placement) -> Schedule:
         calls.count_extra()
-        return simulate(g, c, p)
+        last[:] = [p, simulate(g, c, p)]
+        return last[1]
 
     fixed = make_feasible(graph, cluster, placement, sim=counted)
-    schedule = counted(graph, cluster, fixed)
+    # the repair's answer is the placement it simulated last, unless none fitted
+    schedule = last[1] if last[0] is fixed else counted(graph, cluster, fixed)
     if not schedule.oom:
         calls.curve[-1] = schedule.makespan
     return fixed, float(schedule.makespan)
