@@ -33,7 +33,6 @@ Simulator calls and wall seconds are summed over the entry's rows and shown besi
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -43,7 +42,8 @@ from typing import Any
 
 from placegym.envs.suites import get_suite
 from placegym.envs.validate import read_json
-from placegym.train.harness.replay import replay
+from placegym.train.harness.replay import read_results, replay
+from placegym.train.harness.suite_bench import results_text
 from placegym.train.stats import geomean
 
 __all__ = [
@@ -104,10 +104,7 @@ def _fail(path: Path | str, problem: str) -> ValueError:
 
 
 def _load(path: Path | str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    data = read_json(path, "bench results")
-    rows, config = data.get("records"), data.get("config")
-    if not isinstance(rows, list) or not isinstance(config, dict):
-        raise _fail(path, "not a placegym bench results file (no config and records)")
+    data, rows = read_results(path)
     if not rows or "suite" not in rows[0]:
         raise _fail(path, "not a suite run: a leaderboard takes `placegym bench --suite` results")
     return data, rows
@@ -249,9 +246,7 @@ def submit(
     config = {**data["config"], "placers": list(dict.fromkeys(r["placer"] for r in keep))}
     doc = {"format": data.get("format"), "entry": entry.to_dict(), "config": config}
     out.parent.mkdir(parents=True, exist_ok=True)
-    body = ",\n".join(json.dumps(r, separators=(",", ":")) for r in keep)
-    head = json.dumps(doc)[:-1]  # the same layout as a results file: one row a line
-    out.write_text(head + ', "records": [\n' + body + "\n]}\n")
+    out.write_text(results_text(doc, keep))  # the layout of a results file
     return Entry(**{**entry.__dict__, "path": out})
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from placegym.envs.suites import get_suite
 from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
 from placegym.train.evaluate import AgentPlacer
 from placegym.train.harness.evaluation import Results, evaluate
+from placegym.train.harness.replay import close
 from placegym.train.stats import geomean
 
 __all__ = ["add", "main", "reproduce"]
@@ -127,18 +127,12 @@ def reproduce(agent: Pretrained) -> list[str]:
             bad.append(f"{inst}: no longer in {on['suite']}/{on['split']}")
         elif now["digest"] != rec["digest"]:
             bad.append(f"{inst}: stale (suite digest {rec['digest']} is now {now['digest']})")
-        elif now["feasible"] != rec["feasible"] or not _close(now["makespan"], rec["makespan"]):
+        elif now["feasible"] != rec["feasible"] or not close(now["makespan"], rec["makespan"]):
             bad.append(
                 f"{inst}: recorded {rec['makespan']} (feasible {rec['feasible']}), "
                 f"now {now['makespan']} (feasible {now['feasible']})"
             )
     return bad
-
-
-def _close(a: float | None, b: float | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return math.isclose(a, b, rel_tol=1e-9)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -56,7 +56,9 @@ class Mismatch:
         return f"row {self.row} ({self.label}): {self.problem}"
 
 
-def _close(a: float | None, b: float | None) -> bool:
+def close(a: float | None, b: float | None) -> bool:
+    """Whether two recorded numbers agree within :data:`RTOL` (None only with None,
+    infinities only when equal)."""
     if a is None or b is None:
         return a is b
     if math.isinf(a) or math.isinf(b):
@@ -168,20 +170,20 @@ def _check_row(row: dict, graph: Graph, cluster: Cluster, digest: str | None, no
         if row.get("makespan") is not None:
             problems.append(f"makespan {row['makespan']!r} recorded, none replayed")
         return problems, None
-    if row.get("makespan") is None or not _close(out.makespan, row["makespan"]):
+    if row.get("makespan") is None or not close(out.makespan, row["makespan"]):
         problems.append(f"makespan recorded {row.get('makespan')!r}, replayed {out.makespan!r}")
     return problems, out.makespan if out.feasible else None
 
 
 def _check_suite_columns(row: dict, bound: float, makespan: float) -> list[str]:
     out = []
-    if not _close(row["lower_bound"], bound):
+    if not close(row["lower_bound"], bound):
         out.append(f"lower_bound recorded {row['lower_bound']!r}, certified {bound!r}")
-    if not _close(row["gap_to_bound"], makespan / row["lower_bound"] - 1.0):
+    if not close(row["gap_to_bound"], makespan / row["lower_bound"] - 1.0):
         out.append(f"gap_to_bound {row['gap_to_bound']!r} is not makespan / lower_bound - 1")
     best = row.get("best_known")
     expected = None if best is None else makespan / best - 1.0
-    if not _close(row.get("gap_to_best"), expected):
+    if not close(row.get("gap_to_best"), expected):
         out.append(f"gap_to_best {row.get('gap_to_best')!r} is not makespan / best_known - 1")
     return out
 
@@ -226,7 +228,7 @@ def _check_derived(rows: list[dict], replayed: list, suite_rows: bool) -> list[M
         if _key(row) in failed and ratio is not None:
             problem = f"ratio_to_critical_path {ratio!r} recorded, but the critical_path row"
             bad.append(Mismatch(i, _label(row), problem + " is infeasible"))
-        elif ref is not None and not _close(ratio, makespan / ref):
+        elif ref is not None and not close(ratio, makespan / ref):
             problem = f"ratio_to_critical_path {ratio!r} does not match"
             bad.append(Mismatch(i, _label(row), problem + " the critical_path row"))
         if suite_rows:
@@ -240,6 +242,19 @@ def _check_derived(rows: list[dict], replayed: list, suite_rows: bool) -> list[M
     return bad
 
 
+def read_results(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A results file of ``placegym bench`` and its rows.
+
+    Raises:
+        ValueError: not JSON, or not such a file (no ``config`` and ``records``), naming it.
+    """
+    data = read_json(path, "bench results")
+    rows = data.get("records")
+    if not isinstance(rows, list) or not isinstance(data.get("config"), dict):
+        raise ValueError(f"{path}: not a placegym bench results file (no config and records)")
+    return data, rows
+
+
 def replay(path: str | Path, progress: bool = False) -> tuple[int, list[Mismatch]]:
     """Re-check every row of the results file ``path`` (see the module docstring).
 
@@ -249,10 +264,7 @@ def replay(path: str | Path, progress: bool = False) -> tuple[int, list[Mismatch
     Raises:
         ValueError: not a results file of ``placegym bench`` (naming the file).
     """
-    data = read_json(path, "bench results")
-    rows = data.get("records")
-    if not isinstance(rows, list) or not isinstance(data.get("config"), dict):
-        raise ValueError(f"{path}: not a placegym bench results file (no config and records)")
+    data, rows = read_results(path)
     config = data["config"]
     suite_rows = bool(rows) and "suite" in rows[0]
     load = _suite_loader() if suite_rows else _workload_loader(config)

@@ -351,6 +351,12 @@ def write_suite_outputs(records: Sequence[SuiteRecord], out: Path, meta: dict[st
 def write_results_json(records: Sequence[SuiteRecord], path: Path, meta: dict[str, Any]) -> None:
     """The ``results.json`` of a suite run (``placegym bench --replay`` checks it): the
     format tag, the run's ``config`` (``meta``) and the records, one line each."""
-    head = f'{{"format": "{RESULTS_FORMAT}", "config": {json.dumps(meta)}, "records": ['
-    body = ",\n".join(json.dumps(asdict(r), separators=(",", ":")) for r in records)
-    path.write_text(head + "\n" + body + "\n]}\n")
+    head = {"format": RESULTS_FORMAT, "config": meta}
+    path.write_text(results_text(head, [asdict(r) for r in records]))
+
+
+def results_text(head: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
+    """A results document: the keys of ``head``, then ``records``, one row a line (so a
+    diff of two runs reads row by row)."""
+    body = ",\n".join(json.dumps(r, separators=(",", ":")) for r in rows)
+    return json.dumps(head)[:-1] + ', "records": [\n' + body + "\n]}\n"
