@@ -44,8 +44,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from placegym.envs.cluster import Links
 from placegym.envs.importers.dnn_partitioning import INPUTS
 from placegym.envs.suites.spec import GraphSpec, InstanceSpec, Suite, model, published, workload
+from placegym.envs.workloads.memory import tight_name
 
 Sizes = tuple[tuple[str, str, dict[str, Any]], ...]
 
@@ -115,9 +117,7 @@ def _tight(
     """Each graph with groups of up to 3 nodes, on each preset made memory-tight."""
     out = []
     for preset, resident, ratios in settings:
-        name = f"{preset}-mem{resident:g}"
-        if len(set(ratios)) > 1:
-            name += "-r" + "-".join(f"{r:g}" for r in ratios)
+        name = tight_name(preset, resident, ratios)
         for label, spec in graphs:
             tight = dataclasses.replace(spec, groups=3, resident=resident, ratios=ratios)
             out.append(InstanceSpec(f"{label}@{name}", tight, preset))
@@ -125,11 +125,11 @@ def _tight(
 
 
 #: training-v0: (cluster preset, resident share, memory ratios, links) of each split.
-_STEP_TRAIN = (
+_STEP_TRAIN: tuple[tuple[str, float, tuple[float, ...], Links], ...] = (
     ("p100x4", 0.6, (1.0,), "pair"),
     ("v100x8", 0.5, (1.0, 2.0), "port"),
 )
-_STEP_TEST = (
+_STEP_TEST: tuple[tuple[str, float, tuple[float, ...], Links], ...] = (
     ("p100x4", 0.7, (1.0,), "port"),
     ("v100x8", 0.6, (1.0, 2.0), "pair"),
     ("h100-2x8", 0.5, (1.0,), "port"),
@@ -138,15 +138,13 @@ _STEP_TEST = (
 
 def _steps(
     graphs: list[tuple[str, GraphSpec]],
-    settings: tuple[tuple[str, float, tuple[float, ...], str], ...],
+    settings: tuple[tuple[str, float, tuple[float, ...], Links], ...],
 ) -> tuple[InstanceSpec, ...]:
     """Each graph as one Adam training step, on each preset made memory-tight, with the
     preset's links."""
     out = []
     for preset, resident, ratios, links in settings:
-        name = f"{preset}-mem{resident:g}"
-        if len(set(ratios)) > 1:
-            name += "-r" + "-".join(f"{r:g}" for r in ratios)
+        name = tight_name(preset, resident, ratios)
         if links != "pair":
             name += f"-{links}"
         for label, spec in graphs:

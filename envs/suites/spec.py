@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-from placegym.envs.cluster import Cluster
+from placegym.envs.cluster import Cluster, Links
 from placegym.envs.graph import Graph
 from placegym.envs.presets import load_cluster
 
@@ -68,7 +68,7 @@ class GraphSpec:
     resident: float | None = None
     ratios: tuple[float, ...] = (1.0,)
     training: str | None = None
-    links: str = "pair"
+    links: Links = "pair"
 
     def build(self, cluster: Cluster) -> Graph:
         """Build the graph (rescaled for ``cluster`` when ``ccr`` is set)."""
@@ -104,7 +104,7 @@ class GraphSpec:
         (:func:`~placegym.envs.workloads.memory.tighten`), else as they are; the cluster
         with :attr:`links`."""
         if self.links != cluster.links:
-            cluster = cluster.with_links(self.links)  # type: ignore[arg-type]
+            cluster = cluster.with_links(self.links)
         if self.resident is None:
             return graph, cluster
         from placegym.envs.workloads.memory import tighten

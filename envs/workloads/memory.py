@@ -28,7 +28,7 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 
-__all__ = ["add_groups", "fit_resident", "tighten"]
+__all__ = ["add_groups", "fit_resident", "tight_name", "tighten"]
 
 
 def add_groups(graph: Graph, *, size: int = 3, share: float = 0.5, seed: int = 0) -> Graph:
@@ -74,6 +74,15 @@ def add_groups(graph: Graph, *, size: int = 3, share: float = 0.5, seed: int = 0
     return dataclasses.replace(graph, group=group)
 
 
+def tight_name(name: str, resident: float, ratios: Sequence[float]) -> str:
+    """The name :func:`tighten` gives cluster ``name``: ``<name>-mem<resident>``, plus
+    ``-r<ratio>-<ratio>...`` when the memory ratios differ."""
+    out = f"{name}-mem{resident:g}"
+    if len(set(ratios)) > 1:
+        out += "-r" + "-".join(f"{r:g}" for r in ratios)
+    return out
+
+
 def tighten(
     graph: Graph, cluster: Cluster, *, resident: float, ratios: Sequence[float] = (1.0,)
 ) -> tuple[Graph, Cluster]:
@@ -105,10 +114,9 @@ def tighten(
         dataclasses.replace(dev, memory=float(dev.memory * ratios[d % len(ratios)]))
         for d, dev in enumerate(cluster.devices)
     )
-    name = f"{cluster.name}-mem{resident:g}"
-    if len(set(ratios)) > 1:
-        name += "-r" + "-".join(f"{r:g}" for r in ratios)
-    tight = dataclasses.replace(cluster, devices=devices, name=name)
+    tight = dataclasses.replace(
+        cluster, devices=devices, name=tight_name(cluster.name, resident, ratios)
+    )
     time = dur[:, 0] - cluster.launch_overhead[0]  # every device's, per-kind times included
     scale = resident * float(tight.memory.sum()) / total
     graph = dataclasses.replace(
