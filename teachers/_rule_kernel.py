@@ -12,10 +12,26 @@ the two placement for placement.
 
 Rules (``kind``): :data:`HEFT_RULE` (SEL: the frontier node of largest b-level; PLC: the
 legal device of earliest insertion-based finish) and :data:`CRITICAL_PATH` (same SEL;
-PLC: the legal device of earliest list-schedule start). Legal devices are those whose
-resident parameters plus the node's fit (every device when none does, or when the memory
-mask is off). Everything compiled here lives in this one file (numba's disk cache is
-invalidated per source file).
+PLC: the legal device of earliest list-schedule start).
+
+Legal devices are the state's (:meth:`~placegym.envs.state.PlacementState.place_mask`):
+a node whose co-location group has a member placed goes to that member's device; else,
+with the memory mask on, the devices whose resident parameters plus the node's (its
+whole group's, when it opens the group) fit, every device when none does. Groups come
+as *units* (:func:`placegym.teachers._memory.units`: a group is one unit, every other
+node its own). Under memory pressure (``room``) PLC chooses among the legal devices with
+room, as :meth:`placegym.teachers._memory.Room.ties` does: the least score among the
+legal devices with room (checked in ascending score), the first of its tie set among
+those with room; the whole tie set when none has room. A device has room when, with the
+node's unit there, the resident bytes of every unit not yet opened still pack
+(:func:`_packs`: a counting bound, then worst-fit decreasing, then first-fit decreasing)
+into each device's ``capacity`` (memory less the rule's tensor reserve) less its placed
+and still-pending resident bytes. The byte sums run in placement order where the Python
+path sums by node id: equal whenever bytes are integers (the suites' and importers'
+are), else possibly one ulp apart at a packing boundary.
+
+Everything compiled here lives in this one file (numba's disk cache is invalidated per
+source file).
 """
 
 from __future__ import annotations
@@ -94,17 +110,112 @@ def _arrival(v, floor, finish, device, pptr, pidx, out_bytes, latency, inv_bw, r
 
 
 @njit(cache=True)
-def _legal(v, used, param_bytes, memory, memory_mask, legal):
-    """``legal`` = :meth:`PlacementState.place_mask` of ``v``."""
+def _legal(v, used, unit_of, unit_bytes, unit_dev, memory, memory_mask, legal):
+    """``legal`` = :meth:`PlacementState.place_mask` of ``v``; whether a group forced it."""
     nd = legal.shape[0]
+    u = unit_of[v]
+    if unit_dev[u] >= 0:  # the group is open: its device only
+        for d in range(nd):
+            legal[d] = d == unit_dev[u]
+        return True
+    need = unit_bytes[u]  # the node's own bytes, or its whole group's
     anyfit = False
     for d in range(nd):
-        ok = (not memory_mask) or used[d] + param_bytes[v] <= memory[d]
+        ok = (not memory_mask) or used[d] + need <= memory[d]
         legal[d] = ok
         anyfit = anyfit or ok
     if not anyfit:
         for d in range(nd):
             legal[d] = True
+    return False
+
+
+@njit(cache=True)
+def _packs(items, count, free, work):
+    """Whether ``items[:count]`` (bytes > 0, descending) pack into devices of ``free``
+    bytes (>= 0): :func:`placegym.teachers._memory._packs` (``work``: scratch ``(D,)``)."""
+    if count == 0:
+        return True
+    nd = free.shape[0]
+    total = 0.0
+    for i in range(count):
+        total += items[i]
+    room = 0.0
+    for d in range(nd):
+        room += free[d]
+    if total > room:
+        return False
+    spare = 0.0
+    for d in range(nd):
+        spare += max(free[d] - items[0], 0.0)
+    if total <= spare:
+        return True
+    # worst fit (the multiset of free bytes decides, not which of equal devices)
+    for d in range(nd):
+        work[d] = free[d]
+    ok = True
+    for i in range(count):
+        top = 0
+        for d in range(1, nd):
+            if work[d] > work[top]:
+                top = d
+        if items[i] > work[top]:
+            ok = False
+            break
+        work[top] = work[top] - items[i]
+    if ok:
+        return True
+    # first fit
+    for d in range(nd):
+        work[d] = free[d]
+    for i in range(count):
+        placed = False
+        for d in range(nd):
+            if work[d] >= items[i]:
+                work[d] = work[d] - items[i]
+                placed = True
+                break
+        if not placed:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _room_free(v, used, unit_of, unit_bytes, unit_dev, unit_done, by_size, capacity, free, items):
+    """``Room.checker``'s state for ``v``: ``free`` (capacity less placed and pending
+    resident bytes per device) and the unopened units' bytes (descending, > 0) in
+    ``items``; returns ``(count, need)``."""
+    nd = free.shape[0]
+    for d in range(nd):
+        free[d] = 0.0
+    for u in range(unit_bytes.shape[0]):
+        if unit_dev[u] >= 0:
+            free[unit_dev[u]] += unit_bytes[u] - unit_done[u]
+    for d in range(nd):
+        free[d] = capacity[d] - used[d] - free[d]
+    mine = unit_of[v]
+    count = 0
+    for i in range(by_size.shape[0]):
+        u = by_size[i]
+        if unit_dev[u] < 0 and u != mine and unit_bytes[u] > 0:
+            items[count] = unit_bytes[u]
+            count += 1
+    return count, unit_bytes[mine]
+
+
+@njit(cache=True)
+def _fits(d, need, free, items, count, f, work):
+    """``Room.checker``'s ``fits(d)``."""
+    nd = free.shape[0]
+    for e in range(nd):
+        f[e] = free[e]
+    f[d] -= need
+    if need > 0 and f[d] < 0:
+        return False
+    for e in range(nd):
+        if f[e] < 0.0:
+            f[e] = 0.0
+    return _packs(items, count, f, work)
 
 
 @njit(cache=True)
@@ -125,6 +236,11 @@ def complete_candidates(
     memory_mask,
     latency,
     inv_bw,
+    unit_of,
+    unit_bytes,
+    by_size,
+    room,
+    capacity,
 ):
     """``(device, order)``, each ``(len(candidates), n)``: the partial placement
     ``prefix`` with ``selected`` awaiting a device, put on each candidate device in turn
@@ -133,19 +249,30 @@ def complete_candidates(
     ``prefix`` is ``(k, 2)`` int64: node and device of each placed node in selection
     order. The graph comes as ``duration (n, D)``, the producer and consumer CSR
     (``pptr, pidx``, ``sptr, sidx``, in the graph's order), ``out_bytes``,
-    ``param_bytes``, ``blevel``; the cluster as ``memory (D,)``, ``latency`` and
-    ``inv_bw`` ``(D, D)`` (0 on the diagonal). The state (list-schedule estimates,
-    insertion timelines, resident parameters, frontier) is rebuilt from ``prefix`` as
+    ``param_bytes``, ``blevel``, and its units (``unit_of (n,)``, ``unit_bytes (U,)``,
+    ``by_size (U,)``: units by descending bytes); the cluster as ``memory (D,)``,
+    ``latency`` and ``inv_bw`` ``(D, D)`` (0 on the diagonal). ``room``: PLC chooses
+    among devices with room for the unopened units in ``capacity (D,)`` (module
+    docstring). The state (list-schedule estimates, insertion timelines, resident
+    parameters, open groups, frontier) is rebuilt from ``prefix`` as
     :class:`~placegym.envs.state.PlacementState` built it.
     """
     n, nd = duration.shape
     k = prefix.shape[0]
     m = candidates.shape[0]
+    nu = unit_bytes.shape[0]
     out_dev = np.empty((m, n), np.int64)
     out_ord = np.empty((m, n), np.int64)
     zero = np.zeros(nd)
     row = np.empty(nd)
     legal = np.empty(nd, np.bool_)
+    # scratch of the room checks
+    free = np.empty(nd)
+    f = np.empty(nd)
+    work = np.empty(nd)
+    items = np.empty(nu)
+    checked = np.zeros(nd, np.bool_)
+    fit = np.zeros(nd, np.bool_)
 
     # the shared prefix state
     device0 = np.full(n, -1, np.int64)
@@ -155,6 +282,8 @@ def complete_candidates(
     starts0 = np.empty((nd, n + 1))
     fins0 = np.empty((nd, n + 1))
     count0 = np.zeros(nd, np.int64)
+    unit_dev0 = np.full(nu, -1, np.int64)
+    unit_done0 = np.zeros(nu)
     for i in range(k):
         v = prefix[i, 0]
         d = prefix[i, 1]
@@ -171,6 +300,10 @@ def complete_candidates(
         finish0[v] = s + dur
         device0[v] = d
         used0[d] += param_bytes[v]
+        u = unit_of[v]
+        if unit_dev0[u] < 0:
+            unit_dev0[u] = d
+        unit_done0[u] += param_bytes[v]
     left0 = np.empty(n, np.int64)
     for v in range(n):
         left0[v] = pptr[v + 1] - pptr[v]
@@ -188,11 +321,13 @@ def complete_candidates(
     for c in range(m):
         device = device0.copy()
         finish = finish0.copy()
-        free = free0.copy()
+        free_at = free0.copy()
         used = used0.copy()
         starts = starts0.copy()
         fins = fins0.copy()
         count = count0.copy()
+        unit_dev = unit_dev0.copy()
+        unit_done = unit_done0.copy()
         left = left0.copy()
         front = front0.copy()
         nf = nf0
@@ -211,36 +346,90 @@ def complete_candidates(
                 for d in range(nd):
                     row[d] = _earliest_fit(starts[d], fins[d], count[d], row[d], dur_row[d])
             else:
-                _arrival(v, free, finish, device, pptr, pidx, out_bytes, latency, inv_bw, row)
+                _arrival(v, free_at, finish, device, pptr, pidx, out_bytes, latency, inv_bw, row)
             if forced >= 0:
                 best = forced
                 forced = -1
             else:
-                _legal(v, used, param_bytes, memory, memory_mask, legal)
-                target = np.inf
+                grouped = _legal(
+                    v, used, unit_of, unit_bytes, unit_dev, memory, memory_mask, legal
+                )
+                nlegal = 0
                 for d in range(nd):
                     if legal[d]:
-                        x = row[d] + dur_row[d] if kind == HEFT_RULE else row[d]
-                        if x < target:
-                            target = x
-                tol = _tol(target)
+                        nlegal += 1
                 best = -1
-                for d in range(nd):
-                    if legal[d]:
-                        x = row[d] + dur_row[d] if kind == HEFT_RULE else row[d]
-                        if abs(x - target) <= tol:
-                            best = d
+                if room and memory_mask and not grouped and nlegal > 1:
+                    # Room.ties: the least score among the legal devices with room
+                    cnt, need = _room_free(
+                        v,
+                        used,
+                        unit_of,
+                        unit_bytes,
+                        unit_dev,
+                        unit_done,
+                        by_size,
+                        capacity,
+                        free,
+                        items,
+                    )
+                    for d in range(nd):
+                        checked[d] = False
+                    target = np.nan
+                    for _ in range(nlegal):
+                        at = -1
+                        low = np.inf
+                        for d in range(nd):  # ascending score, stable by id
+                            if legal[d] and not checked[d]:
+                                x = row[d] + dur_row[d] if kind == HEFT_RULE else row[d]
+                                if at < 0 or x < low:
+                                    at = d
+                                    low = x
+                        checked[at] = True
+                        fit[at] = _fits(at, need, free, items, cnt, f, work)
+                        if fit[at]:
+                            target = row[at] + dur_row[at] if kind == HEFT_RULE else row[at]
                             break
+                    if not np.isnan(target):
+                        tol = _tol(target)
+                        for d in range(nd):
+                            if legal[d]:
+                                x = row[d] + dur_row[d] if kind == HEFT_RULE else row[d]
+                                if abs(x - target) <= tol:
+                                    if not checked[d]:
+                                        checked[d] = True
+                                        fit[d] = _fits(d, need, free, items, cnt, f, work)
+                                    if fit[d]:
+                                        best = d
+                                        break
+                if best < 0:
+                    target = np.inf
+                    for d in range(nd):
+                        if legal[d]:
+                            x = row[d] + dur_row[d] if kind == HEFT_RULE else row[d]
+                            if x < target:
+                                target = x
+                    tol = _tol(target)
+                    for d in range(nd):
+                        if legal[d]:
+                            x = row[d] + dur_row[d] if kind == HEFT_RULE else row[d]
+                            if abs(x - target) <= tol:
+                                best = d
+                                break
             s = row[best]
-            f = s + dur_row[best]
+            f_end = s + dur_row[best]
             if kind == HEFT_RULE:
-                _insert(starts[best], fins[best], count[best], s, f)
+                _insert(starts[best], fins[best], count[best], s, f_end)
                 count[best] += 1
             else:
-                free[best] = f
-            finish[v] = f
+                free_at[best] = f_end
+            finish[v] = f_end
             device[v] = best
             used[best] += param_bytes[v]
+            u = unit_of[v]
+            if unit_dev[u] < 0:
+                unit_dev[u] = best
+            unit_done[u] += param_bytes[v]
             for j in range(sptr[v], sptr[v + 1]):
                 w = sidx[j]
                 left[w] -= 1

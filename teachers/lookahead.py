@@ -41,10 +41,8 @@ one is known, and since the least price never rises, the placement is feasible w
 the first state's prices include a feasible completion (the base rule's own placement,
 or, fortified, a feasible start). Legal devices are the state's, so a co-location group
 stays on its first member's device; with ``moves`` the node's whole group moves with it.
-Completions through the base rule keep its room under memory pressure
-(:meth:`~placegym.teachers.critical_path.CriticalPathTeacher.room`); they run compiled
-only on graphs without groups where the base rule needs no room (the kernel knows
-neither), otherwise through :class:`~placegym.envs.state.PlacementState`.
+Completions through the base rule keep its groups and its room under memory pressure
+(:meth:`~placegym.teachers.critical_path.CriticalPathTeacher.room`), compiled or not.
 
 Cost: :meth:`~LookaheadTeacher.place` makes one simulator call per legal device per node
 (``n * D`` calls, :attr:`LookaheadTeacher.calls` counts them) and as many base-rule
@@ -68,7 +66,7 @@ from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.state import PlacementState
 from placegym.teachers import _rule_kernel
-from placegym.teachers._memory import priced_makespans
+from placegym.teachers._memory import priced_makespans, units
 from placegym.teachers.base import StepTeacher, complete, ties
 from placegym.teachers.critical_path import CriticalPathTeacher
 from placegym.teachers.heft import HeftRuleTeacher
@@ -89,21 +87,19 @@ def _compiled_completions(
     state: PlacementState, legal: np.ndarray, kind: int, rule: CriticalPathTeacher
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(devices, orders)`` ``(len(legal), n)``: ``state`` with its selected node on each
-    of ``legal``, completed by the compiled ``rule``. The kernel knows neither co-location
-    groups nor the rule's room under memory pressure (:meth:`~placegym.teachers.
-    critical_path.CriticalPathTeacher.room`): it is only called where neither applies."""
+    of ``legal``, completed by the compiled ``rule``, its co-location groups kept and its
+    room under memory pressure (:meth:`~placegym.teachers.critical_path.
+    CriticalPathTeacher.room`) respected as the rule does through the state."""
     graph, cluster = state.graph, state.cluster
-    if graph.groups or rule.room(graph, cluster) is not None:
-        raise ValueError(
-            f"graph: {graph.name!r} needs completions that keep groups or room; "
-            "the compiled rule has neither"
-        )
     costs = state.costs
     k = state.num_placed
     placed = np.asarray(state.order[:k], dtype=np.int64)
     prefix = np.stack([placed, state.device[placed]], axis=1)
     pptr, pidx = graph.producer_csr
     sptr, sidx = graph.consumer_csr
+    room = rule.room(graph, cluster)
+    u = room.units if room is not None else units(graph)
+    by_size = np.lexsort((np.arange(u.count), -u.nbytes)).astype(np.int64)
     return _rule_kernel.complete_candidates(
         kind,
         prefix,
@@ -121,6 +117,11 @@ def _compiled_completions(
         state.memory_mask,
         costs.latency,
         costs.inv_bandwidth,
+        u.of,
+        np.ascontiguousarray(u.nbytes, dtype=np.float64),
+        by_size,
+        room is not None,
+        cluster.memory if room is None else np.ascontiguousarray(room.capacity),
     )
 
 
@@ -351,15 +352,8 @@ class LookaheadTeacher(StepTeacher):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The base rule's completions after the selected node on each of ``legal``, and
         their simulated makespans (counted, and shown to the observer)."""
-        # the compiled rule knows no co-location groups and no room under memory
-        # pressure: those graphs complete in Python
         graph, cluster = state.graph, state.cluster
-        if (
-            self._kind is not None
-            and isinstance(self.rule, CriticalPathTeacher)  # heft_rule's base class
-            and not graph.groups
-            and self.rule.room(graph, cluster) is None
-        ):
+        if self._kind is not None and isinstance(self.rule, CriticalPathTeacher):
             devices, orders = _compiled_completions(state, legal, self._kind, self.rule)
         else:
             n = state.graph.num_nodes

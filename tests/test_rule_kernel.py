@@ -6,7 +6,8 @@ compiled completion is compared, device for device and rank for rank, with the s
 completion through :class:`~placegym.envs.state.PlacementState`, from states reached by
 random legal actions: random DAGs on presets, integer-valued graphs where ties in b-level,
 finish and insertion gaps are everywhere, zero-duration nodes, and clusters whose memory
-forbids devices (or every device, when the mask lifts).
+forbids devices (or every device, when the mask lifts); and tied graphs with co-location
+groups on clusters so tight that the rule chooses among devices with room.
 """
 
 import numpy as np
@@ -16,6 +17,7 @@ from simcases import graph, unit_cluster
 from placegym.envs import get_preset, simulate
 from placegym.envs.state import PlacementState
 from placegym.envs.workloads import make_graph
+from placegym.envs.workloads.memory import add_groups
 from placegym.teachers import get_teacher
 from placegym.teachers.base import complete
 from placegym.teachers.lookahead import LookaheadTeacher, _compiled_completions
@@ -76,6 +78,22 @@ def test_compiled_completion_equals_the_rule_with_ties_and_memory(base, memory, 
         c = unit_cluster(3, latency=0.5, memory=memory)
         for steps in (0, 5, 39):
             check_state(random_state(g, c, rng, steps, memory_mask=mask), base)
+
+
+@pytest.mark.parametrize("base", sorted(KINDS))
+def test_compiled_completion_equals_the_rule_with_groups_and_room(base):
+    rooms = 0
+    for seed in range(12):
+        rng = np.random.default_rng(200 + seed)
+        g = add_groups(tied_graph(rng, n=30), size=3, share=0.6, seed=seed)
+        total = float(g.param_bytes.sum())
+        # resident bytes 40-60% of the memory: the plain rollouts overflow, and mostly
+        # a reserve for live tensors makes them fit (the rule then has a room)
+        c = unit_cluster(3, latency=0.5, memory=total / 3 / rng.uniform(0.4, 0.6))
+        rooms += get_teacher(base).room(g, c) is not None
+        for steps in (0, 4, 15, 29):
+            check_state(random_state(g, c, rng, steps), base)
+    assert rooms >= 3  # the room path runs, not only the plain rule
 
 
 @pytest.mark.parametrize("base", sorted(KINDS))

@@ -33,6 +33,7 @@ from placegym.teachers._memory import (
     units,
 )
 from placegym.teachers.anneal import _hold_groups, _problem, anneal
+from placegym.teachers.base import complete
 from placegym.teachers.canonical_plan import CanonicalPlanTeacher
 from placegym.teachers.lookahead import _compiled_completions
 from placegym.teachers.metis import metis_parts
@@ -269,12 +270,30 @@ def test_metis_contracts_groups():
     assert split_group(g, part[None]) is None
 
 
-def test_the_kernel_is_never_called_on_groups():
-    g, c = instances()[0]
-    s = PlacementState(g, c)
-    s.select(int(s.frontier()[0]))
-    with pytest.raises(ValueError, match="compiled rule"):
-        _compiled_completions(s, np.flatnonzero(s.place_mask()), 0, get_teacher("heft_rule"))
+@pytest.mark.parametrize("base", ["heft_rule", "critical_path"])
+def test_the_kernel_completes_as_the_rule_with_groups_and_room(base):
+    # the compiled completion keeps groups and the rule's room exactly as
+    # PlacementState does, from the first state and from states of random legal actions
+    rule, kind, rooms = get_teacher(base), {"heft_rule": 0, "critical_path": 1}[base], 0
+    for i, (g, c) in enumerate(instances()):
+        rooms += rule.room(g, c) is not None
+        rng = np.random.default_rng(i)
+        for steps in (0, 3, g.num_nodes // 2):
+            s = PlacementState(g, c)
+            for _ in range(steps):
+                s.select(int(rng.choice(s.frontier())))
+                s.place(int(rng.choice(np.flatnonzero(s.place_mask()))))
+            s.select(int(s.frontier()[0]) if steps == 0 else int(rng.choice(s.frontier())))
+            legal = np.flatnonzero(s.place_mask())
+            devices, orders = _compiled_completions(s, legal, kind, rule)
+            for j, d in enumerate(legal.tolist()):
+                t = s.copy()
+                t.place(d)
+                done = complete(t, rule)
+                assert devices[j].tolist() == done.device.tolist(), (i, steps, d)
+                assert orders[j].tolist() == done.order, (i, steps, d)
+                assert split_group(g, devices[j][None]) is None
+    assert rooms >= 5  # the room path is exercised, not only the plain rule
 
 
 def test_canonical_plan_keeps_a_feasible_plan_against_oom_offers():
