@@ -129,3 +129,25 @@ def test_infeasible_columns_are_marked_lose_and_leave_the_geometric_means():
     assert "| feasible | 1/2 | | 2/2 |" in text
     assert "- geometric means over 1 of 2 instances every placer solved" in text
     assert "greedy / best list, geometric mean: 0.950 ± 0.000" in text  # A only
+
+
+def test_memory_study_reports_at_its_budget_and_leaves_out_what_cannot_fit():
+    from placegym.train.experiments.generalist import ROLLOUT_MEMORY
+
+    pub = instances("published-v0", "test")
+    unfit = [n for n in pub if "bert_l-3" in n or "bert_l-6" in n]
+    fit = pub[0]
+    curve = {"100": 0.9, "1000": 0.85, "10000": 0.8}
+    rows = [_row(n, s, 0.9, 0.8) | {"curve": curve} for n in (fit, *unfit) for s in range(3)]
+    base = {}
+    for n in (fit, *unfit):
+        b = _base(1.0, 0.95, 0.85)
+        b["anneal_curve"] = b["random_search_curve"] = {k: [0.85] * 3 for k in curve}
+        base[n] = b
+    text = generalist_table(rows, base, ROLLOUT_MEMORY)
+    assert "### published-v0 test (1 instances, training seeds 0, 1, 2)" in text
+    assert "Left out, no placement fits: latency-operator-bert_l-3_inference (" in text
+    assert "| agent+search@10000 | anneal@10000 | random@10000 |" in text
+    assert "| simulator calls | 100 | 1000 | 10000 |" in text
+    assert "agent+search@10000 / anneal@10000, geometric mean: 0.941 ± 0.000" in text
+    assert "| feasible | 3/1 |" not in text and "| feasible | 1/1 |" in text

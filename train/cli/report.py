@@ -6,6 +6,7 @@
     placegym report --parts main --clusters p100x4          # the main table only
     placegym report --quick --out /tmp/report               # tiny budgets (a smoke run)
     placegym report --parts generalist --generalist-results docs/results/generalist.jsonl
+    placegym report --parts generalist_rollout_memory --out runs/report  # trains 3 seeds
     placegym report --pages [--check]       # the generated blocks of README.md and docs/
 
 Runs that finished under ``--out`` are loaded, killed ones resume
@@ -41,7 +42,10 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
         "--parts",
         help="comma-separated parts: main, optimality, ablation, reward, transfer (default: "
         "all of these), per_graph (plan-imitation agents on 12 instances, 3 seeds), "
-        "generalist (the rollout generalist zero-shot on 76 unseen instances, 3 seeds)",
+        "generalist (the rollout generalist zero-shot on 76 unseen instances, 3 seeds), "
+        "generalist_rollout_memory and generalist_memory (the rollout and one-pass "
+        "generalists trained with memory-tight and published workloads too, zero-shot on "
+        "their test splits, 3 seeds)",
     )
     p.add_argument(
         "--clusters", help="comma-separated clusters of the main part (default: the report's)"
@@ -51,10 +55,13 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
         "--results",
         help="per_graph part: read its rows from this results.jsonl instead of training",
     )
-    p.add_argument(
-        "--generalist-results",
-        help="generalist part: read its rows from this results.jsonl instead of training",
-    )
+    from placegym.train.experiments.generalist import STUDIES
+
+    for part in STUDIES:
+        p.add_argument(
+            f"--{part.replace('_', '-')}-results",
+            help=f"{part} part: read its rows from this results.jsonl instead of training",
+        )
     p.add_argument(
         "--pages",
         action="store_true",
@@ -91,13 +98,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         results = Path(args.results) if args.results else None
         seed_baselines(results, Path(args.out) / "per_graph")
         print(per_graph_report(Path(args.out), results=results) + "\n", flush=True)
-    if "generalist" in parts:
-        from placegym.train.experiments.generalist import generalist_report
+    from placegym.train.experiments.generalist import STUDIES, generalist_report
 
-        parts.remove("generalist")
-        results = Path(args.generalist_results) if args.generalist_results else None
-        seed_baselines(results, Path(args.out) / "generalist")
-        print(generalist_report(Path(args.out), results=results) + "\n", flush=True)
+    for part, study in STUDIES.items():
+        if part not in parts:
+            continue
+        parts.remove(part)
+        saved = getattr(args, f"{part}_results")
+        results = Path(saved) if saved else None
+        seed_baselines(results, Path(args.out) / part)
+        print(generalist_report(Path(args.out), results=results, study=study) + "\n", flush=True)
     if not parts:
         return 0
     report(Path(args.out), parts, Budget.quick() if args.quick else None, clusters=clusters)

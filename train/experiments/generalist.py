@@ -1,4 +1,12 @@
-"""The generalist: one checkpoint trained on ``generalize-v0``'s train split, zero-shot.
+"""The generalists: one checkpoint per training seed, zero-shot on unseen test splits.
+
+Each :class:`Study` is a report part: :data:`GENERALIST` (below: the rollout generalist
+of ``generalize-v0``'s train split), :data:`ROLLOUT_MEMORY` and :data:`ONEPASS_MEMORY`
+(the rollout and one-pass generalists trained with ``memory-tight-v0``'s and
+``published-v0``'s train splits too, on those suites' test splits, 10,000 calls: memory
+binds, groups must stay whole; an instance that no placement fits is named and left
+out). What follows describes :data:`GENERALIST`; the memory studies differ only in
+preset, splits and budget.
 
 The ``generalist`` part of ``placegym report`` (``make agent-report``). Per training seed
 (0, 1, 2; ``restarts=1``), :func:`run_seed` trains the shipped preset
@@ -34,6 +42,7 @@ when it is not all of them); the last row of each table counts feasible instance
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +75,12 @@ from placegym.train.stats import geomean
 
 __all__ = [
     "BUDGET",
+    "ONEPASS_MEMORY",
     "PRESET",
+    "ROLLOUT_MEMORY",
     "SPLITS",
+    "STUDIES",
+    "Study",
     "baselines",
     "generalist_report",
     "generalist_table",
@@ -80,7 +93,57 @@ PRESET = "generalist_rollout"
 SPLITS = (("generalize-v0", "test"), ("comm-heavy-v0", "test"))
 #: Simulator calls of every search placer (agent + search, anneal, random search).
 BUDGET = 3000
-_MARKS = (100, 1000, BUDGET)
+
+
+@dataclass(frozen=True)
+class Study:
+    """One generalist study: a shipped preset trained per seed, searched zero-shot on
+    ``splits`` with ``budget`` simulator calls, beside the baselines at that budget.
+
+    Attributes:
+        part: the report part (``placegym report --parts PART``) and its folder.
+        preset: the shipped config trained (``configs/PRESET.yaml``).
+        splits: ``(suite, split)`` evaluated, in order.
+        budget: simulator calls of every search placer; at least the greedy pass's
+            ``n * D + 7`` on every instance, so the search runs past it.
+        title: the heading of the part's tables.
+    """
+
+    part: str
+    preset: str
+    splits: tuple[tuple[str, str], ...]
+    budget: int
+    title: str
+
+    @property
+    def marks(self) -> tuple[int, ...]:
+        """The calls the anytime lines report: 100, 1,000 and the budget."""
+        return tuple(sorted({m for m in (100, 1000) if m < self.budget} | {self.budget}))
+
+
+#: The rollout generalist of ``configs/generalist_rollout.yaml`` (module docstring).
+GENERALIST = Study("generalist", PRESET, SPLITS, BUDGET, "The generalist, zero-shot")
+#: The rollout generalist trained with memory-tight and published workloads too
+#: (``configs/generalist_rollout_memory.yaml``), on both memory test splits; 10,000 calls
+#: cover the greedy pass's ``n * D + 7`` on every instance (at most 6,271).
+ROLLOUT_MEMORY = Study(
+    "generalist_rollout_memory",
+    "generalist_rollout_memory",
+    (("memory-tight-v0", "test"), ("published-v0", "test")),
+    10_000,
+    "The rollout generalist trained with memory data, zero-shot",
+)
+#: The one-pass policy trained on the same data (``configs/generalist_memory.yaml``: one
+#: forward a step, one simulator call a greedy placement), on the same splits and budget.
+ONEPASS_MEMORY = Study(
+    "generalist_memory",
+    "generalist_memory",
+    ROLLOUT_MEMORY.splits,
+    ROLLOUT_MEMORY.budget,
+    "The one-pass generalist trained with memory data, zero-shot",
+)
+#: Every study, by report part.
+STUDIES = {s.part: s for s in (GENERALIST, ROLLOUT_MEMORY, ONEPASS_MEMORY)}
 
 
 def instances(suite: str, split: str) -> list[str]:
@@ -91,23 +154,27 @@ def instances(suite: str, split: str) -> list[str]:
 def run_seed(
     seed: int,
     out: Path,
-    splits: Sequence[tuple[str, str]] = SPLITS,
-    budget: int = BUDGET,
+    splits: Sequence[tuple[str, str]] | None = None,
+    budget: int | None = None,
     overrides: Sequence[str] = (),
+    study: Study = GENERALIST,
 ) -> list[dict[str, Any]]:
-    """Train :data:`PRESET` with ``seed`` under ``out`` (or load the finished run), then
-    search every instance of ``splits`` with its final weights; the rows (module
-    docstring)."""
+    """Train ``study``'s preset with ``seed`` under ``out`` (or load the finished run),
+    then search every instance of ``splits`` (default the study's) with its final
+    weights and ``budget`` calls (default the study's); the rows (module docstring)."""
     from placegym.agents.doppler.search import SearchConfig, policy_search
 
-    _, results, policy = train_or_load(PRESET, out / f"{PRESET}-s{seed}", seed, overrides)
+    splits = study.splits if splits is None else splits
+    budget = study.budget if budget is None else budget
+    preset = study.preset
+    _, results, policy = train_or_load(preset, out / f"{preset}-s{seed}", seed, overrides)
     rows = []
     for suite, split in splits:
         for inst in get_suite(suite).instances(split):
             g, c = inst.graph, inst.cluster
             cp = teacher_outcome("critical_path", g, c)
             res = policy_search(policy, g, c, SearchConfig(budget=budget), seed=seed)
-            marks = [m for m in _MARKS if m <= budget]
+            marks = [m for m in study.marks if m <= budget]
             greedy = simulate_outcome(g, c, greedy_placement(policy, g, c))
             search = simulate_outcome(g, c, res.placement)
             outs = {"greedy": greedy, "search": search}
@@ -132,9 +199,9 @@ def run_seed(
 
 
 def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2)) -> dict:
-    """:func:`placegym.train.experiments.per_graph.baselines` of instance ``name`` plus the
-    ``lookahead`` teacher's ratio to critical_path, plain and fortified with the
-    single-pass placers (``fortified``)."""
+    """:func:`placegym.train.experiments.per_graph.baselines` of instance ``name`` (search
+    placers at ``budget`` calls) plus the ``lookahead`` teacher's ratio to critical_path,
+    plain and fortified with the single-pass placers (``fortified``)."""
     row = per_graph_baselines(name, budget, seeds)
     suite, _, instance = name.partition("/")
     inst = get_suite(suite).instance(instance)
@@ -189,24 +256,47 @@ def _solved(n: str, mine: list[dict[str, Any]], b: dict[str, Any]) -> bool:
     return agent and base and _best_list(b) is not None and _best_single(b) is not None
 
 
-def generalist_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> str:
-    """Per split of :data:`SPLITS` with rows: the per-instance table, the anytime lines
+def generalist_table(
+    rows: Sequence[dict[str, Any]], base: dict[str, dict], study: Study = GENERALIST
+) -> str:
+    """Per split of ``study`` with rows: the per-instance table, the anytime lines
     (geometric mean over instances of the mean over seeds of the best found after 100,
-    1,000 and 3,000 calls, ratio to critical_path; agent + search beside anneal and random
-    search) and the target checks (module docstring)."""
+    1,000 and the budget's calls, ratio to critical_path; agent + search beside anneal and
+    random search) and the target checks (module docstring). Instances that no placement
+    fits (:func:`~placegym.envs.bounds.memory_infeasibility`) are named and left out of
+    the table and its counts."""
+    from placegym.envs.bounds import memory_infeasibility
+
     seeds = sorted({r["seed"] for r in rows})
+    at = f"@{study.budget}"
     out: list[str] = []
-    for suite, split in SPLITS:
+    for suite, split in study.splits:
         names = [n for n in instances(suite, split) if any(r["instance"] == n for r in rows)]
         if not names:
             continue
+        unfit = {}
+        for inst in get_suite(suite).instances(split):
+            name = f"{suite}/{inst.id}"
+            if name in names:
+                why_not = memory_infeasibility(inst.graph, inst.cluster)
+                if why_not is not None:
+                    unfit[name] = why_not
+        names = [n for n in names if n not in unfit]
         by = {(r["instance"], r["seed"]): r for r in rows}
         out += [
             f"### {suite} {split} ({len(names)} instances, training seeds "
             f"{', '.join(map(str, seeds))})",
             "",
-            "| instance | agent greedy | beats both (seeds) | agent+search@3000 | "
-            "anneal@3000 | random@3000 | lookahead | fortified lookahead | best list | "
+        ]
+        if unfit:
+            out += [
+                "Left out, no placement fits: "
+                + "; ".join(f"{n.split('/', 1)[1]} ({w})" for n, w in unfit.items()),
+                "",
+            ]
+        out += [
+            f"| instance | agent greedy | beats both (seeds) | agent+search{at} | "
+            f"anneal{at} | random{at} | lookahead | fortified lookahead | best list | "
             "best single pass | best known | lower bound | greedy calls |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
@@ -235,7 +325,7 @@ def generalist_table(rows: Sequence[dict[str, Any]], base: dict[str, dict]) -> s
         )
         split_rows = [r for r in rows if r["instance"] in names]
         out += ["", *_anytime_lines(split_rows, base, solved), ""]
-        out += _summary(names, seeds, by, base, solved)
+        out += _summary(names, seeds, by, base, solved, at)
         out.append("")
     return "\n".join(out).rstrip()
 
@@ -264,7 +354,7 @@ def _fortified(b: dict[str, Any]) -> str:
     return "n/a" if b.get("fortified") is None else f"{b['fortified']:.3f}"
 
 
-def _summary(names, seeds, by, base, solved) -> list[str]:
+def _summary(names, seeds, by, base, solved, at="@3000") -> list[str]:
     """Per seed, then mean ± std over seeds: beats-both and at-most counts over every
     instance (an infeasible agent column loses), geometric means over ``solved`` (the
     instances every compared column solved)."""
@@ -314,8 +404,8 @@ def _summary(names, seeds, by, base, solved) -> list[str]:
         f"/ critical_path {_ms(vs_cp)}",
         f"- greedy at most the best single-pass placer (min of {', '.join(SINGLE_PASS)}) on "
         f"{_count(single_le)} of {k}; / that placer, geometric mean: {_ms(vs_single)}",
-        f"{teachers}; anneal@3000 {anneal_list:.3f} of the best list",
-        f"- agent+search@3000 / anneal@3000, geometric mean: {_ms(search_vs_anneal)}; "
+        f"{teachers}; anneal{at} {anneal_list:.3f} of the best list",
+        f"- agent+search{at} / anneal{at}, geometric mean: {_ms(search_vs_anneal)}; "
         f"<= anneal on {_count(search_le)} of {k} instances; {_ms(search_list)} of the best "
         f"list",
     ]
@@ -345,22 +435,29 @@ def _at_most(x: float | None, ref: float | None) -> bool:
 
 
 def generalist_report(
-    out: Path, *, seeds: Sequence[int] = (0, 1, 2), results: Path | None = None
+    out: Path,
+    *,
+    seeds: Sequence[int] = (0, 1, 2),
+    results: Path | None = None,
+    study: Study = GENERALIST,
 ) -> str:
-    """The generalist tables: rows read from ``results`` (nothing trained), else from
-    ``out/generalist/results.jsonl``, training each missing seed first; baselines cached
-    in ``out/generalist/baselines.json``. Also written to ``out/generalist/table.md``."""
-    folder = out / "generalist"
+    """``study``'s tables: rows read from ``results`` (nothing trained), else from
+    ``out/PART/results.jsonl``, training each missing seed first (its run in
+    ``out/PART/runs/PRESET-sSEED``; a finished one is loaded); baselines cached in
+    ``out/PART/baselines.json``. Also written to ``out/PART/table.md``."""
+    folder = out / study.part
 
     def missing(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         done = {r["seed"] for r in rows}
         for seed in seeds:
             if seed not in done:
-                yield run_seed(seed, folder / "runs")
+                yield run_seed(seed, folder / "runs", study=study)
 
     rows = collect_rows(folder, results, missing)
-    base = cached_baselines(folder, [r["instance"] for r in rows], baselines)
-    text = "## The generalist, zero-shot (ratios to critical_path, lower is better)\n\n"
-    text += generalist_table(rows, base)
+    base = cached_baselines(
+        folder, [r["instance"] for r in rows], lambda n: baselines(n, study.budget)
+    )
+    text = f"## {study.title} (ratios to critical_path, lower is better)\n\n"
+    text += generalist_table(rows, base, study)
     (folder / "table.md").write_text(text + "\n")
     return text

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import os
 import re
@@ -249,10 +250,16 @@ def _per_graph(results: Path) -> str:
     return per_graph_table(*_part(results, "per_graph"))
 
 
-def _generalist(results: Path) -> str:
-    from placegym.train.experiments.generalist import generalist_table
+def _generalist(part: str) -> Callable[[Path], str]:
+    """The table of generalist study ``part``
+    (:data:`placegym.train.experiments.generalist.STUDIES`)."""
 
-    return generalist_table(*_part(results, "generalist"))
+    def render(results: Path) -> str:
+        from placegym.train.experiments.generalist import STUDIES, generalist_table
+
+        return generalist_table(*_part(results, part), STUDIES[part])
+
+    return render
 
 
 def _sb3_recipe(results: Path) -> str:
@@ -307,7 +314,10 @@ BLOCKS: dict[str, Block] = {
         "anytime curves of anneal and random search on comm-heavy-v0 test",
     ),
     "per_graph": Block(("per_graph.jsonl", "per_graph.baselines.json"), _per_graph),
-    "generalist": Block(("generalist.jsonl", "generalist.baselines.json"), _generalist),
+    **{
+        part: Block((f"{part}.jsonl", f"{part}.baselines.json"), _generalist(part))
+        for part in ("generalist", "generalist_rollout_memory", "generalist_memory")
+    },
     "sb3-recipe": Block((*_SB3, _P100), _sb3_recipe),
 }
 
@@ -431,15 +441,18 @@ def update_pages(root: Path) -> list[str]:
 def store_baselines(part: str, root: Path) -> Path:
     """Compute the baselines of every instance of report part ``part``'s saved rows
     (``per_graph``: :func:`placegym.train.experiments.per_graph.baselines`,
-    ``generalist``: :func:`placegym.train.experiments.generalist.baselines`; seeded, so
-    the same on any machine) into ``docs/results/PART.baselines.json`` with its sidecar.
+    a generalist study's part: :func:`placegym.train.experiments.generalist.
+    baselines` at the study's budget; seeded, so the same on any machine) into
+    ``docs/results/PART.baselines.json`` with its sidecar.
 
     Raises:
         ValueError: an unknown part.
     """
     from placegym.train.experiments import generalist, per_graph
 
-    compute = {"per_graph": per_graph.baselines, "generalist": generalist.baselines}
+    compute = {"per_graph": per_graph.baselines}
+    for study in generalist.STUDIES.values():
+        compute[study.part] = functools.partial(generalist.baselines, budget=study.budget)
     if part not in compute:
         raise ValueError(f"--baselines: must be one of {', '.join(compute)}, got {part!r}")
     results = root / RESULTS

@@ -210,7 +210,7 @@ def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2))
     ref = unit(cp)
     failed = {h: o.infeasible for h, o in outs.items() if o.infeasible is not None}
     row: dict[str, Any] = {h: ratio_of(o, cp) for h, o in outs.items()}
-    marks = np.array([m for m in _SEARCH_MARKS if m <= budget])
+    marks = np.array(sorted({m for m in _SEARCH_MARKS if m <= budget} | {budget}))
     for placer in ("anneal", "random_search"):
         finals, curves = [], []
         for s in seeds:
@@ -352,7 +352,7 @@ def _anytime_lines(rows: Sequence[dict[str, Any]], base: dict[str, dict], names:
     """Best found vs simulator calls: geometric mean over instances (``names``: those
     every placer solved) of the mean over seeds (ratio to critical_path), agent + search
     beside anneal and random search."""
-    marks = [m for m in _SEARCH_MARKS if str(m) in rows[0]["curve"]]
+    marks = sorted(map(int, rows[0]["curve"]))
     out = [
         "| simulator calls | " + " | ".join(str(m) for m in marks) + " |",
         "|---|" + "---|" * len(marks),
