@@ -54,3 +54,16 @@ def test_the_repair_is_needed_and_leaves_a_fitting_placement_alone(policy):
     if not simulate(g, c, raw).oom:  # fits: the placer returns the policy's own placement
         p = AgentPlacer(policy).place(g, c)
         assert np.array_equal(p.device, raw.device) and np.array_equal(p.order, raw.order)
+
+
+def test_the_search_moves_groups_whole(policy):
+    # past the greedy pass the search anneals: every candidate keeps its groups whole
+    from placegym.agents.doppler.search import SearchConfig, policy_search
+
+    inst = get_suite("memory-tight-v0").instance("random_dag-128-s101@p100x4-mem0.9")
+    g, c = inst.graph, inst.cluster
+    assert g.groups
+    res = policy_search(policy, g, c, SearchConfig(budget=400), seed=0)
+    assert res.stages.get("improve", 0) > 0, res.stages  # the annealing stage ran
+    assert split_group(g, res.placement.device[None]) is None
+    assert not simulate(g, c, res.placement).oom

@@ -179,7 +179,8 @@ class Decoder:
         head = entries[k0].fork() if k0 else self.fresh()
         for k in range(k0, start):
             head.act(int(order[k]))
-            head.act(int(device[order[k]]))
+            # a replay: the incumbent's device even where the memory mask would forbid it
+            head.obs.act(head.state, int(device[order[k]]), checked=False)
             if (k + 1) % _CHECKPOINT_EVERY == 0 and k + 1 not in entries:
                 entries[k + 1] = head.fork()
         return head
@@ -194,7 +195,10 @@ class Decoder:
     ) -> np.ndarray:
         """``(B, n)`` devices: the incumbent's, with the PLC decisions of its nodes at
         order positions ``start .. start + lengths[b] - 1`` sampled from the policy given
-        the incumbent's prefix (the window nodes are selected in the incumbent's order)."""
+        the incumbent's prefix (the window nodes are selected in the incumbent's order).
+        A node after its window keeps the incumbent's device, or goes to its co-location
+        group's where the window moved the group; the incumbent's decisions replay
+        unchecked (a memory mask may forbid a device the incumbent uses)."""
         order, device = incumbent.order, incumbent.device
         head = self.prefix(incumbent, start)
         entries = [head.fork() for _ in lengths]
@@ -204,11 +208,20 @@ class Decoder:
             for e in entries:
                 e.act(v)
             free = [b for b in range(len(entries)) if k < start + lengths[b]]
+            inside = set(free)
             acts, logits = self.logits([entries[b] for b in free])
             for b, a, z in zip(free, acts, logits):
                 out[b, v] = int(a[sample_index(z / temperature, rng)])
             for b, e in enumerate(entries):
-                e.act(int(out[b, v]))
+                if b in inside:
+                    e.act(int(out[b, v]))
+                    continue
+                # past its window: the incumbent's device (a replay, unchecked), or its
+                # group's where the window moved the group
+                forced = e.state.group_device(v)
+                if forced >= 0:
+                    out[b, v] = forced
+                e.obs.act(e.state, int(out[b, v]), checked=False)
         return out
 
 

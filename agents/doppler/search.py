@@ -76,6 +76,7 @@ from placegym.teachers.anneal import (
     MOVES,
     STARTS,
     _critical_chain,
+    _hold_groups,
     _problem,
     _propose,
     _weights,
@@ -305,9 +306,12 @@ class _Improver:
             devs[:k_policy] = self.dec.windows(
                 Placement(self.dev, self.order), start, lengths, cfg.temperature, rng
             )
+            for r in range(k_policy):  # members after the window follow their group
+                _hold_groups(self.problem, devs[r], self.dev)
         for r in range(k_policy, k):
             kind = int(rng.choice(len(MOVES), p=self.weights))
             _propose(rng, self.problem, kind, self.focus(), devs[r], ords[r], rank)
+            _hold_groups(self.problem, devs[r], self.dev)  # a group moves whole
             if kind == MOVES.index("priority") and not _topological(ords[r], edges):
                 ords[r] = self.order  # decoding replays orders: keep them topological
         return devs, ords
