@@ -49,6 +49,19 @@ def test_builtin_searches_share_the_start_and_respect_the_budget(search):
     assert (again.calls, again.best) == (traces[1].calls, traces[1].best)
 
 
+@pytest.mark.parametrize("search", [anneal_search, random_search])
+def test_builtin_searches_keep_groups_whole_where_memory_binds(search):
+    from placegym.envs.placement import split_group
+    from placegym.envs.suites import get_suite
+
+    inst = get_suite("memory-tight-v0").instance("random_dag-128-s101@v100x8-mem0.7-r1-2")
+    g, c = inst.graph, inst.cluster
+    assert g.groups
+    t = Trace(budget=300)
+    p = search(g, c, 300, 0, t)  # random draws cover every group: none is split
+    assert split_group(g, p.device[None]) is None and not simulate(g, c, p).oom
+
+
 def test_registered_search_placer_and_honesty_check(tiny):  # noqa: F811
     def first_start(graph, cluster, budget, seed, trace):
         p = Placement(device=np.zeros(graph.num_nodes, dtype=int), order=graph.topological_order)

@@ -51,7 +51,8 @@ heft, nest, metis, round_robin: their evaluation counts as the first five calls)
   any that does not); when none does, they are reported infeasible until its final
   placement, if that fits (a conservative curve: anneal does not say when it first fit).
 - ``random_search``: the best start, then uniformly random placements (a uniform device
-  per node, a uniformly random priority permutation), evaluated in batches; the best
+  per node, one per co-location group, which its members share; a uniformly random
+  priority permutation), evaluated in batches; the best
   placement that fits in memory is kept. The standard control at equal budget: a search
   that does not beat it has learned nothing about the problem.
 
@@ -76,6 +77,7 @@ import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, simulate_batch
 from placegym.envs.suites import Suite
+from placegym.teachers._memory import units
 from placegym.teachers.anneal import STARTS
 from placegym.train.harness.calls import BudgetExceeded, counting, patched, uncounted
 from placegym.train.harness.feasibility import count, simulate_outcome
@@ -176,6 +178,7 @@ def random_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace:
     rng = np.random.default_rng(seed)
     starts = heuristic_starts(graph, cluster)
     n, d = graph.num_nodes, cluster.num_devices
+    u = units(graph)  # a group draws one device (node by node without groups)
     devs = np.stack([p.device for p in starts])
     ords = np.stack([p.order for p in starts])
     best_key, best = (True, math.inf), (devs[0], ords[0])
@@ -191,7 +194,7 @@ def random_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace:
         k = min(64, budget - used)
         if k <= 0:
             return Placement(device=best[0], order=best[1])
-        devs = rng.integers(d, size=(k, n))
+        devs = rng.integers(d, size=(k, u.count))[:, u.of]
         ords = rng.permuted(np.tile(np.arange(n), (k, 1)), axis=1)
 
 
