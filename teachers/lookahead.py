@@ -247,6 +247,9 @@ class LookaheadTeacher(StepTeacher):
         self._first: IdentityCache[Incumbent] = IdentityCache(self._start, size=64)
         self._rows: IdentityCache[OrderedDict[tuple[int, bytes, bytes], tuple]]
         self._rows = IdentityCache(lambda graph, cluster: OrderedDict(), size=64)
+        # while a state is replayed, the caches grow instead of dropping what episodes in
+        # flight still need; the replay's intermediate entries go afterwards
+        self._replaying = False
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
         """The first node of the base rule's SEL tie set (the completions' next node)."""
@@ -278,7 +281,9 @@ class LookaheadTeacher(StepTeacher):
             self._keep(incs, state, inc)
             return inc
         # else the nearest ancestor kept (the empty state's always is), then forward, each
-        # step pricing its state
+        # step pricing its state; what the replay adds on the way is dropped after it,
+        # and nothing is dropped for it (else episodes decoded in lockstep would drop
+        # each other's parents and replay in turn, each from further back)
         j = k - 1
         while j > 0 and (placed[:j].tobytes(), devices[:j].tobytes()) not in incs:
             j -= 1
@@ -286,11 +291,24 @@ class LookaheadTeacher(StepTeacher):
         for i in range(j):
             s.select(int(placed[i]))
             s.place(int(devices[i]))
-        for i in range(j, k):
-            s.select(int(placed[i]))
-            self._child(s, int(devices[i]))
-            s.place(int(devices[i]))
-        return incs[(placed.tobytes(), devices.tobytes())]
+        rows = self._rows(state.graph, state.cluster)
+        had_incs, had_rows = set(incs), set(rows)
+        outer, self._replaying = self._replaying, True
+        try:
+            for i in range(j, k):
+                s.select(int(placed[i]))
+                self._child(s, int(devices[i]))
+                s.place(int(devices[i]))
+        finally:
+            self._replaying = outer
+        inc = incs[key]
+        if not outer:
+            for old in [x for x in incs if x not in had_incs]:
+                del incs[old]
+            for old in [x for x in rows if x not in had_rows]:
+                del rows[old]
+            self._keep(incs, state, inc)
+        return inc
 
     def _start(self, graph: Graph, cluster: Cluster) -> Incumbent:
         """The fastest of the base rule's placement and the starts' device maps in its
@@ -315,7 +333,7 @@ class LookaheadTeacher(StepTeacher):
     def _keep(self, incs: OrderedDict, state: PlacementState, inc: Incumbent) -> None:
         placed = np.asarray(state.order[: state.num_placed], dtype=np.int64)
         incs[(placed.tobytes(), state.device[placed].tobytes())] = inc
-        while len(incs) > _INCUMBENTS:
+        while len(incs) > _INCUMBENTS and not self._replaying:
             incs.popitem(last=False)
 
     def _child(self, state: PlacementState, device: int) -> None:
@@ -412,7 +430,7 @@ class LookaheadTeacher(StepTeacher):
         all_dev[legal], all_ord[legal], all_ms[legal] = devices, orders, makespan
         rows = self._rows(state.graph, state.cluster)
         rows[self._key(state)] = (all_dev, all_ord, all_ms)
-        while len(rows) > _ROWS:
+        while len(rows) > _ROWS and not self._replaying:
             rows.popitem(last=False)
         return legal, makespan
 

@@ -207,3 +207,39 @@ def test_search_budget_counts_the_fortified_starts():
     assert res.calls == need + 50
     best = min(makespan(g, c, get_teacher(t).place(g, c)) for t in ("nest", "metis", "heft_rule"))
     assert res.makespan <= best
+
+
+def test_a_replayed_state_keeps_what_states_in_flight_need(monkeypatch):
+    # a state whose ancestors were never priced is replayed from the empty state; with
+    # small caches the replay must not drop the rows another episode's next state needs
+    from placegym.envs import get_preset
+    from placegym.envs.state import PlacementState
+    from placegym.envs.workloads import make_graph
+    from placegym.teachers import lookahead
+    from placegym.teachers.lookahead import FortifiedLookaheadTeacher
+
+    monkeypatch.setattr(lookahead, "_ROWS", 6)
+    monkeypatch.setattr(lookahead, "_INCUMBENTS", 6)
+    g, c = make_graph("random_dag", nodes=40, seed=3), get_preset("p100x4")
+    t = FortifiedLookaheadTeacher(cache_size=0)
+    a = PlacementState(g, c)
+    for _ in range(3):  # an episode in flight, priced state by state
+        a.select(int(t.select_actions(a)[0]))
+        a.place(int(t.place_actions(a)[0]))
+    a.select(int(t.select_actions(a)[0]))
+    t.place_actions(a)
+    rows, incs = t._rows(g, c), t._incumbents(g, c)
+    mine = t._key(a)
+    b = PlacementState(g, c)  # another, 25 steps deep, never priced on the way
+    rng = np.random.default_rng(0)
+    for _ in range(25):
+        b.select(int(rng.choice(b.frontier())))
+        b.place(int(rng.choice(np.flatnonzero(b.place_mask()))))
+    b.select(int(b.frontier()[0]))
+    calls = t.calls
+    t.place_actions(b)
+    assert t.calls - calls > 25 * 3  # it was replayed, pricing each state on the way
+    assert mine in rows and len(rows) <= 6 and len(incs) <= 6
+    # and the result is the same as without the replay's bookkeeping
+    fresh = FortifiedLookaheadTeacher(cache_size=0)
+    assert fresh.place_actions(b).tolist() == t.place_actions(b).tolist()
