@@ -303,10 +303,10 @@ class LookaheadTeacher(StepTeacher):
             self._replaying = outer
         inc = incs[key]
         if not outer:
-            for old in [x for x in incs if x not in had_incs]:
-                del incs[old]
-            for old in [x for x in rows if x not in had_rows]:
-                del rows[old]
+            for added in [x for x in incs if x not in had_incs]:
+                del incs[added]
+            for priced in [x for x in rows if x not in had_rows]:
+                del rows[priced]
             self._keep(incs, state, inc)
         return inc
 
