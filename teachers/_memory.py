@@ -76,12 +76,14 @@ class Units:
         first: ``(U,)`` first (lowest-id) node of each unit; units are numbered by it.
         nbytes: ``(U,)`` resident bytes of each unit (its nodes' ``param_bytes``).
         members: each unit's nodes, ascending.
+        by_size: ``(U,)`` units by descending bytes, ties by unit (the packing order).
     """
 
     of: np.ndarray
     first: np.ndarray
     nbytes: np.ndarray
     members: tuple[np.ndarray, ...]
+    by_size: np.ndarray
 
     @property
     def count(self) -> int:
@@ -97,7 +99,8 @@ def _units(graph: Graph) -> Units:
     nbytes = np.bincount(of, weights=graph.param_bytes, minlength=len(first))
     sort = np.argsort(of, kind="stable")
     members = tuple(np.split(sort, np.cumsum(np.bincount(of, minlength=len(first)))[:-1]))
-    return Units(of, first.astype(np.int64), nbytes, members)
+    by_size = np.lexsort((np.arange(len(first)), -nbytes)).astype(np.int64)
+    return Units(of, first.astype(np.int64), nbytes, members, by_size)
 
 
 #: :class:`Units` of a graph (the last 32 graphs are kept).
@@ -156,8 +159,6 @@ class Room:
         self.units = units(graph)
         self.reserve = np.asarray(reserve, dtype=np.float64)
         self.capacity = cluster.memory - self.reserve
-        u = self.units
-        self._by_size = np.lexsort((np.arange(u.count), -u.nbytes))
 
     def checker(self, device: np.ndarray, param_used: np.ndarray, v: int) -> Callable[[int], bool]:
         """``fits(d)``: whether device ``d`` has room for ``v`` in the partial placement
@@ -174,7 +175,8 @@ class Room:
         free = self.capacity - param_used - pending
         mine = int(u.of[v])
         need = float(u.nbytes[mine]) if unit_dev[mine] < 0 else float(pb[v])
-        rest = self._by_size[~open_[self._by_size] & (self._by_size != mine)]
+        order = u.by_size
+        rest = order[~open_[order] & (order != mine)]
         items = u.nbytes[rest]
         items = items[items > 0]
 

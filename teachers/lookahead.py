@@ -99,7 +99,6 @@ def _compiled_completions(
     sptr, sidx = graph.consumer_csr
     room = rule.room(graph, cluster)
     u = room.units if room is not None else units(graph)
-    by_size = np.lexsort((np.arange(u.count), -u.nbytes)).astype(np.int64)
     return _rule_kernel.complete_candidates(
         kind,
         prefix,
@@ -118,8 +117,8 @@ def _compiled_completions(
         costs.latency,
         costs.inv_bandwidth,
         u.of,
-        np.ascontiguousarray(u.nbytes, dtype=np.float64),
-        by_size,
+        u.nbytes,
+        u.by_size,
         room is not None,
         cluster.memory if room is None else np.ascontiguousarray(room.capacity),
     )
