@@ -266,6 +266,7 @@ def complete_candidates(
     zero = np.zeros(nd)
     row = np.empty(nd)
     legal = np.empty(nd, np.bool_)
+    score = np.empty(nd)
     # scratch of the room checks
     free = np.empty(nd)
     f = np.empty(nd)
@@ -356,6 +357,8 @@ def complete_candidates(
                 )
                 nlegal = 0
                 for d in range(nd):
+                    # what PLC minimises: the finish (HEFT's rule) or the start
+                    score[d] = row[d] + dur_row[d] if kind == HEFT_RULE else row[d]
                     if legal[d]:
                         nlegal += 1
                 best = -1
@@ -381,20 +384,20 @@ def complete_candidates(
                         low = np.inf
                         for d in range(nd):  # ascending score, stable by id
                             if legal[d] and not checked[d]:
-                                x = row[d] + dur_row[d] if kind == HEFT_RULE else row[d]
+                                x = score[d]
                                 if at < 0 or x < low:
                                     at = d
                                     low = x
                         checked[at] = True
                         fit[at] = _fits(at, need, free, items, cnt, f, work)
                         if fit[at]:
-                            target = row[at] + dur_row[at] if kind == HEFT_RULE else row[at]
+                            target = score[at]
                             break
                     if not np.isnan(target):
                         tol = _tol(target)
                         for d in range(nd):
                             if legal[d]:
-                                x = row[d] + dur_row[d] if kind == HEFT_RULE else row[d]
+                                x = score[d]
                                 if abs(x - target) <= tol:
                                     if not checked[d]:
                                         checked[d] = True
@@ -406,13 +409,13 @@ def complete_candidates(
                     target = np.inf
                     for d in range(nd):
                         if legal[d]:
-                            x = row[d] + dur_row[d] if kind == HEFT_RULE else row[d]
+                            x = score[d]
                             if x < target:
                                 target = x
                     tol = _tol(target)
                     for d in range(nd):
                         if legal[d]:
-                            x = row[d] + dur_row[d] if kind == HEFT_RULE else row[d]
+                            x = score[d]
                             if abs(x - target) <= tol:
                                 best = d
                                 break
