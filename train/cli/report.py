@@ -55,7 +55,7 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
         "--results",
         help="per_graph part: read its rows from this results.jsonl instead of training",
     )
-    from placegym.train.experiments.generalist import STUDIES
+    from placegym.train.experiments.studies import STUDIES
 
     for part in STUDIES:
         p.add_argument(
