@@ -48,8 +48,9 @@ Cost: :meth:`~LookaheadTeacher.place` makes one simulator call per legal device 
 (``n * D`` calls, :attr:`LookaheadTeacher.calls` counts them) and as many base-rule
 completions; answers are cached per state, so imitating it with teacher roll-in pays
 each state once. With ``heft_rule`` or ``critical_path`` as the base the completions run
-compiled (:mod:`placegym.teachers._rule_kernel`, the same placements), 60-110 times
-faster than through :class:`~placegym.envs.state.PlacementState` (``make bench``).
+compiled (:mod:`placegym.teachers._rule_kernel`, the same placements), 45-70 times
+faster than through :class:`~placegym.envs.state.PlacementState` on graphs with and
+without groups (``make bench``).
 """
 
 from __future__ import annotations
