@@ -26,7 +26,7 @@ from placegym.envs.reward import (
 )
 from placegym.envs.simulator import Schedule, simulate
 from placegym.envs.sources import GraphSource, GraphSpec
-from placegym.envs.state import PlacementState
+from placegym.envs.state import PlacementState, memory_mask_mode
 
 __all__ = ["STEP_LIMIT_FACTOR", "PlacementEnv", "step_limit"]
 
@@ -119,9 +119,17 @@ class PlacementEnv(gym.Env[dict, int]):
     the wrappers), ``obs["action_mask"]`` and ``info["action_mask"]``, all from one
     function. SEL: the frontier. PLC: for a node of a co-location group (``group`` in a
     ``placegym.graph/v2`` graph) one of whose members is placed, that member's device
-    alone; otherwise, with ``memory_mask=True`` (the default), the devices whose resident
-    params plus the node's own (for a group's first node: the whole group's) fit in
-    memory; if that masks every device, none is masked (the OOM shows in the outcome).
+    alone; otherwise, with ``memory_mask=True`` (the default; also ``"resident"``), the
+    devices whose resident params plus the node's own (for a group's first node: the
+    whole group's) fit in memory; if that masks every device, none is masked (the OOM
+    shows in the outcome). With ``memory_mask="room"``, of those the devices that leave
+    room for the rest of the graph: the device keeps its resident bytes plus the largest
+    working set (output and inputs) of a node it runs within memory, and the resident
+    bytes of the nodes and groups not yet placed still pack into what every device has
+    left (:func:`~placegym.envs.room.room_mask`); where no device has room, the
+    ``True`` rule. It spares a policy the dead ends where a later node fits nowhere; live
+    tensors beyond one node's working set can still exceed memory.
+    ``memory_mask=False`` masks no device for memory.
     Once the episode has terminated, the mask is that of
     its start state (the graph's sources), which is where a vector env's autoreset goes
     next: a masked policy always has an action, and the autoreset discards it.
@@ -240,7 +248,7 @@ class PlacementEnv(gym.Env[dict, int]):
         reward: Literal["relative", "makespan", "nest"] = "relative",
         shaping_gamma: float = 1.0,
         reference: ReferencePlacer | str = DEFAULT_REFERENCE,
-        memory_mask: bool = True,
+        memory_mask: bool | Literal["resident", "room"] = True,
         illegal_action: Literal["penalize", "raise"] = "penalize",
         dispatch: Literal["priority", "fifo"] = "priority",
         noise: float = 0.0,
@@ -266,6 +274,7 @@ class PlacementEnv(gym.Env[dict, int]):
         self.cluster = self.backend.resolve_cluster(cluster, self.source.graphs)
         self.max_nodes, self.max_edges = _padding(self.source, max_nodes, max_edges)
         self.reward_kind, self.shaping_gamma = reward, float(shaping_gamma)
+        memory_mask_mode(memory_mask)  # raises on a bad value, naming the field
         self.memory_mask, self.illegal_action = memory_mask, illegal_action
         self.dispatch, self.noise, self.render_mode = dispatch, float(noise), render_mode
         self.step_limit_factor = step_limit_factor

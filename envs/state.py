@@ -7,10 +7,20 @@ that process and the quantities that teachers and observations need:
 
 - legality: :meth:`select_mask` (the frontier) and :meth:`place_mask`: for a node of a
   co-location group that already has a member placed, that member's device alone (the
-  group shares one device); otherwise, with ``memory_mask``, the devices whose resident
-  params plus the node's own fit in memory (for the first node of a group: plus every
-  member's, since the group follows it there); if none fits, every device is legal and
-  the OOM shows in the simulated outcome;
+  group shares one device); otherwise, by ``memory_mask``:
+
+  - ``True`` (or ``"resident"``, the default): the devices whose resident params plus
+    the node's own fit in memory (for the first node of a group: plus every member's,
+    since the group follows it there); if none fits, every device is legal and the OOM
+    shows in the simulated outcome;
+  - ``"room"``: of those, the devices that leave room for the rest of the graph
+    (:func:`~placegym.envs.room.room_mask`): the device still holds its resident bytes
+    plus the largest working set (output and inputs) of a node it runs, and the resident
+    bytes of the units not yet opened still pack into what every device has left. It
+    avoids the dead ends where a later node fits nowhere; where no device has room, the
+    ``True`` rule applies. On graphs whose memory cannot bind
+    (:func:`~placegym.envs.analysis.memory_may_bind`) both rules allow every device;
+  - ``False``: every device;
 - a *contention-free list-schedule estimate* of the partial assignment: placed nodes, in
   selection order, start at ``max(device free, inputs arrived)`` where an input from
   another device arrives ``latency + bytes / bandwidth`` after its producer's estimated
@@ -31,14 +41,30 @@ from typing import Any, Literal
 
 import numpy as np
 
-from placegym.envs.analysis import cost_table
+from placegym.envs.analysis import cost_table, memory_may_bind
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
+from placegym.envs.room import room_mask, units, working_set
 
 Phase = Literal["select", "place"]
+#: The values of ``memory_mask`` besides the booleans (True is ``"resident"``).
+MEMORY_MASKS = ("resident", "room")
 
-__all__ = ["PlacementState", "Timeline"]
+__all__ = ["MEMORY_MASKS", "PlacementState", "Timeline", "memory_mask_mode"]
+
+
+def memory_mask_mode(value: bool | str) -> str:
+    """``memory_mask`` as one of ``"off"``, ``"resident"``, ``"room"`` (module docstring).
+
+    Raises:
+        ValueError: any other value, naming it.
+    """
+    if isinstance(value, bool | np.bool_):
+        return "resident" if value else "off"
+    if isinstance(value, str) and value in MEMORY_MASKS:
+        return value
+    raise ValueError(f"memory_mask: expected True, False, 'resident' or 'room', got {value!r}")
 
 
 class Timeline:
@@ -105,12 +131,15 @@ class PlacementState:
         load: ``(D,)`` total duration of the nodes placed on each device.
         param_used: ``(D,)`` resident parameter bytes placed on each device.
         costs: the :class:`~placegym.envs.analysis.CostTable` (durations per device).
+        memory_mask: whether a memory rule masks devices (``memory_mask`` is not False).
+        mask_mode: ``"off"``, ``"resident"`` or ``"room"`` (module docstring).
     """
 
-    def __init__(self, graph: Graph, cluster: Cluster, *, memory_mask: bool = True) -> None:
+    def __init__(self, graph: Graph, cluster: Cluster, *, memory_mask: bool | str = True) -> None:
         self.graph = graph
         self.cluster = cluster
-        self.memory_mask = memory_mask
+        self.mask_mode = memory_mask_mode(memory_mask)
+        self.memory_mask = self.mask_mode != "off"
         self.costs = cost_table(graph, cluster)
         n, d = graph.num_nodes, cluster.num_devices
         self.device = np.full(n, -1, dtype=np.int64)
@@ -130,6 +159,15 @@ class PlacementState:
         self._insertion: _Insertion | None = None  # built on the first insertion_start
         # co-location groups: each group's device once a member is placed (None: no groups)
         self._group_device: dict[int, int] | None = {} if graph.groups else None
+        # memory_mask="room" where memory may bind: (units, working sets), per-unit device,
+        # committed resident bytes and largest working set per device (None: not needed)
+        self._room: tuple[Any, np.ndarray] | None = None
+        if self.mask_mode == "room" and memory_may_bind(graph, cluster):
+            u = units(graph)
+            self._room = (u, working_set(graph, self.costs.duration))
+            self._unit_dev = np.full(u.count, -1, dtype=np.int64)
+            self._committed = np.zeros(d)
+            self._ws_max = np.zeros(d)
 
     # ------------------------------------------------------------------ phase and masks
     @property
@@ -193,8 +231,32 @@ class PlacementState:
             return only
         if not self.memory_mask:
             return np.ones(d, dtype=bool)
-        fits = self.param_used + self.resident_need(v) <= self.cluster.memory
-        return fits if np.count_nonzero(fits) else np.ones(d, dtype=bool)
+        need = self.resident_need(v)
+        fits = self.param_used + need <= self.cluster.memory
+        if not np.count_nonzero(fits):
+            return np.ones(d, dtype=bool)
+        if self._room is not None:
+            room = self._room_mask(v, need, fits)
+            if np.count_nonzero(room):
+                return room
+        return fits
+
+    def _room_mask(self, v: int, need: float, fits: np.ndarray) -> np.ndarray:
+        """``memory_mask="room"``: the devices among ``fits`` with room for ``v``."""
+        assert self._room is not None
+        u, ws = self._room
+        order = u.by_size
+        rest = order[(self._unit_dev[order] < 0) & (order != u.of[v])]
+        items = u.nbytes[rest]
+        return room_mask(
+            fits,
+            need,
+            ws[v],
+            items[items > 0],
+            self.cluster.memory,
+            self._committed,
+            self._ws_max,
+        )
 
     def frontier(self) -> np.ndarray:
         """Node ids of the frontier, ascending."""
@@ -212,6 +274,8 @@ class PlacementState:
                 return action == forced
         if not self.memory_mask:
             return True
+        if self._room is not None:
+            return bool(self.place_mask()[action])
         need = self.resident_need(self.selected)
         if self.param_used[action] + need <= self.cluster.memory[action]:
             return True
@@ -263,6 +327,13 @@ class PlacementState:
         self.param_used[device] += self.graph.param_bytes[v]
         if self._group_device is not None and self.graph.group[v] >= 0:
             self._group_device.setdefault(int(self.graph.group[v]), device)
+        if self._room is not None:
+            u, ws = self._room
+            unit = u.of[v]
+            if self._unit_dev[unit] < 0:  # opened: its whole unit's bytes are committed
+                self._unit_dev[unit] = device
+                self._committed[device] += u.nbytes[unit]
+            self._ws_max[device] = max(self._ws_max[device], ws[v, device])
         self.selected = -1
         self._num_placed += 1
         left = self._unplaced_producers

@@ -30,6 +30,7 @@ from placegym.envs.observation import observation_space
 from placegym.envs.placement import Placement
 from placegym.envs.reward import scored_makespan, terminal_reward
 from placegym.envs.simulator import simulate
+from placegym.envs.state import memory_mask_mode
 
 __all__ = ["PlacementVectorEnv"]
 
@@ -62,7 +63,8 @@ class PlacementVectorEnv(VectorEnv):
     step returns fresh arrays; False returns the internal buffers, valid until the next
     step (faster on large graphs). Graphs with co-location groups (``placegym.graph/v2``)
     are refused with a ``ValueError``: the compiled steps do not apply the group mask
-    (``gymnasium.vector.SyncVectorEnv`` over :class:`PlacementEnv` does).
+    (``gymnasium.vector.SyncVectorEnv`` over :class:`PlacementEnv` does); so is
+    ``memory_mask="room"``, for the same reason.
     """
 
     metadata: dict[str, Any] = {  # noqa: RUF012
@@ -93,6 +95,13 @@ class PlacementVectorEnv(VectorEnv):
                 )
         self._proto = PlacementEnv(**env_kwargs)  # validates the arguments, prepares graphs
         proto = self._proto
+        mode = memory_mask_mode(proto.memory_mask)
+        if mode == "room":
+            raise ValueError(
+                "memory_mask: 'room' is not compiled in PlacementVectorEnv; use "
+                "gymnasium.vector.SyncVectorEnv over PlacementEnv (vectorization_mode='sync')"
+            )
+        self._memory_mask = mode == "resident"
         self.num_envs = int(num_envs)
         self.max_episode_steps = max_episode_steps
         self.copy = bool(copy)
@@ -248,7 +257,7 @@ class PlacementVectorEnv(VectorEnv):
             self._g,
             self._c,
             self._s,
-            proto.memory_mask,
+            self._memory_mask,
             proto.reward_kind == "nest",
             proto.shaping_gamma,
             self._rewards,
@@ -256,7 +265,7 @@ class PlacementVectorEnv(VectorEnv):
         )
         if proto.illegal_action == "raise" and self._illegal.any():
             self._raise_illegal(acts)
-        K.masks(self._g, self._c, self._s, proto.memory_mask, self._mask)
+        K.masks(self._g, self._c, self._s, self._memory_mask, self._mask)
         self._steps += 1
         rewards = self._rewards.copy()
         terminated = self._s[12] == self._g[0]  # every node placed
@@ -322,7 +331,7 @@ class PlacementVectorEnv(VectorEnv):
         for i in rows:
             limit = step_limit(int(self._g[0][i]), factor)
             self._limits[i] = -1 if limit is None else limit
-        K.masks(self._g, self._c, self._s, self._proto.memory_mask, self._mask)
+        K.masks(self._g, self._c, self._s, self._memory_mask, self._mask)
 
     def _observe(self, copy: bool | None = None) -> dict[str, np.ndarray]:
         copy = self.copy if copy is None else copy

@@ -10,8 +10,9 @@ ends a search simulates (:func:`~placegym.envs.simulator.simulate`).
   could exceed some device's memory (every parameter plus one copy of every output on
   the smallest device). Where not, nothing here changes a placement or simulates: every
   teacher's placement is what its rule gives, bit for bit.
-- :func:`units`: the graph with its groups contracted: each group is one *unit*, each
-  node outside a group its own; a unit's resident bytes go to one device together.
+- :func:`~placegym.envs.room.units`: the graph with its groups contracted: each group is
+  one *unit*, each node outside a group its own; a unit's resident bytes go to one
+  device together.
 - :class:`Room`: the devices where a node leaves room for the rest: after the node (its
   whole group, when it opens one) goes there, the resident bytes of every unit not yet
   placed still pack into what the devices have left (each device's memory less a
@@ -33,18 +34,16 @@ ends a search simulates (:func:`~placegym.envs.simulator.simulate`).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from placegym.envs.analysis import memory_may_bind
-from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.reward import oom_makespan
+from placegym.envs.room import Units, packs, units
 from placegym.envs.simulator import Schedule, simulate, simulate_batch
 from placegym.envs.workloads.memory import fit_resident
 from placegym.teachers._common import TIE_RTOL, ties
@@ -67,87 +66,14 @@ CALIBRATION_ROUNDS = 6
 REPAIR_ROUNDS = 8
 
 
-@dataclass(frozen=True, eq=False)
-class Units:
-    """A graph's co-location groups contracted: the units a device takes whole.
-
-    Attributes:
-        of: ``(n,)`` unit of each node.
-        first: ``(U,)`` first (lowest-id) node of each unit; units are numbered by it.
-        nbytes: ``(U,)`` resident bytes of each unit (its nodes' ``param_bytes``).
-        members: each unit's nodes, ascending.
-        by_size: ``(U,)`` units by descending bytes, ties by unit (the packing order).
-    """
-
-    of: np.ndarray
-    first: np.ndarray
-    nbytes: np.ndarray
-    members: tuple[np.ndarray, ...]
-    by_size: np.ndarray
-
-    @property
-    def count(self) -> int:
-        """Number of units."""
-        return int(self.first.shape[0])
-
-
-def _units(graph: Graph) -> Units:
-    n = graph.num_nodes
-    head = np.where(graph.group_first >= 0, graph.group_first, np.arange(n))
-    first, of = np.unique(head, return_inverse=True)
-    of = of.reshape(-1).astype(np.int64)
-    nbytes = np.bincount(of, weights=graph.param_bytes, minlength=len(first))
-    sort = np.argsort(of, kind="stable")
-    members = tuple(np.split(sort, np.cumsum(np.bincount(of, minlength=len(first)))[:-1]))
-    by_size = np.lexsort((np.arange(len(first)), -nbytes)).astype(np.int64)
-    return Units(of, first.astype(np.int64), nbytes, members, by_size)
-
-
-#: :class:`Units` of a graph (the last 32 graphs are kept).
-units = IdentityCache(_units, size=32)
-
-
-def _packs(items: np.ndarray, free: np.ndarray) -> bool:
-    """Whether ``items`` (bytes > 0, descending) pack into devices of ``free`` bytes
-    (>= 0): a counting bound, else worst-fit decreasing, else first-fit decreasing."""
-    if not len(items):
-        return True
-    total = float(items.sum())
-    if total > float(free.sum()):
-        return False
-    # any-fit fails on an item x only when every device has less than x <= items[0]
-    # left, i.e. after more than sum(max(free - items[0], 0)) bytes were placed
-    if total <= float(np.maximum(free - items[0], 0.0).sum()):
-        return True
-    heap = [-f for f in free.tolist()]
-    heapq.heapify(heap)
-    xs = items.tolist()
-    for x in xs:
-        top = -heap[0]
-        if x > top:
-            break
-        heapq.heapreplace(heap, -(top - x))
-    else:
-        return True
-    left = free.tolist()
-    for x in xs:
-        for d, f in enumerate(left):
-            if f >= x:
-                left[d] = f - x
-                break
-        else:
-            return False
-    return True
-
-
 class Room:
     """Which devices leave room for the rest of the graph (module docstring).
 
     A device has room for node ``v`` in a partial placement when, with ``v``'s resident
     bytes there (its whole group's when it opens the group), the resident bytes of every
-    unit with no node placed yet still pack (:func:`_packs`) into the devices' capacity
-    left: memory less ``reserve`` (for live tensors), less the resident bytes placed,
-    less those still to come of groups already open.
+    unit with no node placed yet still pack (:func:`~placegym.envs.room.packs`) into the
+    devices' capacity left: memory less ``reserve`` (for live tensors), less the resident
+    bytes placed, less those still to come of groups already open.
 
     Args:
         graph, cluster: the instance.
@@ -185,7 +111,7 @@ class Room:
             f[d] -= need
             if need > 0 and f[d] < 0:
                 return False
-            return _packs(items, np.maximum(f, 0.0))  # a device past its capacity takes none
+            return packs(items, np.maximum(f, 0.0))  # a device past its capacity takes none
 
         return fits
 

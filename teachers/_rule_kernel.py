@@ -18,7 +18,7 @@ Legal devices are the state's (:meth:`~placegym.envs.state.PlacementState.place_
 a node whose co-location group has a member placed goes to that member's device; else,
 with the memory mask on, the devices whose resident parameters plus the node's (its
 whole group's, when it opens the group) fit, every device when none does. Groups come
-as *units* (:func:`placegym.teachers._memory.units`: a group is one unit, every other
+as *units* (:func:`placegym.envs.room.units`: a group is one unit, every other
 node its own). Under memory pressure (``room``) PLC chooses among the legal devices with
 room, as :meth:`placegym.teachers._memory.Room.ties` does: the least score among the
 legal devices with room (checked in ascending score), the first of its tie set among
@@ -133,7 +133,7 @@ def _legal(v, used, unit_of, unit_bytes, unit_dev, memory, memory_mask, legal):
 @njit(cache=True)
 def _packs(items, count, free, work):
     """Whether ``items[:count]`` (bytes > 0, descending) pack into devices of ``free``
-    bytes (>= 0): :func:`placegym.teachers._memory._packs` (``work``: scratch ``(D,)``)."""
+    bytes (>= 0): :func:`placegym.envs.room.packs` (``work``: scratch ``(D,)``)."""
     if count == 0:
         return True
     nd = free.shape[0]

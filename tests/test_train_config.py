@@ -108,6 +108,7 @@ def test_overrides_parse_yaml_values_and_numbers():
         ("data.graphs=ffnn", r"data\.graphs: expected a list, got 'ffnn'"),
         ("phases=[phase1, phase9]", r"phases\[1\]: expected one of phase1, phase2"),
         ("wandb.mode=loud", r"wandb\.mode: expected one of auto, online"),
+        ("data.memory_mask=rooms", r"data\.memory_mask: expected true, false, resident or room"),
         ("no_equals_sign", r"override: expected key=value, got 'no_equals_sign'"),
     ],
 )
@@ -241,3 +242,9 @@ def test_epsilon_schedule():
     assert epsilon(50, 100, 1.0, 0.0, 0.5) == 0.0
     assert epsilon(99, 100, 1.0, 0.0, 0.5) == 0.0
     assert epsilon(10, 100, 0.5, 0.5, 0.0) == 0.5
+
+
+def test_the_memory_mask_takes_room():
+    cfg = apply_overrides(TrainConfig(), ["data.memory_mask=room"])
+    assert cfg.data.memory_mask == "room"
+    assert apply_overrides(TrainConfig(), ["data.memory_mask=false"]).data.memory_mask is False

@@ -200,8 +200,10 @@ class DataConfig:
     """Training graphs."""
     heldout: list[GraphSpec] = field(default_factory=list)
     """Graphs only evaluated on (generalisation), never trained on."""
-    memory_mask: bool = True
-    """Mask devices whose memory the node's parameters would overflow."""
+    memory_mask: bool | str = True
+    """The environments' memory mask (:class:`~placegym.envs.env.PlacementEnv`): true masks
+    devices whose memory the node's parameters would overflow; ``room`` also those that
+    leave no room for the rest of the graph; false none."""
     dispatch: str = "priority"
     """Simulator dispatch rule: ``priority`` or ``fifo`` (DOPPLER's simulator)."""
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from placegym.envs.state import MEMORY_MASKS
+
 if TYPE_CHECKING:
     from placegym.train.config import (
         GraphSpec,
@@ -46,6 +48,10 @@ def validate(cfg: TrainConfig) -> None:
     _check(progress_ok, "progress", "expected true, false or auto", cfg.progress)
     _check(bool(cfg.data.graphs), "data.graphs", "expected at least one graph", cfg.data.graphs)
     _one_of(cfg.data.dispatch, ("priority", "fifo"), "data.dispatch")
+    mask_ok = isinstance(cfg.data.memory_mask, bool) or cfg.data.memory_mask in MEMORY_MASKS
+    _check(
+        mask_ok, "data.memory_mask", "expected true, false, resident or room", cfg.data.memory_mask
+    )
     for where in ("graphs", "heldout"):
         for i, g in enumerate(getattr(cfg.data, where)):
             _validate_suite_graph(g, f"data.{where}[{i}]")

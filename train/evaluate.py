@@ -40,6 +40,7 @@ from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster,
 from placegym.envs.cache import IdentityCache
 from placegym.envs.reward import DEFAULT_REFERENCE, SharedReference
 from placegym.envs.simulator import Dispatch
+from placegym.envs.state import memory_mask_mode
 from placegym.teachers import make_feasible
 from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
 from placegym.train.stats import geomean
@@ -333,17 +334,27 @@ class AgentPlacer:
         mode: ``greedy``, ``sample`` or ``best_of_k``.
         k: samples of ``best_of_k``.
         name: label in benchmark tables.
+        memory_mask: the environments' device mask (``True``, ``"resident"``, ``"room"``:
+            :class:`~placegym.envs.state.PlacementState`).
     """
 
     def __init__(
-        self, policy: DopplerPolicy, *, mode: str = "greedy", k: int = 16, name: str = "agent"
+        self,
+        policy: DopplerPolicy,
+        *,
+        mode: str = "greedy",
+        k: int = 16,
+        name: str = "agent",
+        memory_mask: bool | str = True,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
         if k < 1:
             raise ValueError(f"k: must be >= 1, got {k}")
+        memory_mask_mode(memory_mask)  # raises on a bad value, naming the field
         self.policy, self.mode, self.k, self.name = policy.eval(), mode, k, name
-        self._pool = EnvPool()
+        self.memory_mask = memory_mask
+        self._pool = EnvPool(memory_mask=memory_mask)
 
     def place(self, graph: Graph, cluster: Cluster | str, seed: int = 0) -> Placement:
         """Place ``graph`` on ``cluster`` (a preset name, JSON path or Cluster)."""
@@ -352,7 +363,15 @@ class AgentPlacer:
 
     def _place(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
         if self.mode == "best_of_k" and decodes_like_episodes(self.policy):
-            return best_of_samples(self.policy, graph, cluster, self.k, seed, feasible=True)[0]
+            return best_of_samples(
+                self.policy,
+                graph,
+                cluster,
+                self.k,
+                seed,
+                feasible=True,
+                memory_mask=self.memory_mask,
+            )[0]
         count = self.k if self.mode == "best_of_k" else 1
         envs = self._pool.get(graph, cluster, count)
         records = play_episodes(

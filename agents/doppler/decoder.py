@@ -68,7 +68,7 @@ class Decoder:
     :func:`~placegym.agents.doppler.episodes.play_episodes` plays them."""
 
     def __init__(
-        self, policy: DopplerPolicy, graph: Graph, cluster: Cluster, memory_mask: bool = True
+        self, policy: DopplerPolicy, graph: Graph, cluster: Cluster, memory_mask: bool | str = True
     ) -> None:
         self.policy, self.graph, self.cluster = policy, graph, cluster
         self.memory_mask = memory_mask
@@ -273,7 +273,7 @@ def sample_placements(
     k: int,
     seed: int,
     *,
-    memory_mask: bool = True,
+    memory_mask: bool | str = True,
     dispatch: Dispatch = "priority",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``k`` episodes sampled from ``policy`` and their simulated makespans: ``(devices,
@@ -299,7 +299,7 @@ def _sampled(
     cluster: Cluster,
     k: int,
     seed: int,
-    memory_mask: bool,
+    memory_mask: bool | str,
     dispatch: Dispatch,
     memory: bool,
 ) -> tuple[np.ndarray, np.ndarray, BatchResult]:
@@ -324,13 +324,14 @@ def best_of_samples(
     *,
     dispatch: Dispatch = "priority",
     feasible: bool = False,
+    memory_mask: bool | str = True,
 ) -> tuple[Placement, float]:
-    """The best of :func:`sample_placements` (default environment options) and its
-    makespan; the first of equal makespans wins, as the best of the played episodes.
+    """The best of :func:`sample_placements` (with ``memory_mask`` and ``dispatch``) and
+    its makespan; the first of equal makespans wins, as the best of the played episodes.
     With ``feasible``, a sample within every device's memory beats one over it (the one
     batch simulation then tracks memory, when memory can bind)."""
     memory = feasible and memory_may_bind(graph, cluster)
-    devs, orders, res = _sampled(policy, graph, cluster, k, seed, True, dispatch, memory)
+    devs, orders, res = _sampled(policy, graph, cluster, k, seed, memory_mask, dispatch, memory)
     makespans = res.makespan
     key = makespans
     if memory and not res.oom.all():

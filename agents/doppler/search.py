@@ -70,6 +70,7 @@ from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.reward import oom_makespan
 from placegym.envs.simulator import Schedule, simulate, simulate_batch
+from placegym.envs.state import memory_mask_mode
 
 # the annealing move set and critical chain of the anneal teacher, shared with it
 from placegym.teachers.anneal import (
@@ -108,6 +109,8 @@ class SearchConfig:
             (:data:`placegym.teachers.anneal.MOVES`).
         t_start, t_end: acceptance temperatures of the local search (relative makespan
             change), ``0 < t_end <= t_start``.
+        memory_mask: the environment's device mask the policy decodes under (``True``,
+            ``"resident"``, ``"room"``; :class:`~placegym.envs.state.PlacementState`).
     """
 
     budget: int = 3000
@@ -122,8 +125,10 @@ class SearchConfig:
     move_weights: tuple[float, ...] = (0.4, 0.25, 0.15, 0.1, 0.1)
     t_start: float = 0.02
     t_end: float = 1e-4
+    memory_mask: bool | str = True
 
     def __post_init__(self) -> None:
+        memory_mask_mode(self.memory_mask)  # raises on a bad value, naming the field
         checks = (
             ("budget", self.budget >= 1, "must be >= 1"),
             ("beam", self.beam >= 0, "must be >= 0"),
@@ -382,7 +387,7 @@ def policy_search(
     rng = np.random.default_rng(seed)
     was_training = policy.training
     policy.eval()
-    dec = Decoder(policy, graph, cluster)
+    dec = Decoder(policy, graph, cluster, cfg.memory_mask)
     calls = _Calls(graph, cluster, cfg.budget)
     stages: dict[str, int] = {}
 

@@ -124,9 +124,10 @@ def run_seed(
         for inst in get_suite(suite).instances(split):
             g, c = inst.graph, inst.cluster
             cp = teacher_outcome("critical_path", g, c)
-            res = policy_search(policy, g, c, SearchConfig(budget=budget), seed=seed)
+            cfg = SearchConfig(budget=budget, memory_mask=study.memory_mask)
+            res = policy_search(policy, g, c, cfg, seed=seed)
             marks = [m for m in study.marks if m <= budget]
-            greedy = simulate_outcome(g, c, greedy_placement(policy, g, c))
+            greedy = simulate_outcome(g, c, greedy_placement(policy, g, c, study.memory_mask))
             search = simulate_outcome(g, c, res.placement)
             outs = {"greedy": greedy, "search": search}
             failed = {k: o.infeasible for k, o in outs.items() if o.infeasible is not None}

@@ -101,9 +101,11 @@ def feasibility(fields: dict[str, Any], failed: dict[str, str]) -> dict[str, Any
     return fields
 
 
-def greedy_placement(policy: Any, g: Graph, c: Cluster) -> Placement:
-    """The policy's greedy placement (what :func:`~placegym.agents.doppler.search.
-    policy_search` times as its greedy pass)."""
+def greedy_placement(
+    policy: Any, g: Graph, c: Cluster, memory_mask: bool | str = True
+) -> Placement:
+    """The policy's greedy placement under ``memory_mask`` (what :func:`~placegym.agents.
+    doppler.search.policy_search` times as its greedy pass)."""
     import torch
 
     from placegym.agents.doppler.decoder import Decoder
@@ -111,7 +113,7 @@ def greedy_placement(policy: Any, g: Graph, c: Cluster) -> Placement:
     was_training = policy.training
     policy.eval()
     with torch.no_grad():
-        placement = Decoder(policy, g, c).greedy()
+        placement = Decoder(policy, g, c, memory_mask).greedy()
     policy.train(was_training)
     return placement
 
