@@ -232,3 +232,30 @@ def test_agents_and_search_decode_under_room(policy):
         assert not simulate(g, c, p).oom
     with pytest.raises(ValueError, match="memory_mask"):
         AgentPlacer(policy, memory_mask="rooms")
+
+
+def test_a_policy_trained_under_room_decodes_under_it(tmp_path):
+    from test_train_run import tiny_config
+
+    from placegym.train.evaluate import load_agent, load_search_agent
+    from placegym.train.trainer import Trainer
+
+    g, c = chain([5.0, 5.0, 6.0, 4.0]), unit_cluster(2, memory=10.0)
+    g.save(tmp_path / "chain.json")
+    c.save(tmp_path / "mem.json")
+    cfg = tiny_config(
+        tmp_path,
+        phases=["phase1"],
+        data={
+            "cluster": str(tmp_path / "mem.json"),
+            "graphs": [str(tmp_path / "chain.json")],
+            "memory_mask": "room",
+        },
+    )
+    Trainer(cfg).run()
+    ckpt = cfg.run_dir / "checkpoints" / "final.pt"
+    agent = load_agent(ckpt)
+    assert agent.memory_mask == "room"
+    assert load_search_agent(ckpt, 50).config.memory_mask == "room"
+    raw = Decoder(agent.policy, g, c, agent.memory_mask).greedy()
+    assert not simulate(g, c, raw).oom

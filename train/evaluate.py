@@ -403,33 +403,49 @@ PRETRAINED = "pretrained:"
 def load_policy(path: str | Path) -> tuple[DopplerPolicy, str]:
     """The policy of a checkpoint written by ``placegym train`` and its run name, or of a
     shipped agent named ``pretrained:NAME`` (:func:`placegym.agents.pretrained`) and NAME."""
+    policy, name, _ = _load(path)
+    return policy, name
+
+
+def _load(path: str | Path) -> tuple[DopplerPolicy, str, bool | str]:
+    """:func:`load_policy` and the memory mask the policy was trained under (its training
+    config's ``data.memory_mask``; True where the config names none)."""
     if str(path).startswith(PRETRAINED):
         from placegym.agents.zoo import pretrained
 
         name = str(path)[len(PRETRAINED) :]
-        return pretrained(name).policy, name
-    ckpt = load_checkpoint(path)
-    return policy_from_checkpoint(ckpt), str(ckpt.get("name") or Path(path).stem)
+        agent = pretrained(name)
+        config = agent.card.get("config") or {}
+    else:
+        ckpt = load_checkpoint(path)
+        agent = None
+        config = ckpt.get("config") or {}
+        name = str(ckpt.get("name") or Path(path).stem)
+    mask = (config.get("data") or {}).get("memory_mask", True)
+    policy = agent.policy if agent is not None else policy_from_checkpoint(ckpt)
+    return policy, name, mask
 
 
 def load_search_agent(path: str | Path, budget: int) -> Any:
     """:func:`~placegym.agents.doppler.search.policy_search` with a checkpoint's policy as a placer
     (:class:`~placegym.agents.doppler.search.SearchPlacer`) of ``budget`` simulator calls, named
-    ``<run>-search<budget>``."""
+    ``<run>-search<budget>``, decoding under the memory mask the policy was trained under."""
     from placegym.agents.doppler.search import SearchConfig, SearchPlacer
 
     if budget < 1:
         raise ValueError(f"budget: must be >= 1, got {budget}")
-    policy, base = load_policy(path)
-    return SearchPlacer(policy, SearchConfig(budget=budget), name=f"{base}-search{budget}")
+    policy, base, mask = _load(path)
+    cfg = SearchConfig(budget=budget, memory_mask=mask)
+    return SearchPlacer(policy, cfg, name=f"{base}-search{budget}")
 
 
 def load_agent(path: str | Path, *, mode: str = "greedy", k: int = 16) -> AgentPlacer:
     """An :class:`AgentPlacer` from a checkpoint written by ``placegym train`` (or a shipped
     agent, ``pretrained:NAME``: :func:`load_policy`), named after its run (``<run>``
-    greedy, ``<run>-best<k>``, ``<run>-sample``)."""
-    policy, base = load_policy(path)
+    greedy, ``<run>-best<k>``, ``<run>-sample``), decoding under the memory mask the policy
+    was trained under (``data.memory_mask``)."""
+    policy, base, mask = _load(path)
     name = {"greedy": base, "best_of_k": f"{base}-best{k}", "sample": f"{base}-sample"}.get(
         mode, base
     )
-    return AgentPlacer(policy, mode=mode, k=k, name=name)
+    return AgentPlacer(policy, mode=mode, k=k, name=name, memory_mask=mask)

@@ -167,7 +167,9 @@ def agent_placers(paths: list[str], k: int, search: int = 0) -> dict[str, Any]:
             greedy = load_agent(path, mode="greedy")
             agents = [greedy]
             if k > 1:
-                samples = AgentPlacer(greedy.policy, mode="best_of_k", k=k - 1)
+                samples = AgentPlacer(
+                    greedy.policy, mode="best_of_k", k=k - 1, memory_mask=greedy.memory_mask
+                )
                 agents.append(BestOf([greedy, samples], name=f"{greedy.name}-best{k}"))
             if search:
                 agents.append(load_search_agent(path, search))
