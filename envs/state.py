@@ -20,7 +20,12 @@ that process and the quantities that teachers and observations need:
     avoids the dead ends where a later node fits nowhere; where no device has room, the
     ``True`` rule applies. On graphs whose memory cannot bind
     (:func:`~placegym.envs.analysis.memory_may_bind`) both rules allow every device;
-  - ``False``: every device;
+  - ``False``: every device.
+
+  ``memory_reserve`` (``"room"`` only): ``(D,)`` bytes each device keeps free for live
+  tensors: its working-set term is at least that (a decode calibrated by the simulated
+  excess, as the teachers' rooms are: :func:`~placegym.agents.doppler.decoder.
+  calibrated_greedy`);
 - a *contention-free list-schedule estimate* of the partial assignment: placed nodes, in
   selection order, start at ``max(device free, inputs arrived)`` where an input from
   another device arrives ``latency + bytes / bandwidth`` after its producer's estimated
@@ -118,6 +123,20 @@ class _Insertion:
         return new
 
 
+def _reserve(value: np.ndarray | None, mode: str, d: int) -> np.ndarray | None:
+    """``memory_reserve`` checked: None, or ``(D,)`` finite bytes >= 0 with ``"room"``."""
+    if value is None:
+        return None
+    if mode != "room":
+        raise ValueError(f"memory_reserve: applies to memory_mask='room' only, got {mode!r}")
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.shape != (d,) or not np.isfinite(arr).all() or (arr < 0).any():
+        raise ValueError(
+            f"memory_reserve: expected {d} finite bytes >= 0 (one per device), got {value!r}"
+        )
+    return arr
+
+
 class PlacementState:
     """Partial assignment of ``graph`` on ``cluster``.
 
@@ -135,11 +154,19 @@ class PlacementState:
         mask_mode: ``"off"``, ``"resident"`` or ``"room"`` (module docstring).
     """
 
-    def __init__(self, graph: Graph, cluster: Cluster, *, memory_mask: bool | str = True) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        cluster: Cluster,
+        *,
+        memory_mask: bool | str = True,
+        memory_reserve: np.ndarray | None = None,
+    ) -> None:
         self.graph = graph
         self.cluster = cluster
         self.mask_mode = memory_mask_mode(memory_mask)
         self.memory_mask = self.mask_mode != "off"
+        reserve = _reserve(memory_reserve, self.mask_mode, cluster.num_devices)
         self.costs = cost_table(graph, cluster)
         n, d = graph.num_nodes, cluster.num_devices
         self.device = np.full(n, -1, dtype=np.int64)
@@ -167,7 +194,7 @@ class PlacementState:
             self._room = (u, working_set(graph, self.costs.duration))
             self._unit_dev = np.full(u.count, -1, dtype=np.int64)
             self._committed = np.zeros(d)
-            self._ws_max = np.zeros(d)
+            self._ws_max = np.zeros(d) if reserve is None else reserve.copy()
 
     # ------------------------------------------------------------------ phase and masks
     @property

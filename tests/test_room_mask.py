@@ -9,7 +9,7 @@ import torch
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.doppler.decoder import Decoder
+from placegym.agents.doppler.decoder import Decoder, calibrated_greedy
 from placegym.agents.doppler.search import SearchConfig, policy_search
 from placegym.envs import PlacementEnv, simulate
 from placegym.envs.cluster import Cluster, Device, Level
@@ -259,3 +259,53 @@ def test_a_policy_trained_under_room_decodes_under_it(tmp_path):
     assert load_search_agent(ckpt, 50).config.memory_mask == "room"
     raw = Decoder(agent.policy, g, c, agent.memory_mask).greedy()
     assert not simulate(g, c, raw).oom
+
+
+# ------------------------------------------------------------------ reserves, calibration
+def test_a_memory_reserve_raises_the_working_set_term():
+    g, c = chain([4.0, 4.0], out=[1.0, 1.0]), cluster(9.5, 12.0)  # 10 bytes in all: binds
+    s = PlacementState(g, c, memory_mask="room", memory_reserve=np.array([6.0, 0.0]))
+    s.select(0)
+    assert s.place_mask().tolist() == [False, True]  # 4 + 6 > 9.5 on device 0
+    plain = PlacementState(g, c, memory_mask="room")
+    plain.select(0)
+    assert plain.place_mask().tolist() == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("mask", "reserve", "message"),
+    [
+        (True, [0.0, 0.0], "memory_reserve: applies to memory_mask='room' only"),
+        ("room", [1.0], "memory_reserve: expected 2 finite bytes >= 0"),
+        ("room", [1.0, -1.0], "memory_reserve: expected 2 finite bytes >= 0"),
+        ("room", [1.0, float("nan")], "memory_reserve: expected 2 finite bytes >= 0"),
+    ],
+)
+def test_a_bad_memory_reserve_is_refused(mask, reserve, message):
+    with pytest.raises(ValueError, match=message):
+        PlacementState(chain([1.0]), unit_cluster(2), memory_mask=mask, memory_reserve=reserve)
+
+
+def test_the_calibrated_greedy_fits_where_the_plain_and_room_passes_do_not(policy):
+    inst = get_suite("memory-tight-v0").instance("llama_layer-1x16x16@v100x8-mem0.7-r1-2")
+    g, c = inst.graph, inst.cluster
+    assert simulate(g, c, Decoder(policy, g, c).greedy()).oom
+    assert simulate(g, c, Decoder(policy, g, c, "room").greedy()).oom  # live tensors
+    fitted = calibrated_greedy(Decoder(policy, g, c))
+    assert not simulate(g, c, fitted).oom
+    again = calibrated_greedy(Decoder(policy, g, c))
+    assert np.array_equal(fitted.device, again.device)
+    assert np.array_equal(fitted.order, again.order)
+    # the placer returns it as it is: no repair was needed
+    p = AgentPlacer(policy).place(g, c)
+    assert np.array_equal(p.device, fitted.device) and np.array_equal(p.order, fitted.order)
+
+
+def test_the_calibrated_greedy_is_the_greedy_pass_where_it_fits(policy):
+    inst = get_suite("memory-tight-v0").instance("moe-8x2x4-s0@h100-2x8-mem0.6-r1-2")
+    g, c = inst.graph, inst.cluster
+    plain = Decoder(policy, g, c).greedy()
+    assert not simulate(g, c, plain).oom
+    fitted = calibrated_greedy(Decoder(policy, g, c))
+    assert np.array_equal(plain.device, fitted.device)
+    assert np.array_equal(plain.order, fitted.order)

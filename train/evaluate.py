@@ -27,9 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from placegym.agents.doppler.decoder import (
+    Decoder,
     best_of_samples,
+    calibrated_greedy,
     decodes_like_episodes,
     sample_placements,
 )
@@ -324,10 +327,12 @@ class AgentPlacer:
 
     Its placement keeps every co-location group together (the environment's mask) and
     fits in memory whenever the repair can reach a feasible one: the policy's placement
-    (greedy, sampled, or the best of ``k`` samples, a feasible sample first) when it
-    fits, else :func:`~placegym.teachers.make_feasible` of it (whole units moved off the
-    devices over memory, then the resident bytes spread worst-fit), so an agent never
-    ends over memory where the certificate of a fit exists.
+    (greedy, calibrated to fit as the teachers' single passes are:
+    :func:`~placegym.agents.doppler.decoder.calibrated_greedy`; sampled; or the best of
+    ``k`` samples, a feasible sample first) when it fits, else
+    :func:`~placegym.teachers.make_feasible` of it (whole units moved off the devices
+    over memory, then the resident bytes spread worst-fit), so an agent never ends over
+    memory where the certificate of a fit exists.
 
     Args:
         policy: the dual policy.
@@ -362,6 +367,9 @@ class AgentPlacer:
         return make_feasible(graph, cluster, self._place(graph, cluster, seed))
 
     def _place(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
+        if self.mode == "greedy" and decodes_like_episodes(self.policy):
+            with torch.no_grad():
+                return calibrated_greedy(Decoder(self.policy, graph, cluster, self.memory_mask))
         if self.mode == "best_of_k" and decodes_like_episodes(self.policy):
             return best_of_samples(
                 self.policy,

@@ -8,6 +8,8 @@ PLC decisions after an incumbent's prefix, for
 :func:`~placegym.agents.doppler.search.policy_search`. :func:`sample_placements` and
 :func:`best_of_samples` are the episodes ``play_episodes`` samples, decoded in lockstep
 and simulated in one batch: the same placements and makespans, bit for bit.
+:func:`calibrated_greedy` is the greedy placement made to fit where memory binds, as the
+teachers' single passes are (:func:`~placegym.teachers._memory.calibrate`).
 
 A policy with lookahead prices (``PolicyConfig.prices``) prices every PLC state it
 decodes with a private pricer (:attr:`Decoder.pricer`), whose calls the search counts.
@@ -16,6 +18,7 @@ decodes with a private pricer (:attr:`Decoder.pricer`), whose calls the search c
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,7 +44,13 @@ from placegym.envs.simulator import BatchResult, Dispatch, simulate_batch
 from placegym.envs.state import PlacementState
 from placegym.teachers.lookahead import LookaheadTeacher
 
-__all__ = ["Decoder", "best_of_samples", "decodes_like_episodes", "sample_placements"]
+__all__ = [
+    "Decoder",
+    "best_of_samples",
+    "calibrated_greedy",
+    "decodes_like_episodes",
+    "sample_placements",
+]
 
 
 class _Entry:
@@ -85,12 +94,18 @@ class Decoder:
         if self.inputs.price_scale is not None:
             self.pricer = new_pricer(policy, cache_size=1 << 30)
 
-    def fresh(self) -> _Entry:
-        """An entry of the empty placement."""
+    def fresh(self, reserve: np.ndarray | None = None) -> _Entry:
+        """An entry of the empty placement; with a ``reserve``, under the ``"room"`` mask
+        with that ``memory_reserve`` (:class:`~placegym.envs.state.PlacementState`)."""
         builder = copy.copy(self._builder)
         builder.dynamic, builder.devices = builder.dynamic.copy(), builder.devices.copy()
         builder.reset_dynamic()
-        state = PlacementState(self.graph, self.cluster, memory_mask=self.memory_mask)
+        if reserve is None:
+            state = PlacementState(self.graph, self.cluster, memory_mask=self.memory_mask)
+        else:
+            state = PlacementState(
+                self.graph, self.cluster, memory_mask="room", memory_reserve=reserve
+            )
         return _Entry(state, builder, 0.0)
 
     @torch.no_grad()
@@ -119,10 +134,11 @@ class Decoder:
             return sel_tie_key(self.inputs, actions)
         return plc_tie_key(entry.obs.devices[actions])
 
-    def greedy(self) -> Placement:
+    def greedy(self, reserve: np.ndarray | None = None) -> Placement:
         """The policy's greedy placement (:func:`~placegym.agents.doppler.episodes.
-        play_episodes` with ``greedy=True``)."""
-        entry = self.fresh()
+        play_episodes` with ``greedy=True``); with a ``reserve``, under the ``"room"``
+        mask with that tensor reserve (:meth:`fresh`)."""
+        entry = self.fresh(reserve)
         for _ in range(2 * self.graph.num_nodes):
             [acts], [logit] = self.logits([entry])
             entry.act(int(acts[greedy_pick(logit, self.tie_key(entry, acts))]))
@@ -338,3 +354,26 @@ def best_of_samples(
         key = np.where(res.oom, np.inf, makespans)
     best = int(np.argmin(key))
     return Placement(devs[best], orders[best]), float(makespans[best])
+
+
+def calibrated_greedy(decoder: Decoder) -> Placement:
+    """The policy's greedy placement made to fit where memory binds, as the teachers'
+    single passes are (:func:`~placegym.teachers._memory.calibrate`): the greedy pass
+    under the decoder's mask; if it is over memory (simulated), the greedy pass again
+    under the ``"room"`` mask with per-device tensor reserves, each round raising the
+    reserve of a device over memory by its simulated excess (at least to the live tensors
+    it peaked with), a few rounds at most, until one fits. The first placement that fits,
+    else the plain greedy one (which a placer then repairs). Where memory cannot bind,
+    the plain greedy pass, unsimulated. Every pass is deterministic: the same weights,
+    graph and cluster give the same placement."""
+    from placegym.teachers._memory import calibrate
+
+    passes: dict[bytes | None, Placement] = {}
+
+    def roll(room: Any) -> Placement:
+        key = None if room is None else room.reserve.tobytes()
+        if key not in passes:
+            passes[key] = decoder.greedy(None if room is None else room.reserve)
+        return passes[key]
+
+    return roll(calibrate(decoder.graph, decoder.cluster, roll))

@@ -104,16 +104,18 @@ def feasibility(fields: dict[str, Any], failed: dict[str, str]) -> dict[str, Any
 def greedy_placement(
     policy: Any, g: Graph, c: Cluster, memory_mask: bool | str = True
 ) -> Placement:
-    """The policy's greedy placement under ``memory_mask`` (what :func:`~placegym.agents.
-    doppler.search.policy_search` times as its greedy pass)."""
+    """The policy's greedy placement under ``memory_mask``, calibrated to fit where memory
+    binds as the single-pass teachers are (:func:`~placegym.agents.doppler.decoder.
+    calibrated_greedy`; elsewhere what :func:`~placegym.agents.doppler.search.
+    policy_search` times as its greedy pass)."""
     import torch
 
-    from placegym.agents.doppler.decoder import Decoder
+    from placegym.agents.doppler.decoder import Decoder, calibrated_greedy
 
     was_training = policy.training
     policy.eval()
     with torch.no_grad():
-        placement = Decoder(policy, g, c, memory_mask).greedy()
+        placement = calibrated_greedy(Decoder(policy, g, c, memory_mask))
     policy.train(was_training)
     return placement
 
