@@ -291,8 +291,11 @@ def test_the_calibrated_greedy_fits_where_the_plain_and_room_passes_do_not(polic
     g, c = inst.graph, inst.cluster
     assert simulate(g, c, Decoder(policy, g, c).greedy()).oom
     assert simulate(g, c, Decoder(policy, g, c, "room").greedy()).oom  # live tensors
-    fitted = calibrated_greedy(Decoder(policy, g, c))
+    passes = []
+    fitted = calibrated_greedy(Decoder(policy, g, c), passes)
     assert not simulate(g, c, fitted).oom
+    assert len(passes) >= 3 and passes[-1] is fitted  # plain, room, then with reserves
+    assert all(simulate(g, c, p).oom for p in passes[:-1])
     again = calibrated_greedy(Decoder(policy, g, c))
     assert np.array_equal(fitted.device, again.device)
     assert np.array_equal(fitted.order, again.order)
@@ -306,6 +309,8 @@ def test_the_calibrated_greedy_is_the_greedy_pass_where_it_fits(policy):
     g, c = inst.graph, inst.cluster
     plain = Decoder(policy, g, c).greedy()
     assert not simulate(g, c, plain).oom
-    fitted = calibrated_greedy(Decoder(policy, g, c))
+    passes = []
+    fitted = calibrated_greedy(Decoder(policy, g, c), passes)
+    assert len(passes) == 1
     assert np.array_equal(plain.device, fitted.device)
     assert np.array_equal(plain.order, fitted.order)

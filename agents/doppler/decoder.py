@@ -356,7 +356,7 @@ def best_of_samples(
     return Placement(devs[best], orders[best]), float(makespans[best])
 
 
-def calibrated_greedy(decoder: Decoder) -> Placement:
+def calibrated_greedy(decoder: Decoder, passes: list[Placement] | None = None) -> Placement:
     """The policy's greedy placement made to fit where memory binds, as the teachers'
     single passes are (:func:`~placegym.teachers._memory.calibrate`): the greedy pass
     under the decoder's mask; if it is over memory (simulated), the greedy pass again
@@ -365,15 +365,19 @@ def calibrated_greedy(decoder: Decoder) -> Placement:
     it peaked with), a few rounds at most, until one fits. The first placement that fits,
     else the plain greedy one (which a placer then repairs). Where memory cannot bind,
     the plain greedy pass, unsimulated. Every pass is deterministic: the same weights,
-    graph and cluster give the same placement."""
+    graph and cluster give the same placement. ``passes``, when given, receives every
+    pass decoded, in order: each but the first (which a search simulates as its greedy
+    pass) is one more simulator call."""
     from placegym.teachers._memory import calibrate
 
-    passes: dict[bytes | None, Placement] = {}
+    decoded: dict[bytes | None, Placement] = {}
 
     def roll(room: Any) -> Placement:
         key = None if room is None else room.reserve.tobytes()
-        if key not in passes:
-            passes[key] = decoder.greedy(None if room is None else room.reserve)
-        return passes[key]
+        if key not in decoded:
+            decoded[key] = decoder.greedy(None if room is None else room.reserve)
+            if passes is not None:
+                passes.append(decoded[key])
+        return decoded[key]
 
     return roll(calibrate(decoder.graph, decoder.cluster, roll))

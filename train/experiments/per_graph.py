@@ -102,12 +102,16 @@ def feasibility(fields: dict[str, Any], failed: dict[str, str]) -> dict[str, Any
 
 
 def greedy_placement(
-    policy: Any, g: Graph, c: Cluster, memory_mask: bool | str = True
+    policy: Any,
+    g: Graph,
+    c: Cluster,
+    memory_mask: bool | str = True,
+    passes: list[Placement] | None = None,
 ) -> Placement:
     """The policy's greedy placement under ``memory_mask``, calibrated to fit where memory
     binds as the single-pass teachers are (:func:`~placegym.agents.doppler.decoder.
     calibrated_greedy`; elsewhere what :func:`~placegym.agents.doppler.search.
-    policy_search` times as its greedy pass)."""
+    policy_search` times as its greedy pass); ``passes`` receives every pass decoded."""
     import torch
 
     from placegym.agents.doppler.decoder import Decoder, calibrated_greedy
@@ -115,7 +119,7 @@ def greedy_placement(
     was_training = policy.training
     policy.eval()
     with torch.no_grad():
-        placement = calibrated_greedy(Decoder(policy, g, c, memory_mask))
+        placement = calibrated_greedy(Decoder(policy, g, c, memory_mask), passes)
     policy.train(was_training)
     return placement
 
