@@ -68,6 +68,7 @@ __all__ = [
     "results_table",
     "teacher_makespans",
     "train_greedy_ratio",
+    "trained_mask",
 ]
 
 
@@ -415,23 +416,24 @@ def load_policy(path: str | Path) -> tuple[DopplerPolicy, str]:
     return policy, name
 
 
+def trained_mask(config: dict[str, Any] | None) -> bool | str:
+    """The memory mask a training config (a checkpoint's or a zoo card's) trained its
+    policy under: ``data.memory_mask``, True where it names none."""
+    return ((config or {}).get("data") or {}).get("memory_mask", True)
+
+
 def _load(path: str | Path) -> tuple[DopplerPolicy, str, bool | str]:
-    """:func:`load_policy` and the memory mask the policy was trained under (its training
-    config's ``data.memory_mask``; True where the config names none)."""
+    """:func:`load_policy` and the memory mask the policy was trained under
+    (:func:`trained_mask`)."""
     if str(path).startswith(PRETRAINED):
         from placegym.agents.zoo import pretrained
 
         name = str(path)[len(PRETRAINED) :]
         agent = pretrained(name)
-        config = agent.card.get("config") or {}
-    else:
-        ckpt = load_checkpoint(path)
-        agent = None
-        config = ckpt.get("config") or {}
-        name = str(ckpt.get("name") or Path(path).stem)
-    mask = (config.get("data") or {}).get("memory_mask", True)
-    policy = agent.policy if agent is not None else policy_from_checkpoint(ckpt)
-    return policy, name, mask
+        return agent.policy, name, trained_mask(agent.card.get("config"))
+    ckpt = load_checkpoint(path)
+    name = str(ckpt.get("name") or Path(path).stem)
+    return policy_from_checkpoint(ckpt), name, trained_mask(ckpt.get("config"))
 
 
 def load_search_agent(path: str | Path, budget: int) -> Any:

@@ -31,7 +31,7 @@ from typing import Any
 from placegym.agents.zoo import CARD_FORMAT, ZOO, Pretrained, available, pretrained, save_policy
 from placegym.envs.suites import get_suite
 from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
-from placegym.train.evaluate import AgentPlacer
+from placegym.train.evaluate import AgentPlacer, trained_mask
 from placegym.train.harness.evaluation import Results, evaluate
 from placegym.train.harness.replay import close
 from placegym.train.stats import geomean
@@ -48,8 +48,10 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def _run(agent: Pretrained | AgentPlacer, suite: str, split: str) -> Results:
-    placer = agent if isinstance(agent, AgentPlacer) else AgentPlacer(agent.policy)
-    return evaluate({"agent": placer}, suite=suite, split=split, seeds=(0,))
+    """The greedy results of ``agent`` (a shipped one decodes under its training mask)."""
+    if not isinstance(agent, AgentPlacer):
+        agent = AgentPlacer(agent.policy, memory_mask=trained_mask(agent.card.get("config")))
+    return evaluate({"agent": agent}, suite=suite, split=split, seeds=(0,))
 
 
 def _results(results: Results) -> dict[str, dict[str, Any]]:
@@ -94,7 +96,7 @@ def add(
     ckpt = load_checkpoint(checkpoint)
     policy = policy_from_checkpoint(ckpt)
     suite, split = _split(evaluate_on)
-    results = _run(AgentPlacer(policy), suite, split)
+    results = _run(AgentPlacer(policy, memory_mask=trained_mask(ckpt.get("config"))), suite, split)
     out = folder / name
     out.mkdir(parents=True, exist_ok=True)
     save_policy(policy, out / "policy.pt")
