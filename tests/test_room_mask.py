@@ -314,3 +314,15 @@ def test_the_calibrated_greedy_is_the_greedy_pass_where_it_fits(policy):
     assert len(passes) == 1
     assert np.array_equal(plain.device, fitted.device)
     assert np.array_equal(plain.order, fitted.order)
+
+
+def test_the_placer_calibrates_a_greedy_episode_played_in_environments(policy, monkeypatch):
+    # a priced policy plays its greedy pass in environments; over memory, the placer
+    # decodes it again with calibrated reserves, as the decoded path does
+    inst = get_suite("memory-tight-v0").instance("llama_layer-1x16x16@v100x8-mem0.7-r1-2")
+    g, c = inst.graph, inst.cluster
+    fitted = calibrated_greedy(Decoder(policy, g, c))
+    placer = AgentPlacer(policy)
+    monkeypatch.setattr(placer, "_decodes_greedy", lambda: False)
+    p = placer._place(g, c, 0)
+    assert np.array_equal(p.device, fitted.device) and np.array_equal(p.order, fitted.order)

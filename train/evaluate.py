@@ -367,10 +367,17 @@ class AgentPlacer:
         cluster = load_cluster(cluster)
         return make_feasible(graph, cluster, self._place(graph, cluster, seed))
 
+    def _decodes_greedy(self) -> bool:
+        """Whether the greedy pass is decoded without environments: the same episode,
+        without their reference placement's simulator calls; a priced policy plays in
+        environments, whose pricer serves all its states."""
+        return decodes_like_episodes(self.policy) and not self.policy.config.prices
+
     def _place(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
-        if self.mode == "greedy" and decodes_like_episodes(self.policy):
+        if self.mode == "greedy" and self._decodes_greedy():
             with torch.no_grad():
-                return calibrated_greedy(Decoder(self.policy, graph, cluster, self.memory_mask))
+                dec = Decoder(self.policy, graph, cluster, self.memory_mask)
+                return calibrated_greedy(dec)
         if self.mode == "best_of_k" and decodes_like_episodes(self.policy):
             return best_of_samples(
                 self.policy,
@@ -393,9 +400,14 @@ class AgentPlacer:
             keep_inputs=False,
         )
         # a feasible episode first (the environment marks an infeasible one), then the fastest
-        return episode_placement(
-            min(records, key=lambda r: (bool(r.info.get("infeasible")), r.makespan))
-        )
+        best = min(records, key=lambda r: (bool(r.info.get("infeasible")), r.makespan))
+        placement = episode_placement(best)
+        if self.mode == "greedy" and best.info.get("oom") and decodes_like_episodes(self.policy):
+            # over memory: decoded again under the room mask with calibrated reserves
+            dec = Decoder(self.policy, graph, cluster, self.memory_mask)
+            with torch.no_grad():
+                placement = calibrated_greedy(dec, first=placement)
+        return placement
 
     def __call__(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
         """The placer interface of ``placegym bench``: :meth:`place` with ``seed``."""

@@ -356,7 +356,9 @@ def best_of_samples(
     return Placement(devs[best], orders[best]), float(makespans[best])
 
 
-def calibrated_greedy(decoder: Decoder, passes: list[Placement] | None = None) -> Placement:
+def calibrated_greedy(
+    decoder: Decoder, passes: list[Placement] | None = None, first: Placement | None = None
+) -> Placement:
     """The policy's greedy placement made to fit where memory binds, as the teachers'
     single passes are (:func:`~placegym.teachers._memory.calibrate`): the greedy pass
     under the decoder's mask; if it is over memory (simulated), the greedy pass again
@@ -367,10 +369,13 @@ def calibrated_greedy(decoder: Decoder, passes: list[Placement] | None = None) -
     the plain greedy pass, unsimulated. Every pass is deterministic: the same weights,
     graph and cluster give the same placement. ``passes``, when given, receives every
     pass decoded, in order: each but the first (which a search simulates as its greedy
-    pass) is one more simulator call."""
+    pass) is one more simulator call. ``first``: the plain greedy pass when the caller
+    has it already (played in environments), so it is not decoded again."""
     from placegym.teachers._memory import calibrate
 
-    decoded: dict[bytes | None, Placement] = {}
+    decoded: dict[bytes | None, Placement] = {} if first is None else {None: first}
+    if first is not None and passes is not None:
+        passes.append(first)
 
     def roll(room: Any) -> Placement:
         key = None if room is None else room.reserve.tobytes()
