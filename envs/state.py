@@ -50,7 +50,7 @@ from placegym.envs.analysis import cost_table, memory_may_bind
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
-from placegym.envs.room import room_mask, units, working_set
+from placegym.envs.room import Units, room_mask, units, working_set
 
 Phase = Literal["select", "place"]
 #: The values of ``memory_mask`` besides the booleans (True is ``"resident"``).
@@ -188,7 +188,7 @@ class PlacementState:
         self._group_device: dict[int, int] | None = {} if graph.groups else None
         # memory_mask="room" where memory may bind: (units, working sets), per-unit device,
         # committed resident bytes and largest working set per device (None: not needed)
-        self._room: tuple[Any, np.ndarray] | None = None
+        self._room: tuple[Units, np.ndarray] | None = None
         if self.mask_mode == "room" and memory_may_bind(graph, cluster):
             u = units(graph)
             self._room = (u, working_set(graph, self.costs.duration))
