@@ -55,6 +55,13 @@ class Units:
         """Number of units."""
         return int(self.first.shape[0])
 
+    def unopened(self, opened: np.ndarray, mine: int) -> np.ndarray:
+        """The resident bytes still to place, in packing order (descending, > 0): of
+        the units not ``opened`` (``(U,)`` bool: a node of it is placed) but ``mine``."""
+        order = self.by_size
+        items = self.nbytes[order[~opened[order] & (order != mine)]]
+        return items[items > 0]
+
 
 def _units(graph: Graph) -> Units:
     n = graph.num_nodes

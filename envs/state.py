@@ -272,14 +272,11 @@ class PlacementState:
         """``memory_mask="room"``: the devices among ``fits`` with room for ``v``."""
         assert self._room is not None
         u, ws = self._room
-        order = u.by_size
-        rest = order[(self._unit_dev[order] < 0) & (order != u.of[v])]
-        items = u.nbytes[rest]
         return room_mask(
             fits,
             need,
             ws[v],
-            items[items > 0],
+            u.unopened(self._unit_dev >= 0, int(u.of[v])),
             self.cluster.memory,
             self._committed,
             self._ws_max,

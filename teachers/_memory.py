@@ -43,21 +43,19 @@ from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
 from placegym.envs.reward import oom_makespan
-from placegym.envs.room import Units, packs, units
+from placegym.envs.room import packs, units
 from placegym.envs.simulator import Schedule, simulate, simulate_batch
 from placegym.envs.workloads.memory import fit_resident
 from placegym.teachers._common import TIE_RTOL, ties
 
 __all__ = [
     "Room",
-    "Units",
     "calibrate",
     "infeasibility",
     "make_feasible",
     "oom_price",
     "priced",
     "priced_makespans",
-    "units",
 ]
 
 #: Rounds of :func:`calibrate` (reserves raised by the simulated excess) at most.
@@ -101,10 +99,7 @@ class Room:
         free = self.capacity - param_used - pending
         mine = int(u.of[v])
         need = float(u.nbytes[mine]) if unit_dev[mine] < 0 else float(pb[v])
-        order = u.by_size
-        rest = order[~open_[order] & (order != mine)]
-        items = u.nbytes[rest]
-        items = items[items > 0]
+        items = u.unopened(open_, mine)
 
         def fits(d: int) -> bool:
             f = free.copy()

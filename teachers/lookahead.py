@@ -65,9 +65,10 @@ from placegym.envs.cache import IdentityCache
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
+from placegym.envs.room import units
 from placegym.envs.state import PlacementState
 from placegym.teachers import _rule_kernel
-from placegym.teachers._memory import priced_makespans, units
+from placegym.teachers._memory import priced_makespans
 from placegym.teachers.base import StepTeacher, complete, ties
 from placegym.teachers.critical_path import CriticalPathTeacher
 from placegym.teachers.heft import HeftRuleTeacher

@@ -15,9 +15,10 @@ from placegym.envs.analysis import b_level, mean_durations, memory_may_bind
 from placegym.envs.cluster import Cluster
 from placegym.envs.graph import Graph
 from placegym.envs.placement import Placement
+from placegym.envs.room import units
 from placegym.envs.simulator import simulate, simulate_batch
 from placegym.teachers._common import priority_order, repair_memory
-from placegym.teachers._memory import make_feasible, units
+from placegym.teachers._memory import make_feasible
 from placegym.teachers.base import PlanTeacher
 
 __all__ = ["MetisTeacher", "metis_parts"]

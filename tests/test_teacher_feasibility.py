@@ -21,6 +21,7 @@ from simcases import graph, unit_cluster
 from placegym.envs import Cluster, Device, Graph, Level, Placement, load_cluster, simulate
 from placegym.envs.analysis import memory_may_bind
 from placegym.envs.placement import split_group
+from placegym.envs.room import units
 from placegym.envs.simulator import simulate_batch
 from placegym.envs.state import PlacementState
 from placegym.envs.workloads import make_graph
@@ -30,7 +31,6 @@ from placegym.teachers._memory import (
     make_feasible,
     oom_price,
     priced_makespans,
-    units,
 )
 from placegym.teachers.anneal import _hold_groups, _problem, anneal
 from placegym.teachers.base import complete

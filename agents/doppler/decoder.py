@@ -100,12 +100,8 @@ class Decoder:
         builder = copy.copy(self._builder)
         builder.dynamic, builder.devices = builder.dynamic.copy(), builder.devices.copy()
         builder.reset_dynamic()
-        if reserve is None:
-            state = PlacementState(self.graph, self.cluster, memory_mask=self.memory_mask)
-        else:
-            state = PlacementState(
-                self.graph, self.cluster, memory_mask="room", memory_reserve=reserve
-            )
+        mask = self.memory_mask if reserve is None else "room"
+        state = PlacementState(self.graph, self.cluster, memory_mask=mask, memory_reserve=reserve)
         return _Entry(state, builder, 0.0)
 
     @torch.no_grad()
