@@ -31,6 +31,16 @@ memory mask forbids on the way can be lost). Where the rule misses a
 communication-bound structure (all on one device, NEST's stages), the fortified
 lookahead keeps it and improves on it.
 
+**Following** (``follow``): run in the base rule's order a start loses its own
+priorities (HEFT runs ``heft_rule``'s device map in its planned-start order, sometimes
+faster). Bertsekas' fortified rollout follows the incumbent's whole trajectory, its
+selections included: with ``follow`` every start keeps its own order
+(:func:`sel_order`), and SEL takes the incumbent's next node, unless the base rule's own
+completion with the base rule's node (one simulator call, only where the two nodes
+differ) is faster than the incumbent, in which case it takes the base rule's node and
+the least price still falls. The incumbent is then a completion of every state SEL
+reaches, so the placement is never slower than any start as it is.
+
 **Memory and groups.** A completion's price is its simulated makespan when it is
 feasible and, when its peak exceeds a device's memory, that makespan plus the serial
 upper bound (:func:`~placegym.teachers._memory.priced_makespans`; the environment scores
@@ -45,7 +55,8 @@ Completions through the base rule keep its groups and its room under memory pres
 (:meth:`~placegym.teachers.critical_path.CriticalPathTeacher.room`), compiled or not.
 
 Cost: :meth:`~LookaheadTeacher.place` makes one simulator call per legal device per node
-(``n * D`` calls, :attr:`LookaheadTeacher.calls` counts them) and as many base-rule
+(``n * D`` calls, plus the starts and, following, at most one a node;
+:attr:`LookaheadTeacher.calls` counts them) and as many base-rule
 completions; answers are cached per state, so imitating it with teacher roll-in pays
 each state once. With ``heft_rule`` or ``critical_path`` as the base the completions run
 compiled (:mod:`placegym.teachers._rule_kernel`, the same placements), 45-70 times
@@ -146,13 +157,44 @@ def _least(scores: np.ndarray) -> np.ndarray:
     return ties(scores, np.flatnonzero(np.isfinite(scores)), best="min")
 
 
+def sel_order(graph: Graph, order: np.ndarray) -> np.ndarray:
+    """``order`` as a selection order: Kahn's algorithm taking, among the nodes whose
+    producers are all taken, the one ranked first by ``order`` (its priority). An order
+    that is already topological comes back unchanged (the same priorities, so the same
+    simulated makespan); another becomes the topological order nearest it."""
+    import heapq
+
+    order = np.asarray(order, dtype=np.int64)
+    n = graph.num_nodes
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    e = graph.edges
+    if not len(e) or (rank[e[:, 0]] < rank[e[:, 1]]).all():
+        return order.copy()
+    indeg = graph.in_degree.tolist()
+    ptr, idx = graph.consumer_csr
+    rank_l = rank.tolist()
+    heap = [(rank_l[v], v) for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while heap:
+        _, v = heapq.heappop(heap)
+        out.append(v)
+        for c in idx[ptr[v] : ptr[v + 1]].tolist():
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                heapq.heappush(heap, (rank_l[c], c))
+    return np.asarray(out, dtype=np.int64)
+
+
 class LookaheadTeacher(StepTeacher):
     """Per selected node, the devices whose base-rule completion simulates fastest.
 
     Rule:
         - **SEL**: the first node of the base rule's tie set: the node its completions
           select next (following another node of the tie set would void the
-          cost-improvement property).
+          cost-improvement property). Following (``follow``): the incumbent's next
+          node, unless the base rule's completion with its own node is faster.
         - **PLC**: for each legal device ``d``: a copy of the state with the node on
           ``d``, completed by the base rule (first of each tie set); the legal devices of
           least simulated makespan (:func:`~placegym.envs.simulator.simulate_batch`,
@@ -182,6 +224,10 @@ class LookaheadTeacher(StepTeacher):
             lookahead.
         moves: fortified, also price every legal device by the incumbent with the node
             moved there (one more simulator call per legal device).
+        follow: fortified, SEL follows the incumbent: the next node is the incumbent's
+            next one (the base rule's where a state has left its order), and the starts
+            keep their own orders (:func:`sel_order`). The placement is then never slower
+            than any start as it is, priorities included (module docstring).
         compiled: complete with the compiled copy of the base rule
             (:mod:`placegym.teachers._rule_kernel`, the same placements number for number)
             when the base is ``heft_rule`` or ``critical_path``; ``False`` (or another
@@ -190,7 +236,7 @@ class LookaheadTeacher(StepTeacher):
     Raises:
         ValueError: ``base`` is not a registered :class:`~placegym.teachers.base.StepTeacher`
             or is ``lookahead`` itself; a start is not a registered teacher or is a
-            lookahead.
+            lookahead; ``follow`` without ``starts`` or ``moves``.
     """
 
     name: ClassVar[str] = "lookahead"
@@ -203,6 +249,7 @@ class LookaheadTeacher(StepTeacher):
         compiled: bool = True,
         starts: Sequence[str] = (),
         moves: bool = False,
+        follow: bool = False,
     ) -> None:
         from placegym.teachers import get_teacher, list_teachers, teacher_class
 
@@ -226,6 +273,9 @@ class LookaheadTeacher(StepTeacher):
         self.starts = tuple(starts)
         self.moves = bool(moves)
         self.fortified = bool(self.starts) or self.moves
+        if follow and not self.fortified:
+            raise ValueError("follow: needs a fortified lookahead (starts or moves)")
+        self.follow = bool(follow)
         self.base = base
         self.rtol = float(rtol)
         self.rule = rule
@@ -246,6 +296,9 @@ class LookaheadTeacher(StepTeacher):
         self._incumbents: IdentityCache[OrderedDict[tuple[bytes, bytes], Incumbent]]
         self._incumbents = IdentityCache(lambda graph, cluster: OrderedDict(), size=64)
         self._first: IdentityCache[Incumbent] = IdentityCache(self._start, size=64)
+        # follow: SEL's choice per SEL-phase state where the incumbent leaves the rule
+        self._picks: IdentityCache[OrderedDict[tuple[bytes, bytes], int]]
+        self._picks = IdentityCache(lambda graph, cluster: OrderedDict(), size=64)
         self._rows: IdentityCache[OrderedDict[tuple[int, bytes, bytes], tuple]]
         self._rows = IdentityCache(lambda graph, cluster: OrderedDict(), size=64)
         # while a state is replayed, the caches grow instead of dropping what episodes in
@@ -253,8 +306,31 @@ class LookaheadTeacher(StepTeacher):
         self._replaying = False
 
     def select_actions(self, state: PlacementState) -> np.ndarray:
-        """The first node of the base rule's SEL tie set (the completions' next node)."""
-        return self.rule.select_actions(state)[:1]
+        """The first node of the base rule's SEL tie set (the completions' next node).
+
+        With ``follow``, where the incumbent selects another node next: the base rule's
+        node if the base rule's own completion of the state (one simulator call) is
+        faster than the incumbent, else the incumbent's node (cached per state)."""
+        pick = self.rule.select_actions(state)[:1]
+        if not self.follow or state.done or state.selected >= 0:
+            return pick
+        inc = self.incumbent(state)
+        v = int(inc.order[state.num_placed])
+        if v == int(pick[0]) or not state.is_legal(v):
+            return pick
+        picks = self._picks(state.graph, state.cluster)
+        placed = np.asarray(state.order[: state.num_placed], dtype=np.int64)
+        key = (placed.tobytes(), state.device[placed].tobytes())
+        hit = picks.get(key)
+        if hit is None:
+            after = state.copy()
+            after.select(int(pick[0]))
+            own = self.rule.place_actions(after)[:1]
+            hit = int(pick[0]) if self._base_completions(after, own)[2][0] < inc.makespan else v
+            picks[key] = hit
+            while len(picks) > max(self.cache_size, _INCUMBENTS):
+                picks.popitem(last=False)
+        return np.array([hit], dtype=np.int64)
 
     def incumbent(self, state: PlacementState) -> Incumbent:
         """The fortified lookahead's incumbent at ``state``'s placed nodes: the fastest
@@ -320,9 +396,13 @@ class LookaheadTeacher(StepTeacher):
         plans = [self.rule.place(graph, cluster)]
         plans += [get_teacher(t).place(graph, cluster) for t in self.starts]
         devices = np.stack([np.asarray(p.device, dtype=np.int64) for p in plans])
-        # every start in the base rule's selection order (its own placement's), the order
-        # SEL follows: the incumbent is then a completion of every state on the way
-        orders = np.tile(np.asarray(plans[0].order, dtype=np.int64), (len(plans), 1))
+        if self.follow:
+            # every start in its own order (SEL follows the incumbent's)
+            orders = np.stack([sel_order(graph, p.order) for p in plans])
+        else:
+            # every start in the base rule's selection order (its own placement's), the
+            # order SEL follows: the incumbent is then a completion of every state on the way
+            orders = np.tile(np.asarray(plans[0].order, dtype=np.int64), (len(plans), 1))
         self.calls += len(plans)
         # priced: a start over memory loses to any that fits
         makespan = priced_makespans(graph, cluster, devices, orders)
@@ -397,13 +477,18 @@ class LookaheadTeacher(StepTeacher):
         legal = np.flatnonzero(state.place_mask())
         devices, orders, makespan = self._base_completions(state, legal)
         k, v = state.num_placed, state.selected
+        prefix = np.asarray(state.order[:k], dtype=np.int64)
         rest = inc.order[k:]
-        follows = len(rest) > 0 and rest[0] == v  # the incumbent is a completion here
+        # the incumbent is a completion here: it selected the state's nodes in its order
+        follows = len(rest) > 0 and rest[0] == v and np.array_equal(inc.order[:k], prefix)
         # moves: the incumbent with the node on each legal device; else the incumbent
         # itself, where it is a completion of this state
         suffix = legal if self.moves else legal[legal == inc.device[v]] if follows else legal[:0]
         if len(suffix):
-            order = np.concatenate([inc.order[:k], [v], rest[rest != v]])
+            taken = np.zeros(state.graph.num_nodes, dtype=bool)
+            taken[prefix] = True
+            taken[v] = True
+            order = np.concatenate([prefix, [v], inc.order[~taken[inc.order]]])
             sdev = np.tile(inc.device, (len(suffix), 1))
             # the node moves with its group (its placed members are on the one legal
             # device already)
@@ -485,6 +570,7 @@ class LookaheadTeacher(StepTeacher):
     def __repr__(self) -> str:
         extra = f", starts={self.starts!r}" if self.starts else ""
         extra += ", moves=True" if self.moves else ""
+        extra += ", follow=True" if self.follow else ""
         return f"LookaheadTeacher(base={self.base!r}, rtol={self.rtol!r}{extra})"
 
 

@@ -21,7 +21,7 @@ from placegym.envs.placement import Placement
 from placegym.envs.state import PlacementState
 from placegym.envs.workloads import make_graph
 from placegym.teachers import get_teacher
-from placegym.teachers.lookahead import LookaheadTeacher
+from placegym.teachers.lookahead import LookaheadTeacher, sel_order
 
 STARTS = ("critical_path", "heft", "nest", "metis", "round_robin", "single_device")
 
@@ -243,3 +243,119 @@ def test_a_replayed_state_keeps_what_states_in_flight_need(monkeypatch):
     # and the result is the same as without the replay's bookkeeping
     fresh = FortifiedLookaheadTeacher(cache_size=0)
     assert fresh.place_actions(b).tolist() == t.place_actions(b).tolist()
+
+
+# ---------------------------------------------------------------------- follow
+def test_sel_order_keeps_a_topological_order_and_repairs_another():
+    # 0 -> 2, 1 -> 2, 2 -> 3
+    g = graph([1, 1, 1, 1], [[0, 2], [1, 2], [2, 3]])
+    assert sel_order(g, np.array([1, 0, 2, 3])).tolist() == [1, 0, 2, 3]
+    # 2 ranked before its producer 1: it waits for 1, the rest keep their ranks
+    assert sel_order(g, np.array([0, 2, 1, 3])).tolist() == [0, 1, 2, 3]
+    assert sel_order(g, np.array([3, 2, 1, 0])).tolist() == [1, 0, 2, 3]
+
+
+def test_follow_needs_a_fortified_lookahead():
+    with pytest.raises(ValueError, match="follow: needs a fortified lookahead"):
+        LookaheadTeacher(follow=True)
+    with pytest.raises(ValueError, match="price_follow: needs price_starts"):
+        PolicyConfig(prices=True, price_follow=True)
+    assert "follow=True" in repr(LookaheadTeacher(starts=("nest",), follow=True))
+
+
+def moe_on_p100x4():
+    """memory-tight-v0's moe-8x2x4-s0@p100x4-mem0.9: HEFT's device map is heft_rule's,
+    and HEFT's own priorities (planned starts) run it faster than heft_rule's (b-level)."""
+    from placegym.envs.suites import get_suite
+
+    inst = get_suite("memory-tight-v0").instance("moe-8x2x4-s0@p100x4-mem0.9")
+    return inst.graph, inst.cluster
+
+
+def test_following_keeps_a_start_whose_priorities_the_rule_order_loses():
+    g, c = moe_on_p100x4()
+    heft = get_teacher("heft").place(g, c)
+    assert makespan(g, c, in_rule_order(g, c, "heft")) > makespan(g, c, heft)
+    plain = makespan(g, c, LookaheadTeacher(starts=STARTS).place(g, c))
+    look = LookaheadTeacher(starts=STARTS, follow=True)
+    followed = simulate(g, c, look.place(g, c))
+    assert plain > makespan(g, c, heft)  # the fortified rollout in rule order loses it
+    assert not followed.oom
+    assert followed.makespan <= min(
+        makespan(g, c, p)
+        for p in (get_teacher(t).place(g, c) for t in STARTS)
+        if not simulate(g, c, p).oom
+    )
+
+
+@pytest.mark.parametrize(
+    "make, cname, ccr",
+    [
+        (lambda: make_graph("random_dag", nodes=40, seed=1), "p100x4", None),
+        (lambda: make_graph("random_dag", nodes=40, seed=2), "v100x8", 4.0),
+        (lambda: make_graph("chainmm"), "doppler-unit-4", 10.0),
+        (lambda: make_graph("llama_block"), "p100x4", 1.0),
+    ],
+)
+def test_following_is_never_slower_than_a_start_as_it_is(make, cname, ccr):
+    c = load_cluster(cname)
+    g = make() if ccr is None else scale_to_ccr(make(), c, ccr)
+    look = LookaheadTeacher(starts=STARTS, follow=True)
+    state, prices = PlacementState(g, c), []
+    while not state.done:
+        state.select(int(look.select_actions(state)[0]))
+        cost = look.place_costs(state)
+        prices.append(cost.min())
+        state.place(int(np.argmin(cost)))
+    best = makespan(g, c, state.to_placement())
+    assert all(b <= a for a, b in itertools.pairwise(prices))
+    assert prices[-1] == best
+    assert best <= makespan(g, c, get_teacher("heft_rule").place(g, c))
+    for t in STARTS:
+        p = get_teacher(t).place(g, c)
+        as_is = Placement(device=p.device, order=sel_order(g, p.order))
+        assert best <= makespan(g, c, as_is), t
+
+
+def test_a_following_policy_reads_the_pricers_pick(one_torch_thread):
+    """Its SEL pick is the following teacher's next node, recorded with the episode;
+    imitation reaches the teacher's placement, and the decoder's greedy pass is the
+    episode's."""
+    from placegym.agents.doppler.decoder import Decoder
+    from placegym.agents.doppler.features import new_pricer
+
+    torch.manual_seed(0)
+    g, c = comm_heavy()
+    teacher = LookaheadTeacher(starts=STARTS, follow=True)
+    target = makespan(g, c, teacher.place(g, c))
+    config = PolicyConfig(hidden=16, layers=2, prices=True, price_starts=STARTS, price_follow=True)
+    policy = DopplerPolicy(config)
+    assert prices_with(teacher, policy) is teacher
+    assert prices_with(LookaheadTeacher(starts=STARTS), policy) is not None
+    assert new_pricer(policy).follow
+    _, records = imitate(policy, g, c, teacher, updates=30)
+    rec = records[0]
+    assert rec.sel_pick is not None and len(rec.sel_pick) == g.num_nodes
+    state = PlacementState(g, c)
+    for k in range(6):  # the recorded picks are the teacher's next nodes
+        assert rec.sel_pick[k] == teacher.select_actions(state)[0]
+        state.select(int(rec.sel_action[k]))
+        state.place(int(rec.plc_action[k]))
+    [rec] = play_episodes(
+        policy, [PlacementEnv(g, c)], [3], rng=np.random.default_rng(3), greedy=True
+    )
+    assert rec.makespan == target
+    decoded = Decoder(policy, g, c).greedy()
+    assert makespan(g, c, decoded) == target
+
+
+def test_search_budget_counts_the_following_picks():
+    g, c = make_graph("random_dag", nodes=12, seed=4), load_cluster("p100x4")
+    config = PolicyConfig(hidden=8, prices=True, price_starts=STARTS, price_follow=True)
+    pol = DopplerPolicy(config)
+    # n * D completions, heft_rule's and the six starts, one pick a node, the pass
+    need = g.num_nodes * c.num_devices + len(STARTS) + 1 + g.num_nodes + 1
+    with pytest.raises(ValueError, match=rf"expected a budget >= {need}, got {need - 1}"):
+        check_budget(pol, g, c, need - 1)
+    res = policy_search(pol, g, c, SearchConfig(budget=need, starts=()), seed=0)
+    assert res.calls == need and res.stages["greedy"] <= need

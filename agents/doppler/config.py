@@ -136,6 +136,12 @@ class PolicyConfig:
             in ``heft_rule``'s selection order). A policy that selects the pick and
             places on a device of least price is then never slower than any of them.
             Empty: the plain lookahead's prices.
+        price_follow: with ``price_starts``, the fortified lookahead follows its
+            incumbent (``LookaheadTeacher(follow=True)``): the starts keep their own
+            selection orders, and SEL's pick is the node the pricer selects next (the
+            incumbent's, or ``heft_rule``'s where one of its completions is faster). A
+            policy that selects the pick and places on a device of least price is then
+            never slower than any of the starts as they are, priorities included.
 
     Raises:
         ValueError: a size out of range, an unknown ``learn`` or a hint that is not a
@@ -155,6 +161,7 @@ class PolicyConfig:
     insertion: bool = False
     prices: bool = False
     price_starts: tuple[str, ...] = ()
+    price_follow: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
@@ -193,6 +200,8 @@ class PolicyConfig:
                     f"price_starts: expected distinct registered teachers other than a "
                     f"lookahead, got {list(self.price_starts)}"
                 )
+        if self.price_follow and not self.price_starts:
+            raise ValueError("price_follow: needs price_starts, got none")
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> PolicyConfig:

@@ -33,7 +33,7 @@ from placegym.agents.doppler.episodes import (
     sel_tie_key,
 )
 from placegym.agents.doppler.features import new_pricer
-from placegym.agents.doppler.inputs import graph_inputs, plc_devices
+from placegym.agents.doppler.inputs import graph_inputs, plc_devices, sel_picks
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.envs.analysis import memory_may_bind
 from placegym.envs.cluster import Cluster
@@ -111,7 +111,17 @@ class Decoder:
         if entries[0].state.selected < 0:
             nodes = [e.state.frontier() for e in entries]
             dyn = np.stack([e.obs.dynamic[:n] for e in entries])
-            return nodes, frontier_logits(self.policy, self.inputs, self.enc, dyn, nodes)
+            picks = None
+            if self.pricer is not None and self.pricer.follow:
+                picks = [sel_picks(e.state, self.pricer) for e in entries]
+            return nodes, frontier_logits(
+                self.policy,
+                self.inputs,
+                self.enc,
+                dyn,
+                nodes,
+                picks,  # type: ignore[arg-type]
+            )
         rows = device_logits(
             self.policy,
             self.enc,

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from placegym.agents.doppler.features import prices_with
-from placegym.agents.doppler.inputs import graph_inputs, plc_devices
+from placegym.agents.doppler.inputs import graph_inputs, plc_devices, sel_picks
 from placegym.agents.doppler.policy import DopplerPolicy, Encoding
 from placegym.agents.nn.encoder import GraphInputs
 from placegym.envs.cache import IdentityCache
@@ -81,6 +81,8 @@ class EpisodeRecord:
         plc_placed: ``(S, n)`` device of every node before each PLC step (-1 unplaced).
         plc_dev: ``(S, D, 7)`` device features; plc_mask ``(S, D)``; plc_action ``(S,)``.
         sel_teacher, plc_teacher: teacher tie sets as masks (imitation), or None.
+        sel_pick: ``(S,)`` with a following pricer (``PolicyConfig.price_follow``): the
+            node it selects next at each SEL step (the ``pick`` column), or None.
         plc_regret: ``(S, D)`` with a teacher that prices devices (``place_costs``, e.g.
             :class:`~placegym.teachers.lookahead.LookaheadTeacher`): each device's cost
             over the least one, relative (0 for the best and for illegal devices), or None.
@@ -107,6 +109,7 @@ class EpisodeRecord:
     sel_teacher: np.ndarray | None = None
     plc_teacher: np.ndarray | None = None
     plc_regret: np.ndarray | None = None
+    sel_pick: np.ndarray | None = None
 
     @property
     def makespan(self) -> float:
@@ -137,6 +140,7 @@ class _Live:
             for k in (
                 "sel_dyn",
                 "sel_mask",
+                "sel_pick",
                 "sel_action",
                 "plc_node",
                 "plc_placed",
@@ -348,6 +352,9 @@ def _record_inputs(
     if select:
         b["sel_dyn"].append(lv.obs["node_dynamic"][: lv.n].copy())
         b["sel_mask"].append(lv.info["action_mask"][: lv.n].copy())
+        pick = sel_picks(state, pricer)
+        if pick is not None:
+            b["sel_pick"].append(pick)
         if record:
             assert ties is not None
             b["sel_teacher"].append(_as_mask(ties, lv.n))
@@ -382,12 +389,16 @@ def frontier_logits(
     enc: Encoding,
     dyn: np.ndarray,
     nodes: list[np.ndarray],
+    picks: list[int] | None = None,
 ) -> list[np.ndarray]:
     """SEL logits of several states of one graph in one call: ``dyn (S, n, 6)`` the
-    states' node_dynamic, ``nodes[s]`` the frontier of state s; one array per state."""
+    states' node_dynamic, ``nodes[s]`` the frontier of state s, ``picks[s]`` the node its
+    following pricer selects next (:func:`~placegym.agents.doppler.inputs.sel_picks`;
+    None without one); one array per state."""
     step = torch.from_numpy(np.repeat(np.arange(len(nodes)), [len(v) for v in nodes]))
     flat = torch.from_numpy(np.concatenate(nodes))
-    x = policy.sel_inputs(graph, torch.from_numpy(dyn), step, flat)
+    pick = None if picks is None else torch.tensor(picks, dtype=torch.int64)
+    x = policy.sel_inputs(graph, torch.from_numpy(dyn), step, flat, pick)
     scores = policy.sel_scores(enc, flat, x)
     return np.split(scores.numpy(), np.cumsum([len(v) for v in nodes])[:-1])
 
@@ -419,7 +430,8 @@ def _select_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> li
     nodes = [np.flatnonzero(lv.buf["sel_mask"][-1]) for lv in lives]
     dyn = np.stack([lv.buf["sel_dyn"][-1] for lv in lives])
     g = lives[0].graph
-    parts = frontier_logits(policy, g, lives[0].enc, dyn, nodes)
+    pricer_picks = [lv.buf["sel_pick"][-1] for lv in lives] if lives[0].buf["sel_pick"] else None
+    parts = frontier_logits(policy, g, lives[0].enc, dyn, nodes, pricer_picks)
     if greedy:  # the tie key only matters (and is only computed) for the greedy choice
         return [int(v[greedy_pick(s, sel_tie_key(g, v))]) for v, s in zip(nodes, parts)]
     sizes = np.array([len(v) for v in nodes])
@@ -495,4 +507,5 @@ def _finish(lv: _Live, record_teacher: bool) -> EpisodeRecord:
             if b["plc_regret"] and len(b["plc_regret"]) == len(b["plc_action"])
             else None
         ),
+        sel_pick=np.array(b["sel_pick"], dtype=np.int64) if b["sel_pick"] else None,
     )

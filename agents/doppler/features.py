@@ -108,11 +108,11 @@ def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tens
     return torch.from_numpy(out)
 
 
-def sel_rules(g: GraphInputs, step: Tensor, node: Tensor) -> Tensor:
+def sel_rules(g: GraphInputs, step: Tensor, node: Tensor, picks: Tensor | None = None) -> Tensor:
     """``(K, 2)``: for each scored (state, node) pair, ``b_max - b_v`` (b-levels / CP,
     ``b_max`` the largest over the pairs of the same state, i.e. its frontier) and
     whether that gap is within :data:`~placegym.agents.doppler.config.RULE_RTOL` of
-    ``b_max`` (the critical-path teacher's SEL tie set)."""
+    ``b_max`` (the critical-path teacher's SEL tie set); ``picks`` is not read."""
     b = g.x[node, _B_LEVEL]
     states = int(step.max()) + 1 if len(step) else 0
     top = torch.full((states,), -torch.inf, dtype=b.dtype)
@@ -121,12 +121,16 @@ def sel_rules(g: GraphInputs, step: Tensor, node: Tensor) -> Tensor:
     return torch.stack([gap, (gap <= RULE_RTOL * top.abs()).to(b.dtype)], dim=-1)
 
 
-def sel_pick(g: GraphInputs, step: Tensor, node: Tensor) -> Tensor:
+def sel_pick(g: GraphInputs, step: Tensor, node: Tensor, picks: Tensor | None = None) -> Tensor:
     """``(K, 1)``: whether each scored (state, node) pair's node is the one ``heft_rule``
     selects in that state (the smallest id among the frontier nodes whose b-level is
     within :data:`~placegym.teachers.base.TIE_RTOL` of the largest, on the exact float64
     b-levels ``g.b_level``): the node that :func:`price_features`'s completions select
-    next."""
+    next. ``picks`` ``(S,)``: instead, per state, the node the pricer selects next
+    (``PolicyConfig.price_follow``: :meth:`~placegym.teachers.lookahead.LookaheadTeacher.
+    select_actions`)."""
+    if picks is not None:
+        return (node == picks[step]).to(g.x.dtype).unsqueeze(-1)
     if g.b_level is None:
         raise ValueError("g: sel_pick needs the graph inputs' b_level (PolicyConfig.prices)")
     b = g.b_level[node]
@@ -319,41 +323,52 @@ def insertion_features(state: PlacementState, scale: float) -> np.ndarray:
 
 
 @functools.cache
-def _pricer(starts: tuple[str, ...] = ()) -> LookaheadTeacher:
+def _pricer(starts: tuple[str, ...] = (), follow: bool = False) -> LookaheadTeacher:
     """The lookahead teacher whose per-device prices :func:`price_features` reads (one
-    per process and ``starts``; it keeps the prices of recent states of a few graphs)."""
-    return LookaheadTeacher("heft_rule", cache_size=4096, starts=starts)
+    per process, ``starts`` and ``follow``; it keeps the prices of recent states of a
+    few graphs)."""
+    return LookaheadTeacher("heft_rule", cache_size=4096, starts=starts, follow=follow)
+
+
+def _price_spec(policy: Any) -> tuple[tuple[str, ...], bool]:
+    """``(starts, follow)`` of ``policy``'s pricer (its ``PolicyConfig.price_starts`` and
+    ``price_follow``; empty and False for any other policy)."""
+    config = getattr(policy, "config", None)
+    starts = tuple(getattr(config, "price_starts", ()))
+    return starts, bool(starts) and bool(getattr(config, "price_follow", False))
 
 
 def new_pricer(policy: Any, cache_size: int = 4096) -> LookaheadTeacher | None:
     """A fresh lookahead pricing ``policy``'s price inputs (None if it reads none): over
-    ``heft_rule``, fortified with its ``PolicyConfig.price_starts``."""
+    ``heft_rule``, fortified with its ``PolicyConfig.price_starts``, following its
+    incumbent with ``price_follow``."""
     config = getattr(policy, "config", None)
     if not getattr(config, "prices", False):
         return None
-    return LookaheadTeacher(
-        "heft_rule", cache_size=cache_size, starts=getattr(config, "price_starts", ())
-    )
+    starts, follow = _price_spec(policy)
+    return LookaheadTeacher("heft_rule", cache_size=cache_size, starts=starts, follow=follow)
 
 
 def prices_with(teacher: Teacher | None, policy: Any = None) -> LookaheadTeacher | None:
     """The lookahead that prices ``policy``'s price inputs while episodes are played:
     ``teacher`` itself when it is a :class:`~placegym.teachers.lookahead.
-    LookaheadTeacher` over ``heft_rule`` with the policy's ``price_starts``, no
-    ``moves``, that caches its answers (its PLC labels and the :func:`price_features`
-    are then one computation per state; the prices do not depend on its ``rtol``); else
+    LookaheadTeacher` over ``heft_rule`` with the policy's ``price_starts`` and
+    ``price_follow``, no ``moves``, that caches its answers (its PLC labels and the
+    :func:`price_features` are then one computation per state; the prices do not depend
+    on its ``rtol``); else
     the process-wide pricer of those starts (None for a plain pricer, which
     :func:`price_features` finds itself)."""
-    starts = tuple(getattr(getattr(policy, "config", None), "price_starts", ()))
+    starts, follow = _price_spec(policy)
     if (
         isinstance(teacher, LookaheadTeacher)
         and teacher.base == "heft_rule"
         and teacher.starts == starts
+        and teacher.follow == follow
         and not teacher.moves
         and teacher.cache_size > 0
     ):
         return teacher
-    return _pricer(starts) if starts else None
+    return _pricer(starts, follow) if starts else None
 
 
 def price_features(

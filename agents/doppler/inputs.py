@@ -113,6 +113,7 @@ __all__ = [
     "plc_modules",
     "plc_width",
     "sel_columns",
+    "sel_picks",
     "sel_width",
 ]
 
@@ -147,13 +148,14 @@ Prepare = Callable[[GraphSource], dict[str, Any]]
 
 @dataclass(frozen=True)
 class SelInput:
-    """An optional SEL input: ``columns(g, step, node)`` gives ``(K, width)`` for the
-    ``K`` scored (state, node) pairs (``step`` groups them by state)."""
+    """An optional SEL input: ``columns(g, step, node, picks)`` gives ``(K, width)`` for
+    the ``K`` scored (state, node) pairs (``step`` groups them by state; ``picks``, per
+    state, the node the pricer selects next, or None: :func:`sel_columns`)."""
 
     name: str
     flag: str
     width: int
-    columns: Callable[[GraphInputs, Tensor, Tensor], Tensor]
+    columns: Callable[[GraphInputs, Tensor, Tensor, Tensor | None], Tensor]
     prepare: Prepare | None = None
 
 
@@ -398,6 +400,15 @@ def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluste
     return dataclasses.replace(inputs, **fields) if fields else inputs
 
 
+def sel_picks(state: PlacementState, pricer: LookaheadTeacher | None) -> int | None:
+    """The node a following pricer (``PolicyConfig.price_follow``) selects next in the
+    SEL-phase ``state``, which the ``pick`` column flags; None for any other pricer (the
+    column then reads ``heft_rule``'s pick from the graph inputs)."""
+    if pricer is None or not pricer.follow:
+        return None
+    return int(pricer.select_actions(state)[0])
+
+
 def plc_devices(
     graph: GraphInputs,
     state: PlacementState,
@@ -418,14 +429,21 @@ def plc_devices(
 
 
 def sel_columns(
-    config: PolicyConfig, g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor
+    config: PolicyConfig,
+    g: GraphInputs,
+    dyn: Tensor,
+    step: Tensor,
+    node: Tensor,
+    picks: Tensor | None = None,
 ) -> Tensor:
     """``(K, sel_width(config))``: each pair's dynamic features, its readiness and the
-    enabled :data:`SEL_INPUTS`."""
+    enabled :data:`SEL_INPUTS`. ``picks`` ``(S,)``: per state, the node the policy's
+    pricer selects next (``PolicyConfig.price_follow``; :func:`sel_picks`), which the
+    ``pick`` column flags; None: ``heft_rule``'s, from the graph inputs."""
     parts = [dyn[step, node], sel_context(g, dyn, step, node)]
     for entry in SEL_INPUTS:
         if enabled(entry, config):
-            parts.append(entry.columns(g, step, node))
+            parts.append(entry.columns(g, step, node, picks))
     return torch.cat(parts, dim=-1)
 
 

@@ -149,11 +149,19 @@ class DopplerPolicy(nn.Module):
         plc_encode(self, enc)
         return enc
 
-    def sel_inputs(self, g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
+    def sel_inputs(
+        self,
+        g: GraphInputs,
+        dyn: Tensor,
+        step: Tensor,
+        node: Tensor,
+        picks: Tensor | None = None,
+    ) -> Tensor:
         """Per-pair SEL inputs (:func:`~placegym.agents.doppler.inputs.sel_columns`: the
         node's dynamic features, its readiness and the enabled SEL inputs; ``step``
-        groups the pairs by state, so each state's pairs must be its whole frontier)."""
-        return sel_columns(self.config, g, dyn, step, node)
+        groups the pairs by state, so each state's pairs must be its whole frontier;
+        ``picks`` per state the pricer's next node, with ``price_follow``)."""
+        return sel_columns(self.config, g, dyn, step, node, picks)
 
     def sel_scores(self, enc: Encoding, nodes: Tensor, x: Tensor) -> Tensor:
         """SEL scores ``(K,)`` of the (state, node) pairs ``x`` (from :meth:`sel_inputs`)."""

@@ -73,7 +73,8 @@ def _score_graph(policy: DopplerPolicy, enc: Encoding, rs: list[EpisodeRecord]) 
     )
     learns_sel = getattr(policy, "learns_selection", True)
     if learns_sel:
-        x = policy.sel_inputs(rs[0].graph, _cat(rs, "sel_dyn"), step, node)
+        picks = _cat(rs, "sel_pick") if rs[0].sel_pick is not None else None
+        x = policy.sel_inputs(rs[0].graph, _cat(rs, "sel_dyn"), step, node, picks)
         sel = policy.sel_scores(enc, node, x)
     else:
         sel = torch.zeros(len(node))

@@ -347,11 +347,14 @@ def _repair(
 def _greedy_calls(policy: DopplerPolicy, graph: Graph, cluster: Cluster) -> int:
     """The most calls ``policy``'s greedy pass can take: 1, plus ``n * D`` priced
     completions with lookahead prices, plus the fortified pricer's starting placements
-    (``heft_rule``'s and those of ``price_starts``)."""
+    (``heft_rule``'s and those of ``price_starts``), plus with ``price_follow`` one per
+    SEL state (``heft_rule``'s own completion, which decides the pick)."""
     if not getattr(policy.config, "prices", False):
         return 1
     starts = getattr(policy.config, "price_starts", ())
-    return 1 + graph.num_nodes * cluster.num_devices + (len(starts) + 1 if starts else 0)
+    follow = graph.num_nodes if starts and getattr(policy.config, "price_follow", False) else 0
+    n_d = graph.num_nodes * cluster.num_devices
+    return 1 + n_d + follow + (len(starts) + 1 if starts else 0)
 
 
 def check_budget(policy: DopplerPolicy, graph: Graph, cluster: Cluster, budget: int) -> None:
@@ -365,7 +368,8 @@ def check_budget(policy: DopplerPolicy, graph: Graph, cluster: Cluster, budget: 
     if budget < need:
         raise ValueError(
             f"budget: a policy that reads lookahead prices (policy.prices) prices up to "
-            f"{need - 1} placements (n * D and its pricer's starts) in its greedy pass on "
+            f"{need - 1} placements (n * D, its pricer's starts and, following, n picks) "
+            f"in its greedy pass on "
             f"{graph.name!r} "
             f"({graph.num_nodes} nodes) on {cluster.name!r} ({cluster.num_devices} "
             f"devices); expected a budget >= {need}, got {budget}"
