@@ -42,6 +42,27 @@ def comm_heavy():
     return scale_to_ccr(make_graph("ffnn"), c, 10.0), c
 
 
+#: Graphs and clusters the rollout properties are checked on: (graph maker, cluster, CCR).
+GRAPHS = [
+    (lambda: make_graph("random_dag", nodes=40, seed=1), "p100x4", None),
+    (lambda: make_graph("random_dag", nodes=40, seed=2), "v100x8", 4.0),
+    (lambda: make_graph("chainmm"), "doppler-unit-4", 10.0),
+    (lambda: make_graph("llama_block"), "p100x4", 1.0),
+]
+
+
+def walk(look, g, c) -> tuple[float, list[float]]:
+    """Roll ``look`` out taking a device of least price: the placement's makespan and the
+    least price of each PLC state."""
+    state, prices = PlacementState(g, c), []
+    while not state.done:
+        state.select(int(look.select_actions(state)[0]))
+        cost = look.place_costs(state)
+        prices.append(cost.min())
+        state.place(int(np.argmin(cost)))
+    return makespan(g, c, state.to_placement()), prices
+
+
 def test_fortified_lookahead_keeps_the_start_the_plain_one_misses():
     g, c = comm_heavy()
     starts = {t: makespan(g, c, get_teacher(t).place(g, c)) for t in STARTS}
@@ -55,15 +76,7 @@ def test_fortified_lookahead_keeps_the_start_the_plain_one_misses():
     assert look.calls <= g.num_nodes * c.num_devices + len(STARTS) + 1
 
 
-@pytest.mark.parametrize(
-    "make, cname, ccr",
-    [
-        (lambda: make_graph("random_dag", nodes=40, seed=1), "p100x4", None),
-        (lambda: make_graph("random_dag", nodes=40, seed=2), "v100x8", 4.0),
-        (lambda: make_graph("chainmm"), "doppler-unit-4", 10.0),
-        (lambda: make_graph("llama_block"), "p100x4", 1.0),
-    ],
-)
+@pytest.mark.parametrize("make, cname, ccr", GRAPHS)
 def test_fortified_lookahead_is_never_slower_than_a_start_or_its_base(make, cname, ccr):
     c = load_cluster(cname)
     g = make() if ccr is None else scale_to_ccr(make(), c, ccr)
@@ -74,12 +87,8 @@ def test_fortified_lookahead_is_never_slower_than_a_start_or_its_base(make, cnam
     for t in ("nest", "metis", "single_device"):
         assert best <= makespan(g, c, in_rule_order(g, c, t)), t
     # the least price never rises along the rollout, and its last one is the placement's
-    state, prices = PlacementState(g, c), []
-    while not state.done:
-        state.select(int(look.select_actions(state)[0]))
-        cost = look.place_costs(state)
-        prices.append(cost.min())
-        state.place(int(np.argmin(cost)))
+    walked, prices = walk(look, g, c)
+    assert walked == best
     assert all(b <= a for a, b in itertools.pairwise(prices))
     assert prices[-1] == best
 
@@ -288,26 +297,11 @@ def test_following_keeps_a_start_whose_priorities_the_rule_order_loses():
     )
 
 
-@pytest.mark.parametrize(
-    "make, cname, ccr",
-    [
-        (lambda: make_graph("random_dag", nodes=40, seed=1), "p100x4", None),
-        (lambda: make_graph("random_dag", nodes=40, seed=2), "v100x8", 4.0),
-        (lambda: make_graph("chainmm"), "doppler-unit-4", 10.0),
-        (lambda: make_graph("llama_block"), "p100x4", 1.0),
-    ],
-)
+@pytest.mark.parametrize("make, cname, ccr", GRAPHS)
 def test_following_is_never_slower_than_a_start_as_it_is(make, cname, ccr):
     c = load_cluster(cname)
     g = make() if ccr is None else scale_to_ccr(make(), c, ccr)
-    look = LookaheadTeacher(starts=STARTS, follow=True)
-    state, prices = PlacementState(g, c), []
-    while not state.done:
-        state.select(int(look.select_actions(state)[0]))
-        cost = look.place_costs(state)
-        prices.append(cost.min())
-        state.place(int(np.argmin(cost)))
-    best = makespan(g, c, state.to_placement())
+    best, prices = walk(LookaheadTeacher(starts=STARTS, follow=True), g, c)
     assert all(b <= a for a, b in itertools.pairwise(prices))
     assert prices[-1] == best
     assert best <= makespan(g, c, get_teacher("heft_rule").place(g, c))
