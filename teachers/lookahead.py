@@ -319,8 +319,7 @@ class LookaheadTeacher(StepTeacher):
         if v == int(pick[0]) or not state.is_legal(v):
             return pick
         picks = self._picks(state.graph, state.cluster)
-        placed = np.asarray(state.order[: state.num_placed], dtype=np.int64)
-        key = (placed.tobytes(), state.device[placed].tobytes())
+        key = self._placed_key(state)
         hit = picks.get(key)
         if hit is None:
             after = state.copy()
@@ -341,14 +340,14 @@ class LookaheadTeacher(StepTeacher):
         k = state.num_placed
         if k == 0:
             return self._first(state.graph, state.cluster)
-        placed = np.asarray(state.order[:k], dtype=np.int64)
-        devices = state.device[placed]
         incs = self._incumbents(state.graph, state.cluster)
-        key = (placed.tobytes(), devices.tobytes())
+        key = self._placed_key(state)
         hit = incs.get(key)
         if hit is not None:
             incs.move_to_end(key)
             return hit
+        placed = np.asarray(state.order[:k], dtype=np.int64)
+        devices = state.device[placed]
         # the parent state's completion for the device taken, if still kept
         parent = (int(placed[-1]), placed[:-1].tobytes(), devices[:-1].tobytes())
         row = self._rows(state.graph, state.cluster).get(parent)
@@ -412,8 +411,7 @@ class LookaheadTeacher(StepTeacher):
         return Incumbent(devices[i], orders[i], float(makespan[i]))
 
     def _keep(self, incs: OrderedDict, state: PlacementState, inc: Incumbent) -> None:
-        placed = np.asarray(state.order[: state.num_placed], dtype=np.int64)
-        incs[(placed.tobytes(), state.device[placed].tobytes())] = inc
+        incs[self._placed_key(state)] = inc
         while len(incs) > _INCUMBENTS and not self._replaying:
             incs.popitem(last=False)
 
@@ -522,8 +520,15 @@ class LookaheadTeacher(StepTeacher):
 
     @staticmethod
     def _key(state: PlacementState) -> tuple[int, bytes, bytes]:
+        """A PLC-phase state's key: its selected node and :meth:`_placed_key`."""
+        return (state.selected, *LookaheadTeacher._placed_key(state))
+
+    @staticmethod
+    def _placed_key(state: PlacementState) -> tuple[bytes, bytes]:
+        """The key of ``state``'s decisions: its placed nodes in selection order and
+        their devices (an incumbent's, a pick's)."""
         placed = np.asarray(state.order[: state.num_placed], dtype=np.int64)
-        return (state.selected, placed.tobytes(), state.device[placed].tobytes())
+        return (placed.tobytes(), state.device[placed].tobytes())
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
         """The legal devices of least simulated completion makespan (within ``rtol``)."""

@@ -352,7 +352,8 @@ def _greedy_calls(policy: DopplerPolicy, graph: Graph, cluster: Cluster) -> int:
     if not getattr(policy.config, "prices", False):
         return 1
     starts = getattr(policy.config, "price_starts", ())
-    follow = graph.num_nodes if starts and getattr(policy.config, "price_follow", False) else 0
+    # price_follow needs price_starts (PolicyConfig)
+    follow = graph.num_nodes if getattr(policy.config, "price_follow", False) else 0
     n_d = graph.num_nodes * cluster.num_devices
     return 1 + n_d + follow + (len(starts) + 1 if starts else 0)
 
