@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,pettingzoo,ray,docs]' '$(TORCH)'
 	@# compile the simulator's numba kernels once into their on-disk cache
-	$(PY) -c 'from placegym.envs.simulator import warmup; warmup()'
+	$(PY) -c 'from placegym.envs.sim.simulator import warmup; warmup()'
 	touch $(STAMP)
 
 install: $(STAMP)

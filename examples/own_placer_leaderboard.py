@@ -35,7 +35,7 @@ import numpy as np
 
 from placegym.benchmark import evaluate
 from placegym.envs import Cluster, Graph, Placement
-from placegym.envs.analysis import b_level, durations_on
+from placegym.envs.analysis.levels import b_level, durations_on
 from placegym.train.leaderboard import show, submit
 
 

@@ -1,6 +1,6 @@
 """The placement MDP as two PettingZoo agents: a ``selector`` and a ``placer``.
 
-``placegym.envs.pettingzoo.env(...)`` is the PettingZoo AEC view of the single-agent
+``placegym.envs.mdp.pettingzoo.env(...)`` is the PettingZoo AEC view of the single-agent
 environment (``pip install 'placegym[pettingzoo]'``): the ``selector`` picks a frontier
 node (SEL, ``Discrete(max_nodes)``), then the ``placer`` its device (PLC,
 ``Discrete(D)``), turn by turn. Each agent's observation is the environment's, with an
@@ -36,7 +36,7 @@ from collections.abc import Callable
 import numpy as np
 
 from placegym.envs import simulate
-from placegym.envs.pettingzoo import env as placement_aec
+from placegym.envs.mdp.pettingzoo import env as placement_aec
 from placegym.teachers import get_teacher
 
 #: An agent's policy: (its observation, its legal-action mask) -> an action.

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from placegym.envs.cache import IdentityCache
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
+from placegym.envs.core.cache import IdentityCache
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
 
 __all__ = [
     "TIE_RTOL",
@@ -54,7 +54,7 @@ def fits(param_used: np.ndarray, param_bytes: float, memory: np.ndarray) -> np.n
 
 
 class Resident:
-    """:meth:`PlacementState.place_mask <placegym.envs.state.PlacementState.place_mask>`
+    """:meth:`PlacementState.place_mask <placegym.envs.mdp.state.PlacementState.place_mask>`
     outside a state: resident bytes per device and each co-location group's device, for
     plans built node by node.
 
@@ -110,7 +110,7 @@ def repair_memory(
 
     A node whose device is illegal when its turn comes goes to the legal device with the
     least resident params (lowest index on ties), as a rollout of the plan through
-    :class:`~placegym.envs.state.PlacementState` would have to; a node of a group with a
+    :class:`~placegym.envs.mdp.state.PlacementState` would have to; a node of a group with a
     member placed goes to that member's device, so groups stay whole.
     """
     device = np.array(device, dtype=np.int64)

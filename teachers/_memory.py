@@ -4,13 +4,13 @@ A placement is *feasible* (README "Execution semantics", DESIGN §3) when every
 co-location group of the graph is on one device and the simulator's peak on every device
 (the resident ``param_bytes`` of its nodes for the whole run plus its live tensors)
 stays within the device's ``memory``. The simulator is the judge: every check here that
-ends a search simulates (:func:`~placegym.envs.simulator.simulate`).
+ends a search simulates (:func:`~placegym.envs.sim.simulator.simulate`).
 
-- :func:`~placegym.envs.analysis.memory_may_bind`: whether *any* placement of the graph
+- :func:`~placegym.envs.analysis.memory.memory_may_bind`: whether *any* placement of the graph
   could exceed some device's memory (every parameter plus one copy of every output on
   the smallest device). Where not, nothing here changes a placement or simulates: every
   teacher's placement is what its rule gives, bit for bit.
-- :func:`~placegym.envs.room.units`: the graph with its groups contracted: each group is
+- :func:`~placegym.envs.analysis.memory.units`: the graph with its groups contracted: each group is
   one *unit*, each node outside a group its own; a unit's resident bytes go to one
   device together.
 - :class:`Room`: the devices where a node leaves room for the rest: after the node (its
@@ -25,7 +25,7 @@ ends a search simulates (:func:`~placegym.envs.simulator.simulate`).
 - :func:`make_feasible`: a plan over memory repaired: whole units moved off the devices
   over memory to those with the most headroom, simulated after each round; then the
   resident bytes spread worst-fit decreasing (the certificate of
-  :func:`~placegym.envs.workloads.memory.fit_resident`). The plan teachers (HEFT,
+  :func:`~placegym.envs.analysis.memory.fit_resident`). The plan teachers (HEFT,
   NEST, METIS) end with it.
 - :func:`priced_makespans`, :func:`priced`: a placement's price for the searches that
   rank placements (lookahead, best_list, canonical plans): its makespan when feasible,
@@ -38,14 +38,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from placegym.envs.analysis import memory_may_bind
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.reward import oom_makespan
-from placegym.envs.room import packs, units
-from placegym.envs.simulator import Schedule, simulate, simulate_batch
-from placegym.envs.workloads.memory import fit_resident
+from placegym.envs.analysis.memory import fit_resident, memory_may_bind, packs, units
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.reward import oom_makespan
+from placegym.envs.sim.simulator import Schedule, simulate, simulate_batch
 from placegym.teachers._common import TIE_RTOL, ties
 
 __all__ = [
@@ -69,7 +67,7 @@ class Room:
 
     A device has room for node ``v`` in a partial placement when, with ``v``'s resident
     bytes there (its whole group's when it opens the group), the resident bytes of every
-    unit with no node placed yet still pack (:func:`~placegym.envs.room.packs`) into the
+    unit with no node placed yet still pack (:func:`~placegym.envs.analysis.memory.packs`) into the
     devices' capacity left: memory less ``reserve`` (for live tensors), less the resident
     bytes placed, less those still to come of groups already open.
 
@@ -216,7 +214,7 @@ def make_feasible(
     """``placement``, or a repaired one that is feasible (module docstring).
 
     Every simulation goes through ``sim`` (default
-    :func:`~placegym.envs.simulator.simulate`): a search passes one that counts its calls.
+    :func:`~placegym.envs.sim.simulator.simulate`): a search passes one that counts its calls.
 
     Without ``memory_may_bind``, or when ``placement`` fits (one simulation), it is returned
     as it is. Else, keeping its priority order: up to :data:`REPAIR_ROUNDS` rounds of
@@ -251,7 +249,7 @@ def make_feasible(
 
 def infeasibility(graph: Graph, cluster: Cluster, placement: Placement) -> str | None:
     """Why ``placement`` is infeasible (a split group, or the simulated peak over a
-    device's memory: :attr:`~placegym.envs.simulator.Schedule.infeasibility`), None when
+    device's memory: :attr:`~placegym.envs.sim.simulator.Schedule.infeasibility`), None when
     it is feasible. Without ``memory_may_bind`` only the groups are checked."""
     try:
         placement.check(graph, cluster)
@@ -264,7 +262,7 @@ def infeasibility(graph: Graph, cluster: Cluster, placement: Placement) -> str |
 
 def oom_price(graph: Graph, cluster: Cluster, makespan: float | np.ndarray) -> float | np.ndarray:
     """The price of a placement over memory of simulated ``makespan``: that makespan
-    plus the serial upper bound (:data:`~placegym.envs.reward.oom_makespan`, which no
+    plus the serial upper bound (:data:`~placegym.envs.mdp.reward.oom_makespan`, which no
     feasible placement exceeds): above every feasible makespan, and among placements over
     memory, the faster the cheaper."""
     return oom_makespan(graph, cluster) + makespan

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placegym.envs.cluster import Cluster
-from placegym.envs.costs import node_durations
-from placegym.envs.graph import Graph
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.costs import node_durations
+from placegym.envs.core.graph import Graph
 from placegym.teachers._nest_recompute import recompute_nodes, whole_run_overflow
 
 __all__ = [

@@ -3,7 +3,7 @@ of one run as the simulator finds it.
 
 :func:`stage_priority` is the priority order of every NEST plan. Under the relief option
 :data:`~placegym.teachers._nest_cost.RECOMPUTE` the plan carries the recompute set of
-:func:`recompute_nodes` (``Placement.recompute``, :mod:`placegym.envs.recompute`). The
+:func:`recompute_nodes` (``Placement.recompute``, :mod:`placegym.envs.core.recompute`). The
 memory of a plan of one run of every stage (the only run of a training step, whose
 co-location groups span its stages) is what :func:`whole_run_overflow` simulates: with
 recomputation always, without it where the static bound of
@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from placegym.envs.analysis import b_level
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.recompute import recomputable
-from placegym.envs.simulator import simulate
+from placegym.envs.analysis.levels import b_level
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.core.recompute import recomputable
+from placegym.envs.sim.simulator import simulate
 
 if TYPE_CHECKING:
     from placegym.teachers._nest_cost import NestTables
@@ -59,7 +59,7 @@ def stage_priority(graph: Graph, cluster: Cluster, stage: np.ndarray) -> np.ndar
 def recompute_nodes(graph: Graph, stage: np.ndarray) -> np.ndarray:
     """The forward nodes NEST recomputes (ascending ids; empty unless ``graph`` is a
     training step): every node that may be recomputed
-    (:func:`~placegym.envs.recompute.recomputable`) but the checkpoints, which keep their
+    (:func:`~placegym.envs.core.recompute.recomputable`) but the checkpoints, which keep their
     stash. Checkpoints, √n checkpointing counted in stages: with ``F`` stages holding such
     nodes and ``c = ⌈√F⌉``, the nodes of every ``c``-th of those stages (the ``c``-th,
     ``2c``-th, ...), and every node without a forward consumer (recomputing a forward

@@ -11,11 +11,11 @@ from itertools import permutations
 
 import numpy as np
 
-from placegym.envs import _kernel
-from placegym.envs.analysis import b_level
-from placegym.envs.cluster import Cluster
-from placegym.envs.costs import cost_table
-from placegym.envs.graph import Graph
+from placegym.envs.analysis.levels import b_level
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.costs import cost_table
+from placegym.envs.core.graph import Graph
+from placegym.envs.sim import _kernel
 
 __all__ = [
     "MAX_SYMMETRY_DEVICES",

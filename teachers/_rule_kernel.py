@@ -4,7 +4,7 @@
 its selected node, each time by :class:`~placegym.teachers.heft.HeftRuleTeacher`'s or
 :class:`~placegym.teachers.critical_path.CriticalPathTeacher`'s per-state answers, first
 of each tie set, exactly as :func:`placegym.teachers.base.complete` does through
-:class:`~placegym.envs.state.PlacementState`: the same float64 operations in the same
+:class:`~placegym.envs.mdp.state.PlacementState`: the same float64 operations in the same
 order, the same tie tolerance, the same insertion search (``bisect_right`` over the
 finishes, then the first gap that fits). :class:`~placegym.teachers.lookahead.
 LookaheadTeacher` uses it for its completions; ``tests/test_rule_kernel.py`` compares
@@ -14,11 +14,11 @@ Rules (``kind``): :data:`HEFT_RULE` (SEL: the frontier node of largest b-level; 
 legal device of earliest insertion-based finish) and :data:`CRITICAL_PATH` (same SEL;
 PLC: the legal device of earliest list-schedule start).
 
-Legal devices are the state's (:meth:`~placegym.envs.state.PlacementState.place_mask`):
+Legal devices are the state's (:meth:`~placegym.envs.mdp.state.PlacementState.place_mask`):
 a node whose co-location group has a member placed goes to that member's device; else,
 with the memory mask on, the devices whose resident parameters plus the node's (its
 whole group's, when it opens the group) fit, every device when none does. Groups come
-as *units* (:func:`placegym.envs.room.units`: a group is one unit, every other
+as *units* (:func:`placegym.envs.analysis.memory.units`: a group is one unit, every other
 node its own). Under memory pressure (``room``) PLC chooses among the legal devices with
 room, as :meth:`placegym.teachers._memory.Room.ties` does: the least score among the
 legal devices with room (checked in ascending score), the first of its tie set among
@@ -69,7 +69,7 @@ def _bisect_right(a, hi, x):
 
 @njit(cache=True)
 def _earliest_fit(starts, finishes, count, ready, dur):
-    """:meth:`placegym.envs.state.Timeline.earliest_fit` on one device's intervals."""
+    """:meth:`placegym.envs.mdp.state.Timeline.earliest_fit` on one device's intervals."""
     i = _bisect_right(finishes, count, ready)
     prev_end = ready
     for j in range(i, count):
@@ -82,7 +82,7 @@ def _earliest_fit(starts, finishes, count, ready, dur):
 
 @njit(cache=True)
 def _insert(starts, finishes, count, start, finish):
-    """:meth:`placegym.envs.state.Timeline.insert` (``bisect_right`` on the starts)."""
+    """:meth:`placegym.envs.mdp.state.Timeline.insert` (``bisect_right`` on the starts)."""
     i = _bisect_right(starts, count, start)
     for j in range(count, i, -1):
         starts[j] = starts[j - 1]
@@ -133,7 +133,7 @@ def _legal(v, used, unit_of, unit_bytes, unit_dev, memory, memory_mask, legal):
 @njit(cache=True)
 def _packs(items, count, free, work):
     """Whether ``items[:count]`` (bytes > 0, descending) pack into devices of ``free``
-    bytes (>= 0): :func:`placegym.envs.room.packs` (``work``: scratch ``(D,)``)."""
+    bytes (>= 0): :func:`placegym.envs.analysis.memory.packs` (``work``: scratch ``(D,)``)."""
     if count == 0:
         return True
     nd = free.shape[0]
@@ -255,7 +255,7 @@ def complete_candidates(
     among devices with room for the unopened units in ``capacity (D,)`` (module
     docstring). The state (list-schedule estimates, insertion timelines, resident
     parameters, open groups, frontier) is rebuilt from ``prefix`` as
-    :class:`~placegym.envs.state.PlacementState` built it.
+    :class:`~placegym.envs.mdp.state.PlacementState` built it.
     """
     n, nd = duration.shape
     k = prefix.shape[0]

@@ -8,11 +8,11 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from placegym.envs.analysis import memory_may_bind
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.simulator import Schedule, simulate, simulate_batch
+from placegym.envs.analysis.memory import memory_may_bind
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.sim.simulator import Schedule, simulate, simulate_batch
 from placegym.teachers._memory import make_feasible
 from placegym.teachers.base import PlanTeacher, Teacher
 
@@ -327,7 +327,7 @@ class AnnealTeacher(PlanTeacher):
           ``priority``: swap its priority with the next or previous node of its device
           (adjacent priorities that actually compete for a device).
         - **Search**: each step simulates ``batch`` moves of the current placement in one
-          :func:`~placegym.envs.simulator.simulate_batch` call and takes the best one; it
+          :func:`~placegym.envs.sim.simulator.simulate_batch` call and takes the best one; it
           is accepted if better, else with probability ``exp(-Δ/T)``, Δ the relative
           makespan increase, T falling geometrically from ``t_start`` to ``t_end`` as the
           budget is spent. An OOM placement scores its makespan plus 10× the start's

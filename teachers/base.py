@@ -1,7 +1,7 @@
 """The teacher interface.
 
 A teacher places a whole graph (:meth:`Teacher.place`) and answers, for any
-:class:`~placegym.envs.state.PlacementState`, which actions it considers best in the
+:class:`~placegym.envs.mdp.state.PlacementState`, which actions it considers best in the
 current phase, *ties included* (imitation learning uses the whole tie set):
 
 - :meth:`Teacher.select_actions` -> node ids, a non-empty subset of the frontier;
@@ -23,11 +23,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from placegym.envs.cache import IdentityCache
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.state import PlacementState
+from placegym.envs.core.cache import IdentityCache
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.state import PlacementState
 from placegym.teachers._common import TIE_RTOL, ties
 from placegym.teachers._memory import infeasibility
 

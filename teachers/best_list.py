@@ -30,12 +30,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from placegym.envs.cache import IdentityCache
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.simulator import simulate_makespan
-from placegym.envs.state import PlacementState
+from placegym.envs.core.cache import IdentityCache
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.state import PlacementState
+from placegym.envs.sim.simulator import simulate_makespan
 from placegym.teachers._memory import priced
 from placegym.teachers.base import PlanTeacher, Teacher
 

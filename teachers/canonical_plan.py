@@ -45,8 +45,8 @@ from typing import ClassVar
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, simulate
-from placegym.envs.cache import IdentityCache
-from placegym.envs.state import PlacementState
+from placegym.envs.core.cache import IdentityCache
+from placegym.envs.mdp.state import PlacementState
 from placegym.teachers._memory import oom_price, priced
 from placegym.teachers.base import Teacher, ties
 

@@ -6,11 +6,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from placegym.envs.analysis import b_level
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.state import PlacementState
+from placegym.envs.analysis.levels import b_level
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.state import PlacementState
 from placegym.teachers._common import IdentityCache
 from placegym.teachers._memory import Room, calibrate
 from placegym.teachers.base import StepTeacher, ties
@@ -23,7 +23,7 @@ class CriticalPathTeacher(StepTeacher):
 
     Rule:
         - **SEL**: the frontier nodes of maximum b-level
-          (:func:`~placegym.envs.analysis.b_level`: the longest mean compute +
+          (:func:`~placegym.envs.analysis.levels.b_level`: the longest mean compute +
           communication path from the node to a sink, its own compute included).
         - **PLC**: the legal devices (:meth:`PlacementState.place_mask`) on which the
           selected node can start earliest (:meth:`PlacementState.earliest_start`, the

@@ -7,7 +7,7 @@ learner will select in, and only its device map should carry the search's work.
 
 Rule:
     - **Order**: the critical-path selection order (frontier node of largest
-      :func:`~placegym.envs.analysis.b_level`, smallest id among equals), fixed.
+      :func:`~placegym.envs.analysis.levels.b_level`, smallest id among equals), fixed.
     - **Starts**: the device maps of the ``starts`` teachers (by default every single-pass
       placer: critical path, HEFT, NEST, METIS, round robin, single device), each in that
       order.
@@ -30,10 +30,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from placegym.envs.analysis import b_level
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
+from placegym.envs.analysis.levels import b_level
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
 from placegym.teachers.base import PlanTeacher
 
 __all__ = ["DeviceAnnealTeacher", "critical_path_order"]

@@ -6,11 +6,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from placegym.envs.analysis import b_level, durations_on
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.state import PlacementState, Timeline
+from placegym.envs.analysis.levels import b_level, durations_on
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.state import PlacementState, Timeline
 from placegym.teachers._common import Resident, priority_order
 from placegym.teachers._memory import Room, calibrate, make_feasible
 from placegym.teachers.base import PlanTeacher
@@ -35,9 +35,9 @@ def heft_schedule(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HEFT's static schedule: ``(device, start, finish)`` per node, each ``(n,)``.
 
-    Nodes are taken by descending upward rank (= :func:`~placegym.envs.analysis.b_level`,
+    Nodes are taken by descending upward rank (= :func:`~placegym.envs.analysis.levels.b_level`,
     which uses HEFT's mean costs), ties in topological position; each goes to the legal
-    device (the rule of :class:`~placegym.envs.state.PlacementState`: resident bytes fit,
+    device (the rule of :class:`~placegym.envs.mdp.state.PlacementState`: resident bytes fit,
     a co-location group on its first member's device) with the earliest finish,
     inserting into an idle gap when one fits (lowest device index on ties). With a
     ``room``, among the legal devices with room for the rest of the graph
@@ -78,11 +78,11 @@ class HeftTeacher(PlanTeacher):
     """HEFT with insertion, as a plan.
 
     Rule:
-        - **Ranking**: upward rank = :func:`~placegym.envs.analysis.b_level` (mean compute
+        - **Ranking**: upward rank = :func:`~placegym.envs.analysis.levels.b_level` (mean compute
           time over devices, mean ``latency + bytes / bandwidth`` over ordered device
           pairs); nodes are scheduled by descending rank, ties by topological position.
         - **Device**: among the legal devices (resident params must fit, otherwise every
-          device, as in :class:`~placegym.envs.state.PlacementState`), the one with the
+          device, as in :class:`~placegym.envs.mdp.state.PlacementState`), the one with the
           earliest finish time. A node's inputs arrive at ``finish(u)`` on the producer's
           device and ``finish(u) + latency + bytes / bandwidth`` (the pair's level)
           elsewhere; it starts in the earliest idle gap of the device that fits its
@@ -138,7 +138,7 @@ class HeftRuleTeacher(CriticalPathTeacher):
           :class:`~placegym.teachers.critical_path.CriticalPathTeacher`.
         - **PLC**: the legal devices of earliest insertion-based finish:
           :meth:`PlacementState.insertion_start
-          <placegym.envs.state.PlacementState.insertion_start>` plus the node's duration
+          <placegym.envs.mdp.state.PlacementState.insertion_start>` plus the node's duration
           there (HEFT's earliest finish time with insertion, on the schedule of the
           state's own placed nodes).
 

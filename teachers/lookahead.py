@@ -60,7 +60,7 @@ Cost: :meth:`~LookaheadTeacher.place` makes one simulator call per legal device 
 completions; answers are cached per state, so imitating it with teacher roll-in pays
 each state once. With ``heft_rule`` or ``critical_path`` as the base the completions run
 compiled (:mod:`placegym.teachers._rule_kernel`, the same placements), 45-70 times
-faster than through :class:`~placegym.envs.state.PlacementState` on graphs with and
+faster than through :class:`~placegym.envs.mdp.state.PlacementState` on graphs with and
 without groups (``make bench``).
 """
 
@@ -72,12 +72,12 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from placegym.envs.cache import IdentityCache
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.room import units
-from placegym.envs.state import PlacementState
+from placegym.envs.analysis.memory import units
+from placegym.envs.core.cache import IdentityCache
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.state import PlacementState
 from placegym.teachers import _rule_kernel
 from placegym.teachers._memory import priced_makespans
 from placegym.teachers.base import StepTeacher, complete, ties
@@ -197,7 +197,7 @@ class LookaheadTeacher(StepTeacher):
           node, unless the base rule's completion with its own node is faster.
         - **PLC**: for each legal device ``d``: a copy of the state with the node on
           ``d``, completed by the base rule (first of each tie set); the legal devices of
-          least simulated makespan (:func:`~placegym.envs.simulator.simulate_batch`,
+          least simulated makespan (:func:`~placegym.envs.sim.simulator.simulate_batch`,
           noiseless, priority dispatch) form the tie set. Fortified (``starts``): each
           device's price is the lesser of that and the incumbent's completion there
           (module docstring).
@@ -231,7 +231,7 @@ class LookaheadTeacher(StepTeacher):
         compiled: complete with the compiled copy of the base rule
             (:mod:`placegym.teachers._rule_kernel`, the same placements number for number)
             when the base is ``heft_rule`` or ``critical_path``; ``False`` (or another
-            base) completes through :class:`~placegym.envs.state.PlacementState`.
+            base) completes through :class:`~placegym.envs.mdp.state.PlacementState`.
 
     Raises:
         ValueError: ``base`` is not a registered :class:`~placegym.teachers.base.StepTeacher`

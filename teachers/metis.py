@@ -11,12 +11,12 @@ from typing import ClassVar
 import numpy as np
 import pymetis
 
-from placegym.envs.analysis import b_level, mean_durations, memory_may_bind
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.room import units
-from placegym.envs.simulator import simulate, simulate_batch
+from placegym.envs.analysis.levels import b_level, mean_durations
+from placegym.envs.analysis.memory import memory_may_bind, units
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.sim.simulator import simulate, simulate_batch
 from placegym.teachers._common import priority_order, repair_memory
 from placegym.teachers._memory import make_feasible
 from placegym.teachers.base import PlanTeacher
@@ -175,7 +175,7 @@ class MetisTeacher(PlanTeacher):
           partitioning (vertex weights summed, edges to another vertex merged), so a
           group lands whole in one part, hence on one device.
         - **Memory**: a node whose device breaks the memory rule of
-          :class:`~placegym.envs.state.PlacementState` when its turn comes moves to the
+          :class:`~placegym.envs.mdp.state.PlacementState` when its turn comes moves to the
           legal device with the least resident params (a group follows its first
           member). Under memory pressure, when that plan's simulated peak exceeds a
           device's memory, two more partitions balance resident bytes as well: vertex

@@ -21,10 +21,10 @@ from typing import Literal
 
 import numpy as np
 
-from placegym.envs.analysis import overflow_penalty
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
+from placegym.envs.analysis.memory import overflow_penalty
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
 from placegym.teachers._memory import make_feasible
 from placegym.teachers._nest_cost import (
     RECOMPUTE,
@@ -163,7 +163,7 @@ class NestTeacher(PlanTeacher):
     checkpointing over the stages of a training-step graph,
     :func:`~placegym.teachers._nest_recompute.recompute_nodes`), the plan carries them as
     its ``Placement.recompute`` (:attr:`NestResult.recompute`), and the run's memory is
-    the simulated peak of that plan (:mod:`placegym.envs.recompute`), so a plan that fits
+    the simulated peak of that plan (:mod:`placegym.envs.core.recompute`), so a plan that fits
     with recomputation alone fits when simulated. The relief applies to a run of every
     stage only (inf otherwise) and does nothing without recomputable nodes. ZeRO exists
     only in this model: the simulator keeps each node's parameters on its device, so a
@@ -539,7 +539,7 @@ def nest_cost(
 
     where ``dur`` is the rule-1 duration (DESIGN §3.1, no noise), latency and bandwidth
     are those of the pair's network level, and
-    :func:`~placegym.envs.analysis.overflow_penalty` prices resident parameters beyond
+    :func:`~placegym.envs.analysis.memory.overflow_penalty` prices resident parameters beyond
     capacity. Every cut edge counts, as DESIGN §4 states (the simulator
     sends one transfer per producer and destination device, so a fan-out to several
     consumers on one device is charged once per edge here).

@@ -90,10 +90,10 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.simulator import simulate
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.sim.simulator import simulate
 from placegym.teachers._optimal_instance import Instance, make_instance
 from placegym.teachers._optimal_search import Search
 from placegym.teachers.base import PlanTeacher

@@ -13,12 +13,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from placegym.envs.analysis import b_level
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.simulator import simulate_batch
-from placegym.envs.state import PlacementState
+from placegym.envs.analysis.levels import b_level
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.state import PlacementState
+from placegym.envs.sim.simulator import simulate_batch
 from placegym.teachers._common import IdentityCache, Resident, priority_order, repair_memory
 from placegym.teachers._memory import infeasibility
 from placegym.teachers.base import PlanTeacher, StepTeacher, Teacher
@@ -61,7 +61,7 @@ class RandomTeacher(_Verdict, Teacher):
     Rule:
         - :meth:`place`: a random topological order (each step picks a frontier node
           uniformly) and, for each node in that order, a device drawn uniformly from the
-          legal ones (memory rule of :class:`~placegym.envs.state.PlacementState`). Every
+          legal ones (memory rule of :class:`~placegym.envs.mdp.state.PlacementState`). Every
           call draws from a fresh ``numpy.random.default_rng(seed)``: the same seed gives
           the same placement.
         - Per-state answers: *every* legal action (the whole frontier, every legal device),
@@ -172,7 +172,7 @@ class SingleDeviceTeacher(_Verdict, PlanTeacher):
           simulation per distinct device type (flops, memory bandwidth, launch overhead,
           memory), so large homogeneous clusters cost one simulation.
         - **Memory and groups**: nodes whose params no longer fit on that device when
-          their turn comes (memory rule of :class:`~placegym.envs.state.PlacementState`,
+          their turn comes (memory rule of :class:`~placegym.envs.mdp.state.PlacementState`,
           a group's whole bytes for its first member) spill to the legal device with the
           least resident params, a co-location group whole with its first member;
           without memory pressure every node stays on the one device. Live tensors are

@@ -1,4 +1,4 @@
-"""One-phase views of :class:`~placegym.envs.env.PlacementEnv` (DOPPLER's ablations).
+"""One-phase views of :class:`~placegym.envs.mdp.env.PlacementEnv` (DOPPLER's ablations).
 
 - :class:`SelectOnly`: the agent picks SEL actions (``Discrete(max_nodes)``); every PLC
   step is answered by a placer teacher (default ``critical_path``).
@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium import spaces
 
 from placegym.envs import PlacementEnv
-from placegym.envs.state import PlacementState
+from placegym.envs.mdp.state import PlacementState
 from placegym.teachers import Teacher, get_teacher
 
 __all__ = ["PlaceOnly", "SelectOnly"]
@@ -41,7 +41,7 @@ class _OnePhase(gym.Wrapper):
 
     @property
     def placement_env(self) -> PlacementEnv:
-        """The :class:`~placegym.envs.env.PlacementEnv` underneath."""
+        """The :class:`~placegym.envs.mdp.env.PlacementEnv` underneath."""
         return cast(PlacementEnv, self.env.unwrapped)
 
     def _state(self) -> PlacementState:

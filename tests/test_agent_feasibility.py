@@ -9,7 +9,7 @@ import torch
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.doppler.decoder import Decoder
 from placegym.envs import simulate
-from placegym.envs.placement import split_group
+from placegym.envs.core.placement import split_group
 from placegym.envs.suites import get_suite
 from placegym.train.evaluate import AgentPlacer
 

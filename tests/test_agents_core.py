@@ -245,7 +245,7 @@ def test_sample_rows_pick_what_sample_index_picks():
 
 def test_env_pool_envs_are_compact_share_the_reference_and_play_the_same_episodes():
     from placegym.envs import load_cluster
-    from placegym.envs.reward import SharedReference
+    from placegym.envs.mdp.reward import SharedReference
     from placegym.envs.workloads import chainmm
     from placegym.train.evaluate import EnvPool
 

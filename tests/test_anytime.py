@@ -51,7 +51,7 @@ def test_builtin_searches_share_the_start_and_respect_the_budget(search):
 
 @pytest.mark.parametrize("search", [anneal_search, random_search])
 def test_builtin_searches_keep_groups_whole_where_memory_binds(search):
-    from placegym.envs.placement import split_group
+    from placegym.envs.core.placement import split_group
     from placegym.envs.suites import get_suite
 
     inst = get_suite("memory-tight-v0").instance("random_dag-128-s101@v100x8-mem0.7-r1-2")

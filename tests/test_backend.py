@@ -7,13 +7,15 @@ import pytest
 import torch
 
 from placegym.envs import Placement, load_cluster, simulate
-from placegym.envs.backend import BackendError, TorchExecutor, parse_devices, scale_graph
-from placegym.envs.backend.calibrate import calibrate
-from placegym.envs.backend.check import rank_check, spearman
-from placegym.envs.backend.devices import shared_hardware
-from placegym.envs.backend.executor import copy_side, copy_tensor
-from placegym.envs.backend.kernels import build_kernels
-from placegym.envs.backend.probes import (
+from placegym.envs.core.costs import signatures
+from placegym.envs.core.graph import Graph
+from placegym.envs.real import BackendError, TorchExecutor, parse_devices, scale_graph
+from placegym.envs.real.calibrate import calibrate
+from placegym.envs.real.check import rank_check, spearman
+from placegym.envs.real.devices import shared_hardware
+from placegym.envs.real.executor import copy_side, copy_tensor
+from placegym.envs.real.kernels import build_kernels
+from placegym.envs.real.probes import (
     Sharing,
     copy_times,
     dispatch_overhead,
@@ -22,9 +24,7 @@ from placegym.envs.backend.probes import (
     node_errors,
     node_times,
 )
-from placegym.envs.backend.profile import profile_kernels, time_kernel
-from placegym.envs.costs import signatures
-from placegym.envs.graph import Graph
+from placegym.envs.real.profile import profile_kernels, time_kernel
 from placegym.envs.workloads import WORKLOADS, make_graph
 
 SCALES = {
@@ -253,7 +253,7 @@ def test_sharing_verdicts():
 
 
 def test_rank_check_refuses_devices_that_share_hardware(monkeypatch):
-    import placegym.envs.backend.devices as devices
+    import placegym.envs.real.devices as devices
 
     monkeypatch.setattr(devices, "usable_cores", lambda: 2)
     g = small("ffnn")
@@ -382,7 +382,7 @@ def idle_share() -> float:
     the best of three short executions: one alone reads 0.84-0.99 on an idle 2-core
     machine (eight in a row: 0.856, 0.968, 0.942, 0.835, 0.992, 0.993, 0.975, 0.994), a
     busy one keeps all three low."""
-    from placegym.envs.backend.probes import chains
+    from placegym.envs.real.probes import chains
 
     g = chains([256, 256], 8)
     p = Placement(device=np.repeat([0, 1], 9), order=np.arange(g.num_nodes))
@@ -402,7 +402,7 @@ def assert_when_quiet(summary) -> None:
 
 
 def test_profile_in_run_times_kernels_as_the_executor_runs_them():
-    from placegym.envs.backend.profile import PROFILE_MODES as MODES
+    from placegym.envs.real.profile import PROFILE_MODES as MODES
     from placegym.train.cli.calibrate import PROFILE_MODES as CLI_MODES
 
     assert CLI_MODES == MODES

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from placegym.envs import Placement
-from placegym.envs.backend.calibrate import calibrate
-from placegym.envs.backend.check import check_placements
-from placegym.envs.backend.executor import Measurement, TorchExecutor, keep_host_memory
-from placegym.envs.backend.kernels import scale_graph
-from placegym.envs.backend.profile import profile_placements
-from placegym.envs.backend.run_costs import run_costs
-from placegym.envs.graph import Graph
+from placegym.envs.core.graph import Graph
+from placegym.envs.real.calibrate import calibrate
+from placegym.envs.real.check import check_placements
+from placegym.envs.real.executor import Measurement, TorchExecutor, keep_host_memory
+from placegym.envs.real.kernels import scale_graph
+from placegym.envs.real.profile import profile_placements
+from placegym.envs.real.run_costs import run_costs
 from placegym.envs.workloads import make_graph
 
 
@@ -96,7 +96,7 @@ def test_check_placements_spread_from_balanced_to_one_device():
 
 
 def test_disturbed_runs_are_those_well_below_the_placements_best_share():
-    from placegym.envs.backend.check import _undisturbed
+    from placegym.envs.real.check import _undisturbed
 
     # a placement's undisturbed runs share its copies' cost: the best share sets the bar
     assert _undisturbed([0.95, 0.80, 0.90, 0.86], 0.9).tolist() == [True, False, True, True]

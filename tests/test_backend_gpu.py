@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from placegym.envs import Placement
-from placegym.envs.backend import TorchExecutor, scale_graph
-from placegym.envs.backend.calibrate import calibrate
-from placegym.envs.backend.check import calibrate_and_check, rank_check
-from placegym.envs.backend.probes import chains, measure_sharing, node_errors, node_times
+from placegym.envs.real import TorchExecutor, scale_graph
+from placegym.envs.real.calibrate import calibrate
+from placegym.envs.real.check import calibrate_and_check, rank_check
+from placegym.envs.real.probes import chains, measure_sharing, node_errors, node_times
 from placegym.envs.workloads import make_graph
 
 torch = pytest.importorskip("torch")
@@ -91,7 +91,7 @@ def test_streams_of_one_gpu_are_found_shared_and_refused():
 
 
 def test_sm_partition_is_a_smaller_gpu():
-    from placegym.envs.backend.devices import open_stream, parse_devices
+    from placegym.envs.real.devices import open_stream, parse_devices
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     part = f"cuda:0%{max(8, sms // 4 // 8 * 8)}"

@@ -10,7 +10,7 @@ import pytest
 from tiny_suite import GOOD, ZEROS, Fixed, hand_graph, memory_suite, tiny  # noqa: F401
 
 import placegym.envs
-import placegym.envs.simulator as simulator_module
+import placegym.envs.sim.simulator as simulator_module
 from placegym.benchmark import (
     BestOf,
     BudgetExceeded,
@@ -54,7 +54,7 @@ class NineCalls:
     def place(self, graph, cluster, seed):
         p = one_device(graph)
         simulate(graph, cluster, p)
-        placegym.envs.simulator.simulate(graph, cluster, p)
+        placegym.envs.sim.simulator.simulate(graph, cluster, p)
         placegym.envs.simulate_makespan(graph, cluster, p)
         devs, ords = np.tile(p.device, (4, 1)), np.tile(p.order, (4, 1))
         batch_alias(graph, cluster, devs, ords)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from placegym.envs import get_preset, simulate
-from placegym.envs.state import PlacementState
+from placegym.envs.mdp.state import PlacementState
 from placegym.envs.workloads import ffnn
 from placegym.teachers import get_teacher, make_teacher
 from placegym.teachers.base import roll_out

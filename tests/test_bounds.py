@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from placegym.envs import Cluster, Device, Graph, Level, Placement, load_cluster, simulate
-from placegym.envs.bounds import SLACK, lower_bound, min_transfer_times
-from placegym.envs.ccr import scale_to_ccr
+from placegym.envs.analysis.bounds import SLACK, lower_bound, min_transfer_times
+from placegym.envs.analysis.ccr import scale_to_ccr
 from placegym.envs.workloads import make_graph
 from placegym.teachers import get_teacher
 from placegym.teachers.optimal import solve

@@ -6,8 +6,8 @@ import pytest
 from doppler_files import chainmm_like, doppler_text
 
 from placegym.envs import Cluster, Device, Graph, Level, load_cluster
-from placegym.envs.analysis import durations_on
-from placegym.envs.ccr import ccr, fastest_level, mean_compute_time, scale_to_ccr
+from placegym.envs.analysis.ccr import ccr, fastest_level, mean_compute_time, scale_to_ccr
+from placegym.envs.analysis.levels import durations_on
 from placegym.envs.importers import parse_doppler
 from placegym.envs.workloads import WORKLOADS, make_graph
 from placegym.train.cli import main

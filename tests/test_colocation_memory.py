@@ -13,12 +13,12 @@ from simcases import dags, graph, placement, unit_cluster
 from test_costs import chain, two_kinds
 
 from placegym.envs import Graph, PlacementEnv, load_graph, simulate
-from placegym.envs.analysis import cost_table
-from placegym.envs.bounds import serial_upper_bound
-from placegym.envs.reference import simulate_reference
-from placegym.envs.reward import oom_makespan, terminal_reward
-from placegym.envs.simulator import simulate_batch, simulate_makespan
-from placegym.envs.state import PlacementState
+from placegym.envs.analysis.bounds import serial_upper_bound
+from placegym.envs.analysis.levels import cost_table
+from placegym.envs.mdp.reward import oom_makespan, terminal_reward
+from placegym.envs.mdp.state import PlacementState
+from placegym.envs.sim.oracle import simulate_reference
+from placegym.envs.sim.simulator import simulate_batch, simulate_makespan
 from placegym.train.cli import main
 
 NAN = float("nan")
@@ -105,7 +105,7 @@ def test_a_profiled_cost_wins_over_a_measured_time():
         nd["time"] = 7.0
     sig["format"] = "placegym.graph/v2"
     g = load_graph(sig)
-    from placegym.envs.costs import kernel_signature
+    from placegym.envs.core.costs import kernel_signature
 
     c = two_kinds({"fast": {kernel_signature(g, 1): 0.125}})
     table = cost_table(g, c).duration
@@ -244,7 +244,7 @@ def test_no_placement_is_slower_than_the_serial_upper_bound(g, d, data):
 
 
 def test_the_vector_environment_refuses_grouped_graphs():
-    from placegym.envs.vector import PlacementVectorEnv
+    from placegym.envs.mdp.vector import PlacementVectorEnv
 
     venv = PlacementVectorEnv(2, graph=GROUPED, cluster=unit_cluster(2))
     with pytest.raises(ValueError, match="co-location groups"):

@@ -8,7 +8,7 @@ from gymnasium.utils.env_checker import check_env
 from test_vector_env import compare
 
 from placegym.envs import PlacementEnv
-from placegym.envs.observation import GRAPH_KEYS
+from placegym.envs.mdp.observation import GRAPH_KEYS
 from placegym.envs.workloads import make_graph
 
 

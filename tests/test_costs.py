@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from placegym.envs import Cluster, Device, Level, Placement, load_cluster, simulate
-from placegym.envs.analysis import b_level, durations_on
-from placegym.envs.costs import kernel_signature, node_durations, profiled_seconds, signatures
-from placegym.envs.reference import simulate_reference
-from placegym.envs.simulator import simulate_batch
+from placegym.envs.analysis.levels import b_level, durations_on
+from placegym.envs.core.costs import kernel_signature, node_durations, profiled_seconds, signatures
+from placegym.envs.core.specs import GraphBuilder
+from placegym.envs.sim.oracle import simulate_reference
+from placegym.envs.sim.simulator import simulate_batch
 from placegym.envs.workloads import make_graph
-from placegym.envs.workloads.builder import GraphBuilder
 from placegym.teachers import get_teacher, list_teachers
 
 
@@ -178,8 +178,8 @@ def test_environment_rewards_use_the_profile():
 def test_lower_bounds_and_ccr_rescaling_hold_with_profiles():
     """Profiled kernels 1000x faster than their roofline: the FLOP bound must not count
     them, and rescaling to a CCR is still exact (profiled times ignore tensor bytes)."""
-    from placegym.envs.bounds import lower_bound
-    from placegym.envs.ccr import ccr, scale_to_ccr
+    from placegym.envs.analysis.bounds import lower_bound
+    from placegym.envs.analysis.ccr import ccr, scale_to_ccr
 
     g = make_graph("ffnn")
     sig = signatures(g)

@@ -13,8 +13,9 @@ import pytest
 from test_cli import one_line_error
 
 from placegym.envs import Graph, Placement, load_cluster, load_graph, load_placement, simulate
-from placegym.envs.analysis import b_level, cost_table
-from placegym.envs.bounds import memory_infeasibility
+from placegym.envs.analysis.levels import b_level, cost_table
+from placegym.envs.analysis.memory import memory_infeasibility
+from placegym.envs.core.placement import split_group
 from placegym.envs.importers import dnn_partitioning as dp
 from placegym.envs.importers import (
     expert_for,
@@ -23,7 +24,6 @@ from placegym.envs.importers import (
     node_index,
     parse_dnn_partitioning,
 )
-from placegym.envs.placement import split_group
 from placegym.teachers import make_teacher
 from placegym.train.cli import main
 

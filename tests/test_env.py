@@ -10,8 +10,8 @@ from simcases import graph, unit_cluster
 
 import placegym.envs  # noqa: F401  (registers the ids)
 from placegym.envs import ENV_IDS, Graph, PlacementEnv, simulate
-from placegym.envs.observation import batch_to_pyg, obs_to_pyg
-from placegym.envs.placement import Placement
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.observation import batch_to_pyg, obs_to_pyg
 
 IDS = list(ENV_IDS)
 
@@ -411,7 +411,7 @@ def test_optimal_teacher_drives_a_small_graph():
 
 
 def test_shared_reference_places_each_graph_once_for_every_env():
-    from placegym.envs.reward import SharedReference
+    from placegym.envs.mdp.reward import SharedReference
     from placegym.teachers import get_teacher
 
     class Counting:

@@ -1,4 +1,4 @@
-"""The environment's backend objects (placegym.envs.backends) and its public read-only
+"""The environment's backend objects (placegym.envs.mdp.backends) and its public read-only
 views: a custom backend is used, the default is simulated, bad values name ``backend``;
 ``PlacementState.frontier_mask`` cannot be written; the views that replace private
 reach-ins."""
@@ -13,10 +13,10 @@ from simcases import unit_cluster
 
 import placegym.envs  # registers the ids
 from placegym.envs import PlacementEnv, Schedule
-from placegym.envs.backends import Backend, SimulatedBackend, TorchBackend, make_backend
-from placegym.envs.reward import reference_makespan, terminal_reward
-from placegym.envs.state import PlacementState
-from placegym.envs.vector import PlacementVectorEnv
+from placegym.envs.mdp.backends import Backend, SimulatedBackend, TorchBackend, make_backend
+from placegym.envs.mdp.reward import reference_makespan, terminal_reward
+from placegym.envs.mdp.state import PlacementState
+from placegym.envs.mdp.vector import PlacementVectorEnv
 from placegym.envs.workloads import make_graph
 
 
@@ -92,7 +92,7 @@ def test_a_bad_backend_is_named(bad):
 
 
 def test_the_torch_backend_object(monkeypatch):
-    from placegym.envs.backend import calibrate as calibration
+    from placegym.envs.real import calibrate as calibration
 
     calls = []
 
@@ -120,7 +120,7 @@ def test_the_torch_backend_object(monkeypatch):
 
 
 def test_the_real_ids_take_devices_scale_repeats(monkeypatch):
-    from placegym.envs.backend import calibrate as calibration
+    from placegym.envs.real import calibrate as calibration
 
     monkeypatch.setattr(calibration, "calibrate", lambda devices, graphs=(): unit_cluster(3))
     env = gym.make("placegym/Real-v0", graph="ffnn", devices="cpu#3", scale=4, repeats=2)
@@ -142,10 +142,12 @@ def test_the_vector_env_takes_only_the_plain_simulator():
 
 
 def test_the_low_level_backend_knows_no_environment():
-    backend_dir = Path(placegym.envs.__file__).parent / "backend"
-    for path in backend_dir.glob("*.py"):
+    backend_dir = Path(placegym.envs.__file__).parent / "real"
+    paths = sorted(backend_dir.glob("*.py"))
+    assert len(paths) > 5
+    for path in paths:
         text = path.read_text()
-        for name in ("placegym.envs.reward", "placegym.envs.sources", "placegym.envs.env"):
+        for name in ("placegym.envs.mdp", "placegym.envs.suites"):
             assert name not in text, f"{path.name} imports {name}"
 
 

@@ -13,7 +13,7 @@ from simcases import unit_cluster
 
 import placegym.envs  # noqa: F401  (registers the ids)
 from placegym.envs import ENV_IDS, REAL_ENV_IDS, PlacementEnv
-from placegym.envs.env import STEP_LIMIT_FACTOR, step_limit
+from placegym.envs.mdp.env import STEP_LIMIT_FACTOR, step_limit
 from placegym.envs.workloads import make_graph
 
 #: A 6-node fork-join as a graph document (what gym.make(..., graph=dict) receives).
@@ -202,8 +202,8 @@ def test_ansi_render_says_done_and_truncated():
 
 
 def test_the_first_frame_is_an_empty_chart_on_the_episodes_time_scale():
-    from placegym.envs.gantt import format_time
-    from placegym.envs.render import frame_figure
+    from placegym.envs.mdp.render import frame_figure
+    from placegym.envs.sim.gantt import format_time
 
     env = PlacementEnv(FORK, "p100x4", render_mode="rgb_array")
     env.reset(seed=0)
@@ -238,7 +238,7 @@ def test_ansi_render_in_plc_shows_the_selected_node_and_its_legal_devices():
 # ------------------------------------------------------------------ defaults
 def test_real_env_defaults_agree(monkeypatch):
     """placegym/Real-v0 without keywords: its cluster is calibrated on its devices."""
-    from placegym.envs.backend import calibrate as calibration
+    from placegym.envs.real import calibrate as calibration
 
     calls = []
 

@@ -15,7 +15,7 @@ import gymnasium as gym
 import pytest
 
 from placegym.envs import load_cluster, simulate
-from placegym.envs.bounds import lower_bound
+from placegym.envs.analysis.bounds import lower_bound
 from placegym.envs.suites import get_suite
 from placegym.envs.suites.reference import load_references
 from placegym.envs.workloads import make_graph

@@ -11,7 +11,7 @@ import pytest
 from tiny_suite import GOOD, MEMORY, SPLIT, ZEROS, Fixed, hand_graph, memory_suite  # noqa: F401
 
 from placegym.envs import Placement, simulate
-from placegym.envs.bounds import lower_bound
+from placegym.envs.analysis.bounds import lower_bound
 from placegym.envs.suites import Instance
 from placegym.envs.suites.reference import Reference, load_references, save_references
 from placegym.train.cli import main

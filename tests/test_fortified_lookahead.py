@@ -16,9 +16,9 @@ from placegym.agents.doppler.features import prices_with
 from placegym.agents.doppler.inputs import graph_inputs
 from placegym.agents.doppler.search import SearchConfig, check_budget, policy_search
 from placegym.envs import PlacementEnv, load_cluster, simulate
-from placegym.envs.ccr import scale_to_ccr
-from placegym.envs.placement import Placement
-from placegym.envs.state import PlacementState
+from placegym.envs.analysis.ccr import scale_to_ccr
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.state import PlacementState
 from placegym.envs.workloads import make_graph
 from placegym.teachers import get_teacher
 from placegym.teachers.lookahead import LookaheadTeacher, sel_order
@@ -222,7 +222,7 @@ def test_a_replayed_state_keeps_what_states_in_flight_need(monkeypatch):
     # a state whose ancestors were never priced is replayed from the empty state; with
     # small caches the replay must not drop the rows another episode's next state needs
     from placegym.envs import get_preset
-    from placegym.envs.state import PlacementState
+    from placegym.envs.mdp.state import PlacementState
     from placegym.envs.workloads import make_graph
     from placegym.teachers import lookahead
     from placegym.teachers.lookahead import FortifiedLookaheadTeacher

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from placegym.envs import Cluster, Device, Level
-from placegym.envs.analysis import durations_on
+from placegym.envs.analysis.levels import durations_on
 from placegym.envs.importers import from_fx
 from placegym.envs.importers._fx_timing import check_cpu
 from placegym.envs.importers.fx import mha_flops

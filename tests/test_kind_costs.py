@@ -12,16 +12,16 @@ import pytest
 from test_costs import chain
 
 from placegym.envs import Cluster, Device, Graph, Level, Placement, load_graph, simulate
-from placegym.envs.analysis import b_level, durations_on
-from placegym.envs.costs import (
+from placegym.envs.analysis.levels import b_level, durations_on
+from placegym.envs.core.costs import (
     cost_table,
     kind_times,
     node_durations,
     signatures,
     with_kind_times,
 )
-from placegym.envs.reference import simulate_reference
-from placegym.envs.simulator import simulate_batch, simulate_makespan
+from placegym.envs.sim.oracle import simulate_reference
+from placegym.envs.sim.simulator import simulate_batch, simulate_makespan
 from placegym.envs.workloads import make_graph
 from placegym.teachers import get_teacher
 

@@ -1,9 +1,11 @@
-"""The import graph: layers envs < teachers < agents < train, and no cycles.
+"""The import graph: layers envs < teachers < agents < train, bands inside envs, no cycles.
 
 Every ``import`` of a ``placegym`` module in the package's source counts, those inside
-functions too (a lazy import is still a dependency); only ``if TYPE_CHECKING:`` blocks
-are left out (they never run). ``from package import name`` is an edge to the submodule
-``package.name`` when there is one, else to the package.
+functions too (a lazy import is still a dependency). The layer and band rules read the
+imports that run (``if TYPE_CHECKING:`` blocks left out); the cycle test reads every
+import, those for type checkers too: a module that names its importer's types is still
+tied to it. ``from package import name`` is an edge to the submodule ``package.name``
+when there is one, else to the package.
 """
 
 import ast
@@ -39,20 +41,25 @@ def _target(name: str) -> str | None:
     return name or None
 
 
-def _runtime_nodes(node: ast.AST):
-    """Every node under ``node`` outside ``if TYPE_CHECKING:`` blocks."""
+def _runtime_nodes(node: ast.AST, typing: bool = False):
+    """Every node under ``node`` outside ``if TYPE_CHECKING:`` blocks (all of them with
+    ``typing``)."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+        if (
+            not typing
+            and isinstance(child, ast.If)
+            and "TYPE_CHECKING" in ast.unparse(child.test)
+        ):
             yield from (n for e in child.orelse for n in (e, *_runtime_nodes(e)))
             continue
         yield child
-        yield from _runtime_nodes(child)
+        yield from _runtime_nodes(child, typing)
 
 
-def _imports(module: str, path: Path) -> set[str]:
+def _imports(module: str, path: Path, typing: bool = False) -> set[str]:
     found = set()
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in _runtime_nodes(ast.parse(path.read_text())):
+    for node in _runtime_nodes(ast.parse(path.read_text()), typing):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -70,6 +77,10 @@ def _imports(module: str, path: Path) -> set[str]:
 
 
 GRAPH = nx.DiGraph([(m, t) for m, p in MODULES.items() for t in _imports(m, p)])
+#: Every import, those under ``TYPE_CHECKING`` too.
+FULL_GRAPH = nx.DiGraph(
+    [(m, t) for m, p in MODULES.items() for t in _imports(m, p, typing=True)]
+)
 
 
 def _layer(module: str) -> int:
@@ -93,9 +104,73 @@ def test_every_layer_imports_only_itself_and_the_layers_below(layer):
     assert bad == []
 
 
-def test_no_import_cycle_between_modules():
-    cycles = list(nx.simple_cycles(GRAPH))
+def test_no_import_cycle_between_modules_type_checking_imports_included():
+    assert FULL_GRAPH.number_of_edges() > GRAPH.number_of_edges()
+    cycles = sorted(sorted(c) for c in nx.simple_cycles(FULL_GRAPH))
     assert cycles == []
+
+
+# ---------------------------------------------------------------------- bands of envs
+#: The bands of ``placegym.envs``, lowest first: a band imports only itself and the bands
+#: before it. The package's own ``__init__`` and the old-path modules at its top sit
+#: above them all.
+BANDS = ("core", "sim", "analysis", "workloads", "importers", "suites", "real", "mdp")
+MAX_FLAT = 12  # modules left at the top of envs/, its __init__ included
+
+
+def _band(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) >= 3 and parts[2] in BANDS:
+        return BANDS.index(parts[2])
+    return len(BANDS)  # the top of envs/
+
+
+def test_every_envs_module_sits_in_a_band_but_a_few_at_the_top():
+    flat = sorted(p.name for p in (ROOT / "envs").glob("*.py"))
+    assert len(flat) <= MAX_FLAT, flat
+    assert {p.name for p in (ROOT / "envs").iterdir() if p.is_dir()} >= set(BANDS)
+
+
+def test_an_envs_band_imports_only_itself_and_the_bands_below():
+    envs = [m for m in MODULES if m.startswith("placegym.envs.")]
+    assert {_band(m) for m in envs} == set(range(len(BANDS) + 1))
+    bad = sorted(
+        (m, t)
+        for m, t in GRAPH.edges
+        if m.startswith("placegym.envs") and t.startswith("placegym.envs") and _band(t) > _band(m)
+    )
+    assert bad == []
+
+
+def test_importing_the_simulator_loads_no_workload_generator_nor_importer():
+    code = (
+        "import sys, placegym.envs.simulator, placegym.envs.sim.simulator; "
+        "print(sorted(m for m in sys.modules if m.startswith(('placegym.envs.workloads', "
+        "'placegym.envs.importers', 'placegym.envs.suites', 'placegym.envs.real'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_old_import_paths_are_the_moved_modules():
+    import importlib
+
+    for old, new in (
+        ("simulator", "sim.simulator"),
+        ("graph", "core.graph"),
+        ("cluster", "core.cluster"),
+        ("placement", "core.placement"),
+        ("analysis", "analysis"),
+    ):
+        a = importlib.import_module(f"placegym.envs.{old}")
+        assert a is importlib.import_module(f"placegym.envs.{new}"), old
+    from placegym.envs.importers import from_doppler  # noqa: F401
+    from placegym.envs.simulator import simulate
+    from placegym.envs.suites import get_suite  # noqa: F401
+    from placegym.envs.workloads import make_graph
+
+    assert simulate is importlib.import_module("placegym.envs").simulate
+    assert make_graph("ffnn").num_nodes == 128
 
 
 def test_importing_the_environments_loads_no_teacher():
@@ -149,7 +224,7 @@ def test_the_benchmark_harness_never_imports_the_experiments():
 
 
 # ---------------------------------------------------------------------- private names
-STATE = ROOT / "envs" / "state.py"
+STATE = ROOT / "envs" / "mdp" / "state.py"
 
 
 def _private_names(path: Path, cls: str) -> set[str]:
@@ -197,7 +272,7 @@ def test_no_module_outside_the_state_touches_placement_state_private_names():
 
 
 def test_no_module_outside_the_environment_touches_its_private_names():
-    env = ROOT / "envs" / "env.py"
+    env = ROOT / "envs" / "mdp" / "env.py"
     names = _private_names(env, "PlacementEnv")
     assert {"_steps", "_prepared"} <= names
     assert _reach_ins(names, env) == []
@@ -206,7 +281,7 @@ def test_no_module_outside_the_environment_touches_its_private_names():
 # ---------------------------------------------------------------------- module size
 MAX_LINES = 600
 #: The compiled simulator kernel: numba caches per file, so it stays one (its docstring).
-LONG_ALLOWED = {"placegym.envs._kernel"}
+LONG_ALLOWED = {"placegym.envs.sim._kernel"}
 
 
 def test_no_module_is_over_600_lines_but_the_compiled_kernel():

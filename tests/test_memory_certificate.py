@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from simcases import dags, graph, placement, unit_cluster
 
 from placegym.envs import Graph, simulate
-from placegym.envs.bounds import memory_infeasibility
+from placegym.envs.analysis.memory import memory_infeasibility
 
 
 def test_a_node_whose_input_and_output_exceed_every_device():

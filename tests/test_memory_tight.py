@@ -7,10 +7,11 @@ import pytest
 from simcases import graph, unit_cluster
 
 from placegym.envs import load_cluster, simulate
-from placegym.envs.analysis import durations_on
+from placegym.envs.analysis.levels import durations_on
+from placegym.envs.analysis.memory import fit_resident
 from placegym.envs.suites import get_suite
 from placegym.envs.workloads import make_graph
-from placegym.envs.workloads.memory import add_groups, fit_resident, tighten
+from placegym.envs.workloads.memory import add_groups, tighten
 
 
 def test_groups_join_adjacent_resident_nodes_up_to_the_size_seeded():

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from placegym.envs import Cluster, Device, Graph, Level, Placement, load_cluster, simulate
-from placegym.envs.analysis import overflow_penalty
-from placegym.envs.state import PlacementState
+from placegym.envs.analysis.memory import overflow_penalty
+from placegym.envs.mdp.state import PlacementState
 from placegym.envs.workloads import ffnn
 from placegym.teachers import get_teacher
 from placegym.teachers._nest_cost import ZERO, NestTables, Run, stage_index

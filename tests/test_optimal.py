@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from simcases import clusters, graph, problems, unit_cluster
 
 from placegym.envs import Cluster, Device, Graph, Level, load_cluster, simulate, simulate_batch
-from placegym.envs.state import PlacementState
+from placegym.envs.mdp.state import PlacementState
 from placegym.teachers import get_teacher
 from placegym.teachers._optimal_instance import device_automorphisms, make_instance
 from placegym.teachers._optimal_search import ROUNDING_TOLERANCE

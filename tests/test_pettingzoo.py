@@ -7,7 +7,7 @@ import pytest
 pettingzoo_test = pytest.importorskip("pettingzoo.test")
 
 from placegym.envs import PlacementEnv  # noqa: E402
-from placegym.envs.pettingzoo import env  # noqa: E402
+from placegym.envs.mdp.pettingzoo import env  # noqa: E402
 from placegym.envs.workloads import make_graph  # noqa: E402
 
 

@@ -5,7 +5,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from test_io import CLUSTER, GRAPH, PLACEMENT
 
 from placegym.envs import simulate
-from placegym.envs.gantt import format_time, gantt_figure
+from placegym.envs.sim.gantt import format_time, gantt_figure
 from placegym.train.harness.bench import Record, ratios_figure
 
 

@@ -8,7 +8,7 @@ import pytest
 from simcases import graph, unit_cluster
 
 from placegym.envs import Placement, simulate
-from placegym.envs.state import PlacementState
+from placegym.envs.mdp.state import PlacementState
 from placegym.teachers import get_teacher, make_teacher
 from placegym.teachers.base import FirstOfTies
 from placegym.teachers.device_anneal import DeviceAnnealTeacher, critical_path_order

@@ -12,7 +12,7 @@ from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.doppler.episodes import play_episodes
 from placegym.agents.doppler.scoring import score
 from placegym.envs import Placement, PlacementEnv, load_cluster, simulate
-from placegym.envs.state import PlacementState
+from placegym.envs.mdp.state import PlacementState
 from placegym.envs.workloads import ffnn
 from placegym.teachers import get_teacher, make_teacher
 from placegym.teachers.canonical_plan import CanonicalPlanTeacher, automorphisms, device_mapping

@@ -12,7 +12,7 @@ from placegym.agents.doppler.episodes import play_episodes
 from placegym.agents.doppler.features import insertion_features
 from placegym.agents.doppler.inputs import graph_inputs, plc_devices
 from placegym.envs import PlacementEnv, load_cluster
-from placegym.envs.state import PlacementState
+from placegym.envs.mdp.state import PlacementState
 from placegym.envs.workloads import make_graph
 from placegym.teachers import get_teacher
 

@@ -13,7 +13,7 @@ from placegym.agents.doppler.features import price_features
 from placegym.agents.doppler.inputs import graph_inputs, plc_devices
 from placegym.agents.doppler.search import SearchConfig, policy_search
 from placegym.envs import PlacementEnv, load_cluster, simulate
-from placegym.envs.state import PlacementState
+from placegym.envs.mdp.state import PlacementState
 from placegym.envs.workloads import make_graph
 from placegym.teachers import get_teacher
 
@@ -98,7 +98,7 @@ def test_search_counts_a_priced_policys_prices_in_its_budget():
 
 
 def greedy_placement(policy, g, c):
-    from placegym.envs.placement import Placement
+    from placegym.envs.core.placement import Placement
 
     [rec] = play_episodes(
         policy, [PlacementEnv(g, c)], [0], rng=np.random.default_rng(0), greedy=True

@@ -7,7 +7,7 @@ import torch
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig, cluster_links
 from placegym.agents.doppler.episodes import play_episodes
 from placegym.envs import load_cluster
-from placegym.envs.env import PlacementEnv
+from placegym.envs.mdp.env import PlacementEnv
 
 
 def one_device_busy(d: int, h: int, seed: int = 0):

@@ -16,8 +16,8 @@ from simcases import clusters, dags, graph, placement, problems, unit_cluster
 from test_simulator_properties import assert_same, check_invariants, random_rows
 
 from placegym.envs import Cluster, Device, Level, Schedule, simulate, simulate_batch
-from placegym.envs.reference import simulate_reference
-from placegym.envs.simulator import simulate_makespan
+from placegym.envs.sim.oracle import simulate_reference
+from placegym.envs.sim.simulator import simulate_makespan
 
 SIMULATORS = [simulate, simulate_reference]
 dispatches = st.sampled_from(["priority", "fifo"])
@@ -289,7 +289,7 @@ def test_with_one_node_per_device_ports_never_finish_earlier(problem, dispatch):
 def test_the_vector_env_scores_with_the_clusters_links():
     """The native vector env's terminal makespan is the simulator's on a port cluster
     (its compiled steps only estimate start times; the score comes from ``simulate``)."""
-    from placegym.envs.vector import PlacementVectorEnv
+    from placegym.envs.mdp.vector import PlacementVectorEnv
     from placegym.envs.workloads import make_graph
 
     c = dataclasses.replace(unit_cluster(4, flops=1e10, bandwidth=1e7), links="port")

@@ -1,4 +1,4 @@
-"""Recomputation (``Placement.recompute``, :mod:`placegym.envs.recompute`): hand-solved
+"""Recomputation (``Placement.recompute``, :mod:`placegym.envs.core.recompute`): hand-solved
 schedules, the rewrite's claims (no cycle, no transfer, triggers cost no memory, exact
 durations), the compiled simulator against the reference on random training graphs, the
 file format and the CLI, a memory-tight instance that only recomputation fits, and
@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from simcases import clusters, unit_cluster
 
 from placegym.envs import Cluster, Device, Graph, Level, Placement, simulate, simulate_batch
-from placegym.envs.bounds import memory_infeasibility
-from placegym.envs.costs import node_durations
-from placegym.envs.recompute import expand, recomputable
-from placegym.envs.reference import _peak_memory, simulate_reference
-from placegym.envs.simulator import simulate_makespan
+from placegym.envs.analysis.memory import memory_infeasibility
+from placegym.envs.core.costs import node_durations
+from placegym.envs.core.recompute import expand, recomputable
+from placegym.envs.sim.oracle import _peak_memory, simulate_reference
+from placegym.envs.sim.simulator import simulate_makespan
 from placegym.envs.workloads.training import to_training_step
 from placegym.teachers._nest_cost import RECOMPUTE, NestTables
 from placegym.teachers._nest_recompute import whole_run_overflow

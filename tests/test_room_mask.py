@@ -1,5 +1,5 @@
-"""The ``memory_mask="room"`` rule (:func:`placegym.envs.room.room_mask`): hand-solved dead
-ends it avoids, the working-set bound it applies (and that the simulator confirms), its
+"""The ``memory_mask="room"`` rule (:func:`placegym.envs.analysis.memory.room_mask`):
+hand-solved dead ends it avoids, the working-set bound it applies (and that the simulator confirms), its
 agreement with the resident rule where memory cannot bind, its fallback, its state under
 copies, and its plumbing through the environment, the agents and the search."""
 
@@ -12,13 +12,13 @@ from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.doppler.decoder import Decoder, calibrated_greedy
 from placegym.agents.doppler.search import SearchConfig, policy_search
 from placegym.envs import PlacementEnv, simulate
-from placegym.envs.cluster import Cluster, Device, Level
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.room import packs, room_mask
-from placegym.envs.state import PlacementState
+from placegym.envs.analysis.memory import packs, room_mask
+from placegym.envs.core.cluster import Cluster, Device, Level
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.state import PlacementState
+from placegym.envs.mdp.vector import PlacementVectorEnv
 from placegym.envs.suites import get_suite
-from placegym.envs.vector import PlacementVectorEnv
 from placegym.train.evaluate import AgentPlacer
 
 

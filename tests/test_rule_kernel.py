@@ -3,7 +3,7 @@
 The lookahead teacher completes a state once per legal device with a compiled copy of
 ``heft_rule`` or ``critical_path`` (:mod:`placegym.teachers._rule_kernel`). Here each
 compiled completion is compared, device for device and rank for rank, with the same
-completion through :class:`~placegym.envs.state.PlacementState`, from states reached by
+completion through :class:`~placegym.envs.mdp.state.PlacementState`, from states reached by
 random legal actions: random DAGs on presets, integer-valued graphs where ties in b-level,
 finish and insertion gaps are everywhere, zero-duration nodes, and clusters whose memory
 forbids devices (or every device, when the mask lifts); and tied graphs with co-location
@@ -15,7 +15,7 @@ import pytest
 from simcases import graph, unit_cluster
 
 from placegym.envs import get_preset, simulate
-from placegym.envs.state import PlacementState
+from placegym.envs.mdp.state import PlacementState
 from placegym.envs.workloads import make_graph
 from placegym.envs.workloads.memory import add_groups
 from placegym.teachers import get_teacher

@@ -11,7 +11,7 @@ import pytest
 from simcases import graph, placement, unit_cluster
 
 from placegym.envs import Cluster, Device, Graph, Level, simulate
-from placegym.envs.reference import simulate_reference
+from placegym.envs.sim.oracle import simulate_reference
 
 SIMULATORS = [simulate, simulate_reference]
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from simcases import placement, problems, unit_cluster
 
 from placegym.envs import Graph, Schedule, TransferTrace, simulate, simulate_batch
-from placegym.envs.reference import simulate_reference
-from placegym.envs.simulator import simulate_makespan
+from placegym.envs.sim.oracle import simulate_reference
+from placegym.envs.sim.simulator import simulate_makespan
 
 dispatches = st.sampled_from(["priority", "fifo"])
 

@@ -5,7 +5,7 @@ import pytest
 from simcases import graph, unit_cluster
 
 from placegym.envs import Cluster, Device, Level, load_cluster, simulate
-from placegym.envs.analysis import (
+from placegym.envs.analysis.levels import (
     b_level,
     critical_path_length,
     durations_on,
@@ -13,7 +13,7 @@ from placegym.envs.analysis import (
     mean_durations,
     t_level,
 )
-from placegym.envs.state import PlacementState
+from placegym.envs.mdp.state import PlacementState
 from placegym.envs.workloads import ffnn, llama_layer
 
 

@@ -4,8 +4,8 @@ instance that some placement fits, and the rest carry a certificate that none do
 import pytest
 
 from placegym.envs import simulate
-from placegym.envs.bounds import memory_infeasibility
-from placegym.envs.placement import split_group
+from placegym.envs.analysis.memory import memory_infeasibility
+from placegym.envs.core.placement import split_group
 from placegym.envs.suites import get_suite
 from placegym.teachers import make_teacher
 

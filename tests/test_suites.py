@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from placegym.envs import Placement, load_cluster, load_graph, load_placement, simulate
-from placegym.envs.bounds import lower_bound
-from placegym.envs.ccr import ccr
+from placegym.envs.analysis.bounds import lower_bound
+from placegym.envs.analysis.ccr import ccr
 from placegym.envs.suites import SPLITS, InstanceSpec, Suite, get_suite, list_suites, workload
 from placegym.envs.suites.catalog import CCRS
 from placegym.envs.suites.reference import load_references, save_references

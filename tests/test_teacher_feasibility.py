@@ -19,13 +19,12 @@ import pytest
 from simcases import graph, unit_cluster
 
 from placegym.envs import Cluster, Device, Graph, Level, Placement, load_cluster, simulate
-from placegym.envs.analysis import memory_may_bind
-from placegym.envs.placement import split_group
-from placegym.envs.room import units
-from placegym.envs.simulator import simulate_batch
-from placegym.envs.state import PlacementState
+from placegym.envs.analysis.memory import fit_resident, memory_may_bind, units
+from placegym.envs.core.placement import split_group
+from placegym.envs.mdp.state import PlacementState
+from placegym.envs.sim.simulator import simulate_batch
 from placegym.envs.workloads import make_graph
-from placegym.envs.workloads.memory import add_groups, fit_resident, tighten
+from placegym.envs.workloads.memory import add_groups, tighten
 from placegym.teachers import get_teacher
 from placegym.teachers._memory import (
     make_feasible,

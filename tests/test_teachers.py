@@ -9,7 +9,7 @@ import pytest
 from simcases import graph, unit_cluster
 
 from placegym.envs import Cluster, Device, Level, get_preset, list_presets, simulate
-from placegym.envs.state import PlacementState, Timeline
+from placegym.envs.mdp.state import PlacementState, Timeline
 from placegym.envs.workloads import ffnn
 from placegym.teachers import get_teacher, list_teachers
 from placegym.teachers._common import fits

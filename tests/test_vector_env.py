@@ -9,7 +9,7 @@ from gymnasium.wrappers import TimeLimit
 
 import placegym.envs  # noqa: F401
 from placegym.envs import ENV_IDS, Cluster, Device, Level, PlacementEnv
-from placegym.envs.vector import PlacementVectorEnv
+from placegym.envs.mdp.vector import PlacementVectorEnv
 from placegym.envs.workloads import make_graph
 
 

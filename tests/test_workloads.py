@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from placegym.envs import Placement, load_cluster, simulate
+from placegym.envs.core.specs import DTYPE_BYTES
 from placegym.envs.workloads import (
     WORKLOADS,
     chainmm,
@@ -19,7 +20,6 @@ from placegym.envs.workloads import (
     parse_assignments,
     random_dag,
 )
-from placegym.envs.workloads.builder import DTYPE_BYTES
 
 # (nodes, edges) of each generator's defaults, as its module docstring states.
 DEFAULTS = {

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from placegym.envs import PlacementEnv, simulate
-from placegym.envs.placement import Placement
+from placegym.envs.core.placement import Placement
 from placegym.teachers import get_teacher
 from placegym.teachers.wrappers import PlaceOnly, SelectOnly
 

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from placegym.agents.doppler.config import RENAMED_FIELDS, PolicyConfig
-from placegym.envs.validate import read_text
+from placegym.envs.core.validate import read_text
 from placegym.train.config_checks import validate
 from placegym.train.dataclass_io import build, set_dotted
 
@@ -161,8 +161,8 @@ class GraphSpec:
     def graph(self, base: Path | None = None) -> Graph:
         """The graph: the JSON file (found relative to ``base``, the config file's folder,
         when not as given) or the generator's
-        (:func:`placegym.envs.sources.resolve_graph`)."""
-        from placegym.envs.sources import resolve_graph
+        (:func:`placegym.envs.mdp.sources.resolve_graph`)."""
+        from placegym.envs.mdp.sources import resolve_graph
 
         if self.suite_instance is not None:
             suite, instance = self.suite_instance
@@ -201,7 +201,7 @@ class DataConfig:
     heldout: list[GraphSpec] = field(default_factory=list)
     """Graphs only evaluated on (generalisation), never trained on."""
     memory_mask: bool | str = True
-    """The environments' memory mask (:class:`~placegym.envs.env.PlacementEnv`): true masks
+    """The environments' memory mask (:class:`~placegym.envs.mdp.env.PlacementEnv`): true masks
     devices whose memory the node's parameters would overflow; ``room`` also those that
     leave no room for the rest of the graph; false none."""
     dispatch: str = "priority"
@@ -324,7 +324,7 @@ class SimRLConfig(RLConfig):
 
 @dataclass
 class RealRLConfig(RLConfig):
-    """Phase III: RL with rewards from real execution (:mod:`placegym.envs.backend`):
+    """Phase III: RL with rewards from real execution (:mod:`placegym.envs.real`):
     every episode's placement is run and timed; the reward is ``relative`` to the
     measured makespan of critical_path's placement."""
 

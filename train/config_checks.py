@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from placegym.envs.state import MEMORY_MASKS
+from placegym.envs.mdp.state import MEMORY_MASKS
 
 if TYPE_CHECKING:
     from placegym.train.config import (
@@ -141,7 +141,7 @@ def _validate_phase2(p: SimRLConfig) -> None:
 
 
 def _validate_phase3(p: RealRLConfig) -> None:
-    from placegym.envs.backend.devices import parse_devices
+    from placegym.envs.real.devices import parse_devices
 
     _validate_rl(p, "phase3")
     try:

@@ -40,10 +40,10 @@ from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.nn.encoder import GraphInputs
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate
-from placegym.envs.cache import IdentityCache
-from placegym.envs.reward import DEFAULT_REFERENCE, SharedReference
-from placegym.envs.simulator import Dispatch
-from placegym.envs.state import memory_mask_mode
+from placegym.envs.core.cache import IdentityCache
+from placegym.envs.mdp.reward import DEFAULT_REFERENCE, SharedReference
+from placegym.envs.mdp.state import memory_mask_mode
+from placegym.envs.sim.simulator import Dispatch
 from placegym.teachers import make_feasible
 from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
 from placegym.train.stats import geomean
@@ -80,7 +80,7 @@ class EnvPool:
     The environments are built with ``env_kwargs`` plus two settings that change no
     episode: compact observations (:func:`~placegym.agents.doppler.episodes.play_episodes`
     reads the per-graph keys once per graph, not at every step) and one
-    :class:`~placegym.envs.reward.SharedReference` for all of them, so the reference
+    :class:`~placegym.envs.mdp.reward.SharedReference` for all of them, so the reference
     placement of a graph is computed once, not once per environment.
     """
 
@@ -341,7 +341,7 @@ class AgentPlacer:
         k: samples of ``best_of_k``.
         name: label in benchmark tables.
         memory_mask: the environments' device mask (``True``, ``"resident"``, ``"room"``:
-            :class:`~placegym.envs.state.PlacementState`).
+            :class:`~placegym.envs.mdp.state.PlacementState`).
     """
 
     def __init__(

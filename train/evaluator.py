@@ -13,8 +13,8 @@ from typing import cast
 
 from placegym.agents.doppler import DopplerPolicy
 from placegym.envs import Graph, Placement, simulate
-from placegym.envs.cache import IdentityCache
-from placegym.envs.simulator import Dispatch
+from placegym.envs.core.cache import IdentityCache
+from placegym.envs.sim.simulator import Dispatch
 from placegym.train.config import TrainConfig
 from placegym.train.data import TrainingGraph
 from placegym.train.evaluate import REFERENCE, EnvPool, RunEvaluation, evaluate_run
@@ -71,7 +71,7 @@ class RunEvaluator:
         return ev
 
     def _gantt(self, graph: Graph, placement: Placement, step: int, tracker: Tracker) -> None:
-        from placegym.envs.gantt import gantt_rgb
+        from placegym.envs.sim.gantt import gantt_rgb
 
         schedule = simulate(graph, self._cluster_of[id(graph)], placement, dispatch=self.dispatch)
         tracker.image(

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from placegym.envs.core.validate import read_json
 from placegym.envs.suites import get_suite
-from placegym.envs.validate import read_json
 from placegym.train.harness.replay import read_results, replay
 from placegym.train.harness.suite_bench import results_text
 from placegym.train.stats import geomean

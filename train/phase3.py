@@ -14,7 +14,7 @@ import numpy as np
 
 from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.envs import Cluster, Graph, load_cluster
-from placegym.envs.backends import TorchBackend
+from placegym.envs.mdp.backends import TorchBackend
 from placegym.train.config import DataConfig, RealRLConfig, resolve_path
 from placegym.train.evaluate import EnvPool
 
@@ -28,10 +28,10 @@ def real_pool(
     they observe: calibrated on the devices, with ``graphs``' kernels profiled as they
     run (scaled) when ``pcfg.profile``, if ``pcfg.cluster`` is ``calibrate``; else the
     cluster it names."""
-    from placegym.envs.backend.calibrate import calibrate
+    from placegym.envs.real.calibrate import calibrate
 
     if pcfg.cluster == "calibrate":
-        from placegym.envs.backend.kernels import scale_graph
+        from placegym.envs.real.kernels import scale_graph
 
         profiled = [scale_graph(g, pcfg.scale) for g in graphs] if pcfg.profile else ()
         cluster = calibrate(pcfg.devices, graphs=profiled)

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from placegym.agents.nn.encoder import GraphEncoder, GraphInputs
-from placegym.envs.observation import NODE_STATIC
+from placegym.envs.mdp.observation import NODE_STATIC
 
 __all__ = [
     "BASELINES",

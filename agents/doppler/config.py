@@ -109,7 +109,7 @@ class PolicyConfig:
             any cluster.
         insertion: PLC also reads HEFT's rule per device: the selected node's
             insertion-based estimated start there (it may start in an idle gap of the
-            device, :meth:`~placegym.envs.state.PlacementState.insertion_start`), its
+            device, :meth:`~placegym.envs.mdp.state.PlacementState.insertion_start`), its
             finish's lead over the earliest one and whether it is the earliest
             (:func:`~placegym.agents.doppler.features.insertion_features`, added to the
             device rows per state), beside the list-schedule estimate of the observation

@@ -35,13 +35,13 @@ from placegym.agents.doppler.episodes import (
 from placegym.agents.doppler.features import new_pricer
 from placegym.agents.doppler.inputs import graph_inputs, plc_devices, sel_picks
 from placegym.agents.doppler.policy import DopplerPolicy
-from placegym.envs.analysis import memory_may_bind
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.observation import ObservationBuilder
-from placegym.envs.placement import Placement
-from placegym.envs.simulator import BatchResult, Dispatch, simulate_batch
-from placegym.envs.state import PlacementState
+from placegym.envs.analysis.memory import memory_may_bind
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.observation import ObservationBuilder
+from placegym.envs.mdp.state import PlacementState
+from placegym.envs.sim.simulator import BatchResult, Dispatch, simulate_batch
 from placegym.teachers.lookahead import LookaheadTeacher
 
 __all__ = [
@@ -96,7 +96,7 @@ class Decoder:
 
     def fresh(self, reserve: np.ndarray | None = None) -> _Entry:
         """An entry of the empty placement; with a ``reserve``, under the ``"room"`` mask
-        with that ``memory_reserve`` (:class:`~placegym.envs.state.PlacementState`)."""
+        with that ``memory_reserve`` (:class:`~placegym.envs.mdp.state.PlacementState`)."""
         builder = copy.copy(self._builder)
         builder.dynamic, builder.devices = builder.dynamic.copy(), builder.devices.copy()
         builder.reset_dynamic()
@@ -304,7 +304,7 @@ def sample_placements(
     The episodes are those :func:`~placegym.agents.doppler.episodes.play_episodes` samples in ``k``
     environments of ``graph`` (with ``memory_mask`` and ``dispatch``) with
     ``numpy.random.default_rng(seed)``, decoded in lockstep without environments and
-    simulated in one :func:`~placegym.envs.simulator.simulate_batch` call: the same
+    simulated in one :func:`~placegym.envs.sim.simulator.simulate_batch` call: the same
     placements and makespans, bit for bit.
 
     Raises:

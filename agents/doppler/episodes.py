@@ -49,9 +49,9 @@ from placegym.agents.doppler.features import prices_with
 from placegym.agents.doppler.inputs import graph_inputs, plc_devices, sel_picks
 from placegym.agents.doppler.policy import DopplerPolicy, Encoding
 from placegym.agents.nn.encoder import GraphInputs
-from placegym.envs.cache import IdentityCache
-from placegym.envs.env import PlacementEnv
-from placegym.envs.state import PlacementState
+from placegym.envs.core.cache import IdentityCache
+from placegym.envs.mdp.env import PlacementEnv
+from placegym.envs.mdp.state import PlacementState
 from placegym.teachers.base import Teacher
 from placegym.teachers.lookahead import LookaheadTeacher
 

@@ -1,7 +1,7 @@
 """The dual policy's per-state features: what SEL and PLC read beside the encoders.
 
 Each function computes one group of columns from a batch of states (``torch``, in the
-heads) or from one :class:`~placegym.envs.state.PlacementState` (``numpy``, the device
+heads) or from one :class:`~placegym.envs.mdp.state.PlacementState` (``numpy``, the device
 columns that :func:`~placegym.agents.doppler.inputs.plc_devices` adds while episodes are
 played). Which of them the policy reads, and in which order, is declared in
 :mod:`placegym.agents.doppler.inputs`.
@@ -40,8 +40,8 @@ from placegym.agents.doppler._kernels import (
 from placegym.agents.doppler.config import QUALITY_FEATURES, RULE_RTOL
 from placegym.agents.doppler.hints import HINT_FEATURES
 from placegym.agents.nn.encoder import GraphInputs
-from placegym.envs.observation import FEATURE_MAX
-from placegym.envs.state import PlacementState
+from placegym.envs.mdp.observation import FEATURE_MAX
+from placegym.envs.mdp.state import PlacementState
 from placegym.teachers.base import TIE_RTOL, Teacher
 from placegym.teachers.lookahead import LookaheadTeacher
 

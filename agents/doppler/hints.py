@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.simulator import simulate_makespan
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.sim.simulator import simulate_makespan
 
 __all__ = ["HINT_FEATURES", "hint_groups", "hint_placements", "hint_quality", "hint_share"]
 

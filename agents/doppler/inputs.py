@@ -83,12 +83,12 @@ from placegym.agents.doppler.hints import (
     hint_share,
 )
 from placegym.agents.nn.encoder import GraphInputs
-from placegym.envs.analysis import b_level
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, time_unit
-from placegym.envs.placement import Placement
-from placegym.envs.state import PlacementState
+from placegym.envs.analysis.levels import b_level
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.observation import DEVICE_FEATURES, NODE_DYNAMIC, time_unit
+from placegym.envs.mdp.state import PlacementState
 from placegym.teachers.lookahead import LookaheadTeacher
 
 if TYPE_CHECKING:

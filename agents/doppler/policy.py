@@ -48,7 +48,7 @@ from placegym.agents.doppler.inputs import (
     sel_width,
 )
 from placegym.agents.nn.encoder import POSITION_FEATURES, GraphEncoder, GraphInputs
-from placegym.envs.observation import NODE_STATIC
+from placegym.envs.mdp.observation import NODE_STATIC
 
 __all__ = ["DopplerPolicy", "Encoding"]
 

@@ -14,7 +14,7 @@
 4. **samples**: episodes sampled from the policy at ``temperature`` (multi-start);
 5. **improve**: annealing from the best placement found. Each step draws ``batch``
    candidates around the incumbent and simulates them in one
-   :func:`~placegym.envs.simulator.simulate_batch` call; the best is accepted by the
+   :func:`~placegym.envs.sim.simulator.simulate_batch` call; the best is accepted by the
    Metropolis rule on its relative makespan change, with a temperature falling
    geometrically from ``t_start`` to ``t_end`` as the budget is spent. A share
    ``policy_moves`` of the candidates is *policy-guided*: the incumbent's decisions are
@@ -64,13 +64,13 @@ import torch
 
 from placegym.agents.doppler.decoder import Decoder
 from placegym.agents.doppler.policy import DopplerPolicy
-from placegym.envs.analysis import memory_may_bind
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
-from placegym.envs.reward import oom_makespan
-from placegym.envs.simulator import Schedule, simulate, simulate_batch
-from placegym.envs.state import memory_mask_mode
+from placegym.envs.analysis.memory import memory_may_bind
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.reward import oom_makespan
+from placegym.envs.mdp.state import memory_mask_mode
+from placegym.envs.sim.simulator import Schedule, simulate, simulate_batch
 
 # the annealing move set and critical chain of the anneal teacher, shared with it
 from placegym.teachers.anneal import (
@@ -110,7 +110,7 @@ class SearchConfig:
         t_start, t_end: acceptance temperatures of the local search (relative makespan
             change), ``0 < t_end <= t_start``.
         memory_mask: the environment's device mask the policy decodes under (``True``,
-            ``"resident"``, ``"room"``; :class:`~placegym.envs.state.PlacementState`).
+            ``"resident"``, ``"room"``; :class:`~placegym.envs.mdp.state.PlacementState`).
     """
 
     budget: int = 3000

@@ -10,9 +10,9 @@ from torch import Tensor, nn
 
 from placegym.agents.nn.critical_path import CriticalPathPool, critical_path_pointers
 from placegym.agents.nn.dag_conv import DAGConv
-from placegym.envs.observation import EDGE_FEATURES, NODE_STATIC
+from placegym.envs.mdp.observation import EDGE_FEATURES, NODE_STATIC
 
-# node_static columns (see placegym.envs.observation)
+# node_static columns (see placegym.envs.mdp.observation)
 _W, _COMM_OUT, _B_LEVEL, _T_LEVEL, _OUT_BYTES = 0, 1, 3, 4, 6
 
 

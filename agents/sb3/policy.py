@@ -2,7 +2,7 @@
 
 - :class:`GraphFeaturesExtractor`: a ``BaseFeaturesExtractor`` over placegym's padded
   ``Dict`` observation. It turns a batch into one disjoint graph
-  (:func:`~placegym.envs.observation.batch_to_pyg`), derives critical-path pointers for
+  (:func:`~placegym.envs.mdp.observation.batch_to_pyg`), derives critical-path pointers for
   all graphs at once (:func:`critical_path_pointers_torch`), runs the agents'
   :class:`~placegym.agents.nn.encoder.GraphEncoder` on ``node_static ‖ node_dynamic`` and
   returns a pooled graph embedding (so it also works under SB3's stock MLP heads).
@@ -63,7 +63,7 @@ from torch_geometric.utils import scatter
 
 from placegym.agents.nn.encoder import GraphEncoder, GraphInputs
 from placegym.agents.sb3.bc import Demonstrations, clone_step
-from placegym.envs.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC, batch_to_pyg
+from placegym.envs.mdp.observation import DEVICE_FEATURES, NODE_DYNAMIC, NODE_STATIC, batch_to_pyg
 
 __all__ = [
     "NEG_LOGIT",
@@ -82,7 +82,7 @@ __all__ = [
 #: uses the same value for masked actions).
 NEG_LOGIT = -1e8
 
-# node_static / node_dynamic columns (see placegym.envs.observation)
+# node_static / node_dynamic columns (see placegym.envs.mdp.observation)
 _W, _COMM_OUT, _B_LEVEL, _T_LEVEL = 0, 1, 3, 4
 _ASSIGNED, _DEVICE, _SELECTED = 0, 1, 3
 # leads in earliest start (fractions of the critical path, float32) up to this are ties

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from placegym.envs import validate as V
+from placegym.envs.core import validate as V
 from placegym.envs.importers._common import find_cycle
 
 __all__ = ["Instance", "label", "parse"]

@@ -11,8 +11,8 @@ one JSON object::
                 "layerId": 3, "size": 131325952.0}, ...],
      "edges": [{"sourceId": 3, "destId": 5, "cost": 1.953125, "size": 4194304.0}, ...]}
 
-:func:`from_dnn_partitioning` turns it into a :class:`~placegym.envs.graph.Graph`
-(``placegym.graph/v2``) and a :class:`~placegym.envs.cluster.Cluster` by these rules:
+:func:`from_dnn_partitioning` turns it into a :class:`~placegym.envs.core.graph.Graph`
+(``placegym.graph/v2``) and a :class:`~placegym.envs.core.cluster.Cluster` by these rules:
 
 - Nodes: one per entry of ``nodes``, in the file's list order (node ``i`` is
   ``nodes[i]``). The file's ids need not be contiguous or sorted; :func:`node_index`
@@ -76,7 +76,7 @@ one JSON object::
   published files the training experts are exactly this). A node that is neither listed
   nor grouped with a listed node, and a group whose listed nodes are on two accelerators,
   are refused;
-- the priority order is descending :func:`~placegym.envs.analysis.b_level` on the
+- the priority order is descending :func:`~placegym.envs.analysis.levels.b_level` on the
   imported cluster (the critical-path order), ties by node index.
 
 :func:`expert_for` names the split of each published workload that has one.
@@ -93,16 +93,17 @@ import math
 import os
 from collections import Counter
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from placegym.envs import validate as V
-from placegym.envs.cluster import Cluster, Device, Level
-from placegym.envs.graph import Graph
+from placegym.envs.core import validate as V
+from placegym.envs.core.cluster import Cluster, Device, Level
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
 from placegym.envs.importers._dnn_format import Instance, label, parse
-from placegym.envs.placement import Placement
 
 __all__ = [
     "ACCELERATOR_KIND",
@@ -342,6 +343,22 @@ def from_dnn_partitioning(
     return _build(_read(path), name or default_name(path), cpus, cpu_memory)
 
 
+#: Prefix of a cluster source naming a vendored published workload's accelerators:
+#: ``"dnn-partitioning:<file under DATA_DIR>"`` (``load_cluster`` reads it through
+#: :func:`published_cluster`).
+PUBLISHED = "dnn-partitioning:"
+
+
+@cache
+def published_cluster(path: str) -> Cluster:
+    """The cluster of the vendored published workload ``path`` (relative to
+    :data:`DATA_DIR`): what ``load_cluster("dnn-partitioning:<path>")`` returns."""
+    file = DATA_DIR / path
+    if not file.is_file():
+        raise ValueError(f"cluster: no published workload {path!r} under {DATA_DIR}")
+    return from_dnn_partitioning(file)[1]
+
+
 def node_index(path: str | os.PathLike[str]) -> dict[int, int]:
     """The file's node id -> node index (list position) map of a workload file.
 
@@ -440,7 +457,7 @@ def expert_placement(
         ValueError: ``PATH: <field>: <problem>, got <value>`` for either file, naming the
             split's field for a node it cannot place.
     """
-    from placegym.envs.analysis import b_level
+    from placegym.envs.analysis.levels import b_level
 
     inst = _read(graph_path)
     graph, cluster = _build(inst, default_name(graph_path), cpus, cpu_memory)

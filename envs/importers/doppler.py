@@ -33,7 +33,7 @@ simulated seconds are DOPPLER's cost units / 1e10. The op word becomes ``op`` (d
 Malformed files raise ``ValueError`` naming the line number, the problem and the line's
 text: entries that are not integers, more input ids than vertices, edge lists of
 unequal length, an edge endpoint outside ``0..n-1``, a self-loop, a missing or extra node
-line, a bad cost; a cycle is reported by :class:`~placegym.envs.graph.Graph`.
+line, a bad cost; a cycle is reported by :class:`~placegym.envs.core.graph.Graph`.
 
 A small file in this format ships with the package (:data:`SAMPLE`, a 4-matrix block
 chain product in 2 x 2 blocks: 36 nodes, written the way the published files are, with
@@ -47,9 +47,9 @@ import os
 import re
 from pathlib import Path
 
-from placegym.envs.graph import Graph
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.validate import read_text
 from placegym.envs.importers._common import nonnegative
-from placegym.envs.validate import read_text
 
 _SPACE = re.compile(r"\s+")
 

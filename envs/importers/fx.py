@@ -69,9 +69,9 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
-from placegym.envs.graph import Graph
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.specs import einsum_flops
 from placegym.envs.importers._fx_timing import check_cpu, time_nodes
-from placegym.envs.workloads.builder import einsum_flops
 
 #: The device kind of the times ``measure="cpu"`` stores.
 CPU_KIND = "cpu"

@@ -72,8 +72,8 @@ from typing import Any
 
 import numpy as np
 
-from placegym.envs import validate as V
-from placegym.envs.graph import Graph
+from placegym.envs.core import validate as V
+from placegym.envs.core.graph import Graph
 from placegym.envs.importers._common import find_cycle, nonnegative
 
 __all__ = ["KEYS", "default_name", "from_pipedream", "parse_pipedream"]

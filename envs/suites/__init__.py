@@ -9,7 +9,7 @@ A suite is data (:mod:`placegym.envs.suites.catalog`): per split, a tuple of
 :class:`InstanceSpec` (an id, how to build the graph, a cluster preset). Building is
 deterministic: generators get their seeds in the spec, traced models are traced on the
 meta device, and a spec's ``ccr`` rescales the graph's tensors to that CCR *on the
-instance's own cluster* (:func:`placegym.envs.ccr.scale_to_ccr`).
+instance's own cluster* (:func:`placegym.envs.analysis.ccr.scale_to_ccr`).
 
 Versioning: a suite's name ends in ``-v<k>``. Every instance has a :attr:`Instance.digest`
 (a hash of its graph and cluster documents, numbers rounded to 12 significant digits so

@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from placegym.envs.cluster import Links
+from placegym.envs.core.cluster import Links
 from placegym.envs.importers.dnn_partitioning import INPUTS
 from placegym.envs.suites.spec import GraphSpec, InstanceSpec, Suite, model, published, workload
 from placegym.envs.workloads.memory import tight_name

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from placegym.envs.graph import Graph
+from placegym.envs.core.graph import Graph
 
 __all__ = ["MODELS", "GptBlock", "MoeLayer", "ResNetStage", "UNetBlock", "trace_model"]
 

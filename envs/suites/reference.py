@@ -12,7 +12,7 @@ They are shipped with placegym as versioned package data, one file per suite:
         "best_placement": {"device": […], "order": […]}},
       …}}
 
-``lower_bound`` is :func:`placegym.envs.bounds.lower_bound` (cheap; stored so the
+``lower_bound`` is :func:`placegym.envs.analysis.bounds.lower_bound` (cheap; stored so the
 exported files carry it). The best known is the fastest placement found by the
 expensive search of :mod:`placegym.train.harness.suite_reference` (``placegym suites reference
 NAME``, which only ever replaces an entry by a faster one), with its placement so anyone
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placegym.envs import validate as V
-from placegym.envs.placement import Placement
+from placegym.envs.core import validate as V
+from placegym.envs.core.placement import Placement
 
 __all__ = ["REFERENCE_FORMAT", "Reference", "load_references", "reference_path", "save_references"]
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-from placegym.envs.cluster import Cluster, Links
-from placegym.envs.graph import Graph
-from placegym.envs.presets import load_cluster
+from placegym.envs.core.cluster import Cluster, Links
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.presets import load_cluster
 
 __all__ = [
     "SPLITS",
@@ -57,7 +57,7 @@ class GraphSpec:
             parameters + gradients + optimizer state resident; None: as built). Applied
             before ``groups`` and ``resident``.
         links: the instance cluster's links (``"pair"`` or ``"port"``,
-            :attr:`~placegym.envs.cluster.Cluster.links`).
+            :attr:`~placegym.envs.core.cluster.Cluster.links`).
     """
 
     kind: Literal["workload", "model", "published"]
@@ -86,7 +86,7 @@ class GraphSpec:
 
             graph = trace_model(self.name, **params)
         if self.ccr is not None:
-            from placegym.envs.ccr import scale_to_ccr
+            from placegym.envs.analysis.ccr import scale_to_ccr
 
             graph = scale_to_ccr(graph, cluster, self.ccr)
         if self.training is not None:
@@ -136,8 +136,7 @@ def published(path: str) -> InstanceSpec:
     """The instance of a vendored published workload (``path`` under
     :data:`~placegym.envs.importers.dnn_partitioning.DATA_DIR`) on its own accelerators,
     named by :func:`~placegym.envs.importers.dnn_partitioning.default_name`."""
-    from placegym.envs.importers.dnn_partitioning import default_name
-    from placegym.envs.presets import PUBLISHED
+    from placegym.envs.importers.dnn_partitioning import PUBLISHED, default_name
 
     return InstanceSpec(default_name(path), GraphSpec("published", path), PUBLISHED + path)
 

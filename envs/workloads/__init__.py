@@ -3,7 +3,7 @@
 ``make_graph(name, **params)`` builds a registered workload; ``list_workloads()`` lists
 them. Each module's docstring gives its shapes, node-count formula and defaults.
 
-Node ``spec`` kinds (``args``, ``shape`` and ``dtype`` as in :mod:`.builder`):
+Node ``spec`` kinds (``args``, ``shape`` and ``dtype`` as in :mod:`placegym.envs.core.specs`):
 
 - ``input``: a data block of ``shape``, no operands.
 - ``einsum``: ``torch.einsum(equation, *operands)``.
@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from placegym.envs.graph import Graph
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.specs import GraphBuilder, einsum_flops
 from placegym.envs.workloads._params import bind_params, format_defaults, parse_assignments
-from placegym.envs.workloads.builder import GraphBuilder, einsum_flops
 from placegym.envs.workloads.chainmm import chainmm
 from placegym.envs.workloads.ffnn import ffnn
 from placegym.envs.workloads.llama_block import llama_block

@@ -1,4 +1,4 @@
-"""The ``ccr=`` option every workload generator takes (see :mod:`placegym.envs.ccr`)."""
+"""The ``ccr=`` option every workload generator takes (see :mod:`placegym.envs.analysis.ccr`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import functools
 import inspect
 from collections.abc import Callable
 
-from placegym.envs.graph import Graph
+from placegym.envs.core.graph import Graph
 
 #: The cluster a generator's ``ccr=`` is measured on unless ``ccr_cluster`` says otherwise
 #: (DOPPLER's setting).
@@ -16,7 +16,7 @@ _DOC = """
     Keyword Args:
         ccr: when given, every ``out_bytes`` is scaled by one factor so that the graph's
             communication-to-computation ratio on ``ccr_cluster`` is exactly ``ccr``
-            (:func:`placegym.envs.ccr.scale_to_ccr`; the name gets ``-ccr<value>``).
+            (:func:`placegym.envs.analysis.ccr.scale_to_ccr`; the name gets ``-ccr<value>``).
             None (default) keeps the generated sizes.
         ccr_cluster: preset name or cluster JSON the CCR is measured on.
 """
@@ -37,8 +37,8 @@ def ccr_option(fn: Callable[..., Graph]) -> Callable[..., Graph]:
         graph = fn(*args, **kwargs)
         if ccr is None:
             return graph
-        from placegym.envs.ccr import scale_to_ccr
-        from placegym.envs.presets import load_cluster
+        from placegym.envs.analysis.ccr import scale_to_ccr
+        from placegym.envs.core.presets import load_cluster
 
         return scale_to_ccr(graph, load_cluster(ccr_cluster), ccr)
 

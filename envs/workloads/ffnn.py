@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from placegym.envs.graph import Graph
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.specs import GraphBuilder, split
 from placegym.envs.workloads._ccr import ccr_option
-from placegym.envs.workloads.builder import GraphBuilder, split
 
 
 @ccr_option

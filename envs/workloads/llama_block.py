@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placegym.envs.graph import Graph
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.specs import GraphBuilder, split
 from placegym.envs.workloads._ccr import ccr_option
-from placegym.envs.workloads.builder import GraphBuilder, split
 
 NORM_FLOPS = 4  # per element: square, accumulate, scale by 1/rms, scale by the gain
 SOFTMAX_FLOPS = 5  # per element: scale, subtract the max, exp, sum, divide

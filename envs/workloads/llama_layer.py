@@ -22,9 +22,9 @@ Nodes: ``1 + layers·(4 + 7·G + 5·F)``; edges ``layers·(4 + 10·G + 7·F)``. 
 
 from __future__ import annotations
 
-from placegym.envs.graph import Graph
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.specs import GraphBuilder, split
 from placegym.envs.workloads._ccr import ccr_option
-from placegym.envs.workloads.builder import GraphBuilder, split
 from placegym.envs.workloads.llama_block import (
     LlamaShape,
     add_attention,

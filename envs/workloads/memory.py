@@ -23,12 +23,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from placegym.envs.analysis import b_level, durations_on
-from placegym.envs.cluster import Cluster
-from placegym.envs.graph import Graph
-from placegym.envs.placement import Placement
+from placegym.envs.analysis.levels import durations_on
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
 
-__all__ = ["add_groups", "fit_resident", "tight_name", "tighten"]
+__all__ = ["add_groups", "tight_name", "tighten"]
 
 
 def add_groups(graph: Graph, *, size: int = 3, share: float = 0.5, seed: int = 0) -> Graph:
@@ -123,29 +122,3 @@ def tighten(
         graph, time=time, kind_time={}, param_bytes=graph.param_bytes * scale
     )
     return graph, tight
-
-
-def fit_resident(graph: Graph, cluster: Cluster) -> Placement | None:
-    """Whole groups, then lone nodes, in descending resident bytes (ties by first node),
-    each on the device with the most free memory (ties by index) if it has room for its
-    resident bytes (worst-fit decreasing: it spreads the bytes and leaves every device
-    headroom for live tensors); the priority order is descending b-level, ties by id.
-    None when some group or node fits nowhere. Live tensors are not counted: simulate
-    the placement to know whether its peak fits."""
-    items: list[tuple[float, int, list[int]]] = []
-    grouped = np.zeros(graph.num_nodes, dtype=bool)
-    for nodes in graph.groups.values():
-        grouped[nodes] = True
-        items.append((float(graph.param_bytes[nodes].sum()), int(nodes[0]), nodes.tolist()))
-    items += [(float(graph.param_bytes[v]), v, [v]) for v in np.flatnonzero(~grouped).tolist()]
-    items.sort(key=lambda it: (-it[0], it[1]))
-    free = cluster.memory.astype(float).copy()
-    device = np.empty(graph.num_nodes, dtype=np.int64)
-    for need, _, members in items:
-        d = int(np.argmax(free))  # the first of the devices with the most room
-        if need > free[d]:
-            return None
-        free[d] -= need
-        device[members] = d
-    order = np.lexsort((np.arange(graph.num_nodes), -b_level(graph, cluster)))
-    return Placement(device=device, order=order)

@@ -26,9 +26,9 @@ import math
 
 import numpy as np
 
-from placegym.envs.graph import Graph
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.specs import GraphBuilder
 from placegym.envs.workloads._ccr import ccr_option
-from placegym.envs.workloads.builder import GraphBuilder
 
 
 def _check(nodes: int, width: int, fan_in: float, window: int, rows: int, dim: int) -> None:

@@ -9,7 +9,7 @@ training step. For a forward graph of ``n`` nodes and edges ``E``:
   Node ``n + v`` is its backward node ``v'``: ``op`` ``"bw:<op>"``, the same ``layer``,
   ``spec`` ``{"kind": "backward", "forward": v}`` (plus the forward spec's
   ``"source_id"`` when it has one; a backward node is not executable by
-  :mod:`placegym.envs.backend`).
+  :mod:`placegym.envs.real`).
 - Edges, in this order: the forward edges ``E``; a stash edge ``v -> v'`` for every
   ``v`` (v's output stays alive until its backward has run, since the simulator frees a
   tensor when its last consumer finishes; for a sink this edge is the loss that starts
@@ -54,23 +54,18 @@ A chain ``0 -> 1 -> 2`` becomes 6 nodes with edges ``0->1, 1->2`` (forward), ``0
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from placegym.envs import validate as V
-from placegym.envs.graph import Graph
+from placegym.envs.core import validate as V
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.specs import is_data_input
 
 __all__ = ["OPTIMIZER_STATES", "is_data_input", "to_training_step"]
 
 #: Optimizer state copies ``k`` per parameter (resident bytes are ``param * (2 + k)``).
 OPTIMIZER_STATES: dict[str, int] = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
-
-
-def is_data_input(spec: Mapping[str, Any]) -> bool:
-    """Whether a node with this spec is a data input (no gradient flows into it)."""
-    return spec.get("kind") == "input" or spec.get("input") is True
 
 
 def _state_copies(optimizer: str | int) -> int:

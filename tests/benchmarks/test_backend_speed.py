@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from placegym.envs import Placement
-from placegym.envs.backend import TorchExecutor
-from placegym.envs.backend.devices import open_stream
-from placegym.envs.backend.probes import chains
-from placegym.envs.backend.profile import time_kernel
+from placegym.envs.real import TorchExecutor
+from placegym.envs.real.devices import open_stream
+from placegym.envs.real.probes import chains
+from placegym.envs.real.profile import time_kernel
 
 pytestmark = pytest.mark.benchmark
 

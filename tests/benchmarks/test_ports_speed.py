@@ -18,7 +18,7 @@ from benchmarks.test_sim_speed import bench_graphs, layered_dag, random_placemen
 from benchmarks.timing import cpu_per_call, load_note, wall_per_call
 
 from placegym.envs import load_cluster, simulate, simulate_batch
-from placegym.envs.simulator import default_threads, simulate_makespan
+from placegym.envs.sim.simulator import default_threads, simulate_makespan
 
 pytestmark = pytest.mark.benchmark
 

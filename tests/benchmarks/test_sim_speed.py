@@ -20,7 +20,7 @@ from benchmarks.plain_sim import plain_simulate
 from benchmarks.timing import cpu_per_call, load_note, wall_per_call
 
 from placegym.envs import Graph, Placement, load_cluster, simulate, simulate_batch
-from placegym.envs.simulator import default_threads, simulate_makespan
+from placegym.envs.sim.simulator import default_threads, simulate_makespan
 from placegym.envs.workloads import make_graph
 
 pytestmark = pytest.mark.benchmark

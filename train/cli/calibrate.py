@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-#: :data:`placegym.envs.backend.profile.PROFILE_MODES` (that import costs a second here).
+#: :data:`placegym.envs.real.profile.PROFILE_MODES` (that import costs a second here).
 PROFILE_MODES = ("auto", "run", "isolated")
 
 
@@ -82,9 +82,9 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Calibrate the devices, write the cluster JSON, optionally rank-check it."""
-    from placegym.envs.backend.devices import parse_devices, shared_hardware
-    from placegym.envs.backend.kernels import scale_graph
-    from placegym.envs.sources import resolve_graph
+    from placegym.envs.mdp.sources import resolve_graph
+    from placegym.envs.real.devices import parse_devices, shared_hardware
+    from placegym.envs.real.kernels import scale_graph
 
     notes = shared_hardware(parse_devices(args.devices))
     if args.check and notes and not args.allow_shared:
@@ -147,8 +147,8 @@ def _calibrate_and_check(args: argparse.Namespace, graph):
     """(cluster, check or None). With --profile and --check the profiling executions are
     interleaved with the check's rounds (``calibrate_and_check``); else the check, if
     asked for, follows the calibration."""
-    from placegym.envs.backend.calibrate import calibrate
-    from placegym.envs.backend.check import calibrate_and_check, rank_check
+    from placegym.envs.real.calibrate import calibrate
+    from placegym.envs.real.check import calibrate_and_check, rank_check
 
     if args.profile and args.check:
         return calibrate_and_check(
@@ -201,8 +201,8 @@ def _print_cluster(cluster) -> None:
 
 def _report_sharing(devices: str, notes: list[str]) -> bool:
     """Print what is known and measured about shared hardware; True if any is shared."""
-    from placegym.envs.backend.devices import parse_devices
-    from placegym.envs.backend.probes import measure_sharing
+    from placegym.envs.real.devices import parse_devices
+    from placegym.envs.real.probes import measure_sharing
 
     for note in notes:
         print(f"warning: {note}")

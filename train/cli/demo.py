@@ -53,7 +53,7 @@ def run_demo(out: Path, stream=None) -> dict[str, float]:
             f"{len(s.transfers):4d}   peak memory {s.peak_memory.max() / 1e6:8.1f} MB",
             file=stream,
         )
-    from placegym.envs.gantt import save_gantt
+    from placegym.envs.sim.gantt import save_gantt
 
     best = min(results, key=results.__getitem__)
     s = simulate(graph, cluster, Placement(device=candidates[best], order=topo.copy()))

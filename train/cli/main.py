@@ -123,7 +123,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     """Simulate a placement and draw its Gantt chart."""
     from pathlib import Path
 
-    from placegym.envs.gantt import format_time, save_gantt
+    from placegym.envs.sim.gantt import format_time, save_gantt
 
     folder = Path(args.out).parent
     if not folder.is_dir():
@@ -149,7 +149,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         load_graph,
         load_placement,
     )
-    from placegym.envs.validate import read_json
+    from placegym.envs.core.validate import read_json
 
     loaders: dict[str, Callable[[str], Any]] = {GRAPH_FORMAT: load_graph}
     loaders.update({GRAPH_FORMAT_V2: load_graph, CLUSTER_FORMAT: load_cluster})

@@ -32,7 +32,7 @@ def _node_range(suite: Any) -> str:
 def _clusters(suite: Any) -> str:
     """The suite's cluster presets; instances on their own accelerators (a published
     workload's) are counted, not listed."""
-    from placegym.envs.presets import PUBLISHED
+    from placegym.envs.importers.dnn_partitioning import PUBLISHED
 
     names = list(dict.fromkeys(spec.cluster for _, spec in suite.specs()))
     own = [c for c in names if c.startswith(PUBLISHED)]

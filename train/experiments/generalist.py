@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from placegym.envs.placement import Placement
+from placegym.envs.core.placement import Placement
 from placegym.envs.suites import get_suite
 from placegym.train.experiments.per_graph import (
     SINGLE_PASS,
@@ -223,9 +223,9 @@ def generalist_table(
     (geometric mean over instances of the mean over seeds of the best found after 100,
     1,000 and the budget's calls, ratio to critical_path; agent + search beside anneal and
     random search) and the target checks (module docstring). Instances that no placement
-    fits (:func:`~placegym.envs.bounds.memory_infeasibility`) are named and left out of
+    fits (:func:`~placegym.envs.analysis.memory.memory_infeasibility`) are named and left out of
     the table and its counts."""
-    from placegym.envs.bounds import memory_infeasibility
+    from placegym.envs.analysis.memory import memory_infeasibility
 
     seeds = sorted({r["seed"] for r in rows})
     at = f"@{study.budget}"

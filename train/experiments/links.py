@@ -1,5 +1,5 @@
 """Does the link model change which placements look best? ``links="pair"`` against
-``links="port"`` (:mod:`placegym.envs.cluster`), per benchmark suite.
+``links="port"`` (:mod:`placegym.envs.core.cluster`), per benchmark suite.
 
 For each instance of a suite's split, a set of placements is simulated on the
 instance's cluster twice, once with each link model: every registered teacher's

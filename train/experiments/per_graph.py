@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement
-from placegym.envs.bounds import lower_bound
+from placegym.envs.analysis.bounds import lower_bound
 from placegym.envs.suites import get_suite
 from placegym.envs.suites.reference import load_references
 from placegym.train.experiments.targets import TARGETS, verdict

@@ -170,7 +170,7 @@ def _baselines(cfg: TrainConfig) -> dict[str, float | str]:
     """Makespans of the :data:`BASELINES` on the run's training graph and cluster; the
     reason instead where a placement is infeasible."""
     from placegym.envs import load_cluster, simulate
-    from placegym.envs.simulator import Dispatch
+    from placegym.envs.sim.simulator import Dispatch
     from placegym.teachers import make_teacher
 
     graph = cfg.data.graphs[0].graph(presets_dir())

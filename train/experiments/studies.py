@@ -40,7 +40,7 @@ class Study:
             ``n * D + 7`` on every instance, so the search runs past it.
         title: the heading of the part's tables.
         memory_mask: the device mask the policy decodes under, in its greedy pass and its
-            search (:class:`~placegym.envs.state.PlacementState`: ``True``, ``"room"``).
+            search (:class:`~placegym.envs.mdp.state.PlacementState`: ``True``, ``"room"``).
     """
 
     part: str

@@ -76,7 +76,7 @@ from typing import Any
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, simulate_batch
-from placegym.envs.room import units
+from placegym.envs.analysis.memory import units
 from placegym.envs.suites import Suite
 from placegym.teachers.anneal import STARTS
 from placegym.train.harness.calls import BudgetExceeded, counting, patched, uncounted

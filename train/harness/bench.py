@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, load_cluster
-from placegym.envs.sources import resolve_graph
+from placegym.envs.mdp.sources import resolve_graph
 from placegym.train.harness.calls import patched
 from placegym.train.harness.feasibility import Outcome, by_key, count, mark, place, seed_rows
 from placegym.train.harness.placers import Placer, as_placer
@@ -81,7 +81,7 @@ DEFAULT_TEACHERS = (
 
 @dataclass
 class BenchConfig:
-    """What to run. Names are resolved by :func:`~placegym.envs.sources.resolve_graph`
+    """What to run. Names are resolved by :func:`~placegym.envs.mdp.sources.resolve_graph`
     (with the seed) / :func:`load_cluster`; ``extra_placers`` maps column names to
     anything :func:`~placegym.train.harness.placers.as_placer` takes."""
 

@@ -2,12 +2,12 @@
 
 A placer's cost is its wall time and the simulator calls it makes. The calls are counted
 here, not reported by the placer: while :func:`counting` is active, every call of the
-simulator's entry points (:data:`ENTRY_POINTS` of :mod:`placegym.envs.simulator`) made
+simulator's entry points (:data:`ENTRY_POINTS` of :mod:`placegym.envs.sim.simulator`) made
 in this process, by any code and on any thread, is charged to the active counter(s):
 
-- :func:`~placegym.envs.simulator.simulate` and
-  :func:`~placegym.envs.simulator.simulate_makespan`: one call each;
-- :func:`~placegym.envs.simulator.simulate_batch` of ``B`` placements: ``B`` calls.
+- :func:`~placegym.envs.sim.simulator.simulate` and
+  :func:`~placegym.envs.sim.simulator.simulate_makespan`: one call each;
+- :func:`~placegym.envs.sim.simulator.simulate_batch` of ``B`` placements: ``B`` calls.
 
 So a teacher that simulates inside (``anneal``, ``lookahead``, ``metis``' refinement), an
 agent whose environment simulates each finished episode, and a search placer's own
@@ -19,7 +19,7 @@ A counter may have a ``budget``: a call that would take the count past it raises
 :class:`BudgetExceeded` *before* anything is simulated, and the counter remembers that
 it was exceeded even if the placer catches the exception.
 
-How: :func:`patched` replaces the three functions, in :mod:`placegym.envs.simulator` and
+How: :func:`patched` replaces the three functions, in :mod:`placegym.envs.sim.simulator` and
 in every loaded module that imported them by name (``from placegym.envs import
 simulate``), with counting wrappers, and puts the originals back when the outermost
 :func:`patched` ends (modules imported meanwhile included). Without an active counter a
@@ -49,7 +49,7 @@ __all__ = [
     "uncounted",
 ]
 
-#: The simulator functions whose calls are counted (names in :mod:`placegym.envs.simulator`).
+#: The simulator functions whose calls are counted (names in :mod:`placegym.envs.sim.simulator`).
 ENTRY_POINTS = ("simulate", "simulate_makespan", "simulate_batch")
 
 
@@ -183,7 +183,7 @@ def _rebind(mapping: dict[int, tuple[Any, Any]]) -> None:
 def patched() -> Iterator[None]:
     """Counting wrappers in place of the simulator's entry points while active
     (reentrant; module docstring)."""
-    from placegym.envs import simulator
+    from placegym.envs.sim import simulator
 
     with _LOCK:
         if _STATE["depth"] == 0:

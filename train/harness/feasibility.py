@@ -3,7 +3,7 @@
 A placement is *infeasible* when it splits a co-location group (``placegym.graph/v2``
 ``group``: :meth:`~placegym.envs.Placement.check` and ``simulate`` raise ``ValueError``)
 or when its simulated peak memory exceeds a device's memory
-(:attr:`~placegym.envs.simulator.Schedule.oom`; :attr:`~placegym.envs.simulator.Schedule.
+(:attr:`~placegym.envs.sim.simulator.Schedule.oom`; :attr:`~placegym.envs.sim.simulator.Schedule.
 infeasibility` says which device and by how much). A placer that raises, and one stopped
 at its budget of simulator calls, has no placement at all and fails the same way. An
 infeasible placement is a failure, never a fast result:

@@ -30,8 +30,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement
-from placegym.envs import simulator as _simulator
-from placegym.envs.simulator import BatchResult, Schedule
+from placegym.envs.sim import simulator as _simulator
+from placegym.envs.sim.simulator import BatchResult, Schedule
 from placegym.train.harness.calls import BudgetExceeded, CallCounter, counting
 
 __all__ = [
@@ -137,7 +137,7 @@ class Simulator:
 
         Raises:
             BudgetExceeded: fewer than ``B`` calls remain.
-            ValueError: as :func:`~placegym.envs.simulator.simulate_batch`.
+            ValueError: as :func:`~placegym.envs.sim.simulator.simulate_batch`.
         """
         res = _simulator.simulate_batch(self.graph, self.cluster, devices, orders)
         devs, ords = np.asarray(devices), np.asarray(orders)

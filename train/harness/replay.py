@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, load_cluster
-from placegym.envs.validate import read_json
+from placegym.envs.core.validate import read_json
 from placegym.train.harness.feasibility import simulate_outcome
 
 #: Relative tolerance of every comparison (results are deterministic; this only absorbs
@@ -82,7 +82,7 @@ def _suite_loader() -> Callable[[dict], tuple[Graph, Cluster, str | None]]:
 
 
 def _workload_loader(config: dict) -> Callable[[dict], tuple[Graph, Cluster, str | None]]:
-    from placegym.envs.sources import resolve_graph
+    from placegym.envs.mdp.sources import resolve_graph
 
     specs = {(Path(w).stem if w.endswith(".json") else w): w for w in config["workloads"]}
     clusters = {c.name: c for c in (load_cluster(spec) for spec in config["clusters"])}
@@ -212,7 +212,7 @@ def _check_derived(rows: list[dict], replayed: list, suite_rows: bool) -> list[M
     """Ratio and gap columns against the replayed makespans (critical_path's included):
     rows that replayed feasible; a feasible row whose critical_path row is infeasible
     must have no ratio."""
-    from placegym.envs.bounds import lower_bound
+    from placegym.envs.analysis.bounds import lower_bound
 
     cp = [(row, done) for row, done in zip(rows, replayed) if row["placer"] == "critical_path"]
     reference = {_key(row): done[2] for row, done in cp if done is not None}

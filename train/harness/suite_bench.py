@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from placegym.envs.bounds import lower_bound
+from placegym.envs.analysis.bounds import lower_bound
 from placegym.envs.suites import Instance, Suite
 from placegym.envs.suites.reference import Reference, load_references
 from placegym.train.harness.bench import (

@@ -4,7 +4,7 @@
 reference file (:mod:`placegym.envs.suites.reference`, package data by default). Per
 instance:
 
-- ``lower_bound``: :func:`placegym.envs.bounds.lower_bound`.
+- ``lower_bound``: :func:`placegym.envs.analysis.bounds.lower_bound`.
 - best known: the fastest of (a) every heuristic teacher (critical_path, heft, nest,
   metis, round_robin, single_device), (b) the ``optimal`` teacher's proven optimum where
   it applies (at most 12 nodes on at most 4 devices, within ``optimal_time_limit``
@@ -29,7 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from placegym.envs import Placement
-from placegym.envs.bounds import lower_bound, memory_infeasibility
+from placegym.envs.analysis.bounds import lower_bound
+from placegym.envs.analysis.memory import memory_infeasibility
 from placegym.envs.suites import Instance, Suite
 from placegym.envs.suites.reference import Reference, load_references, save_references
 
@@ -175,7 +176,7 @@ def compute_references(
 
     Entries of other splits are kept; the file is rewritten after every instance, so an
     interrupted run keeps what it finished. An instance that no placement fits
-    (:func:`~placegym.envs.bounds.memory_infeasibility` names why) has no entry.
+    (:func:`~placegym.envs.analysis.memory.memory_infeasibility` names why) has no entry.
 
     Args:
         suite: the suite.

@@ -94,13 +94,13 @@ class Setup:
 
 def _profile_seconds(s: Setup) -> float:
     """Least seconds of profiling runs on CPU workers: the default, none in a dry run."""
-    from placegym.envs.backend.profile import RUN_SECONDS
+    from placegym.envs.real.profile import RUN_SECONDS
 
     return 0.0 if s.dry_run else RUN_SECONDS
 
 
 def _ffnn(scale: float):
-    from placegym.envs.backend.kernels import scale_graph
+    from placegym.envs.real.kernels import scale_graph
     from placegym.envs.workloads import make_graph
 
     return scale_graph(make_graph("ffnn"), scale)
@@ -112,7 +112,7 @@ def check_correctness(s: Setup) -> dict[str, Any]:
     import torch
 
     from placegym.envs import Placement
-    from placegym.envs.backend import TorchExecutor, scale_graph
+    from placegym.envs.real import TorchExecutor, scale_graph
     from placegym.envs.workloads import WORKLOADS, make_graph
 
     rng = np.random.default_rng(0)
@@ -143,8 +143,8 @@ def check_profiled(s: Setup) -> dict[str, Any]:
 
     import numpy as np
 
-    from placegym.envs.backend.calibrate import calibrate
-    from placegym.envs.backend.probes import node_errors, node_times
+    from placegym.envs.real.calibrate import calibrate
+    from placegym.envs.real.probes import node_errors, node_times
 
     g = _ffnn(s.gpu_scale)
     cluster = calibrate(s.gpu, graphs=[g], profile_seconds=_profile_seconds(s))
@@ -165,7 +165,7 @@ def check_profiled(s: Setup) -> dict[str, Any]:
 
 def check_rank(devices: str, scale: float, s: Setup) -> dict[str, Any]:
     """Profiled calibration of ``devices`` and the rank check over random placements."""
-    from placegym.envs.backend.check import calibrate_and_check
+    from placegym.envs.real.check import calibrate_and_check
 
     g = _ffnn(scale)
     _, r = calibrate_and_check(g, devices, placements=s.placements, repeats=3)
@@ -183,7 +183,7 @@ def check_rank(devices: str, scale: float, s: Setup) -> dict[str, Any]:
 
 def check_sharing(s: Setup) -> dict[str, Any]:
     """The sharing probe on streams of one GPU: it must find them all shared."""
-    from placegym.envs.backend.probes import measure_sharing
+    from placegym.envs.real.probes import measure_sharing
 
     sh = measure_sharing(s.shared)
     return {

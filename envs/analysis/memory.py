@@ -1,0 +1,296 @@
+"""Memory feasibility, in one place: whether memory may bind, room for the rest of the
+graph, certificates that a placement fits or that none can, and the overflow price.
+
+- :func:`memory_may_bind`: whether any placement could exceed any device's memory at all.
+- :func:`memory_infeasibility`: a certificate that *no* placement fits (or None).
+- :func:`fit_resident`: a constructive placement that fits the resident bytes (groups
+  kept whole); simulate it to know whether its peak with live tensors fits too.
+- :func:`overflow_penalty`: the time price of resident bytes beyond memory (NEST's cost).
+
+Room for the rest of the graph: the units a device takes whole and the packing check.
+
+A partial placement can be a dead end: every node placed so far fits, yet the resident
+bytes still to come no longer fit anywhere. This module holds what the environment's
+``memory_mask="room"`` (:class:`~placegym.envs.mdp.state.PlacementState`) and the teachers'
+:class:`~placegym.teachers._memory.Room` use to avoid that:
+
+- :func:`units`: the graph with its co-location groups contracted: each group is one
+  *unit*, each node outside a group its own; a unit's resident bytes go to one device
+  together.
+- :func:`packs`: whether items pack into bins (a counting bound, else worst-fit
+  decreasing, else first-fit decreasing). A sufficient check, not an exact one: bin
+  packing is NP-hard, so ``False`` can mean that these heuristics found no packing.
+- :func:`working_set`: the bytes a node needs on its device while it runs, beyond the
+  resident ones: its output and one copy of each input (DESIGN §3: the output lives from
+  the node's start, each input, or its received copy, at least until the node finishes).
+  A device's simulated peak is at least its resident bytes plus the largest working set
+  of a node it runs, so this part of the check forbids no feasible placement.
+- :func:`room_mask`: the devices with room for a node (the rule is stated there).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from placegym.envs.analysis.levels import b_level, durations_on
+from placegym.envs.core.cache import IdentityCache
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+
+__all__ = [
+    "Units",
+    "fit_resident",
+    "memory_infeasibility",
+    "memory_may_bind",
+    "overflow_penalty",
+    "packs",
+    "room_mask",
+    "units",
+    "working_set",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class Units:
+    """A graph's co-location groups contracted: the units a device takes whole.
+
+    Attributes:
+        of: ``(n,)`` unit of each node.
+        first: ``(U,)`` first (lowest-id) node of each unit; units are numbered by it.
+        nbytes: ``(U,)`` resident bytes of each unit (its nodes' ``param_bytes``).
+        members: each unit's nodes, ascending.
+        by_size: ``(U,)`` units by descending bytes, ties by unit (the packing order).
+    """
+
+    of: np.ndarray
+    first: np.ndarray
+    nbytes: np.ndarray
+    members: tuple[np.ndarray, ...]
+    by_size: np.ndarray
+
+    @property
+    def count(self) -> int:
+        """Number of units."""
+        return int(self.first.shape[0])
+
+    def unopened(self, opened: np.ndarray, mine: int) -> np.ndarray:
+        """The resident bytes still to place, in packing order (descending, > 0): of
+        the units not ``opened`` (``(U,)`` bool: a node of it is placed) but ``mine``."""
+        order = self.by_size
+        items = self.nbytes[order[~opened[order] & (order != mine)]]
+        return items[items > 0]
+
+
+def _units(graph: Graph) -> Units:
+    n = graph.num_nodes
+    head = np.where(graph.group_first >= 0, graph.group_first, np.arange(n))
+    first, of = np.unique(head, return_inverse=True)
+    of = of.reshape(-1).astype(np.int64)
+    nbytes = np.bincount(of, weights=graph.param_bytes, minlength=len(first))
+    sort = np.argsort(of, kind="stable")
+    members = tuple(np.split(sort, np.cumsum(np.bincount(of, minlength=len(first)))[:-1]))
+    by_size = np.lexsort((np.arange(len(first)), -nbytes)).astype(np.int64)
+    return Units(of, first.astype(np.int64), nbytes, members, by_size)
+
+
+#: :class:`Units` of a graph (the last 32 graphs are kept).
+units = IdentityCache(_units, size=32)
+
+
+def packs(items: np.ndarray, free: np.ndarray) -> bool:
+    """Whether ``items`` (bytes > 0, descending) pack into devices of ``free`` bytes
+    (>= 0): a counting bound, else worst-fit decreasing, else first-fit decreasing."""
+    if not len(items):
+        return True
+    total = float(items.sum())
+    if total > float(free.sum()):
+        return False
+    # any-fit fails on an item x only when every device has less than x <= items[0]
+    # left, i.e. after more than sum(max(free - items[0], 0)) bytes were placed
+    if total <= float(np.maximum(free - items[0], 0.0).sum()):
+        return True
+    heap = [-f for f in free.tolist()]
+    heapq.heapify(heap)
+    xs = items.tolist()
+    for x in xs:
+        top = -heap[0]
+        if x > top:
+            break
+        heapq.heapreplace(heap, -(top - x))
+    else:
+        return True
+    left = free.tolist()
+    for x in xs:
+        for d, f in enumerate(left):
+            if f >= x:
+                left[d] = f - x
+                break
+        else:
+            return False
+    return True
+
+
+def working_set(graph: Graph, duration: np.ndarray) -> np.ndarray:
+    """``(n, D)``: the bytes node ``v`` holds live on device ``d`` while it runs there
+    beyond the resident ones, ``out_bytes[v]`` plus its inputs' ``out_bytes`` (module
+    docstring); 0 where its ``duration`` on ``d`` is 0 (an instant allocates its output
+    after its inputs are freed, so it claims nothing)."""
+    ws = (graph.out_bytes + graph.in_bytes)[:, None]
+    return np.where(duration > 0, ws, 0.0)
+
+
+def room_mask(
+    fits: np.ndarray,
+    need: float,
+    ws: np.ndarray,
+    items: np.ndarray,
+    memory: np.ndarray,
+    committed: np.ndarray,
+    ws_max: np.ndarray,
+) -> np.ndarray:
+    """``(D,)`` bool: the devices among ``fits`` with room for a node.
+
+    Device ``d`` has room when, with the node there, (1) ``d`` still holds its resident
+    bytes and the largest working set of the nodes it runs: ``committed[d] + need +
+    max(ws_max[d], ws[d]) <= memory[d]``; and (2) the resident bytes of every unit not
+    yet opened (``items``, descending, > 0) still pack (:func:`packs`) into what each
+    device has left, ``memory - committed - ws_max`` (with (1)'s terms on ``d``).
+
+    Args:
+        fits: ``(D,)`` bool, the devices to check (those the node's bytes fit).
+        need: the node's resident bytes (its whole unit's when it opens a group).
+        ws: ``(D,)`` the node's :func:`working_set` on each device.
+        items: the unopened units' resident bytes, descending, > 0.
+        memory: ``(D,)`` device memory.
+        committed: ``(D,)`` resident bytes placed plus those still to come of the groups
+            already open on each device.
+        ws_max: ``(D,)`` largest working set of a node placed on each device.
+    """
+    free = memory - committed - ws_max
+    own = memory - committed - need - np.maximum(ws_max, ws)
+    ok = fits & (own >= 0)
+    if not len(items):
+        return ok
+    left = np.maximum(free, 0.0)
+    total, first = float(items.sum()), float(items[0])
+    # counting bound for every device at once (packs' first two tests), then the rest
+    spare_all = np.maximum(left - first, 0.0)
+    room = left.sum() - left + np.maximum(own, 0.0)
+    spare = spare_all.sum() - spare_all + np.maximum(own - first, 0.0)
+    ok &= total <= room
+    out = ok & (total <= spare)
+    for d in np.flatnonzero(ok & ~out).tolist():
+        f = left.copy()
+        f[d] = own[d]
+        out[d] = packs(items, f)
+    return out
+
+
+# ---------------------------------------------------------------- certificates
+def memory_may_bind(graph: Graph, cluster: Cluster) -> bool:
+    """Whether some placement of ``graph`` could exceed some device's memory: a device
+    never holds more than every parameter plus one copy of every output, so below the
+    smallest memory nothing can."""
+    if graph.num_nodes == 0:
+        return False
+    worst = float(graph.param_bytes.sum() + graph.out_bytes.sum())
+    return worst > float(cluster.memory.min())
+
+
+def overflow_penalty(
+    param_bytes: np.ndarray, cluster: Cluster, *, overflow_weight: float = 1.0
+) -> float:
+    """Time to ship every device's resident parameters beyond its memory.
+
+    ``overflow_weight · Σ_e max(0, param_bytes_e − memory_e) / min_l bandwidth_l``: the
+    excess over the slowest network level. It is the memory term of
+    :func:`placegym.teachers.nest.nest_cost` and of the ``nest`` reward's potential.
+
+    Args:
+        param_bytes: ``(D,)`` resident parameter bytes per device.
+        cluster: the devices' memories and the network levels.
+        overflow_weight: multiplier of the penalty.
+    """
+    excess = np.maximum(np.asarray(param_bytes, dtype=np.float64) - cluster.memory, 0.0)
+    slowest = min(lv.bandwidth for lv in cluster.levels)
+    return float(overflow_weight * excess.sum() / slowest)
+
+
+def memory_infeasibility(graph: Graph, cluster: Cluster) -> str | None:
+    """Why no placement of ``graph`` fits ``cluster``'s memory, or None when none of these
+    certificates applies (a placement may still be infeasible: None proves nothing).
+
+    Under DESIGN §3's memory rule, while node ``v`` runs on device ``d``, ``d`` holds the
+    resident bytes of every node of ``v``'s co-location group (``v`` alone without one),
+    ``v``'s own output (live from its start) and one tensor per distinct producer (a local
+    output lives until its last local consumer finishes, a received copy until its last
+    consumer on ``d`` finishes: both outlast ``v``). So every placement is over memory when
+
+    1. the resident bytes of all nodes exceed the devices' total memory; or
+    2. some group's resident bytes exceed the largest device memory; or
+    3. some node of positive duration on every device has a footprint ``group resident +
+       out_bytes_v + Σ producers' out_bytes`` over the largest device memory (a node of
+       zero duration holds them for no time at all).
+
+    The first that applies is named (the node or group, its bytes, the memory).
+    """
+    n = graph.num_nodes
+    if n == 0:
+        return None
+    memory = cluster.memory
+    if not np.isfinite(memory).all():
+        return None
+    largest = float(memory.max())
+    resident = graph.param_bytes.astype(np.float64)
+    total, capacity = float(resident.sum()), float(memory.sum())
+    if total > capacity:
+        return f"resident bytes {total:.6g} exceed the total device memory {capacity:.6g}"
+    share = resident.copy()  # each node's group resident bytes (its own without a group)
+    for g, nodes in graph.groups.items():
+        need = float(resident[nodes].sum())
+        if need > largest:
+            return (
+                f"group {g} holds {need:.6g} resident bytes, more than the largest device "
+                f"memory {largest:.6g}"
+            )
+        share[nodes] = need
+    footprint = share + graph.out_bytes + graph.in_bytes
+    footprint[durations_on(graph, cluster).min(axis=1) <= 0] = 0.0
+    v = int(np.argmax(footprint))
+    if footprint[v] > largest:
+        return (
+            f"node {v} ({graph.op[v]}) needs {footprint[v]:.6g} bytes while it runs (resident "
+            f"{share[v]:.6g}, output {graph.out_bytes[v]:.6g}, inputs {graph.in_bytes[v]:.6g}), "
+            f"more than the largest device memory {largest:.6g}"
+        )
+    return None
+
+
+def fit_resident(graph: Graph, cluster: Cluster) -> Placement | None:
+    """Whole groups, then lone nodes, in descending resident bytes (ties by first node),
+    each on the device with the most free memory (ties by index) if it has room for its
+    resident bytes (worst-fit decreasing: it spreads the bytes and leaves every device
+    headroom for live tensors); the priority order is descending b-level, ties by id.
+    None when some group or node fits nowhere. Live tensors are not counted: simulate
+    the placement to know whether its peak fits."""
+    items: list[tuple[float, int, list[int]]] = []
+    grouped = np.zeros(graph.num_nodes, dtype=bool)
+    for nodes in graph.groups.values():
+        grouped[nodes] = True
+        items.append((float(graph.param_bytes[nodes].sum()), int(nodes[0]), nodes.tolist()))
+    items += [(float(graph.param_bytes[v]), v, [v]) for v in np.flatnonzero(~grouped).tolist()]
+    items.sort(key=lambda it: (-it[0], it[1]))
+    free = cluster.memory.astype(float).copy()
+    device = np.empty(graph.num_nodes, dtype=np.int64)
+    for need, _, members in items:
+        d = int(np.argmax(free))  # the first of the devices with the most room
+        if need > free[d]:
+            return None
+        free[d] -= need
+        device[members] = d
+    order = np.lexsort((np.arange(graph.num_nodes), -b_level(graph, cluster)))
+    return Placement(device=device, order=order)
