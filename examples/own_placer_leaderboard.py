@@ -11,9 +11,9 @@ on every instance of a split beside teachers, exactly as ``placegym bench --suit
 command writes: a table, a ``results.json`` that ``placegym bench --replay`` re-checks,
 and, with pandas installed, a DataFrame.
 
-``placegym.train.leaderboard.submit`` then verifies the run (every instance of the split
+``placegym.benchmark.submit_entry`` then verifies the run (every instance of the split
 and every declared seed present; every row re-simulates to its recorded makespan and
-feasibility) and writes the entry; ``show`` ranks the split's entries: most feasible
+feasibility) and writes the entry; ``leaderboard_table`` ranks the split's entries: most feasible
 first, then the geometric-mean ratio to the best known. The same from the shell::
 
     placegym leaderboard --dir OUT/board submit OUT/results.json --name least-finish
@@ -33,10 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from placegym.benchmark import evaluate
+from placegym.benchmark import evaluate, leaderboard_table, submit_entry
 from placegym.envs import Cluster, Graph, Placement
 from placegym.envs.analysis.levels import b_level, durations_on
-from placegym.train.leaderboard import show, submit
 
 
 class LeastFinish:
@@ -94,9 +93,9 @@ def main() -> None:
     print(res.table())
     out = Path(args.out)
     results = res.save(out / "results.json")
-    entry = submit(results, name="least-finish", folder=out / "board", overwrite=True)
+    entry = submit_entry(results, name="least-finish", folder=out / "board", overwrite=True)
     print(f"\nentered: {entry.path} ({entry.feasible}/{entry.rows} feasible)\n")
-    print(show(suite, "test", out / "board"))
+    print(leaderboard_table(suite, "test", out / "board"))
 
 
 if __name__ == "__main__":

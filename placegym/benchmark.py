@@ -34,8 +34,10 @@ and ``oom``), ``sim.batch(devices, orders)`` (``B`` placements, ``B`` calls),
 placement you found.
 
 Also accepted wherever a placer is: a teacher (``placegym.teachers.get_teacher("heft")``,
-any object with ``place(graph, cluster)``), a trained agent
-(:func:`placegym.train.evaluate.load_agent`), a function ``(graph, cluster, seed)``.
+any object with ``place(graph, cluster)``), a trained agent (a shipped one,
+``placegym.agents.pretrained("generalist-v1")``, which decodes under the memory mask it
+was trained under and carries its ``card``; a checkpoint's,
+``placegym.train.evaluate.load_agent(path)``), a function ``(graph, cluster, seed)``.
 
 Run it
 ======
@@ -51,7 +53,11 @@ From Python, on a suite split (``placegym suites`` lists them)::
 
 A search placer needs ``budget=`` (simulator calls per placement); a one-pass placer
 given one is stopped where it would exceed it. Several placers: ``evaluate({"a": A(),
-"b": B()}, ...)``.
+"b": B()}, ...)``. :func:`run_suite` is the same run for placers already named, giving
+the bare :class:`SuiteRecord` rows. A shipped agent goes in as it is::
+
+    import placegym.agents
+    res = evaluate(placegym.agents.pretrained("generalist-memory-v2"), suite="memory-tight-v0")
 
 From the command line, ``--placer MODULE:ATTRIBUTE`` (repeatable; a class is
 instantiated, keyword arguments as JSON after ``=``)::
@@ -83,11 +89,61 @@ co-location group whole). Failures are never ranked: a run over a device's memor
 budget ``budget``; the means compare placers over the instances every placer solved, and
 say over how many.
 
-Layering: this module re-exports :mod:`placegym.train.harness` (``placers``, ``calls``,
-``plugins``, ``evaluation``, ``suite_bench``); the environments never import it.
+Check, trace, rank
+==================
+
+Replay: :func:`replay` re-simulates every row of a results file (``res.save(...)``,
+``placegym bench --out``) and returns ``(rows checked, mismatches)``: each
+:class:`Mismatch` names a row whose instance, placement, makespan, feasibility or
+derived columns do not replay (``placegym bench --replay FILE``).
+
+Anytime curves: best makespan found vs simulator calls. :func:`register_search_placer`
+takes a :class:`SearchPlacer` (the handle ``sim`` draws its curve), a one-pass placer
+(one point) or a :data:`SearchFunction` ``(graph, cluster, budget, seed, trace)`` that
+reports its bests to a :class:`Trace`; :func:`run_anytime` runs registered placers (and
+the built-in ``anneal`` and ``random_search``) over a suite split and seeds, and
+:func:`write_anytime` writes the curves (``placegym anytime``)::
+
+    from pathlib import Path
+    from placegym.envs.suites import get_suite
+
+    register_search_placer("mine", MySearch())
+    runs, normalizer = run_anytime(get_suite("comm-heavy-v0"), "test", ["mine", "anneal"],
+                                   budget=3000, seeds=[0, 1, 2])
+    write_anytime(runs, Path("out"), budget=3000, normalizer=normalizer, title="mine")
+
+Leaderboard: :func:`submit_entry` verifies a saved suite run (every instance of the split
+and every declared seed present, every row replays) and stores it as a
+:class:`LeaderboardEntry` under ``leaderboard/<suite>/<split>/``;
+:func:`leaderboard_table` ranks a split's entries (most feasible first, then the
+geometric-mean ratio to the best known); :func:`verify_entries` re-verifies them all
+(``placegym leaderboard submit | show | verify``)::
+
+    entry = submit_entry("out/results.json", name="least-loaded", folder="board")
+    print(leaderboard_table("generalize-v0", "test", folder="board"))
+
+Constants: :data:`DEFAULT_TEACHERS` (the teachers ``placegym bench`` runs by default),
+:data:`REFERENCE` (``critical_path``: the teacher every ratio is taken against, always
+run), :data:`ENTRY_POINT_GROUP` (``placegym.placers``, the plug-ins' entry-point group),
+:data:`LEADERBOARD_DIR` (``leaderboard/``, where entries go by default); and the type
+:data:`SearchFunction` of a function-form anytime search.
+
+Layering: this module is the benchmark's one public face. Each name here is defined once,
+in :mod:`placegym.train.harness` (``placers``, ``calls``, ``plugins``, ``evaluation``,
+``suite_bench``, ``bench``, ``replay``, ``anytime``) or :mod:`placegym.train.leaderboard`,
+and re-exported; the environments, teachers and agents never import it.
 """
 
-from placegym.train.harness.bench import DEFAULT_TEACHERS
+from placegym.train.harness.anytime import (
+    AnytimeRun,
+    SearchFunction,
+    Trace,
+    TraceError,
+    register_search_placer,
+    run_anytime,
+    write_anytime,
+)
+from placegym.train.harness.bench import DEFAULT_TEACHERS, REFERENCE
 from placegym.train.harness.calls import BudgetExceeded, CallCounter, counting
 from placegym.train.harness.evaluation import Results, evaluate
 from placegym.train.harness.placers import (
@@ -99,23 +155,51 @@ from placegym.train.harness.placers import (
     with_budget,
 )
 from placegym.train.harness.plugins import ENTRY_POINT_GROUP, installed_placers, load_placer
-from placegym.train.harness.suite_bench import SuiteRecord
+from placegym.train.harness.replay import Mismatch, replay
+from placegym.train.harness.suite_bench import SuiteRecord, run_suite
+from placegym.train.leaderboard import (
+    LEADERBOARD_DIR,
+    LeaderboardEntry,
+    entry_paths,
+    leaderboard_table,
+    submit_entry,
+    verify_entries,
+    verify_entry,
+)
 
 __all__ = [
     "DEFAULT_TEACHERS",
     "ENTRY_POINT_GROUP",
+    "LEADERBOARD_DIR",
+    "REFERENCE",
+    "AnytimeRun",
     "BestOf",
     "BudgetExceeded",
     "CallCounter",
+    "LeaderboardEntry",
+    "Mismatch",
     "Placer",
     "Results",
+    "SearchFunction",
     "SearchPlacer",
     "Simulator",
     "SuiteRecord",
+    "Trace",
+    "TraceError",
     "as_placer",
     "counting",
+    "entry_paths",
     "evaluate",
     "installed_placers",
+    "leaderboard_table",
     "load_placer",
+    "register_search_placer",
+    "replay",
+    "run_anytime",
+    "run_suite",
+    "submit_entry",
+    "verify_entries",
+    "verify_entry",
     "with_budget",
+    "write_anytime",
 ]

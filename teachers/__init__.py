@@ -39,7 +39,12 @@ _REGISTRY: dict[str, str] = {
     "fortified_lookahead": "placegym.teachers.lookahead:FortifiedLookaheadTeacher",
 }
 
+#: The single-pass placers: one pass of a rule, no search (the starts of
+#: ``device_anneal`` and the baselines the reports compare a greedy pass with).
+SINGLE_PASS = ("critical_path", "heft", "nest", "metis", "round_robin", "single_device")
+
 __all__ = [
+    "SINGLE_PASS",
     "PlanTeacher",
     "StepTeacher",
     "Teacher",

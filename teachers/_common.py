@@ -9,6 +9,11 @@ from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 
+# TIE_RTOL, the relative tolerance under which two scores count as tied, is defined in the
+# compiled rule kernel: numba freezes it into its cached kernels and recompiles them only
+# when that file changes.
+from placegym.teachers._rule_kernel import TIE_RTOL
+
 __all__ = [
     "TIE_RTOL",
     "IdentityCache",
@@ -18,9 +23,6 @@ __all__ = [
     "repair_memory",
     "ties",
 ]
-
-#: Relative tolerance under which two scores count as tied.
-TIE_RTOL = 1e-9
 
 
 def ties(scores: np.ndarray, candidates: np.ndarray, *, best: str = "max") -> np.ndarray:

@@ -13,12 +13,13 @@ ends a search simulates (:func:`~placegym.envs.sim.simulator.simulate`).
 - :func:`~placegym.envs.analysis.memory.units`: the graph with its groups contracted: each group is
   one *unit*, each node outside a group its own; a unit's resident bytes go to one
   device together.
-- :class:`Room`: the devices where a node leaves room for the rest: after the node (its
+- :class:`~placegym.envs.analysis.memory.Room` (and :func:`room_ties`, the rules' choice
+  in it): the devices where a node leaves room for the rest: after the node (its
   whole group, when it opens one) goes there, the resident bytes of every unit not yet
   placed still pack into what the devices have left (each device's memory less a
   *reserve* for live tensors). The per-state rules of ``critical_path`` and
   ``heft_rule`` and HEFT's plan choose among those devices under memory pressure.
-- :func:`calibrate`: a rule's room (its tensor reserve) per (graph, cluster): none when
+- :func:`reserve_room`: a rule's room (its tensor reserve) per (graph, cluster): none when
   the rule's own placement is feasible (or none can be), else the reserve that makes
   its rollout feasible, raised on the devices the simulator reports over memory, a few
   rounds at most (none when no round gets there: the rule's own answers stand).
@@ -38,7 +39,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from placegym.envs.analysis.memory import fit_resident, memory_may_bind, packs, units
+from placegym.envs.analysis.memory import Room, fit_resident, memory_may_bind, units
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
@@ -48,99 +49,53 @@ from placegym.teachers._common import TIE_RTOL, ties
 
 __all__ = [
     "Room",
-    "calibrate",
     "infeasibility",
     "make_feasible",
     "oom_price",
     "priced",
     "priced_makespans",
+    "reserve_room",
 ]
 
-#: Rounds of :func:`calibrate` (reserves raised by the simulated excess) at most.
-CALIBRATION_ROUNDS = 6
+#: Rounds of :func:`reserve_room` (reserves raised by the simulated excess) at most.
+RESERVE_ROUNDS = 6
 #: Rounds of unit moves of :func:`make_feasible` before it spreads the resident bytes.
 REPAIR_ROUNDS = 8
 
 
-class Room:
-    """Which devices leave room for the rest of the graph (module docstring).
-
-    A device has room for node ``v`` in a partial placement when, with ``v``'s resident
-    bytes there (its whole group's when it opens the group), the resident bytes of every
-    unit with no node placed yet still pack (:func:`~placegym.envs.analysis.memory.packs`) into the
-    devices' capacity left: memory less ``reserve`` (for live tensors), less the resident
-    bytes placed, less those still to come of groups already open.
-
-    Args:
-        graph, cluster: the instance.
-        reserve: ``(D,)`` bytes kept free on each device for live tensors.
-    """
-
-    def __init__(self, graph: Graph, cluster: Cluster, reserve: np.ndarray) -> None:
-        self.graph, self.cluster = graph, cluster
-        self.units = units(graph)
-        self.reserve = np.asarray(reserve, dtype=np.float64)
-        self.capacity = cluster.memory - self.reserve
-
-    def checker(self, device: np.ndarray, param_used: np.ndarray, v: int) -> Callable[[int], bool]:
-        """``fits(d)``: whether device ``d`` has room for ``v`` in the partial placement
-        ``device`` (-1 unplaced) with ``param_used`` resident bytes per device."""
-        u, pb = self.units, self.graph.param_bytes
-        placed = np.flatnonzero(device >= 0)
-        unit_dev = np.full(u.count, -1, dtype=np.int64)
-        unit_dev[u.of[placed]] = device[placed]
-        done = np.bincount(u.of[placed], weights=pb[placed], minlength=u.count)
-        open_ = unit_dev >= 0
-        pending = np.bincount(
-            unit_dev[open_], weights=(u.nbytes - done)[open_], minlength=len(self.capacity)
-        )
-        free = self.capacity - param_used - pending
-        mine = int(u.of[v])
-        need = float(u.nbytes[mine]) if unit_dev[mine] < 0 else float(pb[v])
-        items = u.unopened(open_, mine)
-
-        def fits(d: int) -> bool:
-            f = free.copy()
-            f[d] -= need
-            if need > 0 and f[d] < 0:
-                return False
-            return packs(items, np.maximum(f, 0.0))  # a device past its capacity takes none
-
-        return fits
-
-    def ties(
-        self,
-        device: np.ndarray,
-        param_used: np.ndarray,
-        v: int,
-        legal: np.ndarray,
-        score: np.ndarray,
-    ) -> np.ndarray:
-        """The devices of least ``score`` among the ``legal`` ones (ids) with room for
-        ``v``, with their ties (:func:`~placegym.teachers.base.ties`); the tie set over
-        every legal device when none has room. Devices are checked in ascending score,
-        so most calls check one or two."""
-        if len(legal) <= 1:
-            return ties(score, legal, best="min")
-        fits = self.checker(device, param_used, v)
-        ok: dict[int, bool] = {}
-        for d in legal[np.argsort(score[legal], kind="stable")].tolist():
-            ok[d] = fits(d)
-            if ok[d]:
-                target = float(score[d])
-                break
-        else:
-            return ties(score, legal, best="min")
-        tol = TIE_RTOL * max(abs(target), 1e-300)
-        near = legal[np.abs(score[legal] - target) <= tol].tolist()
-        return np.array(sorted(d for d in near if (ok[d] if d in ok else fits(d))), dtype=np.int64)
+def room_ties(
+    room: Room,
+    device: np.ndarray,
+    param_used: np.ndarray,
+    v: int,
+    legal: np.ndarray,
+    score: np.ndarray,
+) -> np.ndarray:
+    """The devices of least ``score`` among the ``legal`` ones (ids) with room for
+    ``v``, with their ties (:func:`~placegym.teachers.base.ties`); the tie set over
+    every legal device when none has room. Devices are checked in ascending score,
+    so most calls check one or two."""
+    if len(legal) <= 1:
+        return ties(score, legal, best="min")
+    fits = room.checker(device, param_used, v)
+    ok: dict[int, bool] = {}
+    for d in legal[np.argsort(score[legal], kind="stable")].tolist():
+        ok[d] = fits(d)
+        if ok[d]:
+            target = float(score[d])
+            break
+    else:
+        return ties(score, legal, best="min")
+    tol = TIE_RTOL * max(abs(target), 1e-300)
+    near = legal[np.abs(score[legal] - target) <= tol].tolist()
+    return np.array(sorted(d for d in near if (ok[d] if d in ok else fits(d))), dtype=np.int64)
 
 
-def calibrate(
+def reserve_room(
     graph: Graph,
     cluster: Cluster,
     roll: Callable[[Room | None], Placement],
-    rounds: int = CALIBRATION_ROUNDS,
+    rounds: int = RESERVE_ROUNDS,
 ) -> Room | None:
     """The :class:`Room` a rule needs on ``graph`` and ``cluster`` (module docstring).
 

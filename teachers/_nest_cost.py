@@ -5,8 +5,9 @@ here; its class docstring is the specification of the search space and the recur
 This module holds the pieces that define the model:
 
 - :func:`stage_index`: the chain of stages (layers) of a graph;
-- :class:`Hierarchy`: the cluster seen as aligned blocks of a level-wise tree, in a
-  canonical device order ("addresses");
+- :class:`StageRun`: consecutive stages on one block, the unit of a plan (the blocks,
+  aligned blocks of a level-wise tree in a canonical device order, "addresses", are
+  :class:`~placegym.teachers._nest_blocks.Hierarchy`'s);
 - :class:`NestTables`: per stage and block size, the spread of the stage's nodes over
   the block, its compute / communication / memory figures, and the link costs between
   consecutive stages (:func:`placegym.teachers.nest.evaluate_plan` prices one plan
@@ -24,15 +25,15 @@ import numpy as np
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.costs import node_durations
 from placegym.envs.core.graph import Graph
-from placegym.teachers._nest_recompute import recompute_nodes, whole_run_overflow
+from placegym.teachers._nest_blocks import Hierarchy
+from placegym.teachers._nest_recompute import WholeRun, recompute_nodes
 
 __all__ = [
     "RECOMPUTE",
     "RELIEF_NAMES",
     "ZERO",
-    "Hierarchy",
     "NestTables",
-    "Run",
+    "StageRun",
     "durations_fn",
     "stage_index",
 ]
@@ -73,7 +74,7 @@ def stage_index(graph: Graph) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Run:
+class StageRun:
     """Consecutive stages ``start..stop-1`` on one block.
 
     Attributes:
@@ -91,88 +92,6 @@ class Run:
     address: int
     relief: int = 0
     link_level: int = -1
-
-
-@dataclass(frozen=True, eq=False)
-class Hierarchy:
-    """The cluster as a level-wise tree of contiguous address ranges.
-
-    Devices are sorted by ``path`` (then index): address ``x`` is device ``order[x]``.
-    Row ``r`` of ``start``/``end`` gives, for every address, the address range of its
-    unit at level ``r - 1``: row 0 is the device itself, row 1 its node (level 0), ...,
-    the last row the whole cluster. A tree is *regular* when all units of one level have
-    the same size; otherwise the DP sees one flat unit (the link costs still use the real
-    device pairs). Block sizes: inside a unit, runs of ``2^j`` child units aligned to
-    ``2^j`` within it, and the whole unit; ``valid[b, x]`` says a block of ``sizes[b]``
-    devices may start at address ``x``.
-    """
-
-    order: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    sizes: tuple[int, ...]
-    valid: np.ndarray
-    regular: bool
-
-    @property
-    def num_devices(self) -> int:
-        return int(self.order.shape[0])
-
-    @property
-    def num_levels(self) -> int:
-        """Link levels ``0..num_levels-1`` (the last one spans the whole cluster)."""
-        return int(self.start.shape[0]) - 1
-
-    def level(self, x: int, y: int) -> int:
-        """Level of the smallest unit holding addresses ``x`` and ``y`` (-1 if equal)."""
-        same = self.start[:, x] == self.start[:, y]
-        return int(np.argmax(same)) - 1
-
-    @classmethod
-    def build(cls, cluster: Cluster) -> Hierarchy:
-        d = cluster.num_devices
-        paths = cluster.paths
-        depth = paths.shape[1]
-        order = np.lexsort((np.arange(d), *[paths[:, c] for c in range(depth - 1, -1, -1)]))
-        sp = paths[order]
-        starts, ends = [np.arange(d)], [np.arange(d) + 1]
-        for lv in range(depth + 1):
-            change = np.ones(d, dtype=bool)
-            if depth - lv > 0:
-                change[1:] = (sp[1:, : depth - lv] != sp[:-1, : depth - lv]).any(axis=1)
-            else:
-                change[1:] = False
-            first = np.flatnonzero(change)
-            last = np.append(first[1:], d)
-            uid = np.cumsum(change) - 1
-            starts.append(first[uid])
-            ends.append(last[uid])
-        start, end = np.array(starts), np.array(ends)
-        regular = all(np.unique(end[r] - start[r]).size == 1 for r in range(len(start)))
-        if not regular:
-            start = np.array([np.arange(d), np.zeros(d, dtype=np.int64)])
-            end = np.array([np.arange(d) + 1, np.full(d, d)])
-        sizes, valid = _blocks(start, end)
-        return cls(order, start, end, sizes, valid, regular)
-
-
-def _blocks(start: np.ndarray, end: np.ndarray) -> tuple[tuple[int, ...], np.ndarray]:
-    d = start.shape[1]
-    unit = [int(end[r, 0] - start[r, 0]) for r in range(start.shape[0])]
-    sizes: list[int] = []
-    for r in range(1, len(unit)):
-        k = unit[r - 1]
-        while k < unit[r]:
-            sizes.append(k)
-            k *= 2
-        sizes.append(unit[r])
-    sizes = sorted(set(sizes))
-    addr = np.arange(d)
-    valid = np.zeros((len(sizes), d), dtype=bool)
-    for b, k in enumerate(sizes):
-        r = next(r for r in range(1, len(unit)) if unit[r] >= k)
-        valid[b] = ((addr - start[r]) % k == 0) & (addr + k <= end[r])
-    return tuple(sizes), valid
 
 
 # ---------------------------------------------------------------------- spreads
@@ -381,6 +300,8 @@ class NestTables:
             of that size (so a run that fits the model fits on any address).
         cuttable: ``(m + 1,)`` whether a run may start (or end) at each stage boundary:
             False inside the stage span of a co-location group (``0`` and ``m`` always).
+        whole_run: the plan of one run of every stage, whose memory is simulated
+            (:class:`~placegym.teachers._nest_recompute.WholeRun`; set by :meth:`build`).
     """
 
     graph: Graph
@@ -399,7 +320,7 @@ class NestTables:
     memory: list[np.ndarray]
     cuttable: np.ndarray
     recompute: np.ndarray
-    _simulated: dict[bool, list] = field(default_factory=dict)
+    whole_run: WholeRun = field(init=False, repr=False)
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -437,15 +358,26 @@ class NestTables:
         tables = _empty_tables(m, nk, hier.num_levels, recompute_nodes(graph, stage))
         t = cls(graph, cluster, hier, stage, m, loc, *tables)
         t.param_total = np.bincount(stage, weights=graph.param_bytes, minlength=m)
-        t.memory = [
-            np.min([cluster.memory[t.devices(b, int(a))] for a in np.flatnonzero(valid)], axis=0)
-            for b, valid in enumerate(hier.valid)
+        blocks = [
+            [t.devices(b, int(a)) for a in np.flatnonzero(v)] for b, v in enumerate(hier.valid)
         ]
+        t.memory = [np.min([cluster.memory[devs] for devs in bs], axis=0) for bs in blocks]
         for nodes in graph.groups.values():  # no run boundary inside a group's stages
             t.cuttable[stage[nodes].min() + 1 : stage[nodes].max() + 1] = False
         for s, st in enumerate(stages):
             t._fill_stage(s, st, dur, recompute_factor)
         t._fill_links()
+        t.whole_run = WholeRun(
+            graph,
+            cluster,
+            stage,
+            loc,
+            t.recompute,
+            hier.sizes,
+            blocks,
+            t.gather_buf,
+            t.param_total,
+        )
         return t
 
     def _fill_stage(self, s: int, st: _Stage, dur: DurationFn, rho: float) -> None:
@@ -531,11 +463,11 @@ class NestTables:
                     excess = np.maximum(resident + live - self.memory[b], 0.0)
                     over[i, i + 1 :, b, o] = excess.sum(axis=1)
             if m and over[0, m, b, 0] > 0:  # the bound does not fit: simulate the plan
-                over[0, m, b, 0] = whole_run_overflow(self, b, False)
+                over[0, m, b, 0] = self.whole_run.overflow(b, False)
             for o in (RECOMPUTE, RECOMPUTE | ZERO):
                 over[:, :, b, o] = np.inf
                 if o in reliefs and m:
-                    over[0, m, b, o] = whole_run_overflow(self, b, True, bool(o & ZERO))
+                    over[0, m, b, o] = self.whole_run.overflow(b, True, bool(o & ZERO))
         return cost, over
 
 

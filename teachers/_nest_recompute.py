@@ -5,7 +5,7 @@ of one run as the simulator finds it.
 :data:`~placegym.teachers._nest_cost.RECOMPUTE` the plan carries the recompute set of
 :func:`recompute_nodes` (``Placement.recompute``, :mod:`placegym.envs.core.recompute`). The
 memory of a plan of one run of every stage (the only run of a training step, whose
-co-location groups span its stages) is what :func:`whole_run_overflow` simulates: with
+co-location groups span its stages) is what :class:`WholeRun` simulates: with
 recomputation always, without it where the static bound of
 :class:`~placegym.teachers.nest.NestTeacher` does not fit, so NEST's memory model of those
 plans is the simulator's own.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,10 +26,7 @@ from placegym.envs.core.placement import Placement
 from placegym.envs.core.recompute import recomputable
 from placegym.envs.sim.simulator import simulate
 
-if TYPE_CHECKING:
-    from placegym.teachers._nest_cost import NestTables
-
-__all__ = ["recompute_nodes", "stage_priority", "whole_run_memory", "whole_run_overflow"]
+__all__ = ["WholeRun", "recompute_nodes", "stage_priority", "whole_run_memory"]
 
 
 def stage_priority(graph: Graph, cluster: Cluster, stage: np.ndarray) -> np.ndarray:
@@ -124,30 +121,62 @@ def _signature(cluster: Cluster, devs: np.ndarray) -> tuple[object, ...]:
     return kinds, np.concatenate(parts).tobytes()
 
 
-def whole_run_overflow(tables: NestTables, b: int, again: bool, zero: bool = False) -> float:
-    """Bytes over memory of the plan of one run of every stage on a block of
-    ``tables.sizes[b]`` devices, with recomputation when ``again`` (and ZeRO when
-    ``zero``): the largest, over every block of that size, of the sum over its devices of
-    the simulated peak (:func:`whole_run_memory`; with recomputation, of the plan with
-    ``tables.recompute``) beyond the device's memory; under ZeRO the resident bytes
-    replaced by the total over the size plus the largest gather buffer. Inf for
-    recomputation without recompute nodes. Simulated once per tables and option."""
-    t = tables
-    if again and not t.recompute.size:
-        return math.inf
-    if again not in t._simulated:
-        order = stage_priority(t.graph, t.cluster, t.stage)
-        blocks = [
-            [t.devices(k, int(a)) for a in np.flatnonzero(t.hier.valid[k])]
-            for k in range(len(t.sizes))
-        ]
-        nodes = t.recompute if again else np.zeros(0, dtype=np.int64)
-        t._simulated[again] = whole_run_memory(t.graph, t.cluster, blocks, t.loc, order, nodes)
-    worst = 0.0
-    for devs, peak, resident in t._simulated[again][b]:
-        need = peak
-        if zero:
-            buf = np.max([t.gather_buf[s][b] for s in range(t.m)], axis=0)
-            need = t.param_total.sum() / t.sizes[b] + buf + (peak - resident)
-        worst = max(worst, float(np.maximum(need - t.cluster.memory[devs], 0.0).sum()))
-    return worst
+@dataclass(eq=False)
+class WholeRun:
+    """The plan of one run of every stage of a NEST table on each block of each size,
+    and its memory as the simulator finds it (simulated once per recompute option, when
+    first asked for).
+
+    Attributes:
+        graph, cluster: what the plan places.
+        stage: ``(n,)`` stage of each node (the plan's priority order,
+            :func:`stage_priority`).
+        loc: ``(K, n)`` local device of each node on a block of ``sizes[b]`` devices.
+        recompute: the forward nodes recomputed under recomputation
+            (:func:`recompute_nodes`).
+        sizes: devices per block of each size ``b``.
+        blocks: per size, the devices of every block of that size, by local index.
+        gather_buf: per stage and size, ``(k,)`` the largest parameter block per local
+            device (the ZeRO gather buffer).
+        param_total: ``(m,)`` parameter bytes of each stage.
+    """
+
+    graph: Graph
+    cluster: Cluster
+    stage: np.ndarray
+    loc: np.ndarray
+    recompute: np.ndarray
+    sizes: tuple[int, ...]
+    blocks: list[list[np.ndarray]]
+    gather_buf: list[list[np.ndarray]]
+    param_total: np.ndarray
+    _simulated: dict[bool, list] = field(default_factory=dict, repr=False)
+
+    def memory(self, again: bool) -> list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+        """:func:`whole_run_memory` of the plan, with the recompute set when ``again``
+        (simulated once per option)."""
+        if again not in self._simulated:
+            order = stage_priority(self.graph, self.cluster, self.stage)
+            nodes = self.recompute if again else np.zeros(0, dtype=np.int64)
+            self._simulated[again] = whole_run_memory(
+                self.graph, self.cluster, self.blocks, self.loc, order, nodes
+            )
+        return self._simulated[again]
+
+    def overflow(self, b: int, again: bool, zero: bool = False) -> float:
+        """Bytes over memory of the plan on a block of ``sizes[b]`` devices, with
+        recomputation when ``again`` (and ZeRO when ``zero``): the largest, over every
+        block of that size, of the sum over its devices of the simulated peak
+        (:meth:`memory`) beyond the device's memory; under ZeRO the resident bytes
+        replaced by the total over the size plus the largest gather buffer. Inf for
+        recomputation without recompute nodes."""
+        if again and not self.recompute.size:
+            return math.inf
+        worst = 0.0
+        for devs, peak, resident in self.memory(again)[b]:
+            need = peak
+            if zero:
+                buf = np.max([bufs[b] for bufs in self.gather_buf], axis=0)
+                need = self.param_total.sum() / self.sizes[b] + buf + (peak - resident)
+            worst = max(worst, float(np.maximum(need - self.cluster.memory[devs], 0.0).sum()))
+        return worst

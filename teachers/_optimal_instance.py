@@ -19,7 +19,7 @@ from placegym.envs.sim import _kernel
 
 __all__ = [
     "MAX_SYMMETRY_DEVICES",
-    "Instance",
+    "InstanceTables",
     "allowed_devices",
     "device_automorphisms",
     "make_instance",
@@ -33,7 +33,7 @@ MAX_SYMMETRY_DEVICES = 6
 
 
 @dataclass(frozen=True)
-class Instance:
+class InstanceTables:
     """Static tables of one (graph, cluster) pair, as Python lists for fast scalar access.
 
     Attributes:
@@ -198,7 +198,7 @@ def speed_weights(dur: np.ndarray) -> np.ndarray | None:
     return total.min() / total
 
 
-def make_instance(graph: Graph, cluster: Cluster, memory: bool = False) -> Instance:
+def make_instance(graph: Graph, cluster: Cluster, memory: bool = False) -> InstanceTables:
     """Precompute the tables of the search for ``graph`` on ``cluster``; with ``memory``,
     constrain resident bytes where some placement's could exceed a device's memory."""
     n, nd = graph.num_nodes, cluster.num_devices
@@ -220,7 +220,7 @@ def make_instance(graph: Graph, cluster: Cluster, memory: bool = False) -> Insta
     if tight:  # a relabelling must also keep every device's memory
         mem = cluster.memory
         autos = [p for p in autos if np.array_equal(mem[list(p)], mem)]
-    return Instance(
+    return InstanceTables(
         n=n,
         nd=nd,
         dur=dur.tolist(),
@@ -244,7 +244,7 @@ def make_instance(graph: Graph, cluster: Cluster, memory: bool = False) -> Insta
     )
 
 
-def resident(inst: Instance, dev: list[int]) -> list[float]:
+def resident(inst: InstanceTables, dev: list[int]) -> list[float]:
     """Resident bytes per device of the nodes with a device in ``dev`` (-1: none)."""
     used = [0.0] * inst.nd
     for v, d in enumerate(dev):
@@ -254,7 +254,7 @@ def resident(inst: Instance, dev: list[int]) -> list[float]:
 
 
 def allowed_devices(
-    inst: Instance, dev: list[int], v: int, cands: tuple[int, ...]
+    inst: InstanceTables, dev: list[int], v: int, cands: tuple[int, ...]
 ) -> tuple[int, ...]:
     """The devices of ``cands`` node ``v`` may take when the others have ``dev``: its
     group's device once a mate has one; with memory constrained (``inst.memory``), only

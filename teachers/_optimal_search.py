@@ -20,11 +20,11 @@ from __future__ import annotations
 import time
 from array import array
 
-from placegym.teachers._optimal_instance import Instance, allowed_devices, resident
+from placegym.teachers._optimal_instance import InstanceTables, allowed_devices, resident
 
 __all__ = ["ROUNDING_TOLERANCE", "Search", "SearchTimeout"]
 
-#: Relative optimality tolerance when float additions may round (``Instance.exact`` False):
+#: Relative optimality tolerance when float additions may round (``InstanceTables.exact`` False):
 #: bounds that add several floats can be off by a few ulps, so subtrees whose bound is
 #: within this fraction of the incumbent are cut. 0 when arithmetic is exact.
 ROUNDING_TOLERANCE = 1e-12
@@ -55,7 +55,7 @@ class _State:
         "used",
     )
 
-    def __init__(self, inst: Instance) -> None:
+    def __init__(self, inst: InstanceTables) -> None:
         self.t = 0.0
         self.dev = [-1] * inst.n
         self.missing = [len(p) for p in inst.prods]
@@ -100,7 +100,7 @@ class Search:
 
     def __init__(
         self,
-        inst: Instance,
+        inst: InstanceTables,
         incumbent: float = float("inf"),
         *,
         deadline: float | None = None,

@@ -20,18 +20,20 @@ with the memory mask on, the devices whose resident parameters plus the node's (
 whole group's, when it opens the group) fit, every device when none does. Groups come
 as *units* (:func:`placegym.envs.analysis.memory.units`: a group is one unit, every other
 node its own). Under memory pressure (``room``) PLC chooses among the legal devices with
-room, as :meth:`placegym.teachers._memory.Room.ties` does: the least score among the
+room, as :func:`placegym.teachers._memory.room_ties` does: the least score among the
 legal devices with room (checked in ascending score), the first of its tie set among
 those with room; the whole tie set when none has room. A device has room when, with the
 node's unit there, the resident bytes of every unit not yet opened still pack
-(:func:`_packs`: a counting bound, then worst-fit decreasing, then first-fit decreasing)
-into each device's ``capacity`` (memory less the rule's tensor reserve) less its placed
-and still-pending resident bytes. The byte sums run in placement order where the Python
-path sums by node id: equal whenever bytes are integers (the suites' and importers'
-are), else possibly one ulp apart at a packing boundary.
+(:func:`~placegym.envs.analysis.memory.packs`: a counting bound, then worst-fit
+decreasing, then first-fit decreasing) into each device's ``capacity`` (memory less the
+rule's tensor reserve) less its placed and still-pending resident bytes. The byte sums
+run in placement order where the Python path sums by node id: equal whenever bytes are
+integers (the suites' and importers' are), else possibly one ulp apart at a packing
+boundary.
 
 Everything compiled here lives in this one file (numba's disk cache is invalidated per
-source file).
+source file), but for the room's packing check, which is the analysis band's
+(:mod:`placegym.envs.analysis._memory_kernel`, whose docstring says how to recompile).
 """
 
 from __future__ import annotations
@@ -39,12 +41,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from placegym.envs.analysis._memory_kernel import fits_on, room_state
+
 #: ``kind`` of :func:`complete_candidates`: HEFT's rule with insertion.
 HEFT_RULE = 0
 #: ``kind`` of :func:`complete_candidates`: the critical-path rule (earliest start).
 CRITICAL_PATH = 1
 
-#: Same as :data:`placegym.teachers.base.TIE_RTOL`.
+#: The teachers' tie tolerance (relative), defined here so that numba freezes it into
+#: the cached kernels; :mod:`placegym.teachers._common` imports it.
 TIE_RTOL = 1e-9
 
 
@@ -128,94 +133,6 @@ def _legal(v, used, unit_of, unit_bytes, unit_dev, memory, memory_mask, legal):
         for d in range(nd):
             legal[d] = True
     return False
-
-
-@njit(cache=True)
-def _packs(items, count, free, work):
-    """Whether ``items[:count]`` (bytes > 0, descending) pack into devices of ``free``
-    bytes (>= 0): :func:`placegym.envs.analysis.memory.packs` (``work``: scratch ``(D,)``)."""
-    if count == 0:
-        return True
-    nd = free.shape[0]
-    total = 0.0
-    for i in range(count):
-        total += items[i]
-    room = 0.0
-    for d in range(nd):
-        room += free[d]
-    if total > room:
-        return False
-    spare = 0.0
-    for d in range(nd):
-        spare += max(free[d] - items[0], 0.0)
-    if total <= spare:
-        return True
-    # worst fit (the multiset of free bytes decides, not which of equal devices)
-    for d in range(nd):
-        work[d] = free[d]
-    ok = True
-    for i in range(count):
-        top = 0
-        for d in range(1, nd):
-            if work[d] > work[top]:
-                top = d
-        if items[i] > work[top]:
-            ok = False
-            break
-        work[top] = work[top] - items[i]
-    if ok:
-        return True
-    # first fit
-    for d in range(nd):
-        work[d] = free[d]
-    for i in range(count):
-        placed = False
-        for d in range(nd):
-            if work[d] >= items[i]:
-                work[d] = work[d] - items[i]
-                placed = True
-                break
-        if not placed:
-            return False
-    return True
-
-
-@njit(cache=True)
-def _room_free(v, used, unit_of, unit_bytes, unit_dev, unit_done, by_size, capacity, free, items):
-    """``Room.checker``'s state for ``v``: ``free`` (capacity less placed and pending
-    resident bytes per device) and the unopened units' bytes (descending, > 0) in
-    ``items``; returns ``(count, need)``."""
-    nd = free.shape[0]
-    for d in range(nd):
-        free[d] = 0.0
-    for u in range(unit_bytes.shape[0]):
-        if unit_dev[u] >= 0:
-            free[unit_dev[u]] += unit_bytes[u] - unit_done[u]
-    for d in range(nd):
-        free[d] = capacity[d] - used[d] - free[d]
-    mine = unit_of[v]
-    count = 0
-    for i in range(by_size.shape[0]):
-        u = by_size[i]
-        if unit_dev[u] < 0 and u != mine and unit_bytes[u] > 0:
-            items[count] = unit_bytes[u]
-            count += 1
-    return count, unit_bytes[mine]
-
-
-@njit(cache=True)
-def _fits(d, need, free, items, count, f, work):
-    """``Room.checker``'s ``fits(d)``."""
-    nd = free.shape[0]
-    for e in range(nd):
-        f[e] = free[e]
-    f[d] -= need
-    if need > 0 and f[d] < 0:
-        return False
-    for e in range(nd):
-        if f[e] < 0.0:
-            f[e] = 0.0
-    return _packs(items, count, f, work)
 
 
 @njit(cache=True)
@@ -363,8 +280,8 @@ def complete_candidates(
                         nlegal += 1
                 best = -1
                 if room and memory_mask and not grouped and nlegal > 1:
-                    # Room.ties: the least score among the legal devices with room
-                    cnt, need = _room_free(
+                    # room_ties: the least score among the legal devices with room
+                    cnt, need = room_state(
                         v,
                         used,
                         unit_of,
@@ -389,7 +306,7 @@ def complete_candidates(
                                     at = d
                                     low = x
                         checked[at] = True
-                        fit[at] = _fits(at, need, free, items, cnt, f, work)
+                        fit[at] = fits_on(at, need, free, items, cnt, f, work)
                         if fit[at]:
                             target = score[at]
                             break
@@ -401,7 +318,7 @@ def complete_candidates(
                                 if abs(x - target) <= tol:
                                     if not checked[d]:
                                         checked[d] = True
-                                        fit[d] = _fits(d, need, free, items, cnt, f, work)
+                                        fit[d] = fits_on(d, need, free, items, cnt, f, work)
                                     if fit[d]:
                                         best = d
                                         break

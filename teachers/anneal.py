@@ -1,19 +1,30 @@
-"""Simulated annealing over placements and priorities, scored by the simulator itself."""
+"""Simulated annealing over placements and priorities, scored by the simulator itself.
+
+The moves are those of :mod:`placegym.teachers.anneal_moves`, which the agents' policy
+search shares.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from placegym.envs.analysis.memory import memory_may_bind
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
-from placegym.envs.sim.simulator import Schedule, simulate, simulate_batch
+from placegym.envs.sim.simulator import simulate, simulate_batch
 from placegym.teachers._memory import make_feasible
+from placegym.teachers.anneal_moves import (
+    MOVES,
+    MoveProblem,
+    critical_chain,
+    effective_weights,
+    hold_groups,
+    move_problem,
+    propose_move,
+)
 from placegym.teachers.base import PlanTeacher, Teacher
 
 __all__ = ["STARTS", "AnnealResult", "AnnealTeacher", "anneal"]
@@ -21,9 +32,6 @@ __all__ = ["STARTS", "AnnealResult", "AnnealTeacher", "anneal"]
 #: The teachers whose placements an annealing run starts from by default (the single-pass
 #: placers, single_device aside); the agents' search starts from them too.
 STARTS = ("critical_path", "heft", "nest", "metis", "round_robin")
-
-#: Move kinds, in the order of ``AnnealTeacher.move_weights``.
-MOVES = ("move", "swap", "neighbourhood", "layer", "priority")
 
 
 class AnnealResult(NamedTuple):
@@ -47,39 +55,7 @@ class AnnealResult(NamedTuple):
     feasible: bool = True
 
 
-@dataclass
-class _Problem:
-    """Per-graph data the proposals need (plain lists: faster to index one by one)."""
-
-    graph: Graph
-    cluster: Cluster
-    neighbours: list[np.ndarray]  # producers and consumers of each node
-    layers: list[np.ndarray]  # nodes of the layer of each node (empty: no layer)
-    penalty: float  # added to the makespan of an OOM placement (10x the worst start)
-    check_memory: bool  # whether any placement could exceed some device's memory
-    groups: dict[int, np.ndarray]  # co-location groups (moves move them whole)
-
-
-def _problem(graph: Graph, cluster: Cluster) -> _Problem:
-    n = graph.num_nodes
-    neighbours = [np.concatenate([graph.predecessors(v), graph.successors(v)]) for v in range(n)]
-    groups: dict[int, np.ndarray] = {
-        int(lay): np.flatnonzero(graph.layer == lay) for lay in np.unique(graph.layer)
-    }
-    empty = np.zeros(0, dtype=np.int64)
-    layers = [groups[int(lay)] if lay >= 0 else empty for lay in graph.layer.tolist()]
-    return _Problem(
-        graph=graph,
-        cluster=cluster,
-        neighbours=neighbours,
-        layers=layers,
-        penalty=0.0,  # set once the start is scored
-        check_memory=memory_may_bind(graph, cluster),
-        groups=graph.groups,
-    )
-
-
-def _evaluate(p: _Problem, devices: np.ndarray, orders: np.ndarray):
+def _evaluate(p: MoveProblem, devices: np.ndarray, orders: np.ndarray):
     """``(makespan, score, oom)``, each ``(B,)``: score = makespan + penalty if OOM."""
     res = simulate_batch(p.graph, p.cluster, devices, orders, memory=p.check_memory)
     if p.penalty <= 0:  # scoring the starts: the penalty scales with their makespans
@@ -88,95 +64,10 @@ def _evaluate(p: _Problem, devices: np.ndarray, orders: np.ndarray):
     return res.makespan, res.makespan + p.penalty * oom, oom
 
 
-def _hold_groups(p: _Problem, dev: np.ndarray, old: np.ndarray) -> None:
-    """After a move changed ``old`` into ``dev`` (in place): every co-location group with
-    a node moved goes whole to the new device of its first node moved."""
-    seen: set[int] = set()
-    group = p.graph.group
-    for v in np.flatnonzero(dev != old).tolist():
-        g = int(group[v])
-        if g >= 0 and g not in seen:
-            seen.add(g)
-            dev[p.groups[g]] = dev[v]
-
-
-def _critical_chain(schedule: Schedule) -> np.ndarray:
-    """Nodes on the chain of delays that ends at the last finish, latest first.
-
-    Walking back from the last node to finish, each node's start is explained either by
-    an input's arrival (go to that producer) or by its device freeing up (go to the node
-    that ran before it there); moves on these nodes are the ones that can shorten the run.
-    """
-    g, dev = schedule.graph, schedule.device
-    start, finish = schedule.start, schedule.finish
-    tr = schedule.transfers
-    arrival = {(int(u), int(d)): float(a) for u, d, a in zip(tr.node, tr.dst, tr.arrival)}
-    by_device = np.lexsort((start, dev))
-    prev = np.full(g.num_nodes, -1, dtype=np.int64)
-    same = dev[by_device[1:]] == dev[by_device[:-1]]
-    prev[by_device[1:][same]] = by_device[:-1][same]
-    tol = 1e-12 * max(schedule.makespan, 1e-300)
-    v, chain = int(np.argmax(finish)), list[int]()
-    while v >= 0 and len(chain) < g.num_nodes:
-        chain.append(v)
-        s, nxt = float(start[v]), -1
-        for u in g.predecessors(v).tolist():
-            t = float(finish[u]) if dev[u] == dev[v] else arrival[(u, int(dev[v]))]
-            if abs(t - s) <= tol:
-                nxt = u
-                break
-        if nxt < 0 and prev[v] >= 0 and abs(float(finish[prev[v]]) - s) <= tol:
-            nxt = int(prev[v])
-        v = nxt
-    return np.array(chain, dtype=np.int64)
-
-
-def _other_device(rng: np.random.Generator, nd: int, d: int) -> int:
-    x = int(rng.integers(nd - 1))
-    return x + (x >= d)
-
-
-def _propose(
-    rng: np.random.Generator,
-    p: _Problem,
-    kind: int,
-    v: int,
-    dev: np.ndarray,
-    order: np.ndarray,
-    rank: np.ndarray,
-) -> None:
-    """Apply one random move of ``MOVES[kind]`` around node ``v`` in place to ``dev`` and
-    ``order`` (one candidate row). ``rank`` is the inverse of ``order`` (read only)."""
-    n, nd = len(dev), p.cluster.num_devices
-    if kind == 0:  # one node to another device
-        dev[v] = _other_device(rng, nd, int(dev[v]))
-    elif kind == 1:  # swap two nodes' devices (half the time a graph neighbour)
-        nb = p.neighbours[v]
-        use_nb = len(nb) > 0 and rng.random() < 0.5
-        u = int(nb[rng.integers(len(nb))]) if use_nb else int(rng.integers(n))
-        dev[v], dev[u] = dev[u], dev[v]
-    elif kind == 2:  # a node and its producers and consumers onto one device
-        d = int(dev[v]) if rng.random() < 0.5 else int(rng.integers(nd))
-        dev[p.neighbours[v]] = d
-        dev[v] = d
-    elif kind == 3:  # exchange two devices within the node's layer
-        group = p.layers[v] if len(p.layers[v]) else p.neighbours[v]
-        a, b = int(dev[v]), _other_device(rng, nd, int(dev[v]))
-        sub = dev[group]
-        dev[group] = np.where(sub == a, b, np.where(sub == b, a, sub))
-    else:  # swap priorities with the next (or previous) node on the same device
-        same = np.flatnonzero(dev[order] == dev[v])
-        i = int(np.searchsorted(same, rank[v]))
-        j = i + 1 if rng.random() < 0.5 else i - 1
-        if 0 <= j < len(same):
-            a, b = int(same[i]), int(same[j])
-            order[a], order[b] = order[b], order[a]
-
-
 class _Search:
     """State of one annealing run: the current and best placements and the budget."""
 
-    def __init__(self, p: _Problem, starts: list[Placement], budget: int, seed: int) -> None:
+    def __init__(self, p: MoveProblem, starts: list[Placement], budget: int, seed: int) -> None:
         self.p, self.budget = p, budget
         self.rng = np.random.default_rng(seed)
         devs0 = np.stack([s.device for s in starts]).astype(np.int64)
@@ -206,7 +97,7 @@ class _Search:
         n = len(self.dev)
         if guide > 0 and self.chain is None and self.used < self.budget - 1:
             placement = Placement(device=self.dev, order=self.order)
-            self.chain = _critical_chain(simulate(self.p.graph, self.p.cluster, placement))
+            self.chain = critical_chain(simulate(self.p.graph, self.p.cluster, placement))
             self.used += 1
         chain = self.chain if self.chain is not None and len(self.chain) else None
         pick = self.rng.random(k) < guide
@@ -228,9 +119,9 @@ class _Search:
         devs, ords = np.tile(self.dev, (k, 1)), np.tile(self.order, (k, 1))
         kinds = self.rng.choice(len(MOVES), size=k, p=weights)
         for r in range(k):
-            _propose(self.rng, self.p, int(kinds[r]), nodes[r], devs[r], ords[r], rank)
+            propose_move(self.rng, self.p, int(kinds[r]), nodes[r], devs[r], ords[r], rank)
             if self.p.groups:
-                _hold_groups(self.p, devs[r], self.dev)
+                hold_groups(self.p, devs[r], self.dev)
         makespans, scores, oom = _evaluate(self.p, devs, ords)
         self.used += k
         if self.feasible:  # a feasible current placement is never traded for an OOM one
@@ -249,15 +140,6 @@ class _Search:
             ):
                 best = (self.dev.copy(), self.order.copy(), self.score, float(makespans[j]))
                 self.best = (*best, feasible)
-
-
-def _weights(move_weights: tuple[float, ...], n: int, nd: int) -> np.ndarray:
-    w = np.asarray(move_weights, dtype=np.float64)
-    if w.shape != (len(MOVES),) or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-        raise ValueError(f"move_weights: need {len(MOVES)} weights >= 0, got {move_weights}")
-    if nd < 2:
-        w[:4] = 0.0  # one device: only priorities can change
-    return w if n >= 2 and w.sum() > 0 else np.zeros_like(w)
 
 
 def anneal(
@@ -291,8 +173,8 @@ def anneal(
         raise ValueError(f"t_end: must satisfy 0 < t_end <= t_start={t_start}, got {t_end}")
     if not 0 <= guide <= 1:
         raise ValueError(f"guide: must be in [0, 1], got {guide}")
-    w = _weights(move_weights, graph.num_nodes, cluster.num_devices)
-    search = _Search(_problem(graph, cluster), starts, budget, seed)
+    w = effective_weights(move_weights, graph.num_nodes, cluster.num_devices)
+    search = _Search(move_problem(graph, cluster), starts, budget, seed)
     first, span = search.used, max(budget - search.used, 1)
     if observe is not None:
         observe(search.used, search.best[3])
@@ -356,7 +238,8 @@ class AnnealTeacher(PlanTeacher):
         batch: candidate moves simulated per step.
         t_start, t_end: initial and final temperature (relative makespan change).
         guide: probability that a move is centred on a critical-chain node.
-        move_weights: relative frequency of each move in :data:`MOVES`.
+        move_weights: relative frequency of each move in
+            :data:`~placegym.teachers.anneal_moves.MOVES`.
     """
 
     name: ClassVar[str] = "anneal"

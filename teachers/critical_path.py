@@ -7,12 +7,13 @@ from typing import ClassVar
 import numpy as np
 
 from placegym.envs.analysis.levels import b_level
+from placegym.envs.analysis.memory import Room
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.state import PlacementState
 from placegym.teachers._common import IdentityCache
-from placegym.teachers._memory import Room, calibrate
+from placegym.teachers._memory import reserve_room, room_ties
 from placegym.teachers.base import StepTeacher, ties
 
 __all__ = ["CriticalPathTeacher"]
@@ -42,10 +43,10 @@ class CriticalPathTeacher(StepTeacher):
         its first member is placed). Under memory pressure, when the rollout of that
         rule is over memory (one simulation per (graph, cluster), cached), PLC chooses
         among the legal devices with *room* (:meth:`room`,
-        :class:`~placegym.teachers._memory.Room`): those after which every unplaced
+        :class:`~placegym.envs.analysis.memory.Room`): those after which every unplaced
         group and node still packs into the memory left, less a reserve for live
-        tensors calibrated on the simulator (:func:`~placegym.teachers._memory.
-        calibrate`: the rollout is then feasible whenever that packing rule reaches a
+        tensors raised on the simulator (:func:`~placegym.teachers._memory.
+        reserve_room`: the rollout is then feasible whenever that packing rule reaches a
         feasible placement). Where no legal device has room, every legal device
         competes. Without memory pressure, or when the plain rollout fits, the answers
         are the plain rule's, bit for bit.
@@ -55,20 +56,20 @@ class CriticalPathTeacher(StepTeacher):
 
     def __init__(self) -> None:
         self._b_level = IdentityCache(b_level)
-        self._rooms = IdentityCache(self._calibrate)
+        self._rooms = IdentityCache(self._reserve_room)
 
     def b_level(self, graph: Graph, cluster: Cluster) -> np.ndarray:
         """``(n,)`` the b-levels SEL ranks by (cached per (graph, cluster) pair)."""
         return self._b_level(graph, cluster)
 
     def room(self, graph: Graph, cluster: Cluster) -> Room | None:
-        """The :class:`~placegym.teachers._memory.Room` PLC chooses in on ``graph`` and
+        """The :class:`~placegym.envs.analysis.memory.Room` PLC chooses in on ``graph`` and
         ``cluster``; None where the state's legal devices are the rule's (class
-        docstring). Calibrated once per (graph, cluster) pair."""
+        docstring). Its reserves are raised once per (graph, cluster) pair."""
         return self._rooms(graph, cluster)
 
-    def _calibrate(self, graph: Graph, cluster: Cluster) -> Room | None:
-        return calibrate(graph, cluster, lambda room: self._roll(graph, cluster, room))
+    def _reserve_room(self, graph: Graph, cluster: Cluster) -> Room | None:
+        return reserve_room(graph, cluster, lambda room: self._roll(graph, cluster, room))
 
     def _roll(self, graph: Graph, cluster: Cluster, room: Room | None) -> Placement:
         """The rollout of the rule with PLC in ``room`` (first of each tie set)."""
@@ -95,7 +96,7 @@ class CriticalPathTeacher(StepTeacher):
         v = state.selected
         if room is None or not state.memory_mask or state.group_device(v) >= 0:
             return ties(score, legal, best="min")
-        return room.ties(state.device, state.param_used, v, legal, score)
+        return room_ties(room, state.device, state.param_used, v, legal, score)
 
     def place_actions(self, state: PlacementState) -> np.ndarray:
         """The legal devices (with room, under memory pressure) where the selected node

@@ -34,13 +34,14 @@ from placegym.envs.analysis.levels import b_level
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
+from placegym.teachers import SINGLE_PASS
 from placegym.teachers.base import PlanTeacher
 
 __all__ = ["DeviceAnnealTeacher", "critical_path_order"]
 
-#: anneal's move weights without the priority move (:data:`~placegym.teachers.anneal.MOVES`)
+#: anneal's move weights without the priority move
+#: (:data:`~placegym.teachers.anneal_moves.MOVES`)
 DEVICE_MOVES = (0.4, 0.25, 0.15, 0.1, 0.0)
-SINGLE_PASS = ("critical_path", "heft", "nest", "metis", "round_robin", "single_device")
 
 
 def critical_path_order(graph: Graph, cluster: Cluster) -> np.ndarray:

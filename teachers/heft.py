@@ -7,12 +7,13 @@ from typing import ClassVar
 import numpy as np
 
 from placegym.envs.analysis.levels import b_level, durations_on
+from placegym.envs.analysis.memory import Room
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.state import PlacementState, Timeline
 from placegym.teachers._common import Resident, priority_order
-from placegym.teachers._memory import Room, calibrate, make_feasible
+from placegym.teachers._memory import make_feasible, reserve_room
 from placegym.teachers.base import PlanTeacher
 from placegym.teachers.critical_path import CriticalPathTeacher
 
@@ -41,7 +42,7 @@ def heft_schedule(
     a co-location group on its first member's device) with the earliest finish,
     inserting into an idle gap when one fits (lowest device index on ties). With a
     ``room``, among the legal devices with room for the rest of the graph
-    (:class:`~placegym.teachers._memory.Room`) when there is one.
+    (:class:`~placegym.envs.analysis.memory.Room`) when there is one.
     """
     n, nd = graph.num_nodes, cluster.num_devices
     dur = durations_on(graph, cluster)
@@ -96,13 +97,14 @@ class HeftTeacher(PlanTeacher):
         - **Memory and groups**: the legal devices are the state's (above), so a group
           lands whole on its first member's device. Under memory pressure, when the
           plan's simulated peak exceeds a device's memory, HEFT is rerun choosing among
-          the legal devices with *room* (:class:`~placegym.teachers._memory.Room`:
+          the legal devices with *room* (:class:`~placegym.envs.analysis.memory.Room`:
           every unplaced group and node still packs into the memory left, less a
-          tensor reserve calibrated on the simulator), and a plan still over memory is
-          repaired (:func:`~placegym.teachers._memory.make_feasible`: whole groups moved
-          off the devices over memory, else the resident bytes spread worst-fit
-          decreasing). The plan is feasible whenever one of those reaches a feasible
-          placement; without memory pressure, or when HEFT's plan fits, it is HEFT's.
+          tensor reserve raised on the simulator, :func:`~placegym.teachers._memory.
+          reserve_room`), and a plan still over memory is repaired
+          (:func:`~placegym.teachers._memory.make_feasible`: whole groups moved off the
+          devices over memory, else the resident bytes spread worst-fit decreasing). The
+          plan is feasible whenever one of those reaches a feasible placement; without
+          memory pressure, or when HEFT's plan fits, it is HEFT's.
 
     Per-state answers follow the plan (:class:`~placegym.teachers.base.PlanTeacher`).
     """
@@ -118,7 +120,7 @@ class HeftTeacher(PlanTeacher):
                 made[id(room)] = (room, self._schedule(graph, cluster, room))
             return made[id(room)][1]
 
-        placement = schedule(calibrate(graph, cluster, schedule))
+        placement = schedule(reserve_room(graph, cluster, schedule))
         return make_feasible(graph, cluster, placement)
 
     @staticmethod

@@ -26,27 +26,27 @@ from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.teachers._memory import make_feasible
+from placegym.teachers._nest_blocks import Hierarchy
 from placegym.teachers._nest_cost import (
     RECOMPUTE,
     RELIEF_NAMES,
     ZERO,
-    Hierarchy,
     NestTables,
-    Run,
+    StageRun,
     durations_fn,
     stage_index,
 )
-from placegym.teachers._nest_recompute import stage_priority, whole_run_overflow
+from placegym.teachers._nest_recompute import stage_priority
 from placegym.teachers.base import PlanTeacher
 
 __all__ = [
     "NestResult",
     "NestTeacher",
-    "Run",
+    "StageRun",
     "evaluate_plan",
     "nest_cost",
+    "nest_priority_order",
     "plan_devices",
-    "priority_order",
     "run_overflow",
     "solve_dp",
 ]
@@ -60,7 +60,7 @@ class NestResult:
     """The outcome of one DP solve.
 
     Attributes:
-        runs: the plan (see :class:`~placegym.teachers._nest_cost.Run`).
+        runs: the plan (see :class:`~placegym.teachers._nest_cost.StageRun`).
         objective: the DP's optimum (cost, plus the overflow penalty in mode "overflow").
         cost: the model's time of the plan (s), without penalty.
         overflow: bytes beyond capacity, summed over the devices of every run.
@@ -74,7 +74,7 @@ class NestResult:
             unless a run has the recomputation relief).
     """
 
-    runs: tuple[Run, ...]
+    runs: tuple[StageRun, ...]
     objective: float
     cost: float
     overflow: float
@@ -156,7 +156,7 @@ class NestTeacher(PlanTeacher):
     (the only run a training step's co-location groups leave), where that bound does not
     fit, and always under recomputation, the rule is the simulator's: the plan's
     simulated peak within every device's memory, on every block of that size
-    (:func:`~placegym.teachers._nest_recompute.whole_run_overflow`).
+    (:meth:`~placegym.teachers._nest_recompute.WholeRun.overflow`).
 
     **Relief.** Recomputation is executed by the simulator: a run with it recomputes the
     forward nodes of :attr:`~placegym.teachers._nest_cost.NestTables.recompute` (√n
@@ -273,7 +273,7 @@ class NestTeacher(PlanTeacher):
         """Run the DP and map its plan to devices (see the class docstring)."""
         t0 = time.perf_counter()
         tables = NestTables.build(graph, cluster, self.recompute_factor, self.max_stages)
-        order = priority_order(graph, cluster, tables.stage)
+        order = nest_priority_order(graph, cluster, tables.stage)
         if tables.m == 0:
             empty = np.zeros(0, dtype=np.int64)
             elapsed = time.perf_counter() - t0
@@ -323,7 +323,7 @@ def solve_dp(
     over: np.ndarray,
     reliefs: Sequence[int] = ALL_RELIEFS,
     penalty: float | None = None,
-) -> tuple[float, list[Run]] | None:
+) -> tuple[float, list[StageRun]] | None:
     """The optimal plan of the search space (see :class:`NestTeacher`).
 
     Args:
@@ -372,15 +372,15 @@ def solve_dp(
 
 def _backtrack(
     tables: NestTables, value: np.ndarray, args: tuple[np.ndarray, ...], b: int, a: int
-) -> list[Run]:
+) -> list[StageRun]:
     """The runs of the optimum that starts with a block of ``sizes[b]`` at ``a``."""
     arg_j, arg_o, arg_n, qx = args
     h, m = tables.hier, tables.m
-    runs: list[Run] = []
+    runs: list[StageRun] = []
     i, level = 0, -1
     while i < m:
         j = int(arg_j[i, b, a])
-        runs.append(Run(i, j, tables.sizes[b], a, int(arg_o[i, j, b]), level))
+        runs.append(StageRun(i, j, tables.sizes[b], a, int(arg_o[i, j, b]), level))
         if j == m:
             break
         b2, level = divmod(int(arg_n[j, b, a]), h.num_levels)
@@ -433,18 +433,18 @@ def _link_step(
 # ---------------------------------------------------------------------- plans
 
 
-def run_overflow(tables: NestTables, run: Run) -> float:
+def run_overflow(tables: NestTables, run: StageRun) -> float:
     """Bytes beyond memory summed over the run's devices (0 iff it fits): a device needs
     the resident parameters of all the run's stages (under ZeRO the run's total over
     ``size``) plus every stage's activations (every tensor a stage ever holds there: a
     bound on the simulator's live tensors) plus, under ZeRO, the largest gather buffer.
     The run of every stage, where that bound does not fit without relief, and always
     under recomputation (inf on a run of some stages): the simulated peak of its plan
-    (:func:`~placegym.teachers._nest_recompute.whole_run_overflow`)."""
+    (:meth:`~placegym.teachers._nest_recompute.WholeRun.overflow`)."""
     t, b = tables, tables.sizes.index(run.size)
     whole = run.start == 0 and run.stop == t.m
     if run.relief & RECOMPUTE:
-        return whole_run_overflow(t, b, True, bool(run.relief & ZERO)) if whole else np.inf
+        return t.whole_run.overflow(b, True, bool(run.relief & ZERO)) if whole else np.inf
     resident, live, buf, total = np.zeros(run.size), np.zeros(run.size), 0.0, 0.0
     for s in range(run.start, run.stop):
         total = total + t.param_total[s]
@@ -456,10 +456,10 @@ def run_overflow(tables: NestTables, run: Run) -> float:
         resident = np.full(run.size, total / run.size)
         live = live + buf
     over = float(np.maximum(resident + live - t.memory[b], 0.0).sum())
-    return whole_run_overflow(t, b, False) if whole and over > 0 and not run.relief else over
+    return t.whole_run.overflow(b, False) if whole and over > 0 and not run.relief else over
 
 
-def evaluate_plan(tables: NestTables, runs: Sequence[Run]) -> tuple[float, float]:
+def evaluate_plan(tables: NestTables, runs: Sequence[StageRun]) -> tuple[float, float]:
     """``(cost, overflow)`` of a plan, priced run by run from the stage tables (the
     oracle the DP is tested against).
 
@@ -494,7 +494,7 @@ def evaluate_plan(tables: NestTables, runs: Sequence[Run]) -> tuple[float, float
     return cost, over
 
 
-def plan_devices(tables: NestTables, runs: Sequence[Run]) -> np.ndarray:
+def plan_devices(tables: NestTables, runs: Sequence[StageRun]) -> np.ndarray:
     """``(n,)`` device of every node under the plan."""
     t = tables
     device = np.zeros(t.graph.num_nodes, dtype=np.int64)
@@ -508,7 +508,9 @@ def plan_devices(tables: NestTables, runs: Sequence[Run]) -> np.ndarray:
 # ---------------------------------------------------------------------- priority
 
 
-def priority_order(graph: Graph, cluster: Cluster, stage: np.ndarray | None = None) -> np.ndarray:
+def nest_priority_order(
+    graph: Graph, cluster: Cluster, stage: np.ndarray | None = None
+) -> np.ndarray:
     """A topological order by (stage, descending b-level, topological rank): Kahn's
     algorithm taking the ready node with the smallest key
     (:func:`~placegym.teachers._nest_recompute.stage_priority`; stages by default those of

@@ -94,7 +94,7 @@ from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.sim.simulator import simulate
-from placegym.teachers._optimal_instance import Instance, make_instance
+from placegym.teachers._optimal_instance import InstanceTables, make_instance
 from placegym.teachers._optimal_search import Search
 from placegym.teachers.base import PlanTeacher
 
@@ -164,7 +164,9 @@ def _seed_placements(graph: Graph, cluster: Cluster, dur: np.ndarray) -> list[Pl
     return seeds
 
 
-def _resident_fits(graph: Graph, cluster: Cluster, placement: Placement, inst: Instance) -> bool:
+def _resident_fits(
+    graph: Graph, cluster: Cluster, placement: Placement, inst: InstanceTables
+) -> bool:
     """Whether ``placement``'s resident bytes fit every device (always, when the search
     does not constrain memory: ``inst.memory`` None)."""
     if inst.memory is None:

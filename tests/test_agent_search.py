@@ -7,7 +7,7 @@ import torch
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.doppler.decoder import Decoder
 from placegym.agents.doppler.episodes import play_episodes
-from placegym.agents.doppler.search import SearchConfig, SearchPlacer, policy_search
+from placegym.agents.doppler.search import PolicySearch, SearchConfig, policy_search
 from placegym.envs import PlacementEnv, load_cluster, simulate
 from placegym.envs.workloads import make_graph
 from placegym.teachers import get_teacher
@@ -91,7 +91,7 @@ def test_search_reaches_the_optimum_of_a_small_graph(policy):
 
 
 def test_placer_and_config_errors(policy):
-    placer = SearchPlacer(policy, SearchConfig(budget=20, beam=0, samples=0), name="x")
+    placer = PolicySearch(policy, SearchConfig(budget=20, beam=0, samples=0), name="x")
     g, c = make_graph("chainmm"), load_cluster("p100x4")
     p = placer(g, c, 0)
     assert simulate(g, c, p).makespan == placer.last_result.makespan

@@ -8,7 +8,8 @@ import placegym.teachers.anneal as anneal_mod
 from placegym.envs import get_preset, simulate
 from placegym.envs.workloads import ffnn, llama_block
 from placegym.teachers import get_teacher
-from placegym.teachers.anneal import AnnealTeacher, _critical_chain, anneal
+from placegym.teachers.anneal import AnnealTeacher, anneal
+from placegym.teachers.anneal_moves import critical_chain
 
 
 def makespan(g, c, name, **kw):
@@ -100,7 +101,7 @@ def test_critical_chain_follows_waits():
     g = graph([1, 1, 2, 1], [[0, 1], [0, 2], [2, 3]], out_bytes=[1, 1, 1, 1])
     s = simulate(g, unit_cluster(2), placement([0, 1, 0, 1], [0, 1, 2, 3]))
     assert s.makespan == 5.0
-    assert _critical_chain(s).tolist() == [3, 2, 0]
+    assert critical_chain(s).tolist() == [3, 2, 0]
 
 
 def test_argument_errors():

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from placegym.train.cli import main
-from placegym.train.harness.bench import BenchConfig, markdown_table, run_benchmark
+from placegym.train.harness.bench import BenchConfig, bench_markdown, run_benchmark
 
 
 def test_records_ratios_and_reproducibility(tmp_path):
@@ -35,7 +35,7 @@ def test_records_ratios_and_reproducibility(tmp_path):
         assert (tmp_path / name).stat().st_size > 0
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["config"]["reference"] == "critical_path" and len(data["records"]) == 24
-    table = markdown_table(records)
+    table = bench_markdown(records)
     assert table.splitlines()[0] == "| workload | cluster | critical_path | random | anneal |"
     assert "| ffnn | v100x8 |" in table and "time taken" in table
 

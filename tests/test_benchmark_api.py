@@ -25,7 +25,7 @@ from placegym.benchmark import (
 from placegym.envs import Placement, simulate
 from placegym.envs import simulate_batch as batch_alias
 from placegym.teachers import get_teacher
-from placegym.train.harness.bench import BenchConfig, markdown_table, run_benchmark
+from placegym.train.harness.bench import BenchConfig, bench_markdown, run_benchmark
 from placegym.train.harness.calls import uncounted
 from placegym.train.harness.feasibility import mark
 
@@ -148,7 +148,7 @@ def test_the_calls_column_counts_a_placers_simulations_only(tiny):  # noqa: F811
     cfg = BenchConfig(["critical_path"], ["chainmm"], extra_placers={"n": NineCalls()})
     bench = run_benchmark(cfg, progress=False)
     assert [r.calls for r in bench] == [0, 9]
-    line = next(x for x in markdown_table(bench).splitlines() if x.startswith("| simulator calls"))
+    line = next(x for x in bench_markdown(bench).splitlines() if x.startswith("| simulator calls"))
     assert cells(line)[2:] == ["0", "9"]
 
 

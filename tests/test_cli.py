@@ -119,7 +119,10 @@ def test_bad_inputs_to_simulate(files, tmp_path, capsys):
     assert main(["simulate", *args]) == 2
     assert "missing.json: no such file" in capsys.readouterr().err
     assert main(["simulate", *problem_args(files), "--noise", "-1"]) == 2
-    assert "noise: must be a finite number >= 0" in capsys.readouterr().err
+    assert "noise: must be a number in [0, 1]" in capsys.readouterr().err
+    for huge in ("40", "1e308", "nan"):  # refused at once, never a hang or vanished compute
+        assert main(["simulate", *problem_args(files), "--noise", huge]) == 2
+        assert f"got {float(huge)!r}" in capsys.readouterr().err
 
 
 def test_clusters_lists_presets_and_prints_one(capsys):

@@ -14,10 +14,10 @@ from test_costs import chain, two_kinds
 
 from placegym.envs import Graph, PlacementEnv, load_graph, simulate
 from placegym.envs.analysis.bounds import serial_upper_bound
-from placegym.envs.analysis.levels import cost_table
+from placegym.envs.analysis.levels import step_costs
 from placegym.envs.mdp.reward import oom_makespan, terminal_reward
 from placegym.envs.mdp.state import PlacementState
-from placegym.envs.sim.oracle import simulate_reference
+from placegym.envs.sim.oracle import simulate_oracle
 from placegym.envs.sim.simulator import simulate_batch, simulate_makespan
 from placegym.train.cli import main
 
@@ -91,11 +91,11 @@ def test_measured_times_replace_the_roofline_hand_solved():
     s = simulate(g, c, p)
     # 0: 0.5 + 0.25; 1: 2 + 0.25 after it; transfer 1 s; 2: 3 + 0.25
     assert s.finish.tolist() == [0.75, 3.0, 7.25]
-    assert simulate_reference(g, c, p).makespan == s.makespan
+    assert simulate_oracle(g, c, p).makespan == s.makespan
     assert simulate_makespan(g, c, p) == s.makespan
     batch = simulate_batch(g, c, p.device[None], p.order[None])
     assert batch.makespan.tolist() == [s.makespan]
-    np.testing.assert_array_equal(cost_table(g, c).duration[:, 0], [0.75, 2.25, 3.25])
+    np.testing.assert_array_equal(step_costs(g, c).duration[:, 0], [0.75, 2.25, 3.25])
 
 
 def test_a_profiled_cost_wins_over_a_measured_time():
@@ -108,7 +108,7 @@ def test_a_profiled_cost_wins_over_a_measured_time():
     from placegym.envs.core.costs import kernel_signature
 
     c = two_kinds({"fast": {kernel_signature(g, 1): 0.125}})
-    table = cost_table(g, c).duration
+    table = step_costs(g, c).duration
     # node 1 on the fast kind (launch 0.5): profiled 0.125; elsewhere the measured 7
     assert table[1, 0] == 0.625 and table[1, 1] == 7.0 and table[0, 0] == 7.5
 
@@ -128,7 +128,7 @@ def test_every_simulation_path_rejects_a_split_group_naming_it_and_two_nodes():
     with pytest.raises(ValueError, match=msg):
         simulate_makespan(GROUPED, c, bad)
     with pytest.raises(ValueError, match=msg):
-        simulate_reference(GROUPED, c, bad)
+        simulate_oracle(GROUPED, c, bad)
     good = placement([1, 0, 1, 0], [0, 1, 2, 3])
     devs = np.array([good.device, bad.device])
     with pytest.raises(ValueError, match=r"devices\[1\]: " + msg):

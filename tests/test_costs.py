@@ -10,7 +10,7 @@ from placegym.envs import Cluster, Device, Level, Placement, load_cluster, simul
 from placegym.envs.analysis.levels import b_level, durations_on
 from placegym.envs.core.costs import kernel_signature, node_durations, profiled_seconds, signatures
 from placegym.envs.core.specs import GraphBuilder
-from placegym.envs.sim.oracle import simulate_reference
+from placegym.envs.sim.oracle import simulate_oracle
 from placegym.envs.sim.simulator import simulate_batch
 from placegym.envs.workloads import make_graph
 from placegym.teachers import get_teacher, list_teachers
@@ -64,7 +64,7 @@ def test_profiled_durations_replace_the_roofline_exactly():
     np.testing.assert_array_equal(s.start, [0.0, 3.5, 9.5])
     np.testing.assert_array_equal(s.finish, [0.5, 6.5, 11.0])
     assert s.makespan == 11.0
-    assert simulate_reference(g, c, p).makespan == 11.0
+    assert simulate_oracle(g, c, p).makespan == 11.0
     # a kind without a profile, or a kernel not in it, falls back to the roofline
     plain = simulate(g, two_kinds({"fast": {mm: 1.0}}), p)
     assert plain.duration[1] == pytest.approx(g.flops[1] / 1e3)
@@ -89,7 +89,7 @@ def test_noise_scales_the_profiled_term_and_all_simulators_agree():
     for i in range(5):
         p = Placement(device=devs[i], order=orders[i])
         fast = simulate(g, c, p, noise=0.2, rng=seq)
-        ref = simulate_reference(g, c, p, noise=0.2, rng=np.random.default_rng(1))
+        ref = simulate_oracle(g, c, p, noise=0.2, rng=np.random.default_rng(1))
         if i == 0:
             assert ref.makespan == pytest.approx(fast.makespan, rel=1e-12)
         assert batch.makespan[i] == fast.makespan  # bit for bit

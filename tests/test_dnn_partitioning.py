@@ -13,7 +13,7 @@ import pytest
 from test_cli import one_line_error
 
 from placegym.envs import Graph, Placement, load_cluster, load_graph, load_placement, simulate
-from placegym.envs.analysis.levels import b_level, cost_table
+from placegym.envs.analysis.levels import b_level, step_costs
 from placegym.envs.analysis.memory import memory_infeasibility
 from placegym.envs.core.placement import split_group
 from placegym.envs.importers import dnn_partitioning as dp
@@ -230,7 +230,7 @@ def test_node_durations_are_the_measured_latencies(rel):
     doc = raw(rel)
     g, c = from_dnn_partitioning(DATA / rel)
     ms = np.array([n["fpgaLatency"] for n in doc["nodes"]], dtype=float)
-    duration = cost_table(g, c).duration
+    duration = step_costs(g, c).duration
     assert duration.shape == (g.num_nodes, c.num_devices)
     assert (duration == (ms / 1000)[:, None]).all()
     np.testing.assert_allclose(duration, np.tile(ms * 1e-3, (c.num_devices, 1)).T, rtol=1e-15)
@@ -300,7 +300,7 @@ def test_two_node_cross_device_transfer_takes_the_edge_cost(rel):
 @pytest.mark.parametrize("rel", list(dp.EXPERTS))
 def test_expert_placement_loads_keeps_groups_and_simulates(rel):
     expert = expert_for(DATA / rel)
-    assert expert == DATA / dp.EXPERTS[rel] and expert_for(dp.default_name(rel)) == expert
+    assert expert == DATA / dp.EXPERTS[rel] and expert_for(dp.dnn_partitioning_name(rel)) == expert
     g, c = from_dnn_partitioning(DATA / rel)
     p = expert_placement(DATA / rel, expert)
     p.check(g, c)
@@ -711,7 +711,7 @@ def test_published_workload_with_its_cpus():
     assert c.num_devices == doc["maxFPGAs"] + doc["maxCPUs"] == 14 + 8
     cpu = np.array([n["cpuLatency"] for n in doc["nodes"]]) / 1000
     assert g.kind_time["cpu"].tolist() == cpu.tolist()
-    table, dclass = cost_table(g, c).duration, c.num_devices
+    table, dclass = step_costs(g, c).duration, c.num_devices
     np.testing.assert_array_equal(table[:, 0], g.kind_time["accelerator"])
     np.testing.assert_array_equal(table[:, -1], g.kind_time["cpu"])
     assert dclass == table.shape[1]

@@ -222,12 +222,12 @@ def test_examples_use_only_the_public_api(script):
 
 
 def test_own_placer_is_benchmarked_and_entered_in_a_leaderboard(tmp_path):
-    from placegym.train.leaderboard import verify
+    from placegym.benchmark import verify_entry
 
     out = run_example("own_placer_leaderboard.py", tmp_path, "--out", "own")
     m = re.search(r"^entered: (\S+) \((\d+)/(\d+) feasible\)", out, flags=re.M)
     assert m and int(m.group(3)) == len(get_suite("published-v0").specs("test"))
-    entry = verify(tmp_path / m.group(1))  # the stored entry re-verifies from scratch
+    entry = verify_entry(tmp_path / m.group(1))  # the stored entry re-verifies from scratch
     assert entry.placer == "least_finish" and entry.feasible == int(m.group(2))
     assert "| 1 | least-finish | least_finish |" in out
     assert (tmp_path / "own" / "results.json").is_file()

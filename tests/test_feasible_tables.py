@@ -25,7 +25,7 @@ from placegym.train.harness.anytime import (
     solved_instances,
     write_anytime,
 )
-from placegym.train.harness.bench import BenchConfig, markdown_table, ratios_figure, run_benchmark
+from placegym.train.harness.bench import BenchConfig, bench_markdown, ratios_figure, run_benchmark
 from placegym.train.harness.feasibility import mark
 from placegym.train.harness.replay import replay
 from placegym.train.harness.suite_bench import run_suite, suite_markdown
@@ -114,7 +114,7 @@ def test_bench_records_infeasible_rows_without_ratios(bench_run):
 
 def test_bench_table_marks_failures_and_counts_feasible(bench_run):
     records, out = bench_run
-    table = markdown_table(records)
+    table = bench_markdown(records)
     rows = {c[0]: c for c in map(cells, table.splitlines()) if c}
     assert rows["workload"][2:] == ["critical_path", "oom", "split", "flaky", "raises"]
     # a: seed 0 every placer solved (aggregated, labelled), seed 1 on its own row

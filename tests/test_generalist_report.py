@@ -91,10 +91,10 @@ def test_report_cli_reads_saved_rows_and_cached_baselines(tmp_path, capsys, flag
 
 
 @pytest.mark.slow
-def test_run_seed_trains_once_then_searches_every_test_instance(tmp_path):
+def test_run_study_seed_trains_once_then_searches_every_test_instance(tmp_path):
     """A tiny training run, then greedy and search rows for each of the 28 test instances;
     a second call loads the finished run instead of training again."""
-    from placegym.train.experiments.generalist import run_seed
+    from placegym.train.experiments.generalist import run_study_seed
 
     tiny = [
         "data.graphs=[generalize-v0/random_dag-64-s0@p100x4]",
@@ -103,14 +103,14 @@ def test_run_seed_trains_once_then_searches_every_test_instance(tmp_path):
         "eval.every=0",
     ]
     splits = (("generalize-v0", "test"),)
-    rows = run_seed(0, tmp_path, splits, budget=2600, overrides=tiny)
+    rows = run_study_seed(0, tmp_path, splits, budget=2600, overrides=tiny)
     assert [r["instance"] for r in rows] == GEN
     for r in rows:
         assert r["seed"] == 0 and 0 < r["search"] <= r["greedy"]
         assert r["greedy_calls"] >= 252 and set(r["curve"]) == {"100", "1000"}
     results = tmp_path / "generalist_rollout-s0" / "results.json"
     stamp = results.stat().st_mtime_ns
-    again = run_seed(0, tmp_path, splits, budget=2600, overrides=tiny)
+    again = run_study_seed(0, tmp_path, splits, budget=2600, overrides=tiny)
     assert results.stat().st_mtime_ns == stamp and again == rows
 
 

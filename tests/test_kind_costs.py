@@ -20,7 +20,7 @@ from placegym.envs.core.costs import (
     signatures,
     with_kind_times,
 )
-from placegym.envs.sim.oracle import simulate_reference
+from placegym.envs.sim.oracle import simulate_oracle
 from placegym.envs.sim.simulator import simulate_batch, simulate_makespan
 from placegym.envs.workloads import make_graph
 from placegym.teachers import get_teacher
@@ -173,7 +173,7 @@ def test_two_kind_makespans_are_exact_in_every_simulator(device, makespan):
     p = Placement(device=np.array(device), order=np.array([0, 1]))
     s = simulate(g, c, p)
     assert s.makespan == makespan
-    assert simulate_reference(g, c, p).makespan == makespan
+    assert simulate_oracle(g, c, p).makespan == makespan
     assert simulate_makespan(g, c, p) == makespan
     assert simulate_batch(g, c, p.device[None], p.order[None]).makespan.tolist() == [makespan]
 

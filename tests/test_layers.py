@@ -45,11 +45,7 @@ def _runtime_nodes(node: ast.AST, typing: bool = False):
     """Every node under ``node`` outside ``if TYPE_CHECKING:`` blocks (all of them with
     ``typing``)."""
     for child in ast.iter_child_nodes(node):
-        if (
-            not typing
-            and isinstance(child, ast.If)
-            and "TYPE_CHECKING" in ast.unparse(child.test)
-        ):
+        if not typing and isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
             yield from (n for e in child.orelse for n in (e, *_runtime_nodes(e)))
             continue
         yield child
@@ -78,9 +74,7 @@ def _imports(module: str, path: Path, typing: bool = False) -> set[str]:
 
 GRAPH = nx.DiGraph([(m, t) for m, p in MODULES.items() for t in _imports(m, p)])
 #: Every import, those under ``TYPE_CHECKING`` too.
-FULL_GRAPH = nx.DiGraph(
-    [(m, t) for m, p in MODULES.items() for t in _imports(m, p, typing=True)]
-)
+FULL_GRAPH = nx.DiGraph([(m, t) for m, p in MODULES.items() for t in _imports(m, p, typing=True)])
 
 
 def _layer(module: str) -> int:

@@ -11,7 +11,7 @@ from placegym.envs.analysis.memory import overflow_penalty
 from placegym.envs.mdp.state import PlacementState
 from placegym.envs.workloads import ffnn
 from placegym.teachers import get_teacher
-from placegym.teachers._nest_cost import ZERO, NestTables, Run, stage_index
+from placegym.teachers._nest_cost import ZERO, NestTables, StageRun, stage_index
 from placegym.teachers.nest import (
     ALL_RELIEFS,
     NestTeacher,
@@ -75,7 +75,7 @@ def all_plans(t: NestTables, reliefs):
                 if a < first_free:
                     continue
                 for o in reliefs:
-                    yield from rec(j, a + k, [*runs, Run(i, j, k, a, o)])
+                    yield from rec(j, a + k, [*runs, StageRun(i, j, k, a, o)])
 
     yield from rec(0, 0, [])
 
@@ -238,7 +238,7 @@ def test_bad_arguments():
         NestTeacher(recompute_factor=-1.0)
 
 
-def random_plan(t: NestTables, rng: np.random.Generator) -> list[Run] | None:
+def random_plan(t: NestTables, rng: np.random.Generator) -> list[StageRun] | None:
     """A random plan of the search space (random split, block sizes and addresses)."""
     cuts = rng.choice(np.arange(1, t.m), size=rng.integers(0, t.m), replace=False)
     bounds = [0, *sorted(cuts.tolist()), t.m]
@@ -253,7 +253,7 @@ def random_plan(t: NestTables, rng: np.random.Generator) -> list[Run] | None:
         if not blocks:
             return None
         k, a = blocks[rng.integers(len(blocks))]
-        runs.append(Run(i, j, k, a))
+        runs.append(StageRun(i, j, k, a))
         first_free = a + k
     return runs
 

@@ -213,13 +213,13 @@ def test_search_counts_but_does_not_keep_unchecked_completions_under_memory_pres
 
 
 def test_benchmarks_refuse_a_search_budget_below_the_greedy_pass_before_any_cell():
-    from placegym.agents.doppler.search import SearchPlacer
+    from placegym.agents.doppler.search import PolicySearch
     from placegym.envs.suites import get_suite
     from placegym.train.harness.bench import BenchConfig, run_benchmark
     from placegym.train.harness.suite_bench import run_suite
 
     pol = DopplerPolicy(PolicyConfig(hidden=8, prices=True))
-    placer = SearchPlacer(pol, SearchConfig(budget=300), name="agent-search300")
+    placer = PolicySearch(pol, SearchConfig(budget=300), name="agent-search300")
     placed = []
     teacher = get_teacher("heft")
 

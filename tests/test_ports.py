@@ -16,10 +16,10 @@ from simcases import clusters, dags, graph, placement, problems, unit_cluster
 from test_simulator_properties import assert_same, check_invariants, random_rows
 
 from placegym.envs import Cluster, Device, Level, Schedule, simulate, simulate_batch
-from placegym.envs.sim.oracle import simulate_reference
+from placegym.envs.sim.oracle import simulate_oracle
 from placegym.envs.sim.simulator import simulate_makespan
 
-SIMULATORS = [simulate, simulate_reference]
+SIMULATORS = [simulate, simulate_oracle]
 dispatches = st.sampled_from(["priority", "fifo"])
 
 
@@ -224,7 +224,7 @@ def as_ports(problem):
 def test_compiled_matches_reference_with_ports(problem, dispatch):
     g, c, p = as_ports(problem)
     s = simulate(g, c, p, dispatch=dispatch)
-    assert_same(s, simulate_reference(g, c, p, dispatch=dispatch))
+    assert_same(s, simulate_oracle(g, c, p, dispatch=dispatch))
     assert simulate_makespan(g, c, p, dispatch=dispatch) == s.makespan
 
 
@@ -239,7 +239,7 @@ def test_port_schedules_keep_the_invariants_and_the_rule(problem, dispatch):
 def test_noise_with_ports_matches_reference(problem, seed):
     g, c, p = as_ports(problem)
     a = simulate(g, c, p, noise=0.3, rng=seed)
-    assert_same(a, simulate_reference(g, c, p, noise=0.3, rng=np.random.default_rng(seed)))
+    assert_same(a, simulate_oracle(g, c, p, noise=0.3, rng=np.random.default_rng(seed)))
 
 
 @given(problems(), dispatches, st.integers(1, 6), st.integers(1, 3))

@@ -46,3 +46,70 @@ def test_bench_takes_a_pretrained_agent(tmp_path, capsys):
     assert main(args) == 0
     assert "generalist-memory-v1" in capsys.readouterr().out
     assert main([*args[:-3], "--agents", "pretrained:nope", "--out", str(tmp_path)]) == 2
+
+
+# ---------------------------------------------------------------------- a shipped agent places
+def _card(name):
+    import json
+
+    from placegym.agents.zoo import ZOO
+
+    return json.loads((ZOO / name / "card.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["generalist-v1", "generalist-memory-v2"])
+def test_a_shipped_agent_places_under_its_trained_mask_with_its_card(name, one_torch_thread):
+    from placegym.agents.doppler.placer import AgentPlacer
+    from placegym.envs import Placement, load_cluster, simulate
+    from placegym.envs.workloads import make_graph
+
+    agent = pretrained(name)
+    card = _card(name)
+    assert agent.card == card and agent.name == name and isinstance(agent, AgentPlacer)
+    assert agent.memory_mask == card["config"]["data"].get("memory_mask", True)
+    g, c = make_graph("ffnn"), load_cluster("p100x4")
+    p = agent.place(g, c)
+    assert isinstance(p, Placement) and p.device.shape == (g.num_nodes,)
+    p.check(g, c)
+    s = simulate(g, c, p)
+    assert s.makespan > 0 and not s.oom
+    # the same placement as the policy decoded under the card's mask, by name or by seed
+    same = AgentPlacer(agent.policy, memory_mask=agent.memory_mask).place(g, "p100x4", seed=0)
+    assert (same.device == p.device).all() and (same.order == p.order).all()
+
+
+def test_the_trained_mask_travels_with_the_agent_into_every_loader(monkeypatch):
+    from placegym.agents.doppler import search
+    from placegym.envs import load_cluster
+    from placegym.envs.workloads import make_graph
+    from placegym.train.evaluate import load_agent, load_search_agent
+    from placegym.train.harness.anytime import Trace, agent_search_placer
+
+    name = "generalist-memory-v2"
+    assert _card(name)["config"]["data"]["memory_mask"] == "room"
+    assert load_agent(f"pretrained:{name}").memory_mask == "room"
+    assert load_search_agent(f"pretrained:{name}", 50).config.memory_mask == "room"
+    seen = []
+
+    def fake_search(policy, graph, cluster, config, seed=0):
+        seen.append(config.memory_mask)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(search, "policy_search", fake_search)
+    label, run = agent_search_placer(f"pretrained:{name}")
+    assert label == f"{name}-search"
+    with pytest.raises(RuntimeError, match="stop"):
+        run(make_graph("ffnn"), load_cluster("p100x4"), 100, 0, Trace(100))
+    assert seen == ["room"]
+
+
+def test_as_placer_takes_a_shipped_agent_and_the_harness_runs_it(one_torch_thread):
+    from placegym.benchmark import as_placer
+    from placegym.envs import load_cluster
+    from placegym.envs.workloads import make_graph
+    from placegym.train.harness.feasibility import place
+
+    agent = pretrained("generalist-memory-v2")
+    assert as_placer(agent) is agent
+    out = place(agent, make_graph("ffnn"), load_cluster("p100x4"), 0)
+    assert out.feasible and out.makespan > 0 and out.calls >= 0

@@ -6,6 +6,7 @@ The same mechanism runs the documentation pages' snippets (``tests/test_docs_sni
 Every snippet runs in an empty folder and may write only under ``demo-out/`` there.
 """
 
+import ast
 import re
 from pathlib import Path
 
@@ -46,16 +47,30 @@ def shrunk(block: str) -> str:
     return block
 
 
-def run(block: str, label: str, folder: Path) -> None:
-    """Execute ``block`` in ``folder`` (the current directory) and check that it wrote
-    nothing outside ``folder/demo-out``."""
-    exec(compile(block, label, "exec"), {})
+def run(block: str, label: str, folder: Path) -> dict:
+    """Execute ``block`` in ``folder`` (the current directory), check that it wrote
+    nothing outside ``folder/demo-out``, and return its namespace."""
+    namespace: dict = {}
+    exec(compile(block, label, "exec"), namespace)
     stray = [
         p.relative_to(folder)
         for p in folder.rglob("*")
         if p.is_file() and p.relative_to(folder).parts[0] != "demo-out"
     ]
     assert stray == [], f"{label} wrote outside demo-out/: {stray}"
+    return namespace
+
+
+def assigned_names(block: str) -> set[str]:
+    """The names a block binds at its top level (assignments and imports)."""
+    names: set[str] = set()
+    for node in ast.parse(block).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
 
 
 def written_paths(block: str) -> list[str]:
@@ -87,10 +102,20 @@ def test_readme_has_the_tour_snippet():
     "index",
     [pytest.param(i, marks=pytest.mark.slow) if i in TRAINS else i for i in range(len(BLOCKS))],
 )
-def test_readme_snippet_runs(index, tmp_path, monkeypatch):
+def test_readme_snippet_runs(index, tmp_path, monkeypatch, capsys):
+    """Each snippet runs, binds every name it assigns, and shows something: it prints or
+    writes a file under demo-out/ (the tour's Gantt chart; a makespan it prints must be
+    a positive number)."""
     monkeypatch.chdir(tmp_path)
-    run(BLOCKS[index], f"README.md[python block {index}]", tmp_path)
-    assert (tmp_path / "demo-out" / "gantt.png").is_file() or index > 0
+    namespace = run(BLOCKS[index], f"README.md[python block {index}]", tmp_path)
+    assert assigned_names(BLOCKS[index]) <= set(namespace)
+    printed = capsys.readouterr().out.split()
+    written = [p for p in (tmp_path / "demo-out").rglob("*") if p.is_file()]
+    assert printed or written, "the snippet shows nothing"
+    if "schedule" in namespace:
+        assert printed and float(printed[0]) == namespace["schedule"].makespan > 0
+    if index == 0:
+        assert (tmp_path / "demo-out" / "gantt.png").stat().st_size > 10_000
 
 
 def test_shrinking_keeps_every_line_and_cuts_the_budgets():

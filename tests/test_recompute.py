@@ -19,15 +19,14 @@ from placegym.envs import Cluster, Device, Graph, Level, Placement, simulate, si
 from placegym.envs.analysis.memory import memory_infeasibility
 from placegym.envs.core.costs import node_durations
 from placegym.envs.core.recompute import expand, recomputable
-from placegym.envs.sim.oracle import _peak_memory, simulate_reference
+from placegym.envs.sim.oracle import _peak_memory, simulate_oracle
 from placegym.envs.sim.simulator import simulate_makespan
 from placegym.envs.workloads.training import to_training_step
 from placegym.teachers._nest_cost import RECOMPUTE, NestTables
-from placegym.teachers._nest_recompute import whole_run_overflow
 from placegym.teachers.nest import (
     ALL_RELIEFS,
     NestTeacher,
-    Run,
+    StageRun,
     evaluate_plan,
     plan_devices,
     solve_dp,
@@ -83,7 +82,7 @@ def test_one_device_chain_by_hand():
     # peak 60 live: [3,6) 0 1 2 = 60; [6,12) 0 2 2' = 60; [14,18) 0 2' 1^r 1' = 60
     assert r.peak_memory.tolist() == [12.0 + 60.0]
     assert r.graph.num_nodes == 7 and r.graph.op[6] == "rc:op" and r.graph.param_bytes[6] == 0
-    ref = simulate_reference(t, c, with_recompute(p, [1]))
+    ref = simulate_oracle(t, c, with_recompute(p, [1]))
     assert ref.makespan == 20.0 and ref.peak_memory.tolist() == [72.0]
 
 
@@ -274,10 +273,10 @@ def peak_from_trace(s, drop=frozenset()) -> np.ndarray:
 def test_compiled_matches_reference_with_recompute(problem, dispatch):
     t, c, p = problem
     s = simulate(t, c, p, dispatch=dispatch)
-    assert_same(s, simulate_reference(t, c, p, dispatch=dispatch))
+    assert_same(s, simulate_oracle(t, c, p, dispatch=dispatch))
     assert simulate_makespan(t, c, p, dispatch=dispatch) == s.makespan
     noisy = simulate(t, c, p, noise=0.3, rng=3, dispatch=dispatch)
-    assert_same(noisy, simulate_reference(t, c, p, noise=0.3, rng=3, dispatch=dispatch))
+    assert_same(noisy, simulate_oracle(t, c, p, noise=0.3, rng=3, dispatch=dispatch))
 
 
 @settings(max_examples=150, deadline=None)
@@ -442,7 +441,7 @@ def test_nodes_that_may_not_be_recomputed(graph, node, message):
     with pytest.raises(ValueError, match=message):
         simulate(g, unit_cluster(1), p)
     with pytest.raises(ValueError, match=message):
-        simulate_reference(g, unit_cluster(1), p)
+        simulate_oracle(g, unit_cluster(1), p)
     assert not recomputable(g)[node]
 
 
@@ -510,11 +509,11 @@ def test_nest_plan_with_recomputation_fits_where_it_says_it_fits():
     # NEST's memory of the plan is the simulator's peak
     tables = NestTables.build(t, c)
     tables.run_tables()
-    [(devs, peak, resident)] = tables._simulated[True][0]
+    [(devs, peak, resident)] = tables.whole_run.memory(True)[0]
     assert devs.tolist() == [0] and peak.tolist() == s.peak_memory.tolist()
     assert resident.tolist() == [float(t.param_bytes.sum())]
-    assert whole_run_overflow(tables, 0, True) == 0.0
-    assert whole_run_overflow(tables, 0, False) == simulate(t, c, over).peak_memory[0] - 0.8e9
+    assert tables.whole_run.overflow(0, True) == 0.0
+    assert tables.whole_run.overflow(0, False) == simulate(t, c, over).peak_memory[0] - 0.8e9
     assert s.makespan > simulate(t, c, Placement(p.device, p.order)).makespan
 
 
@@ -540,7 +539,7 @@ def test_nest_dp_is_the_best_single_run_with_recomputation():
     for b, k in enumerate(tables.sizes):
         for a in np.flatnonzero(tables.hier.valid[b]).tolist():
             for o in ALL_RELIEFS:
-                plan_cost, plan_over = evaluate_plan(tables, [Run(0, tables.m, k, a, o)])
+                plan_cost, plan_over = evaluate_plan(tables, [StageRun(0, tables.m, k, a, o)])
                 if plan_over == 0:
                     best = min(best, plan_cost)
     assert found is not None and found[0] == pytest.approx(best, rel=1e-12)

@@ -1,7 +1,8 @@
 """The ``memory_mask="room"`` rule (:func:`placegym.envs.analysis.memory.room_mask`):
-hand-solved dead ends it avoids, the working-set bound it applies (and that the simulator confirms), its
-agreement with the resident rule where memory cannot bind, its fallback, its state under
-copies, and its plumbing through the environment, the agents and the search."""
+hand-solved dead ends it avoids, the working-set bound it applies (and that the simulator
+confirms), its agreement with the resident rule where memory cannot bind, its fallback,
+its state under copies, and its plumbing through the environment, the agents and the
+search."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import torch
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.doppler.decoder import Decoder, calibrated_greedy
+from placegym.agents.doppler.decoder import Decoder, reserved_greedy
 from placegym.agents.doppler.search import SearchConfig, policy_search
 from placegym.envs import PlacementEnv, simulate
 from placegym.envs.analysis.memory import packs, room_mask
@@ -261,7 +262,7 @@ def test_a_policy_trained_under_room_decodes_under_it(tmp_path):
     assert not simulate(g, c, raw).oom
 
 
-# ------------------------------------------------------------------ reserves, calibration
+# ------------------------------------------------- memory reserves, the reserved greedy pass
 def test_a_memory_reserve_raises_the_working_set_term():
     g, c = chain([4.0, 4.0], out=[1.0, 1.0]), cluster(9.5, 12.0)  # 10 bytes in all: binds
     s = PlacementState(g, c, memory_mask="room", memory_reserve=np.array([6.0, 0.0]))
@@ -286,17 +287,17 @@ def test_a_bad_memory_reserve_is_refused(mask, reserve, message):
         PlacementState(chain([1.0]), unit_cluster(2), memory_mask=mask, memory_reserve=reserve)
 
 
-def test_the_calibrated_greedy_fits_where_the_plain_and_room_passes_do_not(policy):
+def test_the_reserved_greedy_fits_where_the_plain_and_room_passes_do_not(policy):
     inst = get_suite("memory-tight-v0").instance("llama_layer-1x16x16@v100x8-mem0.7-r1-2")
     g, c = inst.graph, inst.cluster
     assert simulate(g, c, Decoder(policy, g, c).greedy()).oom
     assert simulate(g, c, Decoder(policy, g, c, "room").greedy()).oom  # live tensors
     passes = []
-    fitted = calibrated_greedy(Decoder(policy, g, c), passes)
+    fitted = reserved_greedy(Decoder(policy, g, c), passes)
     assert not simulate(g, c, fitted).oom
     assert len(passes) >= 3 and passes[-1] is fitted  # plain, room, then with reserves
     assert all(simulate(g, c, p).oom for p in passes[:-1])
-    again = calibrated_greedy(Decoder(policy, g, c))
+    again = reserved_greedy(Decoder(policy, g, c))
     assert np.array_equal(fitted.device, again.device)
     assert np.array_equal(fitted.order, again.order)
     # the placer returns it as it is: no repair was needed
@@ -304,24 +305,24 @@ def test_the_calibrated_greedy_fits_where_the_plain_and_room_passes_do_not(polic
     assert np.array_equal(p.device, fitted.device) and np.array_equal(p.order, fitted.order)
 
 
-def test_the_calibrated_greedy_is_the_greedy_pass_where_it_fits(policy):
+def test_the_reserved_greedy_is_the_greedy_pass_where_it_fits(policy):
     inst = get_suite("memory-tight-v0").instance("moe-8x2x4-s0@h100-2x8-mem0.6-r1-2")
     g, c = inst.graph, inst.cluster
     plain = Decoder(policy, g, c).greedy()
     assert not simulate(g, c, plain).oom
     passes = []
-    fitted = calibrated_greedy(Decoder(policy, g, c), passes)
+    fitted = reserved_greedy(Decoder(policy, g, c), passes)
     assert len(passes) == 1
     assert np.array_equal(plain.device, fitted.device)
     assert np.array_equal(plain.order, fitted.order)
 
 
-def test_the_placer_calibrates_a_greedy_episode_played_in_environments(policy, monkeypatch):
+def test_the_placer_reserves_a_greedy_episode_played_in_environments(policy, monkeypatch):
     # a priced policy plays its greedy pass in environments; over memory, the placer
-    # decodes it again with calibrated reserves, as the decoded path does
+    # decodes it again with raised reserves, as the decoded path does
     inst = get_suite("memory-tight-v0").instance("llama_layer-1x16x16@v100x8-mem0.7-r1-2")
     g, c = inst.graph, inst.cluster
-    fitted = calibrated_greedy(Decoder(policy, g, c))
+    fitted = reserved_greedy(Decoder(policy, g, c))
     placer = AgentPlacer(policy)
     monkeypatch.setattr(placer, "_decodes_greedy", lambda: False)
     p = placer._place(g, c, 0)

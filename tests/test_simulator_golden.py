@@ -11,12 +11,12 @@ import pytest
 from simcases import graph, placement, unit_cluster
 
 from placegym.envs import Cluster, Device, Graph, Level, simulate
-from placegym.envs.sim.oracle import simulate_reference
+from placegym.envs.sim.oracle import simulate_oracle
 
-SIMULATORS = [simulate, simulate_reference]
+SIMULATORS = [simulate, simulate_oracle]
 
 
-@pytest.fixture(params=SIMULATORS, ids=["compiled", "reference"])
+@pytest.fixture(params=SIMULATORS, ids=["compiled", "oracle"])
 def sim(request):
     return request.param
 

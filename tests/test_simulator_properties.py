@@ -1,7 +1,8 @@
 """Invariants of the simulator on random DAGs, clusters and placements (hypothesis), the
-compiled simulator against the plain reference, noise, and the batched call."""
+compiled simulator against the plain-Python oracle, noise, and the batched call."""
 
 import dataclasses
+import math
 
 import networkx as nx
 import numpy as np
@@ -11,8 +12,8 @@ from hypothesis import strategies as st
 from simcases import placement, problems, unit_cluster
 
 from placegym.envs import Graph, Schedule, TransferTrace, simulate, simulate_batch
-from placegym.envs.sim.oracle import simulate_reference
-from placegym.envs.sim.simulator import simulate_makespan
+from placegym.envs.sim.oracle import simulate_oracle
+from placegym.envs.sim.simulator import MAX_NOISE, simulate_makespan
 
 dispatches = st.sampled_from(["priority", "fifo"])
 
@@ -105,11 +106,9 @@ def assert_same(a: Schedule, b: Schedule) -> None:
 
 
 @given(problems(), dispatches)
-def test_compiled_matches_reference(problem, dispatch):
+def test_compiled_matches_the_oracle(problem, dispatch):
     g, c, p = problem
-    assert_same(
-        simulate(g, c, p, dispatch=dispatch), simulate_reference(g, c, p, dispatch=dispatch)
-    )
+    assert_same(simulate(g, c, p, dispatch=dispatch), simulate_oracle(g, c, p, dispatch=dispatch))
 
 
 @given(problems(), dispatches)
@@ -142,11 +141,11 @@ def test_invariants_larger(problem, dispatch):
 
 
 @given(problems(), st.integers(0, 2**32 - 1))
-def test_noise_is_deterministic_per_seed_and_matches_reference(problem, seed):
+def test_noise_is_deterministic_per_seed_and_matches_the_oracle(problem, seed):
     g, c, p = problem
     a = simulate(g, c, p, noise=0.3, rng=np.random.default_rng(seed))
     b = simulate(g, c, p, noise=0.3, rng=seed)
-    r = simulate_reference(g, c, p, noise=0.3, rng=np.random.default_rng(seed))
+    r = simulate_oracle(g, c, p, noise=0.3, rng=np.random.default_rng(seed))
     assert_same(a, b)
     assert_same(a, r)
 
@@ -184,8 +183,16 @@ def test_noise_needs_a_generator_and_a_valid_sigma():
     p = placement([0], [0])
     with pytest.raises(ValueError, match=r"rng: noise > 0 needs a seeded generator"):
         simulate(g, unit_cluster(1), p, noise=0.1)
-    with pytest.raises(ValueError, match=r"noise: must be a finite number >= 0, got -0.1"):
+    with pytest.raises(ValueError, match=r"noise: must be a number in \[0, 1\].*, got -0.1"):
         simulate(g, unit_cluster(1), p, noise=-0.1)
+    for bad in (40.0, 1e308, math.inf, math.nan, True, "0.1"):
+        with pytest.raises(ValueError, match=r"^noise: must be a number in \[0, 1\]"):
+            simulate(g, unit_cluster(1), p, noise=bad, rng=0)
+        with pytest.raises(ValueError, match=r"^noise: must be a number in \[0, 1\]"):
+            simulate_batch(
+                g, unit_cluster(1), np.zeros((2, 1), int), np.zeros((2, 1), int), noise=bad, rng=0
+            )
+    assert simulate(g, unit_cluster(1), p, noise=MAX_NOISE, rng=0).makespan > 0
     with pytest.raises(ValueError, match=r"dispatch: expected 'priority' or 'fifo', got 'lifo'"):
         simulate(g, unit_cluster(1), p, dispatch="lifo")
 
@@ -259,6 +266,36 @@ def test_batch_names_the_first_bad_row_of_any_thread(threads):
     assert (simulate_batch(g, c, devs, orders, threads=threads).makespan > 0).all()
 
 
+def test_batch_is_safe_from_threads_asking_for_different_thread_counts():
+    """Two threads calling simulate_batch with growing ``threads=`` (each growth replaced
+    the shared pool while the other thread was submitting to it: 'cannot schedule new
+    futures after shutdown'); every result equals the one-thread one."""
+    import threading
+
+    g = Graph(flops=[1.0, 2.0, 1.0], out_bytes=[1.0, 1.0, 0], edges=[[0, 1], [1, 2]])
+    c = unit_cluster(3)
+    rng = np.random.default_rng(0)
+    devs = rng.integers(0, 3, size=(96, 3))
+    orders = np.tile([0, 1, 2], (96, 1))
+    want = simulate_batch(g, c, devs, orders, threads=1).makespan
+    errors: list[BaseException] = []
+
+    def worker(offset: int) -> None:
+        try:
+            for k in range(2, 26):
+                got = simulate_batch(g, c, devs, orders, threads=k + offset).makespan
+                assert np.array_equal(got, want)
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
 def test_semantic_cases_match(sim_cases):
     import json
 
@@ -269,5 +306,5 @@ def test_semantic_cases_match(sim_cases):
         expected = json.loads((sim_cases / f"{k}.expect.json").read_text())["makespan"]
         s = simulate(*files)
         assert s.makespan == pytest.approx(expected, rel=1e-9), f"case {k}"
-        assert_same(s, simulate_reference(*files))
+        assert_same(s, simulate_oracle(*files))
         check_invariants(s)

@@ -31,7 +31,8 @@ from placegym.teachers._memory import (
     oom_price,
     priced_makespans,
 )
-from placegym.teachers.anneal import _hold_groups, _problem, anneal
+from placegym.teachers.anneal import anneal
+from placegym.teachers.anneal_moves import hold_groups, move_problem
 from placegym.teachers.base import complete
 from placegym.teachers.canonical_plan import CanonicalPlanTeacher
 from placegym.teachers.lookahead import _compiled_completions
@@ -233,13 +234,13 @@ def test_make_feasible_moves_whole_groups_off_devices_over_memory():
 
 def test_anneal_moves_keep_groups_and_never_trade_feasible_for_oom():
     g, c = instances()[1]
-    p = _problem(g, c)
+    p = move_problem(g, c)
     rng = np.random.default_rng(0)
     old = fit_resident(g, c).device
     for v in np.flatnonzero(g.group >= 0)[:10].tolist():
         dev = old.copy()
         dev[v] = (dev[v] + 1) % c.num_devices
-        _hold_groups(p, dev, old)
+        hold_groups(p, dev, old)
         assert split_group(g, dev[None]) is None and dev[v] != old[v]
     start = [get_teacher("round_robin").place(g, c), fit_resident(g, c)]
     res = anneal(g, c, start, budget=200, seed=int(rng.integers(9)))

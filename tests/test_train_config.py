@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from placegym.train.config import (
-    GraphSpec,
+    GraphEntry,
     TrainConfig,
     apply_overrides,
     config_from_dict,
@@ -64,7 +64,7 @@ def test_graph_shorthand_and_params():
     cfg = config_from_dict(
         {"data": {"graphs": ["ffnn", {"name": "llama_layer", "params": {"mlp_blocks": 4}}]}}
     )
-    assert cfg.data.graphs == [GraphSpec("ffnn"), GraphSpec("llama_layer", {"mlp_blocks": 4})]
+    assert cfg.data.graphs == [GraphEntry("ffnn"), GraphEntry("llama_layer", {"mlp_blocks": 4})]
     assert cfg.data.graphs[1].label == "llama_layer[mlp_blocks=4]"
 
 

@@ -3,8 +3,9 @@
 Five parts:
 
 - **Training** (this package's modules), read in this order:
-  :mod:`~placegym.train.config` (the typed config of ``placegym train``, read by
-  :mod:`~placegym.train.dataclass_io`, checked by :mod:`~placegym.train.config_checks`),
+  :mod:`~placegym.train.config` (the typed config of ``placegym train``: its dataclasses
+  in :mod:`~placegym.train.config_schema`, read by :mod:`~placegym.train.dataclass_io`,
+  checked by :mod:`~placegym.train.config_checks`),
   :mod:`~placegym.train.restarts` (the run layer: an ``init`` config trained first,
   restarts), :mod:`~placegym.train.trainer` (one run: the orchestrator of phases,
   checkpoints, evaluation and logging), and the pieces it calls:

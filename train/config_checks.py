@@ -1,6 +1,6 @@
 """Range and choice checks of a training config (:func:`validate`), each naming the dotted
 key and the offending value; :mod:`placegym.train.config` runs them on every config it
-builds."""
+builds (the config's dataclasses are :mod:`placegym.train.config_schema`'s)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from placegym.envs.mdp.state import MEMORY_MASKS
 
 if TYPE_CHECKING:
-    from placegym.train.config import (
-        GraphSpec,
+    from placegym.train.config_schema import (
+        GraphEntry,
         ImitationConfig,
         PhaseConfig,
         RealRLConfig,
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
         TrainConfig,
     )
 
-__all__ = ["LR_SCHEDULES", "PHASES", "validate"]
+__all__ = ["LR_SCHEDULES", "TRAINING_PHASES", "validate"]
 
-PHASES = ("phase1", "phase2", "phase3")
+TRAINING_PHASES = ("phase1", "phase2", "phase3")
 LR_SCHEDULES = ("constant", "linear", "cosine")
 
 
@@ -38,7 +38,7 @@ def validate(cfg: TrainConfig) -> None:
     """Range and choice checks; raises ``ValueError`` naming the key and value."""
     _check(bool(cfg.name) and "/" not in cfg.name, "name", "expected a name without '/'", cfg.name)
     for i, p in enumerate(cfg.phases):
-        _one_of(p, PHASES, f"phases[{i}]")
+        _one_of(p, TRAINING_PHASES, f"phases[{i}]")
     _check(len(set(cfg.phases)) == len(cfg.phases), "phases", "expected no repeats", cfg.phases)
     _check(cfg.checkpoint_every >= 1, "checkpoint_every", "must be >= 1", cfg.checkpoint_every)
     _check(cfg.threads >= 1, "threads", "must be >= 1", cfg.threads)
@@ -63,7 +63,7 @@ def validate(cfg: TrainConfig) -> None:
     _one_of(cfg.wandb.mode, ("auto", "online", "offline", "disabled"), "wandb.mode")
 
 
-def _validate_suite_graph(g: GraphSpec, where: str) -> None:
+def _validate_suite_graph(g: GraphEntry, where: str) -> None:
     """A suite instance exists, and a ``cluster`` set on it is the instance's own."""
     if g.suite_instance is None:
         return

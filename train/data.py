@@ -20,17 +20,17 @@ from typing import TYPE_CHECKING
 from placegym.envs import Cluster, Graph, load_cluster
 
 if TYPE_CHECKING:
-    from placegym.train.config import GraphSpec
+    from placegym.train.config import GraphEntry
 
 __all__ = ["TrainingGraph", "expand_graphs", "load_graphs", "spec_cluster"]
 
 
-def expand_graphs(specs: Sequence[GraphSpec]) -> list[GraphSpec]:
+def expand_graphs(specs: Sequence[GraphEntry]) -> list[GraphEntry]:
     """``specs`` with every ``SUITE/SPLIT`` entry replaced by its instances, in the
     suite's order (``SUITE/INSTANCE`` names)."""
     from placegym.envs.suites import SUITES
 
-    out: list[GraphSpec] = []
+    out: list[GraphEntry] = []
     for spec in specs:
         if spec.split is None:
             out.append(spec)
@@ -40,7 +40,7 @@ def expand_graphs(specs: Sequence[GraphSpec]) -> list[GraphSpec]:
     return out
 
 
-def spec_cluster(spec: GraphSpec, default: str) -> str:
+def spec_cluster(spec: GraphEntry, default: str) -> str:
     """The cluster ``spec``'s graph is placed on: a suite instance's own, else
     ``spec.cluster``, else ``default`` (``data.cluster``).
 
@@ -71,7 +71,7 @@ class TrainingGraph:
 
 
 def load_graphs(
-    specs: Sequence[GraphSpec], default_cluster: str, base: Path | None
+    specs: Sequence[GraphEntry], default_cluster: str, base: Path | None
 ) -> list[TrainingGraph]:
     """The graphs of ``specs`` (``SUITE/SPLIT`` entries expanded), each with its cluster;
     clusters of the same name are one object. Paths are found as given, else relative to

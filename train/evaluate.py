@@ -13,9 +13,13 @@ Three modes, all seeded:
 :func:`evaluate_policy` reports all of them for one graph; :func:`evaluate_run` does it
 for every graph of a training run against the teachers (rows for :func:`results_table`,
 ``eval/...`` metrics: ratios to critical_path and their geometric means).
-:class:`AgentPlacer` wraps a policy as a placer ``place(graph, cluster)`` (and
-``(graph, cluster, seed)`` for the benchmark); :func:`load_agent` builds one from a
-checkpoint, for any graph and cluster.
+:func:`load_agent` builds a placer for any graph and cluster from a checkpoint (or a
+shipped agent): an :class:`~placegym.agents.doppler.placer.AgentPlacer`, the policy as a
+placer ``place(graph, cluster, seed=0)``, defined in the DOPPLER wing
+(:mod:`placegym.agents.doppler.placer`) and importable from here too, as are
+:class:`~placegym.agents.doppler.placer.EnvPool`, :data:`MODES`,
+:func:`~placegym.agents.doppler.placer.episode_placement` and
+:func:`~placegym.agents.doppler.placer.trained_mask`.
 """
 
 from __future__ import annotations
@@ -27,30 +31,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from placegym.agents.doppler.decoder import (
-    Decoder,
-    best_of_samples,
-    calibrated_greedy,
-    decodes_like_episodes,
-    sample_placements,
-)
+from placegym.agents.doppler.decoder import decodes_like_episodes, sample_placements
 from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
+from placegym.agents.doppler.placer import (
+    MODES,
+    AgentPlacer,
+    EnvPool,
+    episode_placement,
+    trained_mask,
+)
 from placegym.agents.doppler.policy import DopplerPolicy
-from placegym.agents.nn.encoder import GraphInputs
-from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster, simulate
-from placegym.envs.core.cache import IdentityCache
-from placegym.envs.mdp.reward import DEFAULT_REFERENCE, SharedReference
-from placegym.envs.mdp.state import memory_mask_mode
+from placegym.envs import Cluster, Graph, Placement, PlacementEnv, simulate
 from placegym.envs.sim.simulator import Dispatch
-from placegym.teachers import make_feasible
 from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
+from placegym.train.harness.bench import REFERENCE
 from placegym.train.stats import geomean
-
-MODES = ("greedy", "sample", "best_of_k")
-#: The teacher every makespan is compared with (ratios, the relative reward).
-REFERENCE = "critical_path"
 
 __all__ = [
     "MODES",
@@ -70,41 +66,6 @@ __all__ = [
     "train_greedy_ratio",
     "trained_mask",
 ]
-
-
-class EnvPool:
-    """Environments per (graph, cluster), created on demand and reused (each caches its
-    observation builder and reference makespan for its graph), and the policy inputs of
-    their graphs (``graph_cache`` for :func:`~placegym.agents.doppler.episodes.play_episodes`).
-
-    The environments are built with ``env_kwargs`` plus two settings that change no
-    episode: compact observations (:func:`~placegym.agents.doppler.episodes.play_episodes`
-    reads the per-graph keys once per graph, not at every step) and one
-    :class:`~placegym.envs.mdp.reward.SharedReference` for all of them, so the reference
-    placement of a graph is computed once, not once per environment.
-    """
-
-    def __init__(self, **env_kwargs: Any) -> None:
-        self.env_kwargs = env_kwargs
-        self._build_kwargs = {
-            "observation": "compact",
-            **env_kwargs,
-            "reference": SharedReference(env_kwargs.get("reference", DEFAULT_REFERENCE)),
-        }
-        self._envs: IdentityCache[list[PlacementEnv]] = IdentityCache(lambda g, c: [], size=None)
-        self.graph_cache: IdentityCache[GraphInputs] = IdentityCache(size=None)
-
-    def get(self, graph: Graph, cluster: Cluster, count: int) -> list[PlacementEnv]:
-        """``count`` environments of ``graph`` on ``cluster`` (the same objects each call)."""
-        envs = self._envs(graph, cluster)
-        while len(envs) < count:
-            envs.append(PlacementEnv(graph, cluster, **self._build_kwargs))
-        return envs[:count]
-
-
-def episode_placement(r: EpisodeRecord) -> Placement:
-    """The placement an episode ended with."""
-    return Placement(device=np.asarray(r.info["placement"]), order=np.asarray(r.info["order"]))
 
 
 @dataclass
@@ -323,100 +284,6 @@ def results_table(rows: Sequence[dict[str, Any]], k: int, seconds: float) -> str
     return "\n".join(lines)
 
 
-class AgentPlacer:
-    """A trained policy as a placer for any graph and cluster.
-
-    Its placement keeps every co-location group together (the environment's mask) and
-    fits in memory whenever the repair can reach a feasible one: the policy's placement
-    (greedy, calibrated to fit as the teachers' single passes are:
-    :func:`~placegym.agents.doppler.decoder.calibrated_greedy`; sampled; or the best of
-    ``k`` samples, a feasible sample first) when it fits, else
-    :func:`~placegym.teachers.make_feasible` of it (whole units moved off the devices
-    over memory, then the resident bytes spread worst-fit), so an agent never ends over
-    memory where the certificate of a fit exists.
-
-    Args:
-        policy: the dual policy.
-        mode: ``greedy``, ``sample`` or ``best_of_k``.
-        k: samples of ``best_of_k``.
-        name: label in benchmark tables.
-        memory_mask: the environments' device mask (``True``, ``"resident"``, ``"room"``:
-            :class:`~placegym.envs.mdp.state.PlacementState`).
-    """
-
-    def __init__(
-        self,
-        policy: DopplerPolicy,
-        *,
-        mode: str = "greedy",
-        k: int = 16,
-        name: str = "agent",
-        memory_mask: bool | str = True,
-    ) -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
-        if k < 1:
-            raise ValueError(f"k: must be >= 1, got {k}")
-        memory_mask_mode(memory_mask)  # raises on a bad value, naming the field
-        self.policy, self.mode, self.k, self.name = policy.eval(), mode, k, name
-        self.memory_mask = memory_mask
-        self._pool = EnvPool(memory_mask=memory_mask)
-
-    def place(self, graph: Graph, cluster: Cluster | str, seed: int = 0) -> Placement:
-        """Place ``graph`` on ``cluster`` (a preset name, JSON path or Cluster)."""
-        cluster = load_cluster(cluster)
-        return make_feasible(graph, cluster, self._place(graph, cluster, seed))
-
-    def _decodes_greedy(self) -> bool:
-        """Whether the greedy pass is decoded without environments: the same episode,
-        without their reference placement's simulator calls; a priced policy plays in
-        environments, whose pricer serves all its states."""
-        return decodes_like_episodes(self.policy) and not self.policy.config.prices
-
-    def _place(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
-        if self.mode == "greedy" and self._decodes_greedy():
-            with torch.no_grad():
-                dec = Decoder(self.policy, graph, cluster, self.memory_mask)
-                return calibrated_greedy(dec)
-        if self.mode == "best_of_k" and decodes_like_episodes(self.policy):
-            return best_of_samples(
-                self.policy,
-                graph,
-                cluster,
-                self.k,
-                seed,
-                feasible=True,
-                memory_mask=self.memory_mask,
-            )[0]
-        count = self.k if self.mode == "best_of_k" else 1
-        envs = self._pool.get(graph, cluster, count)
-        records = play_episodes(
-            self.policy,
-            envs,
-            [seed] * count,
-            rng=np.random.default_rng(seed),
-            greedy=self.mode == "greedy",
-            graph_cache=self._pool.graph_cache,
-            keep_inputs=False,
-        )
-        # a feasible episode first (the environment marks an infeasible one), then the fastest
-        best = min(records, key=lambda r: (bool(r.info.get("infeasible")), r.makespan))
-        placement = episode_placement(best)
-        if self.mode == "greedy" and best.info.get("oom") and decodes_like_episodes(self.policy):
-            # over memory: decoded again under the room mask with calibrated reserves
-            dec = Decoder(self.policy, graph, cluster, self.memory_mask)
-            with torch.no_grad():
-                placement = calibrated_greedy(dec, first=placement)
-        return placement
-
-    def __call__(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
-        """The placer interface of ``placegym bench``: :meth:`place` with ``seed``."""
-        return self.place(graph, cluster, seed)
-
-    def __repr__(self) -> str:
-        return f"AgentPlacer({self.name!r}, mode={self.mode!r}, k={self.k})"
-
-
 #: The prefix naming a shipped agent instead of a checkpoint file (``pretrained:NAME``).
 PRETRAINED = "pretrained:"
 
@@ -428,12 +295,6 @@ def load_policy(path: str | Path) -> tuple[DopplerPolicy, str]:
     return policy, name
 
 
-def trained_mask(config: dict[str, Any] | None) -> bool | str:
-    """The memory mask a training config (a checkpoint's or a zoo card's) trained its
-    policy under: ``data.memory_mask``, True where it names none."""
-    return ((config or {}).get("data") or {}).get("memory_mask", True)
-
-
 def _load(path: str | Path) -> tuple[DopplerPolicy, str, bool | str]:
     """:func:`load_policy` and the memory mask the policy was trained under
     (:func:`trained_mask`)."""
@@ -442,7 +303,7 @@ def _load(path: str | Path) -> tuple[DopplerPolicy, str, bool | str]:
 
         name = str(path)[len(PRETRAINED) :]
         agent = pretrained(name)
-        return agent.policy, name, trained_mask(agent.card.get("config"))
+        return agent.policy, name, agent.memory_mask
     ckpt = load_checkpoint(path)
     name = str(ckpt.get("name") or Path(path).stem)
     return policy_from_checkpoint(ckpt), name, trained_mask(ckpt.get("config"))
@@ -450,22 +311,22 @@ def _load(path: str | Path) -> tuple[DopplerPolicy, str, bool | str]:
 
 def load_search_agent(path: str | Path, budget: int) -> Any:
     """:func:`~placegym.agents.doppler.search.policy_search` with a checkpoint's policy as a placer
-    (:class:`~placegym.agents.doppler.search.SearchPlacer`) of ``budget`` simulator calls, named
+    (:class:`~placegym.agents.doppler.search.PolicySearch`) of ``budget`` simulator calls, named
     ``<run>-search<budget>``, decoding under the memory mask the policy was trained under."""
-    from placegym.agents.doppler.search import SearchConfig, SearchPlacer
+    from placegym.agents.doppler.search import PolicySearch, SearchConfig
 
     if budget < 1:
         raise ValueError(f"budget: must be >= 1, got {budget}")
     policy, base, mask = _load(path)
     cfg = SearchConfig(budget=budget, memory_mask=mask)
-    return SearchPlacer(policy, cfg, name=f"{base}-search{budget}")
+    return PolicySearch(policy, cfg, name=f"{base}-search{budget}")
 
 
 def load_agent(path: str | Path, *, mode: str = "greedy", k: int = 16) -> AgentPlacer:
-    """An :class:`AgentPlacer` from a checkpoint written by ``placegym train`` (or a shipped
-    agent, ``pretrained:NAME``: :func:`load_policy`), named after its run (``<run>``
-    greedy, ``<run>-best<k>``, ``<run>-sample``), decoding under the memory mask the policy
-    was trained under (``data.memory_mask``)."""
+    """An :class:`~placegym.agents.doppler.placer.AgentPlacer` from a checkpoint written by
+    ``placegym train`` (or a shipped agent, ``pretrained:NAME``: :func:`load_policy`),
+    named after its run (``<run>`` greedy, ``<run>-best<k>``, ``<run>-sample``), decoding
+    under the memory mask the policy was trained under (``data.memory_mask``)."""
     policy, base, mask = _load(path)
     name = {"greedy": base, "best_of_k": f"{base}-best{k}", "sample": f"{base}-sample"}.get(
         mode, base

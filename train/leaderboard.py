@@ -1,4 +1,6 @@
-"""A verified leaderboard per suite split: ``placegym leaderboard submit | show | verify``.
+"""A verified leaderboard per suite split: ``placegym leaderboard submit | show | verify``
+(:func:`submit_entry`, :func:`leaderboard_table`, :func:`verify_entries`; public as
+:mod:`placegym.benchmark`).
 
 An *entry* is one placer's complete run of one suite split, checked before it is kept:
 
@@ -17,8 +19,9 @@ An *entry* is one placer's complete run of one suite split, checked before it is
 The entry is written to ``<dir>/<suite>/<split>/<name>.json``: a results file itself
 (the same ``format``, ``config`` and the placer's rows, with the critical_path rows its
 ratios need when the placer is not critical_path) plus an ``entry`` object (name, url,
-placer, seeds, and the summary below). ``verify`` replays every stored entry again (CI
-runs it); ``show`` ranks a split's entries:
+placer, seeds, and the summary below). ``verify`` (:func:`verify_entries`) replays every
+stored entry again (CI runs it); ``show`` (:func:`leaderboard_table`) ranks a split's
+entries:
 
 1. most (instance, seed) pairs feasible first (an infeasible placement is a failure,
    never a fast result);
@@ -42,29 +45,28 @@ from typing import Any
 
 from placegym.envs.core.validate import read_json
 from placegym.envs.suites import get_suite
+from placegym.train.harness.bench import REFERENCE
 from placegym.train.harness.replay import read_results, replay
 from placegym.train.harness.suite_bench import results_text
 from placegym.train.stats import geomean
 
 __all__ = [
-    "DEFAULT_DIR",
-    "Entry",
-    "load_entries",
-    "show",
-    "submit",
-    "verify",
-    "verify_all",
+    "LEADERBOARD_DIR",
+    "LeaderboardEntry",
+    "entry_paths",
+    "leaderboard_table",
+    "submit_entry",
+    "verify_entries",
+    "verify_entry",
 ]
 
 #: Where entries live by default: ``leaderboard/`` in the working directory.
-DEFAULT_DIR = Path("leaderboard")
-#: The placer whose rows every results file carries for its ratios.
-REFERENCE = "critical_path"
+LEADERBOARD_DIR = Path("leaderboard")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 @dataclass(frozen=True)
-class Entry:
+class LeaderboardEntry:
     """One leaderboard entry's summary (the ``entry`` object of its file)."""
 
     name: str
@@ -182,7 +184,7 @@ def _check_complete(
 
 def _summary(
     name: str, url: str, placer: str, suite: str, split: str, seeds: tuple[int, ...], rows
-) -> Entry:
+) -> LeaderboardEntry:
     mine = [r for r in rows if r.get("placer") == placer]
     feasible = [r for r in mine if r.get("feasible", not r.get("oom"))]
     ratios = [
@@ -190,7 +192,7 @@ def _summary(
         for r in feasible
         if r.get("best_known") and r.get("makespan") is not None
     ]
-    return Entry(
+    return LeaderboardEntry(
         name=name,
         url=url,
         placer=placer,
@@ -213,15 +215,15 @@ def _replay_rows(path: Path | str) -> None:
         raise _fail(path, f"refused: {bad[0]}{more}")
 
 
-def submit(
+def submit_entry(
     results: str | Path,
     *,
     name: str,
     url: str = "",
     placer: str | None = None,
-    folder: str | Path = DEFAULT_DIR,
+    folder: str | Path = LEADERBOARD_DIR,
     overwrite: bool = False,
-) -> Entry:
+) -> LeaderboardEntry:
     """Verify ``results`` (module docstring) and add it as entry ``name``.
 
     Raises:
@@ -247,10 +249,10 @@ def submit(
     doc = {"format": data.get("format"), "entry": entry.to_dict(), "config": config}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(results_text(doc, keep))  # the layout of a results file
-    return Entry(**{**entry.__dict__, "path": out})
+    return LeaderboardEntry(**{**entry.__dict__, "path": out})
 
 
-def verify(path: str | Path) -> Entry:
+def verify_entry(path: str | Path) -> LeaderboardEntry:
     """Re-verify one stored entry: complete, every row replays, summary as recomputed.
 
     Raises:
@@ -281,10 +283,10 @@ def verify(path: str | Path) -> Entry:
             raise _fail(path, f"entry.{key}: stored {stored[key]!r}, rows give {value!r}")
     if Path(path).parent.parts[-2:] != (suite, split):
         raise _fail(path, f"an entry of {suite}/{split} must live in <dir>/{suite}/{split}/")
-    return Entry(**{**entry.__dict__, "path": Path(path)})
+    return LeaderboardEntry(**{**entry.__dict__, "path": Path(path)})
 
 
-def load_entries(folder: str | Path = DEFAULT_DIR, suite: str | None = None) -> list[Path]:
+def entry_paths(folder: str | Path = LEADERBOARD_DIR, suite: str | None = None) -> list[Path]:
     """The entry files under ``folder`` (of ``suite`` only, when given), sorted."""
     root = Path(folder)
     if suite is not None:
@@ -292,28 +294,30 @@ def load_entries(folder: str | Path = DEFAULT_DIR, suite: str | None = None) -> 
     return sorted(root.glob("**/*.json")) if root.exists() else []
 
 
-def verify_all(folder: str | Path = DEFAULT_DIR) -> list[Entry]:
-    """:func:`verify` every entry under ``folder`` (the first failure raises)."""
-    return [verify(p) for p in load_entries(folder)]
+def verify_entries(folder: str | Path = LEADERBOARD_DIR) -> list[LeaderboardEntry]:
+    """:func:`verify_entry` every entry under ``folder`` (the first failure raises)."""
+    return [verify_entry(p) for p in entry_paths(folder)]
 
 
-def _rank_key(e: Entry) -> tuple:
+def _rank_key(e: LeaderboardEntry) -> tuple:
     return (-e.feasible, math.inf if e.geomean_best is None else e.geomean_best, e.name)
 
 
-def show(suite: str, split: str = "test", folder: str | Path = DEFAULT_DIR) -> str:
+def leaderboard_table(
+    suite: str, split: str = "test", folder: str | Path = LEADERBOARD_DIR
+) -> str:
     """The ranked markdown table of ``suite``'s ``split`` (module docstring). Entries are
-    read as stored; ``verify`` re-checks them."""
+    read as stored; :func:`verify_entries` re-checks them."""
     get_suite(suite)  # an unknown suite is an error naming the known ones
     entries = []
-    for p in load_entries(folder, suite):
+    for p in entry_paths(folder, suite):
         data = read_json(p, "leaderboard entry")
         info = data.get("entry") or {}
         if info.get("split") != split:
             continue
-        fields: dict[str, Any] = {k: info.get(k) for k in Entry.__dataclass_fields__}
+        fields: dict[str, Any] = {k: info.get(k) for k in LeaderboardEntry.__dataclass_fields__}
         fields["seeds"] = tuple(fields["seeds"] or ())
-        entries.append(Entry(**{**fields, "path": p}))
+        entries.append(LeaderboardEntry(**{**fields, "path": p}))
     if not entries:
         return f"(no entries for {suite}/{split} under {folder})"
     entries.sort(key=_rank_key)
@@ -336,8 +340,8 @@ def show(suite: str, split: str = "test", folder: str | Path = DEFAULT_DIR) -> s
     return "\n".join(lines)
 
 
-def entries_table(entries: Sequence[Entry]) -> str:
-    """One line per verified entry (``verify`` prints it)."""
+def entries_table(entries: Sequence[LeaderboardEntry]) -> str:
+    """One line per verified entry (``placegym leaderboard verify`` prints it)."""
     return "\n".join(
         f"ok {e.suite}/{e.split}/{e.name}: {e.placer}, {e.feasible}/{e.rows} feasible"
         for e in entries

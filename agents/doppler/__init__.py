@@ -8,8 +8,9 @@
 - :mod:`~placegym.agents.doppler.inputs`: which inputs each head reads, one entry per
   optional input (its flag, width, columns and per-graph data), and the per-graph inputs
   (:func:`graph_inputs`) and per-state device rows (:func:`plc_devices`) derived from it;
-- :mod:`~placegym.agents.doppler.policy`: :class:`DopplerPolicy` and its per-graph
-  :class:`Encoding`;
+- :mod:`~placegym.agents.doppler.encoding`: the policy's per-graph :class:`Encoding` and
+  what its PLC inputs read of it (:class:`~placegym.agents.doppler.encoding.PlcPolicy`);
+- :mod:`~placegym.agents.doppler.policy`: :class:`DopplerPolicy`;
 - :mod:`~placegym.agents.doppler.episodes`: the batched episode player
   (:func:`play_episodes`), :class:`EpisodeRecord` and the greedy / sampled choice;
 - :mod:`~placegym.agents.doppler.scoring`: log-probabilities and entropies of recorded
@@ -17,7 +18,7 @@
 - :mod:`~placegym.agents.doppler.decoder`: the decoder of placements without
   environments (:class:`Decoder`, :func:`sample_placements`, :func:`best_of_samples`);
 - :mod:`~placegym.agents.doppler.search`: inference-time search under a budget of
-  simulator calls (:func:`policy_search`, :class:`SearchConfig`, :class:`SearchPlacer`);
+  simulator calls (:func:`policy_search`, :class:`SearchConfig`, :class:`PolicySearch`);
 - :mod:`~placegym.agents.doppler.hints`: heuristic placements as PLC hints;
 - :mod:`~placegym.agents.doppler.baselines`: Placeto and GDP behind the same interface;
 - :mod:`~placegym.agents.doppler._kernels`: the compiled kernels of the per-state inputs.
@@ -40,14 +41,15 @@ from placegym.agents.doppler.decoder import (
     decodes_like_episodes,
     sample_placements,
 )
+from placegym.agents.doppler.encoding import Encoding
 from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
 from placegym.agents.doppler.features import cluster_links
 from placegym.agents.doppler.inputs import graph_inputs, plc_devices
-from placegym.agents.doppler.policy import DopplerPolicy, Encoding
+from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.doppler.scoring import Scores, score
 from placegym.agents.doppler.search import (
+    PolicySearch,
     SearchConfig,
-    SearchPlacer,
     SearchResult,
     check_budget,
     policy_search,
@@ -63,9 +65,9 @@ __all__ = [
     "GdpPolicy",
     "PlacetoPolicy",
     "PolicyConfig",
+    "PolicySearch",
     "Scores",
     "SearchConfig",
-    "SearchPlacer",
     "SearchResult",
     "best_of_samples",
     "check_budget",

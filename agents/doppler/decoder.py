@@ -8,8 +8,8 @@ PLC decisions after an incumbent's prefix, for
 :func:`~placegym.agents.doppler.search.policy_search`. :func:`sample_placements` and
 :func:`best_of_samples` are the episodes ``play_episodes`` samples, decoded in lockstep
 and simulated in one batch: the same placements and makespans, bit for bit.
-:func:`calibrated_greedy` is the greedy placement made to fit where memory binds, as the
-teachers' single passes are (:func:`~placegym.teachers._memory.calibrate`).
+:func:`reserved_greedy` is the greedy placement made to fit where memory binds, as the
+teachers' single passes are (:func:`~placegym.teachers._memory.reserve_room`).
 
 A policy with lookahead prices (``PolicyConfig.prices``) prices every PLC state it
 decodes with a private pricer (:attr:`Decoder.pricer`), whose calls the search counts.
@@ -47,8 +47,8 @@ from placegym.teachers.lookahead import LookaheadTeacher
 __all__ = [
     "Decoder",
     "best_of_samples",
-    "calibrated_greedy",
     "decodes_like_episodes",
+    "reserved_greedy",
     "sample_placements",
 ]
 
@@ -362,11 +362,11 @@ def best_of_samples(
     return Placement(devs[best], orders[best]), float(makespans[best])
 
 
-def calibrated_greedy(
+def reserved_greedy(
     decoder: Decoder, passes: list[Placement] | None = None, first: Placement | None = None
 ) -> Placement:
     """The policy's greedy placement made to fit where memory binds, as the teachers'
-    single passes are (:func:`~placegym.teachers._memory.calibrate`): the greedy pass
+    single passes are (:func:`~placegym.teachers._memory.reserve_room`): the greedy pass
     under the decoder's mask; if it is over memory (simulated), the greedy pass again
     under the ``"room"`` mask with per-device tensor reserves, each round raising the
     reserve of a device over memory by its simulated excess (at least to the live tensors
@@ -377,7 +377,7 @@ def calibrated_greedy(
     pass decoded, in order: each but the first (which a search simulates as its greedy
     pass) is one more simulator call. ``first``: the plain greedy pass when the caller
     has it already (played in environments), so it is not decoded again."""
-    from placegym.teachers._memory import calibrate
+    from placegym.teachers._memory import reserve_room
 
     decoded: dict[bytes | None, Placement] = {} if first is None else {None: first}
     if first is not None and passes is not None:
@@ -391,4 +391,4 @@ def calibrated_greedy(
                 passes.append(decoded[key])
         return decoded[key]
 
-    return roll(calibrate(decoder.graph, decoder.cluster, roll))
+    return roll(reserve_room(decoder.graph, decoder.cluster, roll))

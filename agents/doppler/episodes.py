@@ -45,9 +45,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from placegym.agents.doppler.encoding import Encoding
 from placegym.agents.doppler.features import prices_with
 from placegym.agents.doppler.inputs import graph_inputs, plc_devices, sel_picks
-from placegym.agents.doppler.policy import DopplerPolicy, Encoding
+from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.nn.encoder import GraphInputs
 from placegym.envs.core.cache import IdentityCache
 from placegym.envs.mdp.env import PlacementEnv
@@ -227,7 +228,7 @@ def play_episodes(
     calls.
 
     Envs with compact observations (``observation="compact"``, as
-    :class:`~placegym.train.evaluate.EnvPool` builds them) are read the same way: the
+    :class:`~placegym.agents.doppler.placer.EnvPool` builds them) are read the same way: the
     per-graph keys come from ``env.graph_observation()`` once per graph.
 
     ``rng`` is one generator for every draw, or one generator per env for the draws of

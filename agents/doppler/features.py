@@ -46,7 +46,7 @@ from placegym.teachers.base import TIE_RTOL, Teacher
 from placegym.teachers.lookahead import LookaheadTeacher
 
 if TYPE_CHECKING:
-    from placegym.agents.doppler.policy import Encoding
+    from placegym.agents.doppler.encoding import Encoding
 
 __all__ = [
     "best_hint_share",

@@ -22,11 +22,11 @@ its ``width`` and how its columns are computed (``columns``) and from what:
 
 - ``prepare``: per graph and cluster, the :class:`~placegym.agents.nn.encoder.
   GraphInputs` fields it reads, set once per graph by :func:`graph_inputs` (from a
-  :class:`GraphSource`, which computes what several entries share once);
+  :class:`PrepareContext`, which computes what several entries share once);
 - ``modules`` (:class:`PlcInput`): the learned layers it owns, which
   :class:`~placegym.agents.doppler.policy.DopplerPolicy` creates under these attribute
   names (the keys of its ``state_dict``) in table order, before the PLC head; ``encode``:
-  what it adds to the per-graph :class:`~placegym.agents.doppler.policy.Encoding`.
+  what it adds to the per-graph :class:`~placegym.agents.doppler.encoding.Encoding`.
 
 The widths of the heads' first layers (:func:`sel_width`, :func:`plc_width`), the device
 rows (:func:`plc_devices`) and the concatenations (:func:`sel_columns`,
@@ -93,16 +93,16 @@ from placegym.teachers.lookahead import LookaheadTeacher
 
 if TYPE_CHECKING:
     from placegym.agents.doppler.config import PolicyConfig
-    from placegym.agents.doppler.policy import DopplerPolicy, Encoding
+    from placegym.agents.doppler.encoding import Encoding, PlcPolicy
 
 __all__ = [
     "DEVICE_INPUTS",
     "PLC_INPUTS",
     "SEL_INPUTS",
     "DeviceInput",
-    "GraphSource",
     "PlcBatch",
     "PlcInput",
+    "PrepareContext",
     "SelInput",
     "device_width",
     "enabled",
@@ -118,8 +118,8 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------------- sources
-class GraphSource:
+# ---------------------------------------------------------------------- prepare context
+class PrepareContext:
     """What the ``prepare`` hooks read for one graph and cluster: the policy's config and
     the values several entries share, each computed once (b-levels, hint placements)."""
 
@@ -142,8 +142,8 @@ class GraphSource:
         return hint_placements(self.graph, self.cluster, tuple(self.config.hints))
 
 
-#: ``prepare(source)``: the :class:`GraphInputs` fields an entry reads, by name.
-Prepare = Callable[[GraphSource], dict[str, Any]]
+#: ``prepare(context)``: the :class:`GraphInputs` fields an entry reads, by name.
+Prepare = Callable[[PrepareContext], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ class PlcBatch:
     read them: ``node (S,)``, ``placed (S, n)``, ``dev (S, D, F)``; ``count (S, D)`` and
     ``agg (S, D, H)`` the number and the mean PLC embedding of the nodes on each device."""
 
-    policy: DopplerPolicy
+    policy: PlcPolicy
     enc: Encoding
     node: Tensor
     placed: Tensor
@@ -212,7 +212,7 @@ class PlcInput:
     columns: Callable[[PlcBatch], Tensor]
     prepare: Prepare | None = None
     modules: Callable[[PolicyConfig, int], dict[str, nn.Module]] | None = None
-    encode: Callable[[DopplerPolicy, Encoding], None] | None = None
+    encode: Callable[[PlcPolicy, Encoding], None] | None = None
 
 
 def enabled(entry: SelInput | DeviceInput | PlcInput, config: Any) -> bool:
@@ -221,7 +221,7 @@ def enabled(entry: SelInput | DeviceInput | PlcInput, config: Any) -> bool:
 
 
 # ---------------------------------------------------------------------- SEL entries
-def _b_levels(src: GraphSource) -> dict[str, Any]:
+def _b_levels(src: PrepareContext) -> dict[str, Any]:
     return {"b_level": torch.from_numpy(src.levels.copy())}
 
 
@@ -259,7 +259,7 @@ DEVICE_INPUTS: tuple[DeviceInput, ...] = (
 
 
 # ---------------------------------------------------------------------- PLC entries
-def _hint_groups(src: GraphSource) -> dict[str, Any]:
+def _hint_groups(src: PrepareContext) -> dict[str, Any]:
     groups = hint_groups(src.graph, src.cluster, tuple(src.config.hints), src.placements)
     return {"groups": torch.from_numpy(groups)}
 
@@ -269,7 +269,7 @@ def _affinity_modules(config: PolicyConfig, dev_width: int) -> dict[str, nn.Modu
     return {"plc_query": nn.Linear(h, h), "plc_key": nn.Linear(h, h)}
 
 
-def _affinity_encode(policy: DopplerPolicy, enc: Encoding) -> None:
+def _affinity_encode(policy: PlcPolicy, enc: Encoding) -> None:
     enc.query, enc.key = policy.plc_query(enc.plc_h), policy.plc_key(enc.plc_h)
 
 
@@ -372,7 +372,7 @@ def plc_modules(config: PolicyConfig) -> list[tuple[str, nn.Module]]:
     return out
 
 
-def plc_encode(policy: DopplerPolicy, enc: Encoding) -> None:
+def plc_encode(policy: PlcPolicy, enc: Encoding) -> None:
     """Add to the per-graph ``enc`` what the enabled PLC inputs compute once per graph
     (their ``encode``, in table order)."""
     for entry in PLC_INPUTS:
@@ -387,7 +387,7 @@ def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluste
     and b-levels). Any policy: a config without a field enables nothing of it."""
     inputs = GraphInputs.from_obs(obs)
     config = getattr(policy, "config", None)
-    src = GraphSource(graph, cluster, config)
+    src = PrepareContext(graph, cluster, config)
     fields: dict[str, Any] = {}
     entries: tuple[SelInput | DeviceInput | PlcInput, ...] = (
         *SEL_INPUTS,
@@ -448,7 +448,7 @@ def sel_columns(
 
 
 def plc_columns(
-    policy: DopplerPolicy, enc: Encoding, node: Tensor, placed: Tensor, dev: Tensor
+    policy: PlcPolicy, enc: Encoding, node: Tensor, placed: Tensor, dev: Tensor
 ) -> Tensor:
     """``(S, D, plc_width(config))``: the fixed columns (module docstring) and the
     enabled :data:`PLC_INPUTS` of every device of each state."""

@@ -33,12 +33,12 @@ device, so the policy works for any graph size and any device count.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from placegym.agents.doppler.config import PolicyConfig
+from placegym.agents.doppler.encoding import Encoding
 from placegym.agents.doppler.inputs import (
     plc_columns,
     plc_encode,
@@ -51,21 +51,6 @@ from placegym.agents.nn.encoder import POSITION_FEATURES, GraphEncoder, GraphInp
 from placegym.envs.mdp.observation import NODE_STATIC
 
 __all__ = ["DopplerPolicy", "Encoding"]
-
-
-@dataclass
-class Encoding:
-    """Per-graph encoder outputs: SEL ``h (n, H)``, ``cp (n, 2H)`` and their projection
-    into the SEL head ``sel_static (n, H)``; PLC ``h (n, H)`` and, with affinities, its
-    ``query`` and ``key`` projections ``(n, H)``."""
-
-    sel_h: Tensor
-    sel_cp: Tensor
-    sel_static: Tensor
-    plc_h: Tensor
-    graph: GraphInputs | None = None
-    query: Tensor | None = None
-    key: Tensor | None = None
 
 
 def _mlp_tail(hidden: int) -> nn.Sequential:

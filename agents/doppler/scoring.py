@@ -17,8 +17,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from placegym.agents.doppler.encoding import Encoding
 from placegym.agents.doppler.episodes import EpisodeRecord
-from placegym.agents.doppler.policy import DopplerPolicy, Encoding
+from placegym.agents.doppler.policy import DopplerPolicy
 
 __all__ = ["Scores", "score", "segment_log_softmax", "segment_logsumexp"]
 

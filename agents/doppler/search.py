@@ -21,7 +21,7 @@
    replayed up to a node, and the PLC decisions of a window of the following nodes (1 to
    ``window`` of them, in the incumbent's priority order) are sampled from the policy
    given that prefix, the other nodes keeping their devices. The rest are the moves of
-   the anneal teacher (:mod:`placegym.teachers.anneal`: move, swap, neighbourhood, layer
+   the anneal teacher (:mod:`placegym.teachers.anneal_moves`: move, swap, neighbourhood, layer
    exchange, adjacent priority swap), around a node of the incumbent's critical chain
    with probability ``guide`` (finding the chain costs one call after each accepted step,
    as in anneal). Priority swaps that would make the order non-topological are dropped.
@@ -71,19 +71,17 @@ from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.reward import oom_makespan
 from placegym.envs.mdp.state import memory_mask_mode
 from placegym.envs.sim.simulator import Schedule, simulate, simulate_batch
-
-# the annealing move set and critical chain of the anneal teacher, shared with it
-from placegym.teachers.anneal import (
+from placegym.teachers.anneal import STARTS
+from placegym.teachers.anneal_moves import (
     MOVES,
-    STARTS,
-    _critical_chain,
-    _hold_groups,
-    _problem,
-    _propose,
-    _weights,
+    critical_chain,
+    effective_weights,
+    hold_groups,
+    move_problem,
+    propose_move,
 )
 
-__all__ = ["SearchConfig", "SearchPlacer", "SearchResult", "check_budget", "policy_search"]
+__all__ = ["PolicySearch", "SearchConfig", "SearchResult", "check_budget", "policy_search"]
 
 
 @dataclass(frozen=True)
@@ -106,7 +104,7 @@ class SearchConfig:
         window: longest window of re-sampled PLC decisions (>= 1).
         guide: probability that a move is centred on the incumbent's critical chain.
         move_weights: relative frequency of each annealing move
-            (:data:`placegym.teachers.anneal.MOVES`).
+            (:data:`placegym.teachers.anneal_moves.MOVES`).
         t_start, t_end: acceptance temperatures of the local search (relative makespan
             change), ``0 < t_end <= t_start``.
         memory_mask: the environment's device mask the policy decodes under (``True``,
@@ -257,12 +255,12 @@ def _topological(order: np.ndarray, edges: np.ndarray) -> bool:
 
 class _Improver:
     """The local search of stage 5 (module docstring): annealing over the moves of
-    :mod:`placegym.teachers.anneal` plus policy-sampled windows."""
+    :mod:`placegym.teachers.anneal_moves` plus policy-sampled windows."""
 
     def __init__(self, dec: Decoder, calls: _Calls, cfg: SearchConfig, rng) -> None:
         self.dec, self.calls, self.cfg, self.rng = dec, calls, cfg, rng
-        self.problem = _problem(dec.graph, dec.cluster)
-        w = _weights(cfg.move_weights, dec.graph.num_nodes, dec.cluster.num_devices)
+        self.problem = move_problem(dec.graph, dec.cluster)
+        w = effective_weights(cfg.move_weights, dec.graph.num_nodes, dec.cluster.num_devices)
         self.weights = w / w.sum() if w.sum() > 0 else w
         self.score, _, self.dev, self.order = calls.best  # type: ignore[misc]
         self.chain: np.ndarray | None = None
@@ -291,7 +289,7 @@ class _Improver:
         cfg, rng, n = self.cfg, self.rng, self.dec.graph.num_nodes
         if cfg.guide > 0 and self.chain is None and self.calls.left > 1:
             schedule = simulate(self.dec.graph, self.dec.cluster, Placement(self.dev, self.order))
-            self.chain = _critical_chain(schedule)
+            self.chain = critical_chain(schedule)
             self.calls.count_extra()
         if self.chain is not None and len(self.chain) and rng.random() < cfg.guide:
             return int(self.chain[rng.integers(len(self.chain))])
@@ -312,11 +310,11 @@ class _Improver:
                 Placement(self.dev, self.order), start, lengths, cfg.temperature, rng
             )
             for r in range(k_policy):  # members after the window follow their group
-                _hold_groups(self.problem, devs[r], self.dev)
+                hold_groups(self.problem, devs[r], self.dev)
         for r in range(k_policy, k):
             kind = int(rng.choice(len(MOVES), p=self.weights))
-            _propose(rng, self.problem, kind, self.focus(), devs[r], ords[r], rank)
-            _hold_groups(self.problem, devs[r], self.dev)  # a group moves whole
+            propose_move(rng, self.problem, kind, self.focus(), devs[r], ords[r], rank)
+            hold_groups(self.problem, devs[r], self.dev)  # a group moves whole
             if kind == MOVES.index("priority") and not _topological(ords[r], edges):
                 ords[r] = self.order  # decoding replays orders: keep them topological
         return devs, ords
@@ -448,7 +446,7 @@ def policy_search(
     )
 
 
-class SearchPlacer:
+class PolicySearch:
     """:func:`policy_search` as a placer ``(graph, cluster, seed) -> Placement``.
 
     Args:
@@ -478,4 +476,4 @@ class SearchPlacer:
         return self.place(graph, cluster, seed)
 
     def __repr__(self) -> str:
-        return f"SearchPlacer({self.name!r}, budget={self.config.budget})"
+        return f"PolicySearch({self.name!r}, budget={self.config.budget})"

@@ -20,23 +20,27 @@ Each agent is a folder of this package, ``agents/zoo/<name>/`` (package data), h
 re-runs them on every clone and requires the same numbers, and an instance whose digest
 differs from the suite as installed (a new suite version) is reported, not compared.
 
-:func:`pretrained` returns a :class:`Pretrained`: its :attr:`~Pretrained.policy` (a
-:class:`~placegym.agents.doppler.DopplerPolicy` in eval mode) and its card. As a
-benchmark placer: ``placegym bench --agents pretrained:NAME`` (or
-``placegym.train.evaluate.AgentPlacer(agent.policy)``).
+:func:`pretrained` returns a :class:`Pretrained`: a placer
+(:class:`~placegym.agents.doppler.placer.AgentPlacer`, greedy) ``place(graph, cluster,
+seed=0) -> Placement`` that decodes under the memory mask the agent was trained under
+(:attr:`~Pretrained.memory_mask`, ``data.memory_mask`` of the card's training config),
+with its :attr:`~Pretrained.policy` (a :class:`~placegym.agents.doppler.DopplerPolicy` in
+eval mode) and its :attr:`~Pretrained.card`. It goes into the benchmark as it is
+(``placegym.benchmark.evaluate(pretrained(NAME), ...)``), or from the command line as
+``placegym bench --agents pretrained:NAME``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+from placegym.agents.doppler.placer import AgentPlacer, trained_mask
 
 __all__ = [
     "CARD_FORMAT",
@@ -53,13 +57,24 @@ POLICY_FORMAT = "placegym.pretrained/v1"
 CARD_FORMAT = "placegym.pretrained-card/v1"
 
 
-@dataclass(frozen=True)
-class Pretrained:
-    """A shipped agent: its name, policy (eval mode) and card (module docstring)."""
+class Pretrained(AgentPlacer):
+    """A shipped agent: a greedy :class:`~placegym.agents.doppler.placer.AgentPlacer`
+    named after it, decoding under the memory mask it was trained under, with its card
+    (module docstring).
 
-    name: str
-    policy: DopplerPolicy
-    card: dict[str, Any]
+    Args:
+        name: the agent's name (its folder), also its label in benchmark tables.
+        policy: its policy (put in eval mode).
+        card: its card; ``card["config"]["data"]["memory_mask"]`` is the mask it decodes
+            under (True where the card names none).
+
+    Attributes:
+        card: the card (module docstring).
+    """
+
+    def __init__(self, name: str, policy: DopplerPolicy, card: dict[str, Any]) -> None:
+        super().__init__(policy, name=name, memory_mask=trained_mask(card.get("config")))
+        self.card = card
 
     @property
     def results(self) -> dict[str, dict[str, Any]]:
@@ -71,6 +86,9 @@ class Pretrained:
         """``suite``, ``split``, ``mode`` and ``seed`` of the recorded results."""
         return dict(self.card.get("evaluated_on", {}))
 
+    def __repr__(self) -> str:
+        return f"Pretrained({self.name!r}, memory_mask={self.memory_mask!r})"
+
 
 def available() -> list[str]:
     """The names of the shipped agents."""
@@ -78,7 +96,8 @@ def available() -> list[str]:
 
 
 def pretrained(name: str) -> Pretrained:
-    """The shipped agent ``name`` (see :func:`available`).
+    """The shipped agent ``name`` (see :func:`available`) as a placer: greedy, decoding
+    under the memory mask it was trained under, its card attached (:class:`Pretrained`).
 
     Raises:
         ValueError: an unknown name (naming the shipped ones) or a file of another format.
@@ -96,7 +115,7 @@ def pretrained(name: str) -> Pretrained:
         raise ValueError(f"{folder / 'policy.pt'}: format: expected {POLICY_FORMAT!r}")
     policy = DopplerPolicy(PolicyConfig.from_dict(data["policy_config"]))
     policy.load_state_dict(data["policy"])
-    return Pretrained(name, policy.eval(), card)
+    return Pretrained(name, policy, card)
 
 
 def save_policy(policy: DopplerPolicy, path: Path) -> None:

@@ -16,11 +16,11 @@ from this package too (``from placegym.envs.analysis import b_level``).
 from placegym.envs.analysis.levels import (
     CostTable,
     b_level,
-    cost_table,
     critical_path_length,
     durations_on,
     mean_comm,
     mean_durations,
+    step_costs,
     t_level,
 )
 from placegym.envs.analysis.memory import memory_may_bind, overflow_penalty
@@ -28,12 +28,12 @@ from placegym.envs.analysis.memory import memory_may_bind, overflow_penalty
 __all__ = [
     "CostTable",
     "b_level",
-    "cost_table",
     "critical_path_length",
     "durations_on",
     "mean_comm",
     "mean_durations",
     "memory_may_bind",
     "overflow_penalty",
+    "step_costs",
     "t_level",
 ]

@@ -28,11 +28,11 @@ from placegym.envs.core.graph import Graph
 __all__ = [
     "CostTable",
     "b_level",
-    "cost_table",
     "critical_path_length",
     "durations_on",
     "mean_comm",
     "mean_durations",
+    "step_costs",
     "t_level",
 ]
 
@@ -139,5 +139,6 @@ def _build_cost_table(graph: Graph, cluster: Cluster) -> CostTable:
     )
 
 
-#: The :class:`CostTable` of a (graph, cluster) pair; the last 16 pairs are cached.
-cost_table = IdentityCache(_build_cost_table, size=16)
+#: The :class:`CostTable` of a (graph, cluster) pair (what step-by-step placement reads);
+#: the last 16 pairs are cached.
+step_costs = IdentityCache(_build_cost_table, size=16)

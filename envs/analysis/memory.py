@@ -12,7 +12,7 @@ Room for the rest of the graph: the units a device takes whole and the packing c
 A partial placement can be a dead end: every node placed so far fits, yet the resident
 bytes still to come no longer fit anywhere. This module holds what the environment's
 ``memory_mask="room"`` (:class:`~placegym.envs.mdp.state.PlacementState`) and the teachers'
-:class:`~placegym.teachers._memory.Room` use to avoid that:
+:class:`~placegym.envs.analysis.memory.Room` use to avoid that:
 
 - :func:`units`: the graph with its co-location groups contracted: each group is one
   *unit*, each node outside a group its own; a unit's resident bytes go to one device
@@ -30,11 +30,12 @@ bytes still to come no longer fit anywhere. This module holds what the environme
 
 from __future__ import annotations
 
-import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from placegym.envs.analysis._memory_kernel import packs_into
 from placegym.envs.analysis.levels import b_level, durations_on
 from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
@@ -42,6 +43,7 @@ from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 
 __all__ = [
+    "Room",
     "Units",
     "fit_resident",
     "memory_infeasibility",
@@ -103,35 +105,61 @@ units = IdentityCache(_units, size=32)
 
 def packs(items: np.ndarray, free: np.ndarray) -> bool:
     """Whether ``items`` (bytes > 0, descending) pack into devices of ``free`` bytes
-    (>= 0): a counting bound, else worst-fit decreasing, else first-fit decreasing."""
-    if not len(items):
-        return True
-    total = float(items.sum())
-    if total > float(free.sum()):
-        return False
-    # any-fit fails on an item x only when every device has less than x <= items[0]
-    # left, i.e. after more than sum(max(free - items[0], 0)) bytes were placed
-    if total <= float(np.maximum(free - items[0], 0.0).sum()):
-        return True
-    heap = [-f for f in free.tolist()]
-    heapq.heapify(heap)
-    xs = items.tolist()
-    for x in xs:
-        top = -heap[0]
-        if x > top:
-            break
-        heapq.heapreplace(heap, -(top - x))
-    else:
-        return True
-    left = free.tolist()
-    for x in xs:
-        for d, f in enumerate(left):
-            if f >= x:
-                left[d] = f - x
-                break
-        else:
-            return False
-    return True
+    (>= 0): a counting bound, else worst-fit decreasing, else first-fit decreasing (the
+    compiled :func:`~placegym.envs.analysis._memory_kernel.packs_into`, which the rule
+    kernels call too)."""
+    items = np.ascontiguousarray(items, dtype=np.float64)
+    free = np.ascontiguousarray(free, dtype=np.float64)
+    return bool(packs_into(items, len(items), free, np.empty_like(free)))
+
+
+class Room:
+    """Which devices leave room for the rest of the graph: the teachers' rule
+    (:func:`room_mask` is the environment's).
+
+    A device has room for node ``v`` in a partial placement when, with ``v``'s resident
+    bytes there (its whole group's when it opens the group), the resident bytes of every
+    unit with no node placed yet still pack (:func:`packs`) into the
+    devices' capacity left: memory less ``reserve`` (for live tensors), less the resident
+    bytes placed, less those still to come of groups already open.
+
+    Args:
+        graph: the graph.
+        cluster: the devices and their memory.
+        reserve: ``(D,)`` bytes kept free on each device for live tensors.
+    """
+
+    def __init__(self, graph: Graph, cluster: Cluster, reserve: np.ndarray) -> None:
+        self.graph, self.cluster = graph, cluster
+        self.units = units(graph)
+        self.reserve = np.asarray(reserve, dtype=np.float64)
+        self.capacity = cluster.memory - self.reserve
+
+    def checker(self, device: np.ndarray, param_used: np.ndarray, v: int) -> Callable[[int], bool]:
+        """``fits(d)``: whether device ``d`` has room for ``v`` in the partial placement
+        ``device`` (-1 unplaced) with ``param_used`` resident bytes per device."""
+        u, pb = self.units, self.graph.param_bytes
+        placed = np.flatnonzero(device >= 0)
+        unit_dev = np.full(u.count, -1, dtype=np.int64)
+        unit_dev[u.of[placed]] = device[placed]
+        done = np.bincount(u.of[placed], weights=pb[placed], minlength=u.count)
+        open_ = unit_dev >= 0
+        pending = np.bincount(
+            unit_dev[open_], weights=(u.nbytes - done)[open_], minlength=len(self.capacity)
+        )
+        free = self.capacity - param_used - pending
+        mine = int(u.of[v])
+        need = float(u.nbytes[mine]) if unit_dev[mine] < 0 else float(pb[v])
+        items = u.unopened(open_, mine)
+
+        def fits(d: int) -> bool:
+            f = free.copy()
+            f[d] -= need
+            if need > 0 and f[d] < 0:
+                return False
+            return packs(items, np.maximum(f, 0.0))  # a device past its capacity takes none
+
+        return fits
 
 
 def working_set(graph: Graph, duration: np.ndarray) -> np.ndarray:

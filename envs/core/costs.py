@@ -25,7 +25,7 @@ profile. :func:`cost_table` packs them as an ``(n, C)`` table over the ``C`` cos
 (the profiled kinds, then the other kinds the graph times, then one class for the
 default) plus each device's class index, never an ``n × D`` array, so clusters of
 thousands of devices cost no more than their classes. Everything that takes a graph and
-a cluster (the simulator and the reference simulator, :mod:`placegym.envs.analysis.levels`,
+a cluster (the simulator and its oracle, :mod:`placegym.envs.analysis.levels`,
 the teachers, the environments) reads durations through this module or that table, so
 profiled clusters and measured graphs are used transparently.
 """

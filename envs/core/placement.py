@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from placegym.envs.core import validate as V
+from placegym.envs.core.recompute_rule import check_recompute
 
 if TYPE_CHECKING:
     from placegym.envs.core.cluster import Cluster
@@ -114,7 +115,7 @@ class Placement:
         one device per node, device indices in the cluster's range, every co-location
         group of ``graph`` on one device (:func:`split_group`), and every node of
         ``recompute`` one that may be recomputed
-        (:func:`placegym.envs.core.recompute.check_recompute`)."""
+        (:func:`placegym.envs.core.recompute_rule.check_recompute`)."""
         if self.num_nodes != graph.num_nodes:
             raise V.fail(
                 "device",
@@ -133,8 +134,6 @@ class Placement:
         if split is not None:
             raise ValueError(split_message("device", graph, self.device, *split[1:]))
         if self.recompute.size:
-            from placegym.envs.core.recompute import check_recompute
-
             check_recompute(graph, self.recompute)
 
     @classmethod

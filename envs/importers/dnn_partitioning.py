@@ -19,7 +19,7 @@ one JSON object::
   gives the id -> node map, and each node's ``spec`` is ``{"kind": "opaque",
   "source_id": <the file's id>}`` (the files carry times, not kernels), so a saved graph
   keeps the ids. Edges keep the file's order. Graph and cluster are named by
-  :func:`default_name` (``throughput-layer-bert24_training``).
+  :func:`dnn_partitioning_name` (``throughput-layer-bert24_training``).
 - ``op`` is the node's ``name`` when present, else ``"node<id>"``; a backward node
   (``isBackwardNode`` true) gets the prefix ``"bw:"`` (``"bw:node3grad"``). This is
   informational only. ``layer`` is ``layerId`` when present, else none.
@@ -103,7 +103,7 @@ from placegym.envs.core import validate as V
 from placegym.envs.core.cluster import Cluster, Device, Level
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
-from placegym.envs.importers._dnn_format import Instance, label, parse
+from placegym.envs.importers._dnn_format import DnnDocument, label, parse
 
 __all__ = [
     "ACCELERATOR_KIND",
@@ -115,7 +115,7 @@ __all__ = [
     "INPUTS",
     "NOMINAL_FLOPS",
     "ExpertPlacer",
-    "default_name",
+    "dnn_partitioning_name",
     "expert_for",
     "expert_placement",
     "from_dnn_partitioning",
@@ -184,7 +184,7 @@ _KINDS = ("LayerGraphs", "OperatorGraphs")
 
 
 # ------------------------------------------------------------------ conversion
-def _bandwidth(inst: Instance) -> float:
+def _bandwidth(inst: DnnDocument) -> float:
     """Bytes/s: 1000 x the most common ``size / cost`` of the edges (module docstring)."""
     if not inst.ratios:
         return DEFAULT_BANDWIDTH
@@ -222,7 +222,7 @@ def _groups(color: list[int | None]) -> list[int]:
     return out
 
 
-def _cpu_count(cpus: int | str, inst: Instance) -> int:
+def _cpu_count(cpus: int | str, inst: DnnDocument) -> int:
     """The number of CPU devices ``cpus`` asks for (``"file"``: the file's ``maxCPUs``)."""
     if cpus == "file":
         return inst.max_cpus
@@ -232,7 +232,7 @@ def _cpu_count(cpus: int | str, inst: Instance) -> int:
 
 
 def _build(
-    inst: Instance, name: str, cpus: int | str = 0, cpu_memory: float | None = None
+    inst: DnnDocument, name: str, cpus: int | str = 0, cpu_memory: float | None = None
 ) -> tuple[Graph, Cluster]:
     n_cpu = _cpu_count(cpus, inst)
     if cpu_memory is not None:
@@ -278,11 +278,11 @@ def _build(
     return graph, Cluster(devices=devices, levels=(host, link), name=name)
 
 
-def _read(path: str | os.PathLike[str]) -> Instance:
+def _read(path: str | os.PathLike[str]) -> DnnDocument:
     return V.load_document(path, "dnn-partitioning workload", parse)
 
 
-def default_name(path: str | os.PathLike[str]) -> str:
+def dnn_partitioning_name(path: str | os.PathLike[str]) -> str:
     """The graph name of a workload file: its stem, prefixed by the setting and graph kind
     when the file sits in the upstream layout
     (``throughput-inputs/LayerGraphs/bert24_training.json`` ->
@@ -328,7 +328,7 @@ def from_dnn_partitioning(
 
     Args:
         path: the JSON file.
-        name: the name of the graph and the cluster (default :func:`default_name`).
+        name: the name of the graph and the cluster (default :func:`dnn_partitioning_name`).
         cpus: CPU devices to add, as in :func:`parse_dnn_partitioning`.
         cpu_memory: bytes of each CPU device, as in :func:`parse_dnn_partitioning`.
 
@@ -340,7 +340,7 @@ def from_dnn_partitioning(
         FileNotFoundError: no such file.
         ValueError: ``PATH: <field>: <problem>, got <value>``.
     """
-    return _build(_read(path), name or default_name(path), cpus, cpu_memory)
+    return _build(_read(path), name or dnn_partitioning_name(path), cpus, cpu_memory)
 
 
 #: Prefix of a cluster source naming a vendored published workload's accelerators:
@@ -370,7 +370,7 @@ def node_index(path: str | os.PathLike[str]) -> dict[int, int]:
 
 
 # ------------------------------------------------------------------ expert splits
-def _expert_devices(data: Mapping[str, Any], inst: Instance, source: str) -> np.ndarray:
+def _expert_devices(data: Mapping[str, Any], inst: DnnDocument, source: str) -> np.ndarray:
     """Accelerator of each node under an expert split (module docstring)."""
     data = V.as_mapping(data, "expert split")
     for k, raw in enumerate(V.as_list(data.get("cpus", []), "cpus")):
@@ -460,7 +460,7 @@ def expert_placement(
     from placegym.envs.analysis.levels import b_level
 
     inst = _read(graph_path)
-    graph, cluster = _build(inst, default_name(graph_path), cpus, cpu_memory)
+    graph, cluster = _build(inst, dnn_partitioning_name(graph_path), cpus, cpu_memory)
     device = V.load_document(
         expert_path,
         "dnn-partitioning expert",
@@ -479,14 +479,14 @@ def expert_for(workload: str | os.PathLike[str]) -> Path | None:
     Args:
         workload: a workload file in the upstream layout (its last three path parts, such
             as ``throughput-inputs/LayerGraphs/resnet50_training.json``, are matched), or
-            its :func:`default_name` (``throughput-layer-resnet50_training``).
+            its :func:`dnn_partitioning_name` (``throughput-layer-resnet50_training``).
 
     Returns:
         The split's path in :data:`DATA_DIR` (see :data:`EXPERTS`).
     """
     key = "/".join(Path(workload).parts[-3:])
     if key not in EXPERTS:
-        by_name = {default_name(k): k for k in EXPERTS}
+        by_name = {dnn_partitioning_name(k): k for k in EXPERTS}
         key = by_name.get(os.fspath(workload), key)
     rel = EXPERTS.get(key)
     return None if rel is None else DATA_DIR / rel
@@ -495,7 +495,7 @@ def expert_for(workload: str | os.PathLike[str]) -> Path | None:
 class ExpertPlacer:
     """The human-expert split of a published workload as a placer
     (``place(graph, cluster, seed)``, :mod:`placegym.benchmark`): the graph is recognised
-    by its name (:func:`default_name`, as the suites and the importer name it), the split
+    by its name (:func:`dnn_partitioning_name`, as the suites and the importer name it), the split
     is :func:`expert_placement`'s. ``placegym bench --suite published-v0 --placer
     placegym.envs.importers.dnn_partitioning:ExpertPlacer`` adds an ``expert`` column.
 
@@ -509,7 +509,7 @@ class ExpertPlacer:
     def place(self, graph: Any, cluster: Any, seed: int = 0) -> Placement:
         """The expert placement of ``graph`` (``seed`` is not used)."""
         expert = expert_for(graph.name)
-        inputs = {default_name(rel): rel for rel in INPUTS}
+        inputs = {dnn_partitioning_name(rel): rel for rel in INPUTS}
         if expert is None or graph.name not in inputs:
             raise ValueError(f"graph: no expert split for {graph.name!r}")
         placement = expert_placement(DATA_DIR / inputs[graph.name], expert)

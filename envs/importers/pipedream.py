@@ -76,7 +76,7 @@ from placegym.envs.core import validate as V
 from placegym.envs.core.graph import Graph
 from placegym.envs.importers._common import find_cycle, nonnegative
 
-__all__ = ["KEYS", "default_name", "from_pipedream", "parse_pipedream"]
+__all__ = ["KEYS", "from_pipedream", "parse_pipedream", "pipedream_name"]
 
 SEP = " -- "
 #: The keys of a node line's sizes, in PipeDream's order.
@@ -274,7 +274,7 @@ def parse_pipedream(text: str, name: str = "pipedream", *, input_time: bool = Fa
     return _build(_parse(text), name, input_time)
 
 
-def default_name(path: str | os.PathLike[str]) -> str:
+def pipedream_name(path: str | os.PathLike[str]) -> str:
     """The graph name of a profile: its folder's name for a ``graph.txt``
     (``profiles/resnet18/graph.txt`` -> ``resnet18``), else the file's stem."""
     p = Path(path)
@@ -290,7 +290,7 @@ def from_pipedream(
 
     Args:
         path: the text file.
-        name: the graph's name (default :func:`default_name`).
+        name: the graph's name (default :func:`pipedream_name`).
         input_time: keep an input node's data-loading time as its ``time`` (default: 0,
             the loading time kept in its spec as ``load_time``).
 
@@ -305,6 +305,6 @@ def from_pipedream(
     p = Path(path)
     text = V.read_text(p, "PipeDream profile")
     try:
-        return parse_pipedream(text, name or default_name(p), input_time=input_time)
+        return parse_pipedream(text, name or pipedream_name(p), input_time=input_time)
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None

@@ -35,7 +35,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-#: Same bound as :data:`placegym.envs.mdp.observation.FEATURE_MAX`.
+#: Upper bound of every float feature of the observation (values are clipped to it; only
+#: absurd inputs reach it). Defined here because numba freezes it into the cached kernels
+#: and recompiles them only when this file changes; :mod:`placegym.envs.mdp.observation`
+#: imports it.
 FEATURE_MAX = 1e6
 
 

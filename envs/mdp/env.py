@@ -26,7 +26,7 @@ from placegym.envs.mdp.reward import (
 )
 from placegym.envs.mdp.sources import GraphSource, GraphSpec
 from placegym.envs.mdp.state import PlacementState, memory_mask_mode
-from placegym.envs.sim.simulator import Schedule, simulate
+from placegym.envs.sim.simulator import Schedule, check_noise, simulate
 
 __all__ = ["STEP_LIMIT_FACTOR", "PlacementEnv", "step_limit"]
 
@@ -72,8 +72,7 @@ def _check_settings(
         raise ValueError(f"dispatch: expected 'priority' or 'fifo', got {dispatch!r}")
     if render_mode is not None and render_mode not in render_modes:
         raise ValueError(f"render_mode: expected one of {render_modes}, got {render_mode!r}")
-    if not np.isfinite(noise) or noise < 0:
-        raise ValueError(f"noise: must be a finite number >= 0, got {noise!r}")
+    check_noise(noise)
     if step_limit_factor is not None and (
         not isinstance(step_limit_factor, int | np.integer) or step_limit_factor < 1
     ):

@@ -49,10 +49,8 @@ from gymnasium import spaces
 from placegym.envs.analysis.levels import b_level, mean_comm, mean_durations, t_level
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
+from placegym.envs.mdp._vector_kernel import FEATURE_MAX
 from placegym.envs.mdp.state import PlacementState
-
-#: Upper bound of every float feature (values are clipped to it; only absurd inputs reach it).
-FEATURE_MAX = 1e6
 
 NODE_STATIC = 7
 NODE_DYNAMIC = 6

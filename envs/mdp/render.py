@@ -8,21 +8,33 @@ the first frame already has the scale the episode will be drawn at.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.state import PlacementState
 from placegym.envs.sim.gantt import figure_height, figure_rgb, format_time, gantt_figure
 from placegym.envs.sim.simulator import Schedule, TransferTrace
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from placegym.envs.mdp.env import PlacementEnv
+
+class Episode(Protocol):
+    """What a frame is drawn from (a :class:`~placegym.envs.mdp.env.PlacementEnv` is
+    one): the graph, the cluster, the partial state, the final schedule once there is
+    one; ``reference_makespan`` (optional) sets the empty chart's time axis."""
+
+    graph: Graph
+    cluster: Cluster
+    state: PlacementState | None
+    schedule: Schedule | None
 
 
-def partial_schedule(env: PlacementEnv) -> Schedule:
+def partial_schedule(env: Episode) -> Schedule:
     """A drawable :class:`Schedule` of the placed nodes' estimated times (no transfers);
     with nothing placed, its ``makespan`` is the episode's reference makespan (the
     horizon of the empty chart)."""
@@ -44,7 +56,7 @@ def partial_schedule(env: PlacementEnv) -> Schedule:
     )
 
 
-def _empty_horizon(env: PlacementEnv) -> float:
+def _empty_horizon(env: Episode) -> float:
     """The time axis of a chart with nothing placed: the reference makespan, else the
     graph's compute on the fastest device (else one second)."""
     ref = float(getattr(env, "reference_makespan", np.nan))
@@ -61,7 +73,7 @@ def frame_lanes(num_devices: int) -> int:
     return d + min(d * (d - 1), d + 8)
 
 
-def frame_figure(env: PlacementEnv) -> Figure:
+def frame_figure(env: Episode) -> Figure:
     """The Gantt chart of the current frame: the final schedule, else the partial one
     titled with the nodes placed and its estimated makespan, else (nothing placed) an
     empty chart titled ``nothing placed yet``."""
@@ -82,7 +94,7 @@ def frame_figure(env: PlacementEnv) -> Figure:
     return gantt_figure(schedule, height=height, title=title)
 
 
-def schedule_rgb(env: PlacementEnv) -> np.ndarray:
+def schedule_rgb(env: Episode) -> np.ndarray:
     """``(H, W, 3)`` uint8 image of the current (partial or final) schedule
     (:func:`frame_figure`); every frame of an env has the same size (960 px wide, the
     height set by its device count)."""

@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from placegym.envs.analysis.levels import cost_table
+from placegym.envs.analysis.levels import step_costs
 from placegym.envs.analysis.memory import Units, memory_may_bind, room_mask, units, working_set
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
@@ -167,7 +167,7 @@ class PlacementState:
         self.mask_mode = memory_mask_mode(memory_mask)
         self.memory_mask = self.mask_mode != "off"
         reserve = _reserve(memory_reserve, self.mask_mode, cluster.num_devices)
-        self.costs = cost_table(graph, cluster)
+        self.costs = step_costs(graph, cluster)
         n, d = graph.num_nodes, cluster.num_devices
         self.device = np.full(n, -1, dtype=np.int64)
         self.rank = np.full(n, -1, dtype=np.int64)

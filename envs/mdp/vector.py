@@ -21,7 +21,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from placegym.envs.analysis.levels import cost_table
+from placegym.envs.analysis.levels import step_costs
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp import _vector_kernel as K
@@ -179,7 +179,7 @@ class PlacementVectorEnv(VectorEnv):
             "static": builder.static,
             "cp": builder.cp,
             "ref": ref,
-            "in_total": cost_table(graph, self._cluster).in_total,  # as PlacementState's
+            "in_total": step_costs(graph, self._cluster).in_total,  # as PlacementState's
         }
         if len(self._graph_data) > 2 * self.num_envs:
             live = {id(g) for g in self._graphs}

@@ -31,7 +31,8 @@ does not model, are refused unless the caller allows them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,22 +54,30 @@ from placegym.envs.real.profile import (
 __all__ = ["RankCheck", "calibrate_and_check", "check_placements", "rank_check", "spearman"]
 
 
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman rank correlation (average ranks for ties)."""
+def _ranks(a: np.ndarray) -> np.ndarray:
+    """Ranks 0..n-1 of ``a``, tied values sharing the mean of their ranks."""
+    order = np.argsort(a, kind="stable")
+    ranks = np.empty(len(a))
+    cuts = np.flatnonzero(np.diff(a[order])) + 1
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(a)], strict=True):
+        ranks[order[lo:hi]] = (lo + hi - 1) / 2
+    return ranks
 
-    def ranks(a: np.ndarray) -> np.ndarray:
-        order = np.argsort(a, kind="mergesort")
-        r = np.empty(len(a))
-        r[order] = np.arange(len(a))
-        for val in np.unique(a):  # average ties
-            idx = a == val
-            r[idx] = r[idx].mean()
-        return r
 
-    rx, ry = ranks(np.asarray(x, float)), ranks(np.asarray(y, float))
-    if rx.std() == 0 or ry.std() == 0:
-        return 0.0
-    return float(np.corrcoef(rx, ry)[0, 1])
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
+    """Spearman's ρ of ``x`` and ``y``: the Pearson correlation of their ranks (ties
+    get mean ranks, as ``scipy.stats.spearmanr``); NaN when either is constant or has
+    fewer than two entries.
+
+    Raises:
+        ValueError: ``x`` and ``y`` differ in length.
+    """
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"y: expected {a.shape[0]} values like x, got shape {b.shape}")
+    ra, rb = _ranks(a) - (len(a) - 1) / 2, _ranks(b) - (len(b) - 1) / 2
+    den = math.sqrt(float(ra @ ra) * float(rb @ rb))
+    return float(ra @ rb) / den if den > 0 else math.nan
 
 
 @dataclass(frozen=True)
@@ -315,7 +324,9 @@ def _compare(graph, cluster, chosen, times, shares, quiet: float) -> RankCheck:
     every = np.concatenate(shares)
     share = float(np.median(every[np.isfinite(every)])) if np.isfinite(every).any() else np.nan
     runs = np.array([len(t) for t in times])
-    return RankCheck(spearman(sim, real), sim, real, share, runs, disturbed)
+    rho = spearman(sim, real)
+    rho = 0.0 if math.isnan(rho) else rho  # a constant vector has no order: 0, as ever
+    return RankCheck(rho, sim, real, share, runs, disturbed)
 
 
 def _measure_rounds(

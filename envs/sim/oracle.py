@@ -40,12 +40,12 @@ from placegym.envs.sim.simulator import (
     _noise_factors,
 )
 
-__all__ = ["simulate_reference"]
+__all__ = ["simulate_oracle"]
 
 _FINISH, _ARRIVE = 0, 1
 
 
-def simulate_reference(
+def simulate_oracle(
     graph,
     cluster,
     placement,

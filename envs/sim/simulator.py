@@ -234,12 +234,31 @@ _NO_FACTOR = np.ones(0)
 _NO_FACTOR.setflags(write=False)
 
 
-def _noise_factors(noise: float, rng: RngLike, shape: tuple[int, ...]) -> np.ndarray:
+#: The largest noise σ accepted. The factor ``exp(σz − σ²/2)`` keeps the mean at 1, but
+#: its median is ``exp(−σ²/2)``: 0.61 at σ = 1, 1e-348 at σ = 40, where nearly every
+#: compute time would vanish. Measured kernel-time spreads are a few percent.
+MAX_NOISE = 1.0
+
+
+def check_noise(noise: object) -> float:
+    """``noise`` as a float, or ``ValueError`` naming it unless ``0 <= noise <=``
+    :data:`MAX_NOISE`."""
+    if isinstance(noise, bool) or not isinstance(noise, int | float | np.integer | np.floating):
+        raise ValueError(f"noise: must be a number in [0, {MAX_NOISE:g}], got {noise!r}")
+    value = float(noise)
+    if not math.isfinite(value) or not 0 <= value <= MAX_NOISE:
+        raise ValueError(
+            f"noise: must be a number in [0, {MAX_NOISE:g}] (the sigma of a mean-preserving "
+            f"log-normal factor on compute times), got {noise!r}"
+        )
+    return value
+
+
+def _noise_factors(noise: Any, rng: RngLike, shape: tuple[int, ...]) -> np.ndarray:
     """Per-node compute factors; an empty last axis when ``noise == 0`` (factor 1)."""
     if noise == 0:
         return _NO_FACTOR if len(shape) == 1 else np.ones((*shape[:-1], 0))
-    if not math.isfinite(noise) or noise < 0:
-        raise ValueError(f"noise: must be a finite number >= 0, got {noise!r}")
+    noise = check_noise(noise)
     if rng is None:
         raise ValueError(
             "rng: noise > 0 needs a seeded generator (np.random.Generator or an "
@@ -311,7 +330,7 @@ def _prepare(
     if p.recompute.size:
         rc = expand(g, c, p)
         g, p = rc.graph, rc.placement
-    factor = _noise_factors(float(noise), rng, (g.num_nodes,))
+    factor = _noise_factors(noise, rng, (g.num_nodes,))
     return g, c, p, rc, (*_plan(g, c), factor, p.device, p.rank, p.order, fifo)
 
 
@@ -418,11 +437,11 @@ def default_threads() -> int:
 
 def _pool(workers: int) -> ThreadPoolExecutor:
     """A shared pool of at least ``workers`` threads (a new one in a forked child, whose
-    copy of the parent's pool has no threads)."""
+    copy of the parent's pool has no threads). A pool that grows is replaced, never shut
+    down: another thread may be submitting to it; its threads end once no caller holds
+    it any more (the executor's own clean-up when it is collected)."""
     with _POOL_LOCK:
         if _POOL["pid"] != os.getpid() or _POOL["workers"] < workers:
-            if _POOL["pool"] is not None and _POOL["pid"] == os.getpid():
-                _POOL["pool"].shutdown(wait=False)
             _POOL.update(
                 pool=ThreadPoolExecutor(workers, thread_name_prefix="placegym-sim"),
                 workers=workers,
@@ -528,7 +547,7 @@ def simulate_batch(
     if split is not None:
         b = split[0]
         raise ValueError(split_message(f"devices[{b}]", g, devs[b], *split[1:]))
-    factors = _noise_factors(float(noise), rng, devs.shape)
+    factors = _noise_factors(noise, rng, devs.shape)
     nthreads = default_threads() if threads is None else int(threads)
     makespans, peaks = _run_rows(g, c, devs, ords, factors, fifo, memory, nthreads)
     if np.isnan(makespans).any():  # the rows are checked in the kernel, in parallel

@@ -26,7 +26,7 @@ from __future__ import annotations
 from placegym.envs.suites.catalog import SUITES
 from placegym.envs.suites.spec import (
     SPLITS,
-    GraphSpec,
+    GraphRecipe,
     Instance,
     InstanceSpec,
     Suite,
@@ -38,7 +38,7 @@ from placegym.envs.suites.spec import (
 __all__ = [
     "SPLITS",
     "SUITES",
-    "GraphSpec",
+    "GraphRecipe",
     "Instance",
     "InstanceSpec",
     "Suite",

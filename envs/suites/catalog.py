@@ -46,7 +46,7 @@ from typing import Any
 
 from placegym.envs.core.cluster import Links
 from placegym.envs.importers.dnn_partitioning import INPUTS
-from placegym.envs.suites.spec import GraphSpec, InstanceSpec, Suite, model, published, workload
+from placegym.envs.suites.spec import GraphRecipe, InstanceSpec, Suite, model, published, workload
 from placegym.envs.workloads.memory import tight_name
 
 Sizes = tuple[tuple[str, str, dict[str, Any]], ...]
@@ -68,16 +68,16 @@ CCRS = (1, 4, 10)
 
 
 def _grid(
-    graphs: list[tuple[str, GraphSpec]], clusters: tuple[str, ...]
+    graphs: list[tuple[str, GraphRecipe]], clusters: tuple[str, ...]
 ) -> tuple[InstanceSpec, ...]:
     return tuple(InstanceSpec(f"{label}@{c}", spec, c) for c in clusters for label, spec in graphs)
 
 
-def _workloads(sizes: Sizes) -> list[tuple[str, GraphSpec]]:
+def _workloads(sizes: Sizes) -> list[tuple[str, GraphRecipe]]:
     return [(label, workload(name, **params)) for label, name, params in sizes]
 
 
-def _comm_heavy(sizes: Sizes) -> list[tuple[str, GraphSpec]]:
+def _comm_heavy(sizes: Sizes) -> list[tuple[str, GraphRecipe]]:
     return [
         (f"{label}-ccr{r}", workload(name, ccr=float(r), **params))
         for label, name, params in sizes
@@ -85,7 +85,7 @@ def _comm_heavy(sizes: Sizes) -> list[tuple[str, GraphSpec]]:
     ]
 
 
-def _random_dags(nodes: tuple[int, ...], seeds: tuple[int, ...]) -> list[tuple[str, GraphSpec]]:
+def _random_dags(nodes: tuple[int, ...], seeds: tuple[int, ...]) -> list[tuple[str, GraphRecipe]]:
     return [
         (f"random_dag-{n}-s{s}", workload("random_dag", nodes=n, seed=s))
         for n in nodes
@@ -112,7 +112,8 @@ _TIGHT_TEST = (("p100x4", 0.9, (1.0,)), ("v100x8", 0.7, (1.0, 2.0)), ("h100-2x8"
 
 
 def _tight(
-    graphs: list[tuple[str, GraphSpec]], settings: tuple[tuple[str, float, tuple[float, ...]], ...]
+    graphs: list[tuple[str, GraphRecipe]],
+    settings: tuple[tuple[str, float, tuple[float, ...]], ...],
 ) -> tuple[InstanceSpec, ...]:
     """Each graph with groups of up to 3 nodes, on each preset made memory-tight."""
     out = []
@@ -137,7 +138,7 @@ _STEP_TEST: tuple[tuple[str, float, tuple[float, ...], Links], ...] = (
 
 
 def _steps(
-    graphs: list[tuple[str, GraphSpec]],
+    graphs: list[tuple[str, GraphRecipe]],
     settings: tuple[tuple[str, float, tuple[float, ...], Links], ...],
 ) -> tuple[InstanceSpec, ...]:
     """Each graph as one Adam training step, on each preset made memory-tight, with the

@@ -1,4 +1,4 @@
-"""The data model of benchmark suites: graph and instance specs, suites, built instances.
+"""The data model of benchmark suites: graph recipes, instance specs, suites, built instances.
 
 See :mod:`placegym.envs.suites` for how suites are built, versioned and checked.
 """
@@ -19,7 +19,7 @@ from placegym.envs.core.presets import load_cluster
 
 __all__ = [
     "SPLITS",
-    "GraphSpec",
+    "GraphRecipe",
     "Instance",
     "InstanceSpec",
     "Suite",
@@ -33,7 +33,7 @@ SPLITS = ("train", "test")
 
 
 @dataclass(frozen=True)
-class GraphSpec:
+class GraphRecipe:
     """How an instance's graph is built.
 
     Attributes:
@@ -112,7 +112,7 @@ class GraphSpec:
         return tighten(graph, cluster, resident=self.resident, ratios=self.ratios)
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as a JSON-ready dict (``ccr`` only when set)."""
+        """The recipe as a JSON-ready dict (``ccr`` only when set)."""
         out: dict[str, Any] = {"kind": self.kind, "name": self.name, "params": dict(self.params)}
         if self.ccr is not None:
             out["ccr"] = self.ccr
@@ -127,31 +127,33 @@ class GraphSpec:
         return out
 
 
-def workload(name: str, ccr: float | None = None, **params: Any) -> GraphSpec:
+def workload(name: str, ccr: float | None = None, **params: Any) -> GraphRecipe:
     """A generator's graph (``params`` sorted, tuples kept)."""
-    return GraphSpec("workload", name, tuple(sorted(params.items())), ccr)
+    return GraphRecipe("workload", name, tuple(sorted(params.items())), ccr)
 
 
 def published(path: str) -> InstanceSpec:
     """The instance of a vendored published workload (``path`` under
     :data:`~placegym.envs.importers.dnn_partitioning.DATA_DIR`) on its own accelerators,
-    named by :func:`~placegym.envs.importers.dnn_partitioning.default_name`."""
-    from placegym.envs.importers.dnn_partitioning import PUBLISHED, default_name
+    named by :func:`~placegym.envs.importers.dnn_partitioning.dnn_partitioning_name`."""
+    from placegym.envs.importers.dnn_partitioning import PUBLISHED, dnn_partitioning_name
 
-    return InstanceSpec(default_name(path), GraphSpec("published", path), PUBLISHED + path)
+    return InstanceSpec(
+        dnn_partitioning_name(path), GraphRecipe("published", path), PUBLISHED + path
+    )
 
 
-def model(name: str, **params: Any) -> GraphSpec:
+def model(name: str, **params: Any) -> GraphRecipe:
     """A traced ``torch.nn`` model's graph (:data:`~placegym.envs.suites.models.MODELS`)."""
-    return GraphSpec("model", name, tuple(sorted(params.items())))
+    return GraphRecipe("model", name, tuple(sorted(params.items())))
 
 
 @dataclass(frozen=True)
 class InstanceSpec:
-    """One instance: an id unique in its suite, a graph spec, a cluster preset name."""
+    """One instance: an id unique in its suite, a graph recipe, a cluster preset name."""
 
     id: str
-    graph: GraphSpec
+    graph: GraphRecipe
     cluster: str
 
     def to_dict(self) -> dict[str, Any]:

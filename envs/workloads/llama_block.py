@@ -36,6 +36,7 @@ from placegym.envs.workloads._ccr import ccr_option
 
 NORM_FLOPS = 4  # per element: square, accumulate, scale by 1/rms, scale by the gain
 SOFTMAX_FLOPS = 5  # per element: scale, subtract the max, exp, sum, divide
+SILU_FLOPS = 4  # per element: negate, exp, add one, divide (the MLPs of llama_layer, moe)
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,13 @@ from placegym.envs.core.graph import Graph
 from placegym.envs.core.specs import GraphBuilder, split
 from placegym.envs.workloads._ccr import ccr_option
 from placegym.envs.workloads.llama_block import (
+    SILU_FLOPS,
     LlamaShape,
     add_attention,
     make_shape,
     residual_sum,
     rmsnorm,
 )
-
-SILU_FLOPS = 4  # per element: negate, exp, add one, divide
 
 
 def add_mlp(g: GraphBuilder, h: int, s: LlamaShape, hidden: int, blocks: int, layer: int) -> int:

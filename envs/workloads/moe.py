@@ -34,9 +34,9 @@ import numpy as np
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.specs import GraphBuilder, split
 from placegym.envs.workloads._ccr import ccr_option
+from placegym.envs.workloads.llama_block import SILU_FLOPS
 
 GATE_FLOPS = 5  # per (token, expert): softmax over the selected logits, selection
-SILU_FLOPS = 4  # per element: negate, exp, add one, divide
 
 
 def route(

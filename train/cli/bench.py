@@ -156,8 +156,9 @@ def agent_placers(paths: list[str], k: int, search: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not paths:
         return out  # no torch import: a teachers-only bench starts in a few seconds
+    from placegym.agents.doppler.placer import AgentPlacer
     from placegym.agents.sb3.placer import Sb3Placer
-    from placegym.train.evaluate import AgentPlacer, load_agent, load_search_agent
+    from placegym.train.evaluate import load_agent, load_search_agent
     from placegym.train.harness.placers import BestOf, unique_name
 
     for path in paths:
@@ -212,7 +213,7 @@ def extra_placers(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, print its table and write its files."""
-    from placegym.train.harness.bench import BenchConfig, markdown_table, run_benchmark
+    from placegym.train.harness.bench import BenchConfig, bench_markdown, run_benchmark
 
     if args.replay or args.suite:
         if args.ray is not None:
@@ -235,7 +236,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         extra_placers=extra_placers(args),
     )
     records = run_benchmark(cfg, progress=show_progress(args), cell_map=cell_map)
-    print(markdown_table(records))
+    print(bench_markdown(records))
     for r in records:
         if not r.feasible:
             where = f"{r.workload} on {r.cluster}, {r.placer}, seed {r.seed}"

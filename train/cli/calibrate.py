@@ -6,8 +6,7 @@ import argparse
 import json
 import time
 
-#: :data:`placegym.envs.real.profile.PROFILE_MODES` (that import costs a second here).
-PROFILE_MODES = ("auto", "run", "isolated")
+from placegym.envs.real.profile import PROFILE_MODES
 
 
 def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:

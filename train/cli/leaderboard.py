@@ -50,9 +50,9 @@ def add_leaderboard_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     """Verify the results file and add the entry; print where it went."""
-    from placegym.train.leaderboard import submit
+    from placegym.train.leaderboard import submit_entry
 
-    e = submit(
+    e = submit_entry(
         args.results,
         name=args.name,
         url=args.url,
@@ -67,16 +67,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print the split's ranked entries."""
-    from placegym.train.leaderboard import show
+    from placegym.train.leaderboard import leaderboard_table
 
-    print(show(args.suite, args.split, args.dir))
+    print(leaderboard_table(args.suite, args.split, args.dir))
     return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Re-verify every entry; the first failure is the error."""
-    from placegym.train.leaderboard import entries_table, verify_all
+    from placegym.train.leaderboard import entries_table, verify_entries
 
-    entries = verify_all(args.dir)
+    entries = verify_entries(args.dir)
     print(entries_table(entries) if entries else f"(no entries under {args.dir})")
     return 0

@@ -9,26 +9,26 @@ out). What follows describes :data:`GENERALIST`; the memory studies differ only 
 preset, splits, budget and the mask the policy decodes under (:attr:`Study.memory_mask`).
 
 The ``generalist`` part of ``placegym report`` (``make agent-report``). Per training seed
-(0, 1, 2; ``restarts=1``), :func:`run_seed` trains the shipped preset
+(0, 1, 2; ``restarts=1``), :func:`run_study_seed` trains the shipped preset
 :data:`PRESET` (``configs/generalist_rollout.yaml``) and, on every instance of
-:data:`SPLITS` (``generalize-v0``'s test split and, further from the training data,
+:data:`ZERO_SHOT_SPLITS` (``generalize-v0``'s test split and, further from the training data,
 ``comm-heavy-v0``'s: unseen sizes, CCRs and clusters), runs
 :func:`~placegym.agents.doppler.search.policy_search` with :data:`BUDGET` simulator calls from the
 final weights, searching with the training seed. The search's first stage is the greedy
 pass, so one call gives both figures: the greedy makespan (zero-shot, deterministic) and
 the best after the whole budget; the calls the greedy pass spent (its lookahead prices,
 ``n * D``) are in the row. Where memory binds and the greedy pass is over memory, the
-greedy column is the pass calibrated to fit as the single-pass teachers are (at most six
-more passes under the ``"room"`` mask with tensor reserves raised by the simulated
-excess: :func:`~placegym.agents.doppler.decoder.calibrated_greedy`); elsewhere it is the
+greedy column is the pass with reserves raised to fit as the single-pass teachers' are (at
+most six more passes under the ``"room"`` mask with tensor reserves raised by the
+simulated excess: :func:`~placegym.agents.doppler.decoder.reserved_greedy`); elsewhere it is the
 search's greedy pass. One JSON row per (instance, seed), ratios to critical_path.
 
-:func:`baselines` computes, per instance, what :func:`placegym.train.experiments.per_graph.
-baselines` does (the single-pass placers, ``anneal`` and ``random_search`` at the same
-budget for seeds 0, 1, 2, the lower bound and the best known) plus the ``lookahead``
-teacher, plain and fortified with the single-pass placers' placements (the teacher the
-agent imitates). :func:`generalist_table` prints, per split, every instance
-with the mean ± std over seeds and the targets
+:func:`generalist_baselines` computes, per instance, what
+:func:`placegym.train.experiments.per_graph.baselines` does (the single-pass placers,
+``anneal`` and ``random_search`` at the same budget for seeds 0, 1, 2, the lower bound and
+the best known) plus the ``lookahead`` teacher, plain and fortified with the single-pass
+placers' placements (the teacher the agent imitates). :func:`generalist_table` prints, per
+split, every instance with the mean ± std over seeds and the targets
 (:data:`~placegym.train.experiments.targets.TARGETS`): greedy faster than both
 critical_path and heft (the *best list*) on >= 80% of the instances and <= 0.85 of the best list in
 geometric mean; beside them the greedy pass against the best single-pass placer (every
@@ -53,8 +53,8 @@ import numpy as np
 
 from placegym.envs.core.placement import Placement
 from placegym.envs.suites import get_suite
+from placegym.teachers import SINGLE_PASS
 from placegym.train.experiments.per_graph import (
-    SINGLE_PASS,
     _anytime_lines,
     _bound,
     _known,
@@ -79,8 +79,8 @@ from placegym.train.experiments.studies import (
     ONEPASS_MEMORY,
     PRESET,
     ROLLOUT_MEMORY,
-    SPLITS,
     STUDIES,
+    ZERO_SHOT_SPLITS,
     Study,
 )
 from placegym.train.experiments.targets import TARGETS, verdict
@@ -92,13 +92,13 @@ __all__ = [
     "ONEPASS_MEMORY",
     "PRESET",
     "ROLLOUT_MEMORY",
-    "SPLITS",
     "STUDIES",
+    "ZERO_SHOT_SPLITS",
     "Study",
-    "baselines",
+    "generalist_baselines",
     "generalist_report",
     "generalist_table",
-    "run_seed",
+    "run_study_seed",
 ]
 
 
@@ -107,7 +107,7 @@ def instances(suite: str, split: str) -> list[str]:
     return [f"{suite}/{spec.id}" for _, spec in get_suite(suite).specs(split)]
 
 
-def run_seed(
+def run_study_seed(
     seed: int,
     out: Path,
     splits: Sequence[tuple[str, str]] | None = None,
@@ -158,7 +158,9 @@ def run_seed(
     return rows
 
 
-def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2)) -> dict:
+def generalist_baselines(
+    name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2)
+) -> dict:
     """:func:`placegym.train.experiments.per_graph.baselines` of instance ``name`` (search
     placers at ``budget`` calls) plus the ``lookahead`` teacher's ratio to critical_path,
     plain and fortified with the single-pass placers (``fortified``)."""
@@ -411,11 +413,11 @@ def generalist_report(
         done = {r["seed"] for r in rows}
         for seed in seeds:
             if seed not in done:
-                yield run_seed(seed, folder / "runs", study=study)
+                yield run_study_seed(seed, folder / "runs", study=study)
 
     rows = collect_rows(folder, results, missing)
     base = cached_baselines(
-        folder, [r["instance"] for r in rows], lambda n: baselines(n, study.budget)
+        folder, [r["instance"] for r in rows], lambda n: generalist_baselines(n, study.budget)
     )
     text = f"## {study.title} (ratios to critical_path, lower is better)\n\n"
     text += generalist_table(rows, base, study)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, simulate_batch
+from placegym.envs.real.check import spearman
 from placegym.envs.suites import Suite, get_suite
 from placegym.teachers import list_teachers, make_teacher
 
@@ -53,32 +54,6 @@ _SKIPPED = ("optimal", "random")
 def default_teachers() -> tuple[str, ...]:
     """Every registered teacher but ``optimal`` and ``random``."""
     return tuple(t for t in list_teachers() if t not in _SKIPPED)
-
-
-def _ranks(a: np.ndarray) -> np.ndarray:
-    """Ranks 0..n-1 of ``a``, tied values sharing the mean of their ranks."""
-    order = np.argsort(a, kind="stable")
-    ranks = np.empty(len(a))
-    cuts = np.flatnonzero(np.diff(a[order])) + 1
-    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(a)], strict=True):
-        ranks[order[lo:hi]] = (lo + hi - 1) / 2
-    return ranks
-
-
-def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
-    """Spearman's ρ of ``x`` and ``y``: the Pearson correlation of their ranks (ties
-    get mean ranks, as ``scipy.stats.spearmanr``); NaN when either is constant or has
-    fewer than two entries.
-
-    Raises:
-        ValueError: ``x`` and ``y`` differ in length.
-    """
-    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(f"y: expected {a.shape[0]} values like x, got shape {b.shape}")
-    ra, rb = _ranks(a) - (len(a) - 1) / 2, _ranks(b) - (len(b) - 1) / 2
-    den = math.sqrt(float(ra @ ra) * float(rb @ rb))
-    return float(ra @ rb) / den if den > 0 else math.nan
 
 
 @dataclass(frozen=True)

@@ -104,10 +104,10 @@ def _dataclass_rows(cls: Any, records: list[dict[str, Any]]) -> list[Any]:
 
 def workloads_table(path: Path) -> str:
     """The table of a workloads x clusters ``results.json`` (``placegym bench``)."""
-    from placegym.train.harness.bench import Record, markdown_table
+    from placegym.train.harness.bench import Record, bench_markdown
 
     records = json.loads(path.read_text())["records"]
-    return "Makespans in ms (ratio to critical_path):\n\n" + markdown_table(
+    return "Makespans in ms (ratio to critical_path):\n\n" + bench_markdown(
         _dataclass_rows(Record, records)
     )
 
@@ -290,11 +290,11 @@ SUITE_RUNS = {
 
 def _leaderboard(results: Path) -> str:
     """Every suite's test-split ranking from the repository's ``leaderboard/`` entries."""
-    from placegym.train.leaderboard import load_entries, show
+    from placegym.train.leaderboard import entry_paths, leaderboard_table
 
     board = results.parents[1] / "leaderboard"
-    suites = sorted({p.parts[-3] for p in load_entries(board)})
-    return "\n\n".join(show(suite, "test", board) for suite in suites)
+    suites = sorted({p.parts[-3] for p in entry_paths(board)})
+    return "\n\n".join(leaderboard_table(suite, "test", board) for suite in suites)
 
 
 BLOCKS: dict[str, Block] = {
@@ -442,8 +442,8 @@ def store_baselines(part: str, root: Path) -> Path:
     """Compute the baselines of every instance of report part ``part``'s saved rows
     (``per_graph``: :func:`placegym.train.experiments.per_graph.baselines`,
     a generalist study's part: :func:`placegym.train.experiments.generalist.
-    baselines` at the study's budget; seeded, so the same on any machine) into
-    ``docs/results/PART.baselines.json`` with its sidecar.
+    generalist_baselines` at the study's budget; seeded, so the same on any machine)
+    into ``docs/results/PART.baselines.json`` with its sidecar.
 
     Raises:
         ValueError: an unknown part.
@@ -452,7 +452,9 @@ def store_baselines(part: str, root: Path) -> Path:
 
     compute = {"per_graph": per_graph.baselines}
     for study in generalist.STUDIES.values():
-        compute[study.part] = functools.partial(generalist.baselines, budget=study.budget)
+        compute[study.part] = functools.partial(
+            generalist.generalist_baselines, budget=study.budget
+        )
     if part not in compute:
         raise ValueError(f"--baselines: must be one of {', '.join(compute)}, got {part!r}")
     results = root / RESULTS

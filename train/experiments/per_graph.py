@@ -6,15 +6,15 @@ CCR-4 variants on ``p100x4`` and ``doppler-unit-4`` (``comm-heavy-v0``).
 
 Per instance and training seed, :func:`run_seed` trains the shipped preset
 ``plan_imitation`` (behaviour cloning of a ``device_anneal`` plan, ``restarts=1``) and
-runs :func:`~placegym.agents.doppler.search.policy_search` with :data:`BUDGET` simulator calls
-from its final weights (without the heuristic starts, as the saved rows were made),
-searching with the same seed; one JSON row per (instance, seed)
-in ``results.jsonl``. Training is not counted in the budget; the row keeps what it cost
+runs :func:`~placegym.agents.doppler.search.policy_search` with :data:`PER_GRAPH_BUDGET`
+simulator calls from its final weights (without the heuristic starts, as the saved rows
+were made), searching with the same seed; one JSON row per (instance, seed) in
+``results.jsonl``. Training is not counted in the budget; the row keeps what it cost
 (the plan search's simulator calls, episodes, seconds).
 
 :func:`baselines` computes, per instance: the single-pass placers (critical_path, heft,
 nest, metis, round_robin, single_device), ``anneal`` and the ``random_search`` control
-(:mod:`placegym.train.harness.anytime`, same starts) with :data:`BUDGET` calls for seeds
+(:mod:`placegym.train.harness.anytime`, same starts) with :data:`PER_GRAPH_BUDGET` calls for seeds
 0, 1, 2, the certified lower bound and the suite's best known makespan (its source).
 :func:`per_graph_table` prints every figure as a ratio to critical_path (lower is
 better) with the targets (:data:`~placegym.train.experiments.targets.TARGETS`): agent
@@ -50,15 +50,22 @@ from placegym.envs import Cluster, Graph, Placement
 from placegym.envs.analysis.bounds import lower_bound
 from placegym.envs.suites import get_suite
 from placegym.envs.suites.reference import load_references
+from placegym.teachers import SINGLE_PASS
 from placegym.train.experiments.targets import TARGETS, verdict
 from placegym.train.harness.feasibility import Outcome, mark, over, place, simulate_outcome
 from placegym.train.stats import geomean
 
-__all__ = ["BUDGET", "INSTANCES", "baselines", "per_graph_table", "read_rows", "run_seed"]
+__all__ = [
+    "INSTANCES",
+    "PER_GRAPH_BUDGET",
+    "baselines",
+    "per_graph_table",
+    "read_rows",
+    "run_seed",
+]
 
 #: Simulator calls of every search placer (agent + search, anneal, random search).
-BUDGET = 3000
-SINGLE_PASS = ("critical_path", "heft", "nest", "metis", "round_robin", "single_device")
+PER_GRAPH_BUDGET = 3000
 _WORKLOADS = ("chainmm-6x2", "ffnn-3x2x4", "llama_block-1x16", "llama_layer-1x16x16")
 #: ``SUITE/INSTANCE`` names of the twelve instances, as ``data.graphs`` takes them.
 INSTANCES = (
@@ -66,7 +73,7 @@ INSTANCES = (
     + tuple(f"comm-heavy-v0/{w}-ccr4@p100x4" for w in _WORKLOADS)
     + tuple(f"comm-heavy-v0/{w}-ccr4@doppler-unit-4" for w in _WORKLOADS)
 )
-_SEARCH_MARKS = (1, 10, 100, 1000, BUDGET)
+_SEARCH_MARKS = (1, 10, 100, 1000, PER_GRAPH_BUDGET)
 
 
 def _instance(name: str):
@@ -108,18 +115,18 @@ def greedy_placement(
     memory_mask: bool | str = True,
     passes: list[Placement] | None = None,
 ) -> Placement:
-    """The policy's greedy placement under ``memory_mask``, calibrated to fit where memory
-    binds as the single-pass teachers are (:func:`~placegym.agents.doppler.decoder.
-    calibrated_greedy`; elsewhere what :func:`~placegym.agents.doppler.search.
+    """The policy's greedy placement under ``memory_mask``, with reserves raised to fit
+    where memory binds as the single-pass teachers' are (:func:`~placegym.agents.doppler.
+    decoder.reserved_greedy`; elsewhere what :func:`~placegym.agents.doppler.search.
     policy_search` times as its greedy pass); ``passes`` receives every pass decoded."""
     import torch
 
-    from placegym.agents.doppler.decoder import Decoder, calibrated_greedy
+    from placegym.agents.doppler.decoder import Decoder, reserved_greedy
 
     was_training = policy.training
     policy.eval()
     with torch.no_grad():
-        placement = calibrated_greedy(Decoder(policy, g, c, memory_mask), passes)
+        placement = reserved_greedy(Decoder(policy, g, c, memory_mask), passes)
     policy.train(was_training)
     return placement
 
@@ -158,7 +165,7 @@ def train_or_load(preset: str, run: Path, seed: int, overrides: Sequence[str] = 
     return cfg, results, policy
 
 
-def run_seed(name: str, seed: int, out: Path, budget: int = BUDGET) -> dict[str, Any]:
+def run_seed(name: str, seed: int, out: Path, budget: int = PER_GRAPH_BUDGET) -> dict[str, Any]:
     """Train ``plan_imitation`` on instance ``name`` with ``seed`` under ``out`` (or load the
     finished run), search with its weights; returns the row (ratios to critical_path)."""
     from placegym.agents.doppler.search import SearchConfig, policy_search
@@ -205,7 +212,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def baselines(name: str, budget: int = BUDGET, seeds: Sequence[int] = (0, 1, 2)) -> dict:
+def baselines(name: str, budget: int = PER_GRAPH_BUDGET, seeds: Sequence[int] = (0, 1, 2)) -> dict:
     """Ratios to critical_path of the non-learned placers on instance ``name``
     (module docstring); ``anneal`` and ``random_search`` per seed; feasibility."""
     from placegym.train.harness.anytime import SEARCH_PLACERS, Trace, TraceError

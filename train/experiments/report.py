@@ -64,11 +64,13 @@ from placegym.train.stats import geomean
 
 __all__ = ["CLUSTERS", "PARTS", "Budget", "report"]
 
-WORKLOADS = ("chainmm", "ffnn", "llama_block", "llama_layer")
+#: The workloads of the main table (one training run each, per cluster).
+MAIN_WORKLOADS = ("chainmm", "ffnn", "llama_block", "llama_layer")
 CLUSTERS = ("p100x4", "doppler-unit-4")
-HEURISTICS = ("critical_path", "heft", "nest")
+#: Heuristic teachers whose makespans the training runs' evaluation records.
+RUN_HEURISTICS = ("critical_path", "heft", "nest")
 #: Placers without search, computed by the report itself (not by the training runs).
-BASELINES = ("round_robin", "metis", "single_device")
+REPORT_PLACERS = ("round_robin", "metis", "single_device")
 SMALL_GRAPHS = 10
 PARTS = ("main", "optimality", "ablation", "reward", "transfer")
 _COMMON = ("progress=false", "wandb.mode=disabled", "eval.gantt=false", "restarts=1")
@@ -137,7 +139,7 @@ def _last(metrics: Path, key: str) -> float:
 
 
 # ---------------------------------------------------------------------- parts
-_MAIN_KEYS = ("greedy", "best_of_16", *HEURISTICS, *BASELINES, "anneal")
+_MAIN_KEYS = ("greedy", "best_of_16", *RUN_HEURISTICS, *REPORT_PLACERS, "anneal")
 
 
 def _target_line(label: str, rows: Sequence[dict[str, Any]]) -> str:
@@ -161,13 +163,13 @@ def _ratios(r: dict[str, Any], baselines: dict[str, float | str]) -> dict[str, A
     out: dict[str, Any] = {
         k: r[k] if isinstance(r[k], str) else r[k] / r["critical_path"] for k in _MAIN_KEYS
     }
-    rivals = [r[h] for h in (*HEURISTICS, *BASELINES) if not isinstance(r[h], str)]
+    rivals = [r[h] for h in (*RUN_HEURISTICS, *REPORT_PLACERS) if not isinstance(r[h], str)]
     out["beats"] = float(r["greedy"] < min(rivals, default=math.inf))
     return out
 
 
 def _baselines(cfg: TrainConfig) -> dict[str, float | str]:
-    """Makespans of the :data:`BASELINES` on the run's training graph and cluster; the
+    """Makespans of the :data:`REPORT_PLACERS` on the run's training graph and cluster; the
     reason instead where a placement is infeasible."""
     from placegym.envs import load_cluster, simulate
     from placegym.envs.sim.simulator import Dispatch
@@ -177,7 +179,7 @@ def _baselines(cfg: TrainConfig) -> dict[str, float | str]:
     cluster = load_cluster(cfg.data.cluster)
     dispatch = cast(Dispatch, cfg.data.dispatch)  # validated: priority or fifo
     out: dict[str, float | str] = {}
-    for name in BASELINES:
+    for name in REPORT_PLACERS:
         try:
             placement = make_teacher(name, cfg.seed).place(graph, cluster)
             s = simulate(graph, cluster, placement, dispatch=dispatch)
@@ -239,7 +241,7 @@ def main_table(out: Path, b: Budget, clusters: Sequence[str] = CLUSTERS) -> str:
         kept: list[dict[str, Any]] = []
         mean: list[dict[str, Any]] = []
         restarted = False
-        for w in WORKLOADS:
+        for w in MAIN_WORKLOADS:
             cfg = _main_config(w, cluster, out, b)
             [r] = _rows(_train(cfg, out / "main" / "log.txt"))
             baselines = _baselines(cfg)

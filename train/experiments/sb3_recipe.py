@@ -43,7 +43,7 @@ __all__ = [
     "RecipeRun",
     "curve_table",
     "greedy_ratio",
-    "plot_curves",
+    "plot_recipe_curves",
     "recipe_table",
     "run_recipe",
     "truncate",
@@ -262,7 +262,9 @@ def recipe_table(
     return "\n".join(lines)
 
 
-def plot_curves(runs: Sequence[RecipeRun], path: Path, teacher: str = "critical_path") -> None:
+def plot_recipe_curves(
+    runs: Sequence[RecipeRun], path: Path, teacher: str = "critical_path"
+) -> None:
     """Greedy ratio against PPO timesteps, one line per seed and the mean (BC at 0)."""
     from matplotlib.figure import Figure
 
@@ -327,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wall = np.array([sum(r.wall) for r in runs])
     table += f"\n\nwall time per seed (BC + PPO): {wall.mean():.0f} ± {wall.std():.0f} s"
     (out / "table.md").write_text(table + "\n")
-    plot_curves(runs, out / "curve.png", args.teacher)
+    plot_recipe_curves(runs, out / "curve.png", args.teacher)
     print(table)
     return 0
 

@@ -14,15 +14,15 @@ __all__ = [
     "ONEPASS_MEMORY",
     "PRESET",
     "ROLLOUT_MEMORY",
-    "SPLITS",
     "STUDIES",
+    "ZERO_SHOT_SPLITS",
     "Study",
 ]
 
 #: The shipped preset trained (``configs/generalist_rollout.yaml``).
 PRESET = "generalist_rollout"
 #: ``(suite, split)`` evaluated zero-shot, in order.
-SPLITS = (("generalize-v0", "test"), ("comm-heavy-v0", "test"))
+ZERO_SHOT_SPLITS = (("generalize-v0", "test"), ("comm-heavy-v0", "test"))
 #: Simulator calls of every search placer (agent + search, anneal, random search).
 BUDGET = 3000
 
@@ -58,7 +58,7 @@ class Study:
 
 #: The rollout generalist of ``configs/generalist_rollout.yaml``
 #: (:mod:`placegym.train.experiments.generalist`).
-GENERALIST = Study("generalist", PRESET, SPLITS, BUDGET, "The generalist, zero-shot")
+GENERALIST = Study("generalist", PRESET, ZERO_SHOT_SPLITS, BUDGET, "The generalist, zero-shot")
 #: The rollout generalist trained with memory-tight and published workloads too
 #: (``configs/generalist_rollout_memory.yaml``), on both memory test splits; 10,000 calls
 #: cover the greedy pass's ``n * D + 7`` on every instance (at most 6,271).

@@ -1,4 +1,6 @@
-"""The benchmark harness: what a user of the placement benchmark calls.
+"""The benchmark harness: what a user of the placement benchmark calls, re-exported as
+one public module, :mod:`placegym.benchmark` (each name defined once, here or in
+:mod:`placegym.train.leaderboard`).
 
 - :mod:`~placegym.train.harness.bench`: placers (teachers, trained agents) × workloads ×
   clusters × seeds, simulated and tabulated (``placegym bench``);
@@ -24,7 +26,7 @@
 - :mod:`~placegym.train.harness.plugins`: ``--placer MODULE:ATTRIBUTE`` and the
   ``placegym.placers`` entry points;
 - :mod:`~placegym.train.harness.evaluation`: ``evaluate`` and its results, the Python
-  side of ``placegym bench --suite`` (public as :mod:`placegym.benchmark`).
+  side of ``placegym bench --suite``.
 
 This project's own report drivers, which use the harness, live in
 :mod:`placegym.train.experiments`; the harness never imports them.

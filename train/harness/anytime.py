@@ -82,12 +82,11 @@ from placegym.teachers.anneal import STARTS
 from placegym.train.harness.calls import BudgetExceeded, counting, patched, uncounted
 from placegym.train.harness.feasibility import count, simulate_outcome
 from placegym.train.harness.placers import Simulator, as_placer, placer_name
+from placegym.train.harness.replay import RTOL
 
 #: The heuristic teachers whose placements every built-in search starts from (as does an
 #: agent's :func:`~placegym.agents.doppler.search.policy_search` by default).
 START_TEACHERS = STARTS
-#: Relative tolerance of the harness's check of a run's final placement.
-RTOL = 1e-9
 
 
 @dataclass
@@ -140,8 +139,11 @@ class TraceError(ValueError):
     """A search placer broke the :class:`Trace` contract (an error, not a failed run)."""
 
 
-#: A search placer: ``(graph, cluster, budget, seed, trace) -> best placement``.
-SearchPlacer = Callable[[Graph, Cluster, int, int, Trace], Placement]
+#: A search placer in the older, function form: ``(graph, cluster, budget, seed, trace) ->
+#: best placement``, reporting its bests to ``trace`` (module docstring). An object of the
+#: :class:`~placegym.train.harness.placers.SearchPlacer` protocol becomes one through
+#: :class:`SearchRun`.
+SearchFunction = Callable[[Graph, Cluster, int, int, Trace], Placement]
 
 
 def heuristic_starts(graph: Graph, cluster: Cluster) -> list[Placement]:
@@ -152,7 +154,7 @@ def heuristic_starts(graph: Graph, cluster: Cluster) -> list[Placement]:
 
 
 def anneal_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
-    """Simulated annealing from the best heuristic start (a :data:`SearchPlacer`; its
+    """Simulated annealing from the best heuristic start (a :data:`SearchFunction`; its
     reports' feasibility: module docstring)."""
     from placegym.teachers.anneal import anneal
 
@@ -198,7 +200,7 @@ def random_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace:
         ords = rng.permuted(np.tile(np.arange(n), (k, 1)), axis=1)
 
 
-SEARCH_PLACERS: dict[str, SearchPlacer] = {
+SEARCH_PLACERS: dict[str, SearchFunction] = {
     "anneal": anneal_search,
     "random_search": random_search,
 }
@@ -206,7 +208,7 @@ SEARCH_PLACERS: dict[str, SearchPlacer] = {
 
 class SearchRun:
     """A :class:`~placegym.train.harness.placers.SearchPlacer` (or a one-pass
-    :class:`~placegym.train.harness.placers.Placer`) as a :data:`SearchPlacer` function:
+    :class:`~placegym.train.harness.placers.Placer`) as a :data:`SearchFunction`:
     the run gets a :class:`~placegym.train.harness.placers.Simulator` of the budget, whose
     improvements are the trace (module docstring).
 
@@ -274,7 +276,7 @@ def _final_point(trace: Trace, calls: int, makespan: float, feasible: bool) -> N
 
 def register_search_placer(name: str, placer: Any) -> None:
     """Make ``placer`` available to :func:`run_anytime` under ``name``: a
-    :data:`SearchPlacer` function, or an object wrapped in :class:`SearchRun` (a
+    :data:`SearchFunction`, or an object wrapped in :class:`SearchRun` (a
     :class:`~placegym.train.harness.placers.SearchPlacer` or a one-pass
     :class:`~placegym.train.harness.placers.Placer`).
 
@@ -287,19 +289,23 @@ def register_search_placer(name: str, placer: Any) -> None:
     SEARCH_PLACERS[name] = placer if is_function else SearchRun(placer)
 
 
-def agent_search_placer(path: str | Path) -> tuple[str, SearchPlacer]:
+def agent_search_placer(path: str | Path) -> tuple[str, SearchFunction]:
     """A trained agent's :func:`~placegym.agents.doppler.search.policy_search` (default stages)
     as a search placer, named ``<run>-search`` (``path``: a checkpoint, or
     ``pretrained:NAME`` for a shipped agent); its curve is the search's own anytime
     curve (every simulated placement counts one call, a pricing policy's lookahead calls
-    included)."""
+    included). It decodes under the memory mask the policy was trained under
+    (``data.memory_mask`` of its checkpoint's config or its card), as
+    :func:`~placegym.train.evaluate.load_agent` does."""
     from placegym.agents.doppler.search import SearchConfig, check_budget, policy_search
-    from placegym.train.evaluate import load_policy
+    from placegym.train.evaluate import load_agent
 
-    policy, name = load_policy(path)
+    agent = load_agent(path)
+    policy, name, mask = agent.policy, agent.name, agent.memory_mask
 
     def search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
-        res = policy_search(policy, graph, cluster, SearchConfig(budget=budget), seed=seed)
+        cfg = SearchConfig(budget=budget, memory_mask=mask)
+        res = policy_search(policy, graph, cluster, cfg, seed=seed)
         for calls, best in enumerate(res.curve.tolist(), start=1):
             if math.isfinite(best):  # calls before any placement is known (counted prices)
                 trace.report(calls, best)

@@ -4,10 +4,11 @@ Runs placers (teachers by name; trained agents are added through :data:`PLACERS`
 extensions) over workloads (generator names or graph JSON files) × clusters (preset names
 or cluster JSON files) × seeds, simulates every placement, and reports:
 
-- a markdown table: per workload and cluster, each placer's makespan, its ratio to
-  ``critical_path`` (always computed, as the reference) and its gap to the proven optimum
-  where one is known (graphs of at most :data:`OPTIMAL_MAX_NODES` nodes on at most
-  :data:`OPTIMAL_MAX_DEVICES` devices, when ``with_optimal`` is set);
+- a markdown table (:func:`bench_markdown`): per workload and cluster, each placer's
+  makespan, its ratio to ``critical_path`` (:data:`REFERENCE`, always computed) and its
+  gap to the proven optimum where one is known (graphs within the ``optimal`` teacher's
+  size limits, :data:`placegym.teachers.optimal.MAX_NODES` nodes on
+  :data:`placegym.teachers.optimal.MAX_DEVICES` devices, when ``with_optimal`` is set);
 - ``results.csv`` and ``results.json``: one record per (workload, cluster, seed, placer)
   with makespan, ratio, gap, OOM flag, seconds taken, simulator calls made (``calls``:
   :mod:`placegym.train.harness.calls`), ``feasible`` and, when not, the reason
@@ -58,9 +59,9 @@ from placegym.train.stats import geomean
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+#: The teacher every makespan ratio is taken against: the benchmark's tables, the
+#: leaderboard's files and training's evaluation (``placegym.train.evaluate``).
 REFERENCE = "critical_path"
-OPTIMAL_MAX_NODES = 12
-OPTIMAL_MAX_DEVICES = 4
 #: Every placer of the registry but ``optimal`` (small graphs only; see ``with_optimal``),
 #: ``device_anneal`` (a plan teacher for behaviour cloning, 30,000 calls by default),
 #: ``best_list`` (a phase-I teacher: the fastest of placers the table has already) and
@@ -170,9 +171,10 @@ def serial_map(fn: Callable[[Cell], Any], cells: Sequence[Cell]) -> Iterable[tup
 
 
 def check_placers(placers: dict[str, Any], problems: Iterable[tuple[Graph, Cluster]]) -> None:
-    """Let every placer that can tell (a ``check(graph, cluster)`` method, e.g.
-    :class:`~placegym.agents.doppler.search.SearchPlacer`'s budget) refuse a problem before any
-    cell runs: a bad setting fails at once, not after hours of finished cells."""
+    """Let every placer that can tell (a ``check(graph, cluster)`` method, e.g. the
+    budget of an agent's :func:`~placegym.agents.doppler.search.policy_search`) refuse a
+    problem before any cell runs: a bad setting fails at once, not after hours of
+    finished cells."""
     checks = [c for c in (getattr(p, "check", None) for p in placers.values()) if callable(c)]
     for graph, cluster in problems:
         for check in checks:
@@ -212,7 +214,7 @@ def run_benchmark(
         _, graph, cluster, seed, name = cell
         if name == _OPTIMAL:
             return _optimum(graph, cluster)
-        return run_placer(everyone[name], graph, cluster, seed, noise)
+        return place(everyone[name], graph, cluster, seed, noise)
 
     bar = tqdm(total=len(cells), disable=not progress, desc="bench", unit="run", leave=False)
     results: list[Any] = [None] * len(cells)
@@ -277,25 +279,19 @@ def _listed(placement: Placement | None, field: str) -> list[int] | None:
     return None if placement is None else np.asarray(getattr(placement, field)).tolist()
 
 
-def run_placer(placer: Any, graph: Graph, cluster: Cluster, seed: int, noise: float) -> Outcome:
-    """The placer's :class:`~placegym.train.harness.feasibility.Outcome`: placement,
-    makespan, feasibility, seconds taken and simulator calls made by the placer (noise
-    draws use ``seed``). A placer that raises or is stopped at its budget, or whose
-    placement splits a co-location group, gives an infeasible outcome instead of stopping
-    the benchmark."""
-    return place(placer, graph, cluster, seed, noise)
-
-
 def _ratio(x: float, ref: float) -> float:
     return x / ref if ref > 0 else (1.0 if x == ref else math.inf)
 
 
 def _optimum(graph: Graph, cluster: Cluster) -> float | None:
-    """The proven optimum's makespan; None where it is not computed or is infeasible
-    (the ``optimal`` teacher ignores memory: an optimum over memory is no optimum)."""
-    if graph.num_nodes > OPTIMAL_MAX_NODES or cluster.num_devices > OPTIMAL_MAX_DEVICES:
-        return None
+    """The proven optimum's makespan; None where it is not computed (beyond the
+    ``optimal`` teacher's size limits) or is infeasible (the ``optimal`` teacher ignores
+    memory: an optimum over memory is no optimum)."""
     from placegym.teachers import get_teacher
+    from placegym.teachers.optimal import MAX_DEVICES, MAX_NODES
+
+    if graph.num_nodes > MAX_NODES or cluster.num_devices > MAX_DEVICES:
+        return None
 
     out = place(get_teacher("optimal"), graph, cluster, 0)
     return out.makespan if out.feasible else None
@@ -325,7 +321,7 @@ def _comparable(r: Record) -> bool:
 
 
 def table_rows(records: Sequence[Record]) -> list[TableRow]:
-    """The rows of :func:`markdown_table` and :func:`ratios_figure`: per (workload,
+    """The rows of :func:`bench_markdown` and :func:`ratios_figure`: per (workload,
     cluster), one row over the seeds on which every placer and critical_path are feasible
     (all of them when they all are), then one row per other seed."""
     placers = list(dict.fromkeys(r.placer for r in records))
@@ -362,7 +358,7 @@ def _cell(rs: Sequence[Record]) -> str:
     return cell
 
 
-def markdown_table(records: Sequence[Record]) -> str:
+def bench_markdown(records: Sequence[Record]) -> str:
     """One row per (workload, cluster), one column per placer: makespan in ms, ratio to
     critical_path, gap to optimal when known, averaged over the seeds every placer
     solved; ``OOM``, ``split``, ``budget`` or ``failed`` for an infeasible record, in a
@@ -405,7 +401,7 @@ def write_outputs(records: Sequence[Record], cfg: BenchConfig) -> None:
         "reference": REFERENCE,
     }
     (out / "results.json").write_text(json.dumps({"config": meta, "records": rows}, indent=1))
-    (out / "table.md").write_text(markdown_table(records) + "\n")
+    (out / "table.md").write_text(bench_markdown(records) + "\n")
     bar_chart(records, out / "ratios.png")
 
 

@@ -15,7 +15,7 @@ trained agents and plain functions placers.
 into a :class:`Placer` (a teacher's ``place(graph, cluster)`` ignores the seed, a
 function ``(graph, cluster, seed)`` is called, a :class:`SearchPlacer` runs with its
 budget from :func:`with_budget`), or raises a ``ValueError`` naming what is missing.
-:func:`run_placer` runs one placer on one problem, timed and counted.
+:func:`run_placer` runs one placer on one problem, timed and counted (a :class:`PlacerRun`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ __all__ = [
     "BestOf",
     "Budgeted",
     "Placer",
-    "Run",
+    "PlacerRun",
     "SearchPlacer",
     "Simulator",
     "as_placer",
@@ -363,8 +363,8 @@ class BestOf:
 
 # ---------------------------------------------------------------------- running
 @dataclass(frozen=True)
-class Run:
-    """One placer's run on one problem.
+class PlacerRun:
+    """One placer's run on one problem (:func:`run_placer`).
 
     Attributes:
         placement: what it returned (None: it raised or was stopped).
@@ -380,11 +380,12 @@ class Run:
     error: str | None = None
 
 
-def run_placer(placer: Any, graph: Graph, cluster: Cluster, seed: int) -> Run:
+def run_placer(placer: Any, graph: Graph, cluster: Cluster, seed: int) -> PlacerRun:
     """Run ``placer`` (anything :func:`as_placer` takes) on one problem, timed and with
     its simulator calls counted. An exception of the placer (``Exception``) and a budget
-    exceeded are recorded in :attr:`Run.error`: one placer's failure never stops a
-    benchmark."""
+    exceeded are recorded in :attr:`PlacerRun.error`: one placer's failure never stops a
+    benchmark; the placement is not simulated here
+    (:func:`~placegym.train.harness.feasibility.place` does, giving an ``Outcome``)."""
     p = as_placer(placer)
     t0 = time.perf_counter()
     with counting() as counter:
@@ -395,4 +396,4 @@ def run_placer(placer: Any, graph: Graph, cluster: Cluster, seed: int) -> Run:
             placement, error = None, str(e)
         except Exception as e:  # recorded as the row's failure
             placement, error = None, f"placer raised {type(e).__name__}: {e}"
-    return Run(placement, time.perf_counter() - t0, counter.calls, error)
+    return PlacerRun(placement, time.perf_counter() - t0, counter.calls, error)

@@ -39,8 +39,10 @@ from placegym.envs import Cluster, Graph, Placement, load_cluster
 from placegym.envs.core.validate import read_json
 from placegym.train.harness.feasibility import simulate_outcome
 
-#: Relative tolerance of every comparison (results are deterministic; this only absorbs
-#: last-digit differences of other platforms).
+#: Relative tolerance of every comparison of a re-simulated makespan with a recorded or
+#: reported one: here, and in the anytime harness's check of a run's final placement
+#: (results are deterministic; this only absorbs last-digit differences of other
+#: platforms).
 RTOL = 1e-9
 
 

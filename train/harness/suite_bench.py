@@ -50,16 +50,18 @@ import numpy as np
 from placegym.envs.analysis.bounds import lower_bound
 from placegym.envs.suites import Instance, Suite
 from placegym.envs.suites.reference import Reference, load_references
-from placegym.train.harness.bench import (
-    REFERENCE,
-    Placer,
-    check_placers,
-    run_placer,
-    teacher_placer,
-)
+from placegym.train.harness.bench import REFERENCE, check_placers, teacher_placer
 from placegym.train.harness.calls import patched
-from placegym.train.harness.feasibility import by_key, count, mark, over, seed_rows, solved_by_all
-from placegym.train.harness.placers import as_placer
+from placegym.train.harness.feasibility import (
+    by_key,
+    count,
+    mark,
+    over,
+    place,
+    seed_rows,
+    solved_by_all,
+)
+from placegym.train.harness.placers import Placer, as_placer
 from placegym.train.harness.suite_reference import check_reference
 from placegym.train.stats import geomean
 
@@ -133,7 +135,7 @@ def _records(
 ) -> list[SuiteRecord]:
     bound, best = instance_bounds(inst, refs)
     g, c = inst.graph, inst.cluster
-    runs = {name: run_placer(p, g, c, seed, noise) for name, p in placers.items()}
+    runs = {name: place(p, g, c, seed, noise) for name, p in placers.items()}
     ref = runs[REFERENCE]
     ref_ms = ref.makespan if ref.feasible else None
     out = []

@@ -7,7 +7,8 @@ instance:
 - ``lower_bound``: :func:`placegym.envs.analysis.bounds.lower_bound`.
 - best known: the fastest of (a) every heuristic teacher (critical_path, heft, nest,
   metis, round_robin, single_device), (b) the ``optimal`` teacher's proven optimum where
-  it applies (at most 12 nodes on at most 4 devices, within ``optimal_time_limit``
+  it applies (within its size limits, :data:`placegym.teachers.optimal.MAX_NODES` nodes
+  on :data:`placegym.teachers.optimal.MAX_DEVICES` devices, and ``optimal_time_limit``
   seconds), (c) simulated annealing from the best of (a) with ``budget`` simulations for
   each of ``seeds`` (seeds other than the benchmark's 0, so the benchmark's own anneal
   column is not compared with itself), and (d) the previous best known of a fresh entry,
@@ -33,10 +34,6 @@ from placegym.envs.analysis.bounds import lower_bound
 from placegym.envs.analysis.memory import memory_infeasibility
 from placegym.envs.suites import Instance, Suite
 from placegym.envs.suites.reference import Reference, load_references, save_references
-
-HEURISTICS = ("critical_path", "heft", "nest", "metis", "round_robin", "single_device")
-OPTIMAL_MAX_NODES = 12
-OPTIMAL_MAX_DEVICES = 4
 
 
 @dataclass(frozen=True)
@@ -92,12 +89,11 @@ def _searches(
     inst: Instance, starts: list[Placement], budget: int, seeds: Sequence[int], time_limit: float
 ) -> list[_Candidate]:
     from placegym.teachers.anneal import anneal
+    from placegym.teachers.optimal import MAX_DEVICES, MAX_NODES, solve
 
     out = []
     g, c = inst.graph, inst.cluster
-    if g.num_nodes <= OPTIMAL_MAX_NODES and c.num_devices <= OPTIMAL_MAX_DEVICES:
-        from placegym.teachers.optimal import solve
-
+    if g.num_nodes <= MAX_NODES and c.num_devices <= MAX_DEVICES:
         try:
             opt = solve(g, c, time_limit=time_limit)
         except Exception as e:  # no candidate, like a heuristic that raises
@@ -130,7 +126,9 @@ def best_known(
     Raises:
         ValueError: no candidate is feasible (naming the instance).
     """
-    cands = [_heuristic(inst, t) for t in HEURISTICS]
+    from placegym.teachers import SINGLE_PASS
+
+    cands = [_heuristic(inst, t) for t in SINGLE_PASS]
     starts = [c.placement for c in cands if c.infeasible is None and c.placement is not None]
     starts = starts or [c.placement for c in cands if c.placement is not None]
     cands += _searches(inst, starts, budget, seeds, optimal_time_limit)
