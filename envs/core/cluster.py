@@ -115,6 +115,7 @@ class Cluster:
 
     def __post_init__(self) -> None:
         devs = tuple(self.devices)
+        V.size(len(devs), "devices", V.DEVICE_LIMIT)
         levels = tuple(self.levels)
         object.__setattr__(self, "devices", devs)
         object.__setattr__(self, "levels", levels)

@@ -144,7 +144,7 @@ class Graph:
     def __post_init__(self) -> None:
         s = object.__setattr__
         flops = _as_array(self.flops, "flops", np.float64)
-        n = flops.shape[0]
+        n = V.size(flops.shape[0], "nodes", V.NODE_LIMIT)
         s(self, "flops", _readonly(flops))
         s(self, "out_bytes", _readonly(self._node_array(self.out_bytes, "out_bytes", n, 0.0)))
         s(
@@ -205,7 +205,7 @@ class Graph:
     @staticmethod
     def _check_edges(edges: Any, n: int) -> np.ndarray:
         e = _as_array(edges, "edges", np.int64, flat=False)
-        if e.size == 0:
+        if V.size(len(e), "edges", V.EDGE_LIMIT) == 0 or e.size == 0:
             return np.zeros((0, 2), dtype=np.int64)
         if e.ndim != 2 or e.shape[1] != 2:
             raise V.fail("edges", "expected a list of [u, v] pairs", np.asarray(edges).tolist())

@@ -142,6 +142,21 @@ def number(value: Any, where: str, *, positive: bool = False) -> float:
 #: Integers in documents must fit int64 (they are stored in int64 arrays).
 INT_RANGE = (-(2**63), 2**63)
 
+#: Size limits, checked before anything of that size is allocated: a tiny file that asks
+#: for a billion devices gets one line, not a MemoryError a minute later. A cluster's
+#: device-pair tables take ``D²`` floats each (4,096 devices: 134 MB a table); the
+#: largest shipped instances have 9,313 nodes and 1,024 devices.
+DEVICE_LIMIT = 4_096
+NODE_LIMIT = 1_000_000
+EDGE_LIMIT = 20_000_000
+
+
+def size(count: int, where: str, limit: int) -> int:
+    """``count``, or ``ValueError`` naming ``where`` when it is over ``limit``."""
+    if count > limit:
+        raise fail(where, f"{count:,} is over the limit of {limit:,}", show_value=False)
+    return count
+
 
 def integer(value: Any, where: str, *, lo: int | None = None, hi: int | None = None) -> int:
     """An integer in ``[lo, hi)`` (either bound optional), always within int64."""

@@ -10,11 +10,11 @@ from typing import Any
 from placegym.envs.core import validate as V
 from placegym.envs.importers._common import find_cycle
 
-__all__ = ["Instance", "label", "parse"]
+__all__ = ["DnnDocument", "label", "parse"]
 
 
 @dataclass(frozen=True)
-class Instance:
+class DnnDocument:
     """A checked workload document, nodes in list order."""
 
     ids: list[int]
@@ -47,11 +47,13 @@ def _flag(value: Any, where: str) -> bool:
     raise V.fail(where, "expected true/false or 0/1", value)
 
 
-def parse(data: Mapping[str, Any]) -> Instance:
+def parse(data: Mapping[str, Any]) -> DnnDocument:
     data = V.as_mapping(data, "workload")
     capacity = V.number(V.get(data, "maxSizePerFPGA", ""), "maxSizePerFPGA", positive=True)
     count = V.integer(V.get(data, "maxFPGAs", ""), "maxFPGAs", lo=1)
+    V.size(count, "maxFPGAs", V.DEVICE_LIMIT)
     max_cpus = V.integer(V.get(data, "maxCPUs", ""), "maxCPUs", lo=0)
+    V.size(max_cpus, "maxCPUs", V.DEVICE_LIMIT)
     nodes = V.as_list(V.get(data, "nodes", ""), "nodes")
     edges = V.as_list(V.get(data, "edges", ""), "edges")
     index: dict[int, int] = {}
@@ -132,7 +134,7 @@ def parse(data: Mapping[str, Any]) -> Instance:
                 ratios.append(esize / cost)
         pairs.append(pair)
     _check_acyclic(n, pairs, ids)
-    return Instance(
+    return DnnDocument(
         ids,
         names,
         ms,
