@@ -26,8 +26,9 @@ ends a search simulates (:func:`~placegym.envs.sim.simulator.simulate`).
 - :func:`make_feasible`: a plan over memory repaired: whole units moved off the devices
   over memory to those with the most headroom, simulated after each round; then the
   resident bytes spread worst-fit decreasing (the certificate of
-  :func:`~placegym.envs.analysis.memory.fit_resident`). The plan teachers (HEFT,
-  NEST, METIS) end with it.
+  :func:`~placegym.envs.analysis.memory.fit_resident`), then contiguous stages
+  (:func:`~placegym.envs.analysis.memory.stage_placement`), each simulated. The plan
+  teachers (HEFT, NEST, METIS) end with it.
 - :func:`priced_makespans`, :func:`priced`: a placement's price for the searches that
   rank placements (lookahead, best_list, canonical plans): its makespan when feasible,
   else that plus the serial upper bound, so a feasible placement always ranks first.
@@ -39,7 +40,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from placegym.envs.analysis.memory import Room, fit_resident, memory_may_bind, units
+from placegym.envs.analysis.memory import (
+    Room,
+    fit_resident,
+    memory_may_bind,
+    stage_placement,
+    units,
+)
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
@@ -174,10 +181,12 @@ def make_feasible(
     Without ``memory_may_bind``, or when ``placement`` fits (one simulation), it is returned
     as it is. Else, keeping its priority order: up to :data:`REPAIR_ROUNDS` rounds of
     whole-unit moves off the devices over memory (each simulated), then the resident
-    bytes spread worst-fit decreasing, in its order and then in the certificate's
-    (descending b-level). The first feasible placement found is returned, else
-    ``placement`` itself (its rule's answer, over memory: callers can tell with
-    :func:`infeasibility`). ``placement`` must keep every group together.
+    bytes spread worst-fit decreasing, then contiguous stages (which spread the stash of
+    a training step: :func:`~placegym.envs.analysis.memory.stage_placement`), each in its
+    order and then in the certificate's (descending b-level). The first feasible
+    placement found is returned, else ``placement`` itself (its rule's answer, over
+    memory: callers can tell with :func:`infeasibility`). ``placement`` must keep every
+    group together.
     """
     if not memory_may_bind(graph, cluster):
         return placement
@@ -192,8 +201,10 @@ def make_feasible(
         schedule = sim(graph, cluster, candidate)
         if not schedule.oom:
             return candidate
-    cert = fit_resident(graph, cluster)
-    if cert is not None:
+    for make in (fit_resident, stage_placement):
+        cert = make(graph, cluster)
+        if cert is None:
+            continue
         # the rule's order first, then the certificate's (descending b-level, ties by id)
         for order in (placement.order, cert.order):
             candidate = Placement(cert.device, order, placement.recompute)

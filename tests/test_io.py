@@ -376,6 +376,7 @@ def test_every_preset_loads_and_simulates():
     names = [name for name, _ in list_presets()]
     assert names == [
         "p100x4",
+        "p100x2",
         "p100x8",
         "v100x8",
         "h100x8",

@@ -16,7 +16,14 @@ from placegym.envs.suites.reference import load_references, save_references
 from placegym.teachers import make_teacher
 from placegym.train.cli import main
 
-SMALL = ("workloads-v0", "comm-heavy-v0", "generalize-v0", "memory-tight-v0", "training-v0")
+SMALL = (
+    "workloads-v0",
+    "comm-heavy-v0",
+    "generalize-v0",
+    "memory-tight-v0",
+    "pipedream-v0",
+    "training-v0",
+)
 
 
 def test_registry_sizes_and_ids():
@@ -28,6 +35,7 @@ def test_registry_sizes_and_ids():
         "nest-scale-v0",
         "memory-tight-v0",
         "published-v0",
+        "pipedream-v0",
         "training-v0",
     ]
     sizes = {s.name: tuple(len(s.splits[k]) for k in SPLITS) for s in list_suites()}
@@ -38,6 +46,7 @@ def test_registry_sizes_and_ids():
         "nest-scale-v0": (4, 4),
         "memory-tight-v0": (12, 12),
         "published-v0": (16, 8),
+        "pipedream-v0": (16, 12),
         "training-v0": (8, 12),
     }
     for s in list_suites():

@@ -5,6 +5,8 @@ graph, certificates that a placement fits or that none can, and the overflow pri
 - :func:`memory_infeasibility`: a certificate that *no* placement fits (or None).
 - :func:`fit_resident`: a constructive placement that fits the resident bytes (groups
   kept whole); simulate it to know whether its peak with live tensors fits too.
+- :func:`live_certificate`: a placement shown by simulation to fit, live tensors
+  included (from :func:`fit_resident` or :func:`stage_placement`, contiguous stages).
 - :func:`overflow_penalty`: the time price of resident bytes beyond memory (NEST's cost).
 
 Room for the rest of the graph: the units a device takes whole and the packing check.
@@ -41,16 +43,19 @@ from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
+from placegym.envs.sim.simulator import simulate
 
 __all__ = [
     "Room",
     "Units",
     "fit_resident",
+    "live_certificate",
     "memory_infeasibility",
     "memory_may_bind",
     "overflow_penalty",
     "packs",
     "room_mask",
+    "stage_placement",
     "units",
     "working_set",
 ]
@@ -322,3 +327,49 @@ def fit_resident(graph: Graph, cluster: Cluster) -> Placement | None:
         device[members] = d
     order = np.lexsort((np.arange(graph.num_nodes), -b_level(graph, cluster)))
     return Placement(device=device, order=order)
+
+
+def stage_placement(graph: Graph, cluster: Cluster) -> Placement:
+    """Contiguous stages, as a pipeline partitions a model: the units (a co-location
+    group, else one node) in the order of their first node in ``graph``'s topological
+    order, cut into ``D`` runs of about equal bytes (resident plus output bytes, each
+    device's share proportional to its memory), run ``d`` on device ``d``; the priority
+    order is descending b-level, ties by id. On a training step (each layer's forward and
+    backward one group) it keeps each stage's stash on its device, the layout that
+    spreads live activations evenly; :func:`live_certificate` simulates it."""
+    n = graph.num_nodes
+    if n == 0:
+        return Placement(device=np.zeros(0, dtype=np.int64), order=np.zeros(0, dtype=np.int64))
+    head = np.where(graph.group_first >= 0, graph.group_first, np.arange(n))
+    position = np.empty(n, dtype=np.int64)
+    position[graph.topological_order] = np.arange(n)
+    first = np.full(n, n, dtype=np.int64)
+    np.minimum.at(first, head, position)
+    heads = np.unique(head)
+    units = heads[np.argsort(first[heads], kind="stable")]
+    weight = np.bincount(head, weights=graph.param_bytes + graph.out_bytes, minlength=n)[units]
+    middle = np.cumsum(weight) - weight / 2  # a unit goes where its middle byte falls
+    cuts = np.concatenate([[0.0], np.cumsum(cluster.memory) / cluster.memory.sum()])
+    stage = np.searchsorted(cuts * weight.sum(), middle, side="right") - 1
+    unit_device = np.zeros(n, dtype=np.int64)
+    unit_device[units] = np.clip(stage, 0, cluster.num_devices - 1)
+    order = np.lexsort((np.arange(n), -b_level(graph, cluster)))
+    return Placement(device=unit_device[head], order=order)
+
+
+def live_certificate(graph: Graph, cluster: Cluster) -> Placement | None:
+    """A placement shown by simulation to fit ``cluster``'s memory, live tensors
+    included (a constructive certificate that a feasible placement exists), or None when
+    none of the candidates fits (which proves nothing: :func:`memory_infeasibility`
+    proves the opposite where it applies).
+
+    The candidates, in order: :func:`fit_resident` (worst-fit decreasing on resident
+    bytes) and :func:`stage_placement` (contiguous stages, which keep each stage's stash
+    on its device); each is simulated (DESIGN §3's peak: resident bytes, outputs,
+    stashes and received copies) and the first within memory everywhere is returned.
+    """
+    for make in (fit_resident, stage_placement):
+        placement = make(graph, cluster)
+        if placement is not None and not simulate(graph, cluster, placement).oom:
+            return placement
+    return None

@@ -19,8 +19,22 @@ File format (DESIGN §2)::
 Required per device: ``flops`` (> 0) and ``memory`` (> 0). Optional: ``name`` (default
 ``dev{i}``), ``mem_bandwidth`` (> 0; absent = no roofline term), ``launch_overhead``
 (>= 0, default 0), ``path`` (default ``[]``), ``kind`` (the device's class for a
-profile). Required per level: ``bandwidth`` (> 0); optional ``latency`` (>= 0, default 0)
-and ``name``.
+profile), ``memory_reserve`` (a fraction in [0, 1), default 0, left out of
+:meth:`Cluster.to_dict` when 0).
+
+What ``memory`` bounds: the peak of the *allocated* tensors on the device (resident
+parameter bytes plus live outputs, stashes and received copies: the simulator's
+``peak_memory``, DESIGN §3). A real allocator reserves more than it has allocated
+(caching, fragmentation): measured plans of training systems show the reserved memory
+5.8–22.5 % above the allocated peak per pipeline stage. ``memory_reserve`` models that
+overhead: the bytes available to allocated tensors are ``memory × (1 − memory_reserve)``
+(:attr:`Cluster.memory`; the device's own number is :attr:`Cluster.device_memory`), and
+every consumer (the simulator's OOM test, the environment's masks, the teachers, the
+bounds) reads :attr:`Cluster.memory`. So ``memory`` is the device's capacity as its
+datasheet gives it, and ``memory_reserve`` (e.g. 0.1) the allocator's share of it.
+
+Required per level: ``bandwidth`` (> 0); optional ``latency`` (>= 0, default 0) and
+``name``.
 
 Optional ``links`` (how transfers share the network; the simulator's rule 3,
 :mod:`placegym.envs.sim.simulator`):
@@ -73,7 +87,8 @@ LINKS: tuple[Links, ...] = ("pair", "port")
 @dataclass(frozen=True)
 class Device:
     """One accelerator. ``mem_bandwidth=None`` disables the roofline memory term;
-    ``kind`` names its class of identical devices in the cluster's ``profile``."""
+    ``kind`` names its class of identical devices in the cluster's ``profile``;
+    ``memory_reserve`` is the allocator's share of ``memory`` (module docstring)."""
 
     name: str
     flops: float
@@ -82,6 +97,7 @@ class Device:
     launch_overhead: float = 0.0
     path: tuple[int, ...] = ()
     kind: str | None = None
+    memory_reserve: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +143,9 @@ class Cluster:
             w = f"devices[{i}]"
             V.number(d.flops, f"{w}.flops", positive=True)
             V.number(d.memory, f"{w}.memory", positive=True)
+            r = V.number(d.memory_reserve, f"{w}.memory_reserve")
+            if not r < 1.0:
+                raise V.fail(f"{w}.memory_reserve", "must be a fraction in [0, 1)", r)
             if d.mem_bandwidth is not None:
                 V.number(d.mem_bandwidth, f"{w}.mem_bandwidth", positive=True)
             V.number(d.launch_overhead, f"{w}.launch_overhead")
@@ -203,7 +222,16 @@ class Cluster:
 
     @cached_property
     def memory(self) -> np.ndarray:
-        """``(D,)`` memory capacity in bytes."""
+        """``(D,)`` bytes available to allocated tensors: ``memory × (1 −
+        memory_reserve)`` (module docstring); the device's ``memory`` where no reserve is
+        given."""
+        return _ro(
+            np.array([d.memory * (1.0 - d.memory_reserve) for d in self.devices], np.float64)
+        )
+
+    @cached_property
+    def device_memory(self) -> np.ndarray:
+        """``(D,)`` each device's ``memory`` as given (its capacity, reserve included)."""
         return _ro(np.array([d.memory for d in self.devices], dtype=np.float64))
 
     @cached_property
@@ -307,6 +335,7 @@ class Cluster:
                     ),
                     path=tuple(V.integer(p, f"{w}.path[{j}]", lo=0) for j, p in enumerate(path)),
                     kind=d.get("kind"),
+                    memory_reserve=V.number(d.get("memory_reserve", 0.0), f"{w}.memory_reserve"),
                 )
             )
         levels = []
@@ -339,6 +368,8 @@ class Cluster:
             nd.update(memory=d.memory, launch_overhead=d.launch_overhead, path=list(d.path))
             if d.kind is not None:
                 nd["kind"] = d.kind
+            if d.memory_reserve:
+                nd["memory_reserve"] = d.memory_reserve
             devs.append(nd)
         out: dict[str, Any] = {
             "format": CLUSTER_FORMAT,
@@ -394,6 +425,7 @@ class Cluster:
                     device.launch_overhead,
                     path,
                     device.kind,
+                    device.memory_reserve,
                 )
             )
         return cls(

@@ -111,6 +111,10 @@ PRESETS: dict[str, tuple[str, Callable[[], Cluster]]] = {
         "4x P100 16 GB over PCIe 3.0 (DOPPLER's setting)",
         lambda: Cluster.homogeneous(_P100, 4, _PCIE_LEVELS, name="p100x4"),
     ),
+    "p100x2": (
+        "2x P100 16 GB over PCIe 3.0 (p100x4's links, 2 devices)",
+        lambda: Cluster.homogeneous(_P100, 2, _PCIE_LEVELS, name="p100x2"),
+    ),
     "p100x8": (
         "8x P100 16 GB over PCIe 3.0 in one server (p100x4's links, 8 devices)",
         lambda: Cluster.homogeneous(_P100, 8, _PCIE_LEVELS, name="p100x8"),

@@ -23,6 +23,14 @@
   (:mod:`placegym.envs.importers.dnn_partitioning`). Train: the 16 throughput inputs
   (16 GiB accelerators, inference and training); test: the 8 latency inputs, whose
   600 MiB or 2 GiB accelerators make memory bind.
+- ``pipedream-v0``: one Adam training step of each of PipeDream's seven published layer
+  profiles (alexnet, vgg16, resnet50 and gnmt in train; resnet18, inception_v3 and
+  densenet121 in test, so the test models are unseen) on 2, 4 and 8 P100s over PCIe,
+  every device's memory 1.05x (and, on 4 devices, 1.25x) the largest simulated peak of
+  contiguous stages (:func:`~placegym.envs.workloads.memory.fit_live`), so a placement
+  is certified by simulation to fit. On vgg16, the ResNets, inception_v3 and
+  densenet121 the stashed activations bind (every weight fits one device); alexnet's and
+  gnmt's weights take most of the memory.
 - ``training-v0``: one Adam training step
   (:func:`~placegym.envs.workloads.training.to_training_step`: backward nodes, stash and
   gradient edges, each layer's forward and backward as a co-location group, parameters,
@@ -47,7 +55,7 @@ from typing import Any
 from placegym.envs.core.cluster import Links
 from placegym.envs.importers.dnn_partitioning import INPUTS
 from placegym.envs.suites.spec import GraphRecipe, InstanceSpec, Suite, model, published, workload
-from placegym.envs.workloads.memory import tight_name
+from placegym.envs.workloads.memory import live_name, tight_name
 
 Sizes = tuple[tuple[str, str, dict[str, Any]], ...]
 
@@ -123,6 +131,26 @@ def _tight(
             tight = dataclasses.replace(spec, groups=3, resident=resident, ratios=ratios)
             out.append(InstanceSpec(f"{label}@{name}", tight, preset))
     return tuple(out)
+
+
+#: pipedream-v0: the profiles of each split, and the (cluster preset, slack) pairs.
+_PIPEDREAM_TRAIN = ("alexnet", "vgg16", "resnet50", "gnmt")
+_PIPEDREAM_TEST = ("resnet18", "inception_v3", "densenet121")
+_PIPEDREAM_CLUSTERS = (("p100x2", 1.05), ("p100x4", 1.05), ("p100x4", 1.25), ("p100x8", 1.05))
+
+
+def _pipedream(models: tuple[str, ...]) -> tuple[InstanceSpec, ...]:
+    """Each profile as one Adam training step, on each cluster made tight on live
+    tensors (:func:`~placegym.envs.workloads.memory.fit_live`)."""
+    return tuple(
+        InstanceSpec(
+            f"{model}-train@{live_name(preset, slack)}",
+            GraphRecipe("pipedream", model, training="adam", live=slack),
+            preset,
+        )
+        for model in models
+        for preset, slack in _PIPEDREAM_CLUSTERS
+    )
 
 
 #: training-v0: (cluster preset, resident share, memory ratios, links) of each split.
@@ -253,8 +281,12 @@ SUITES: dict[str, Suite] = {
                 "train": tuple(published(p) for p in INPUTS if p.startswith("throughput")),
                 "test": tuple(published(p) for p in INPUTS if p.startswith("latency")),
             },
-            reference_budget=4000,
-            reference_seeds=(1,),
+        ),
+        Suite(
+            "pipedream-v0",
+            "Adam training steps of PipeDream's published layer profiles; memory set where "
+            "the stashed activations bind and contiguous stages are certified to fit",
+            {"train": _pipedream(_PIPEDREAM_TRAIN), "test": _pipedream(_PIPEDREAM_TEST)},
         ),
         Suite(
             "training-v0",
@@ -280,8 +312,6 @@ SUITES: dict[str, Suite] = {
                     _STEP_TEST,
                 ),
             },
-            reference_budget=4000,
-            reference_seeds=(1,),
         ),
     )
 }

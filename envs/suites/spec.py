@@ -38,9 +38,11 @@ class GraphRecipe:
 
     Attributes:
         kind: ``"workload"`` (:func:`~placegym.envs.workloads.make_graph`), ``"model"``
-            (:func:`~placegym.envs.suites.models.trace_model`) or ``"published"`` (a
+            (:func:`~placegym.envs.suites.models.trace_model`), ``"published"`` (a
             vendored published workload,
-            :func:`~placegym.envs.importers.dnn_partitioning.from_dnn_partitioning`).
+            :func:`~placegym.envs.importers.dnn_partitioning.from_dnn_partitioning`) or
+            ``"pipedream"`` (a vendored PipeDream profile, ``data/pipedream/<name>``,
+            :func:`~placegym.envs.importers.pipedream.from_pipedream`).
         name: the generator or model name, or the published file (relative to its data
             folder).
         params: its keyword arguments, as sorted ``(key, value)`` pairs.
@@ -58,9 +60,13 @@ class GraphRecipe:
             before ``groups`` and ``resident``.
         links: the instance cluster's links (``"pair"`` or ``"port"``,
             :attr:`~placegym.envs.core.cluster.Cluster.links`).
+        live: make memory bind on live tensors: every device's memory becomes this
+            slack (>= 1) times the largest simulated peak of contiguous stages, a
+            placement so certified to fit
+            (:func:`~placegym.envs.workloads.memory.fit_live`; None: as built).
     """
 
-    kind: Literal["workload", "model", "published"]
+    kind: Literal["workload", "model", "published", "pipedream"]
     name: str
     params: tuple[tuple[str, Any], ...] = ()
     ccr: float | None = None
@@ -69,6 +75,7 @@ class GraphRecipe:
     ratios: tuple[float, ...] = (1.0,)
     training: str | None = None
     links: Links = "pair"
+    live: float | None = None
 
     def build(self, cluster: Cluster) -> Graph:
         """Build the graph (rescaled for ``cluster`` when ``ccr`` is set)."""
@@ -81,6 +88,11 @@ class GraphRecipe:
             from placegym.envs.importers.dnn_partitioning import DATA_DIR, from_dnn_partitioning
 
             graph = from_dnn_partitioning(DATA_DIR / self.name)[0]
+        elif self.kind == "pipedream":
+            from placegym.envs.importers.pipedream import from_pipedream
+            from placegym.envs.suites.reference import DATA
+
+            graph = from_pipedream(DATA / "pipedream" / self.name / "graph.txt", name=self.name)
         else:
             from placegym.envs.suites.models import trace_model
 
@@ -100,11 +112,16 @@ class GraphRecipe:
         return graph
 
     def tighten(self, graph: Graph, cluster: Cluster) -> tuple[Graph, Cluster]:
-        """The instance's graph and cluster: made memory-tight when ``resident`` is set
-        (:func:`~placegym.envs.workloads.memory.tighten`), else as they are; the cluster
-        with :attr:`links`."""
+        """The instance's graph and cluster: made tight on live tensors when ``live`` is
+        set (:func:`~placegym.envs.workloads.memory.fit_live`), memory-tight when
+        ``resident`` is set (:func:`~placegym.envs.workloads.memory.tighten`), else as
+        they are; the cluster with :attr:`links`."""
         if self.links != cluster.links:
             cluster = cluster.with_links(self.links)
+        if self.live is not None:
+            from placegym.envs.workloads.memory import fit_live
+
+            graph, cluster = fit_live(graph, cluster, slack=self.live)
         if self.resident is None:
             return graph, cluster
         from placegym.envs.workloads.memory import tighten
@@ -124,6 +141,8 @@ class GraphRecipe:
             out["training"] = self.training
         if self.links != "pair":
             out["links"] = self.links
+        if self.live is not None:
+            out["live"] = self.live
         return out
 
 

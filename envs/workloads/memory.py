@@ -1,5 +1,5 @@
-"""Memory-tight instances: co-location groups, device memories that bind, and a first-fit
-certificate that a feasible placement exists.
+"""Memory-tight instances: co-location groups and device memories that bind, on resident
+bytes or on live tensors.
 
 The generators' graphs fit in any preset's memory many times over, so nothing in them
 tests memory feasibility. These transforms make instances where it binds
@@ -11,9 +11,9 @@ tests memory feasibility. These transforms make instances where it binds
 - :func:`tighten`: heterogeneous memories (the preset's times ``ratios``) and resident
   bytes scaled to a fraction ``resident`` of the cluster's total memory, every duration
   unchanged (the graph carries them as measured times);
-- :func:`fit_resident`: a placement that fits the resident bytes (groups kept whole), the
-  certificate the suite's tests simulate: a feasible placement exists when its
-  simulated peak fits every device.
+- :func:`fit_live`: device memories set where live tensors bind (stashed activations of
+  a training step) and a placement is certified by simulation to fit (the
+  ``pipedream-v0`` suite).
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from placegym.envs.analysis.levels import durations_on
+from placegym.envs.analysis.memory import stage_placement
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
+from placegym.envs.sim.simulator import simulate
 
-__all__ = ["add_groups", "tight_name", "tighten"]
+__all__ = ["add_groups", "fit_live", "live_name", "tight_name", "tighten"]
 
 
 def add_groups(graph: Graph, *, size: int = 3, share: float = 0.5, seed: int = 0) -> Graph:
@@ -121,4 +123,34 @@ def tighten(
     graph = dataclasses.replace(
         graph, time=time, kind_time={}, param_bytes=graph.param_bytes * scale
     )
+    return graph, tight
+
+
+def live_name(name: str, slack: float) -> str:
+    """The name of a cluster made tight on live tensors: ``<name>-live<slack>``."""
+    return f"{name}-live{slack:g}"
+
+
+def fit_live(graph: Graph, cluster: Cluster, *, slack: float) -> tuple[Graph, Cluster]:
+    """``cluster`` with every device's memory set where live tensors bind and a placement
+    is certified to fit: ``slack`` times the largest simulated peak of
+    :func:`~placegym.envs.analysis.memory.stage_placement` (contiguous stages) with
+    memory unbounded. So that placement fits by construction
+    (:func:`~placegym.envs.analysis.memory.live_certificate` finds it), while on a
+    training step, whose stashed activations dwarf its weights, a placement that gathers
+    more of the stash on one device does not. The graph is unchanged; the cluster is
+    named :func:`live_name`.
+
+    Raises:
+        ValueError: ``slack`` below 1 or not finite.
+    """
+    if not (isinstance(slack, int | float) and 1.0 <= slack < float("inf")):
+        raise ValueError(f"slack: must be a finite number >= 1, got {slack!r}")
+    roomy = dataclasses.replace(
+        cluster, devices=tuple(dataclasses.replace(d, memory=1e30) for d in cluster.devices)
+    )
+    peak = float(simulate(graph, roomy, stage_placement(graph, roomy)).peak_memory.max())
+    memory = slack * peak
+    devices = tuple(dataclasses.replace(d, memory=memory) for d in cluster.devices)
+    tight = dataclasses.replace(cluster, devices=devices, name=live_name(cluster.name, slack))
     return graph, tight

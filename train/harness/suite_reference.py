@@ -9,7 +9,7 @@ instance:
   metis, round_robin, single_device), (b) the ``optimal`` teacher's proven optimum where
   it applies (within its size limits, :data:`placegym.teachers.optimal.MAX_NODES` nodes
   on :data:`placegym.teachers.optimal.MAX_DEVICES` devices, and ``optimal_time_limit``
-  seconds), (c) simulated annealing from the best of (a) with ``budget`` simulations for
+  seconds), (c) simulated annealing from all of (a) with ``budget`` simulations for
   each of ``seeds`` (seeds other than the benchmark's 0, so the benchmark's own anneal
   column is not compared with itself), and (d) the previous best known of a fresh entry,
   so an entry only ever improves.
@@ -129,8 +129,10 @@ def best_known(
     from placegym.teachers import SINGLE_PASS
 
     cands = [_heuristic(inst, t) for t in SINGLE_PASS]
-    starts = [c.placement for c in cands if c.infeasible is None and c.placement is not None]
-    starts = starts or [c.placement for c in cands if c.placement is not None]
+    # every heuristic's placement seeds the search, those over memory too (annealing
+    # prices them above any feasible one): where live tensors bind, the fastest starts
+    # are often slightly over memory, and the search moves them into it
+    starts = [c.placement for c in cands if c.placement is not None]
     cands += _searches(inst, starts, budget, seeds, optimal_time_limit)
     if previous is not None and previous.digest == inst.digest:
         cands.append(
