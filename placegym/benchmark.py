@@ -86,8 +86,9 @@ runs: a teacher's or a policy's internal simulations included, the harness's eva
 of the result not), and ``feasible`` (runs whose placement fits in memory and keeps every
 co-location group whole). Failures are never ranked: a run over a device's memory shows
 ``OOM``, one that splits a group ``split``, one that raised ``failed``, one stopped at its
-budget ``budget``; the means compare placers over the instances every placer solved, and
-say over how many.
+budget ``budget``, one that returns anything but a ``Placement`` ``failed`` (the row says
+what it returned); the run goes on. The summary gives each placer's means over the
+instances that it and ``critical_path`` solved, and says over how many (``compared``).
 
 Check, trace, rank
 ==================
@@ -112,13 +113,17 @@ the built-in ``anneal`` and ``random_search``) over a suite split and seeds, and
                                    budget=3000, seeds=[0, 1, 2])
     write_anytime(runs, Path("out"), budget=3000, normalizer=normalizer, title="mine")
 
-Leaderboard: :func:`submit_entry` verifies a saved suite run (every instance of the split
-and every declared seed present, every row replays) and stores it as a
-:class:`LeaderboardEntry` under ``leaderboard/<suite>/<split>/``;
-:func:`leaderboard_table` ranks a split's entries (most feasible first, then the
-geometric-mean ratio to the best known); :func:`verify_entries` re-verifies them all
-(``placegym leaderboard submit | show | verify``)::
+Leaderboard: :func:`run_entry` runs a placer on a suite split here and stores it as a
+:class:`LeaderboardEntry` under ``leaderboard/<suite>/<split>/`` with its simulator calls
+and time *measured*; :func:`submit_entry` verifies a saved suite run (the suite's own
+settings, every instance of the split and every declared seed present, every row replays
+against the installed suite's bounds and best known) and stores it with its costs
+*claimed*; :func:`leaderboard_table` ranks a split's entries (most feasible first, then the
+geometric-mean ratio to the best known; a normalized score, 0 = random, 100 = best known)
+and prints the command that reproduces each; :func:`verify_entries` re-verifies them all
+(``placegym leaderboard run | submit | show | verify``)::
 
+    entry = run_entry("mymod:LeastLoaded", suite="generalize-v0", split="test", folder="board")
     entry = submit_entry("out/results.json", name="least-loaded", folder="board")
     print(leaderboard_table("generalize-v0", "test", folder="board"))
 
@@ -162,6 +167,7 @@ from placegym.train.leaderboard import (
     LeaderboardEntry,
     entry_paths,
     leaderboard_table,
+    run_entry,
     submit_entry,
     verify_entries,
     verify_entry,
@@ -196,6 +202,7 @@ __all__ = [
     "register_search_placer",
     "replay",
     "run_anytime",
+    "run_entry",
     "run_suite",
     "submit_entry",
     "verify_entries",

@@ -115,7 +115,7 @@ def test_outputs_and_cli(tiny, tmp_path, capsys):  # noqa: F811
 def test_an_agents_policy_search_is_a_search_placer(tiny, tmp_path):  # noqa: F811
     from test_train_run import tiny_config
 
-    from placegym.train.harness.anytime import agent_search_placer
+    from placegym.train.harness.agent_search import agent_search_placer
     from placegym.train.trainer import Trainer
 
     Trainer(tiny_config(tmp_path, phases=["phase1"])).run()
@@ -209,3 +209,56 @@ class _OnOne:
         return Placement(
             device=np.zeros(graph.num_nodes, dtype=int), order=graph.topological_order
         )
+
+
+def test_the_budget_is_a_hard_cap_on_every_search(tiny):  # noqa: F811
+    def spender(graph, cluster, budget, seed, trace):  # ignores its budget
+        p = _OnOne().place(graph, cluster, seed)
+        for calls in range(1, 10 * budget):
+            trace.report(min(calls, budget), simulate(graph, cluster, p).makespan)
+        return p
+
+    def hider(graph, cluster, budget, seed, trace):  # spends inside a teacher, reports 1
+        from placegym.teachers import get_teacher
+
+        p = get_teacher("anneal", budget=budget).place(graph, cluster)
+        trace.report(1, simulate(graph, cluster, p).makespan)
+        return p
+
+    def returns_none(graph, cluster, budget, seed, trace):
+        return None
+
+    for name, fn in (("spender", spender), ("hider", hider), ("none", returns_none)):
+        register_search_placer(name, fn)
+    try:
+        runs, _ = run_anytime(
+            tiny, "test", ["spender", "hider", "none"], budget=30, seeds=[0], progress=False
+        )
+    finally:
+        for name in ("spender", "hider", "none"):
+            SEARCH_PLACERS.pop(name)
+    by = {r.placer: r for r in runs}
+    for name in ("spender", "hider"):
+        assert not by[name].feasible and by[name].calls == 30
+        assert by[name].infeasible.startswith("over budget: stopped at ")
+    assert by["none"].infeasible == "placer returned NoneType, not a Placement"
+
+
+def test_the_builtin_searches_count_every_call_within_the_budget():
+    from placegym.envs.suites import get_suite
+
+    # memory binds: the memory-aware starts simulate inside (counted), some start is
+    # over memory (the check whether any fits is counted too)
+    runs, _ = run_anytime(
+        get_suite("memory-tight-v0"),
+        "test",
+        ["anneal", "random_search"],
+        budget=300,
+        seeds=[0],
+        progress=False,
+    )
+    assert len(runs) == 24 and all(r.feasible for r in runs)
+    assert max(r.calls for r in runs) == 300  # was 305 to 319 before
+    assert all(r.trace.calls[-1] <= r.calls <= 300 for r in runs)
+    first = {r.trace.calls[0] for r in runs if r.placer == "random_search"}
+    assert min(first) > 1  # the starts' own simulations come first

@@ -174,7 +174,7 @@ def test_a_search_over_its_budget_is_stopped_and_reported(tiny):  # noqa: F811
     polite = by[("polite", 0)]
     assert polite.feasible and polite.calls == 30 and polite.makespan > 0
     rows = summary(res.table())
-    assert rows["exhaustive"][-1] == "0/2" and rows["polite"][-1] == "2/2"
+    assert rows["exhaustive"][7:] == ["0/2", "0/2"] and rows["polite"][7:] == ["2/2", "2/2"]
     per_instance = res.table().split("\n\n")[-1]
     assert "| budget | 0/2" not in per_instance and "budget" in per_instance
 
@@ -255,3 +255,64 @@ def test_the_guides_example_placer_runs(tiny):  # noqa: F811
     exec(compile("\n".join(x[4:] for x in block.splitlines()), "guide", "exec"), scope)
     res = evaluate(scope["LeastLoaded"](), suite=tiny, split=None)
     assert [r.feasible for r in res if r.placer == "least_loaded"] == [True, True]
+
+
+# ---------------------------------------------------------------------- no placement
+@pytest.mark.parametrize(
+    ("returned", "kind"),
+    [(None, "NoneType"), (np.zeros(30, dtype=int), "ndarray"), ({"device": [0]}, "dict")],
+    ids=["none", "array", "dict"],
+)
+def test_a_placer_returning_no_placement_fails_its_rows_and_the_run_goes_on(
+    tiny,  # noqa: F811
+    returned,
+    kind,
+):
+    def bad(graph, cluster, seed):
+        return returned
+
+    def fixed(graph, cluster, seed):
+        return one_device(graph)
+
+    res = evaluate({"bad": bad, "fixed": fixed}, suite=tiny, split=None)
+    why = f"placer returned {kind}, not a Placement"
+    rows = [r for r in res if r.placer == "bad"]
+    assert len(rows) == 2 and all(
+        not r.feasible and r.infeasible == why and r.makespan is None and r.device is None
+        for r in rows
+    )
+    assert all(r.feasible for r in res if r.placer != "bad")
+    table = summary(res.table())
+    assert table["bad"][1] == "n/a" and table["bad"][7:] == ["0/2", "0/2"]
+    assert table["fixed"][1] != "n/a" and table["fixed"][7:] == ["2/2", "2/2"]
+    cfg = BenchConfig(["critical_path"], ["chainmm"], extra_placers={"bad": bad})
+    (_, rec) = run_benchmark(cfg, progress=False)
+    assert (rec.feasible, rec.infeasible, rec.makespan) == (False, why, None)
+    assert cells(bench_markdown([rec]).splitlines()[2])[2] == "failed"
+
+
+def test_best_of_never_picks_a_candidate_that_is_no_placement():
+    g, c = hand_graph("a")
+    best = BestOf([lambda g, c, s: None, lambda g, c, s: one_device(g)], name="b")
+    assert best.place(g, c, 0).device.tolist() == [0] * 8
+
+
+def test_the_harness_places_on_one_torch_thread_and_restores_the_callers(tiny):  # noqa: F811
+    torch = pytest.importorskip("torch")
+    seen = []
+
+    def probe(graph, cluster, seed):
+        seen.append(torch.get_num_threads())
+        return one_device(graph)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        evaluate(probe, suite=tiny, split="test")
+        evaluate(probe, suite=tiny, split="test", torch_threads=2)
+        evaluate(probe, suite=tiny, split="test", torch_threads=None)
+        assert seen == [1, 2, 3] and torch.get_num_threads() == 3
+        with pytest.raises(ValueError, match=r"torch_threads: must be an integer >= 1 or None"):
+            evaluate(probe, suite=tiny, split="test", torch_threads=0)
+    finally:
+        torch.set_num_threads(before)

@@ -275,11 +275,15 @@ def test_validate_without_a_cluster_gives_the_device_range_not_a_count(files, ca
     )
 
 
-def test_show_into_a_missing_folder_is_one_line_naming_the_path(files, tmp_path, capsys):
-    out = tmp_path / "nowhere" / "x.png"
-    assert main(["show", *problem_args(files), "--out", str(out)]) == 2
-    assert one_line_error(capsys, "show") == (
-        f"--out {out}: no folder {out.parent} to write it in"
+def test_show_creates_its_folder_and_an_unwritable_path_is_one_line(files, tmp_path, capsys):
+    out = tmp_path / "nowhere" / "deeper" / "x.png"
+    assert main(["show", *problem_args(files), "--out", str(out)]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG" and "OOM" not in capsys.readouterr().out
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["show", *problem_args(files), "--out", str(blocker / "x.png")]) == 2
+    assert one_line_error(capsys, "show").startswith(
+        f"--out {blocker / 'x.png'}: cannot create its folder {blocker} ("
     )
     folder = tmp_path / "a-folder.png"
     folder.mkdir()

@@ -197,12 +197,18 @@ def test_suite_records_and_tables_never_rank_a_failure(suite_run):
     )
     text = suite_markdown(recs)
     lines = {c[0]: c for c in map(cells, text.splitlines()) if c}
-    # geometric mean of good over the one instance every placer solved (i2), count shown
-    assert "Ratios, gaps and counts over the 1 of 3 instances every placer solved" in text
-    only = by[("i2@unit", "good")].ratio_to_critical_path
-    assert lines["good"][1] == f"{only:.3f}" and lines["good"][-1] == "3/3"
-    assert lines["oom"][-1] == "2/3" and lines["split"][-1] == "2/3"
-    assert lines["oom"][4] == "1/1"  # within 1% of the best: over the common instance only
+    # each placer over the instances it and critical_path solved: good over all three,
+    # oom and split over their two (another placer's failure never empties a row)
+    assert "Ratios, gaps and counts per placer over the instances that it and critical_path" in (
+        " ".join(text.split())
+    )
+    good = [by[(i, "good")].ratio_to_critical_path for i in ("i0@unit", "i1@unit", "i2@unit")]
+    assert lines["good"][1] == f"{np.exp(np.mean(np.log(good))):.3f}"
+    assert lines["good"][7:] == ["3/3", "3/3"]
+    oom = [by[(i, "oom")].ratio_to_critical_path for i in ("i1@unit", "i2@unit")]
+    assert lines["oom"][1] == f"{np.exp(np.mean(np.log(oom))):.3f}"
+    assert lines["oom"][7:] == ["2/3", "2/3"] and lines["split"][7:] == ["2/3", "2/3"]
+    assert lines["oom"][4] == "2/2"  # within 1% of the best: over its own two instances
     # per instance: the failures are marks, never "new best"
     assert lines["i0@unit"][5] == "OOM" and "new best" not in text
     assert lines["i1@unit"][6] == "split"

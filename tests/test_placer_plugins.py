@@ -61,6 +61,10 @@ PLACERS = textwrap.dedent(
         return OnOne(device).place(graph, cluster, seed)
 
 
+    def returns_none(graph, cluster, seed):
+        return None
+
+
     NOT_A_PLACER = 3
     """
 )
@@ -209,3 +213,29 @@ def test_an_installed_plug_in(workdir, tiny, monkeypatch, capsys):  # noqa: F811
     assert main([*args, "--placer", "theirname", "--out", str(out)]) == 0
     assert "| theirname |" in capsys.readouterr().out
     assert {r["placer"] for r in records(out / "results.json")} == {"critical_path", "theirname"}
+
+
+def test_a_placer_returning_none_is_a_failed_row_and_bench_goes_on(workdir, capsys):
+    out = workdir / "out"
+    args = ["bench", "--workloads", "ffnn,chainmm", "--teachers", "critical_path,heft"]
+    args += ["--placer", "file_module:returns_none", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    why = "placer returned NoneType, not a Placement"
+    assert f"infeasible: ffnn on p100x4, returns_none, seed 0: {why}" in printed
+    assert f"infeasible: chainmm on p100x4, returns_none, seed 0: {why}" in printed
+    rows = [r for r in records(out / "results.json") if r["placer"] == "returns_none"]
+    assert [(r["feasible"], r["makespan"], r["infeasible"]) for r in rows] == [
+        (False, None, why)
+    ] * 2
+    assert all(
+        r["feasible"] for r in records(out / "results.json") if r["placer"] != "returns_none"
+    )
+
+
+def test_torch_threads_option_is_checked(workdir, capsys):
+    args = ["bench", "--workloads", "ffnn", "--teachers", "critical_path", "--no-progress"]
+    assert main([*args, "--torch-threads", "-1", "--out", str(workdir / "o")]) == 2
+    assert capsys.readouterr().err == (
+        "placegym bench: error: --torch-threads: must be >= 0, got -1\n"
+    )

@@ -83,7 +83,8 @@ def test_the_trained_mask_travels_with_the_agent_into_every_loader(monkeypatch):
     from placegym.envs import load_cluster
     from placegym.envs.workloads import make_graph
     from placegym.train.evaluate import load_agent, load_search_agent
-    from placegym.train.harness.anytime import Trace, agent_search_placer
+    from placegym.train.harness.agent_search import agent_search_placer
+    from placegym.train.harness.anytime import Trace
 
     name = "generalist-memory-v2"
     assert _card(name)["config"]["data"]["memory_mask"] == "room"
@@ -113,3 +114,47 @@ def test_as_placer_takes_a_shipped_agent_and_the_harness_runs_it(one_torch_threa
     assert as_placer(agent) is agent
     out = place(agent, make_graph("ffnn"), load_cluster("p100x4"), 0)
     assert out.feasible and out.makespan > 0 and out.calls >= 0
+
+
+# ---------------------------------------------------------------------- torch threads
+def test_an_agent_places_on_one_torch_thread_and_puts_the_callers_back(monkeypatch):
+    import torch
+
+    from placegym.agents.doppler import search
+    from placegym.agents.doppler.placer import AgentPlacer
+    from placegym.envs import load_cluster
+    from placegym.envs.workloads import make_graph
+    from placegym.train.evaluate import load_agent, load_search_agent
+
+    name, seen = "generalist-memory-v2", []
+    real = AgentPlacer._place
+
+    def spy(self, graph, cluster, seed):
+        seen.append(torch.get_num_threads())
+        if seed == 99:
+            raise RuntimeError("stop")
+        return real(self, graph, cluster, seed)
+
+    def fake_search(policy, graph, cluster, config, seed=0):
+        seen.append(torch.get_num_threads())
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(AgentPlacer, "_place", spy)
+    monkeypatch.setattr(search, "policy_search", fake_search)
+    g, c = make_graph("ffnn"), load_cluster("p100x4")
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        pretrained(name).place(g, c)  # default: one thread while placing
+        assert seen == [1] and torch.get_num_threads() == 3
+        pretrained(name, threads=2).place(g, c)
+        load_agent(f"pretrained:{name}", threads=None).place(g, c)  # the caller's setting
+        with pytest.raises(RuntimeError, match="stop"):  # put back when placing fails too
+            load_agent(f"pretrained:{name}").place(g, c, seed=99)
+        with pytest.raises(RuntimeError, match="stop"):
+            load_search_agent(f"pretrained:{name}", 50).place(g, c)
+        assert seen == [1, 2, 3, 1, 1] and torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match=r"threads: must be an integer >= 1 .*got 0"):
+        pretrained(name, threads=0)

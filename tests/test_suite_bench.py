@@ -39,6 +39,9 @@ def test_real_suite_with_best_known(tmp_path):
         assert r.lower_bound <= r.best_known <= r.makespan * (1 + 1e-9)
     table = suite_markdown(recs)
     assert table.splitlines()[0].startswith("| placer | ratio to critical_path (geo. mean)")
+    assert table.splitlines()[0].endswith("| feasible | compared |")
+    assert table.splitlines()[2].endswith("| 12/12 | 12/12 |")  # critical_path
+    assert "Ratios, gaps and counts over the 12 of 12 instances every placer solved;" in table
     assert "| ffnn-2x4x4@v100x8 | 176 |" in table
 
 

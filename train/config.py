@@ -48,7 +48,7 @@ from placegym.train.config_schema import (
     WandbConfig,
     resolve_path,
 )
-from placegym.train.dataclass_io import build, set_dotted
+from placegym.train.dataclass_io import MAX_DEPTH, build, check_nesting, set_dotted
 
 __all__ = [
     "MOVED_KEYS",
@@ -57,6 +57,7 @@ __all__ = [
     "EvalConfig",
     "GraphEntry",
     "ImitationConfig",
+    "InitCycle",
     "PhaseConfig",
     "PolicyConfig",
     "RLConfig",
@@ -132,18 +133,33 @@ def load_preset(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Train
 
 # ---------------------------------------------------------------------- loading
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    """Read a YAML config, apply ``key=value`` overrides, validate.
+    """Read a YAML config, apply ``key=value`` overrides, validate; then the same for the
+    config its ``init`` names, if any, and so on down the chain.
 
     Raises:
-        ValueError: unknown key, wrong type or value (naming the dotted key).
+        ValueError: unknown key, wrong type or value (naming the dotted key), YAML that
+            does not parse or nests too deep (:func:`~placegym.train.dataclass_io.
+            check_nesting`), an ``init`` chain that loops (naming it) or a bad config in
+            the chain (naming its ``init``).
         FileNotFoundError: ``path`` does not exist.
     """
-    path = Path(path)
-    text = read_text(path, "YAML config")
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ValueError(f"{path}: not valid YAML: {e}") from None
+    return _load(Path(path), overrides, (), str(path))
+
+
+class InitCycle(ValueError):
+    """A chain of ``init`` configs that comes back to one of its configs."""
+
+
+def _load(
+    path: Path,
+    overrides: list[str] | tuple[str, ...],
+    chain: tuple[tuple[Path, str], ...],
+    label: str,
+) -> TrainConfig:
+    """:func:`load_config` of ``path`` (named ``label``: as given, or as an ``init``
+    names it), reached through the ``init`` of each config of ``chain`` (resolved path,
+    label)."""
+    raw = _parse(read_text(path, "YAML config"), f"{path}: not valid YAML")
     if raw is None or raw == {}:
         raise ValueError(
             f"{path}: the config is empty; expected a mapping of keys "
@@ -151,8 +167,38 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         )
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping of keys, got {type(raw).__name__}")
+    check_nesting(raw)
     raw.setdefault("name", path.stem)
-    return apply_overrides(config_from_dict(raw), overrides)
+    cfg = apply_overrides(config_from_dict(raw), overrides)
+    if not cfg.init or Path(cfg.init).suffix not in (".yaml", ".yml"):
+        return cfg
+    here = path.resolve()
+    chain = (*chain, (here, label))
+    nxt = resolve_path(cfg.init, here.parent).resolve()
+    seen = [p for p, _ in chain]
+    if nxt in seen:
+        loop = " -> ".join([name for _, name in chain[seen.index(nxt) :]] + [cfg.init])
+        raise InitCycle(f"init: the configs' init chain loops: {loop}")
+    try:
+        _load(nxt, (), chain, cfg.init)
+    except InitCycle:
+        raise
+    except ValueError as e:
+        raise ValueError(f"init: {cfg.init}: {e}") from None
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"init: {cfg.init}: {e}") from None
+    return cfg
+
+
+def _parse(text: str, what: str) -> Any:
+    """``yaml.safe_load(text)``; a YAML error or nesting too deep for the parser is a
+    ``ValueError`` starting with ``what``."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{what}: {e}") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise ValueError(f"{what}: nested deeper than {MAX_DEPTH} levels") from None
 
 
 def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
@@ -173,7 +219,10 @@ def apply_overrides(cfg: TrainConfig, overrides: list[str] | tuple[str, ...]) ->
         try:
             value = yaml.safe_load(text) if text.strip() else ""
         except yaml.YAMLError:
-            value = text
+            value = text  # not YAML: the string as written
+        except RecursionError:  # the parser recurses once per level of nesting
+            raise ValueError(f"{key}: nested deeper than {MAX_DEPTH} levels") from None
+        check_nesting(value, key)
         set_dotted(data, TrainConfig, key, value, hint=_hint)
     return config_from_dict(data)
 

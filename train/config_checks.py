@@ -4,6 +4,7 @@ builds (the config's dataclasses are :mod:`placegym.train.config_schema`'s)."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from placegym.envs.mdp.state import MEMORY_MASKS
@@ -19,15 +20,25 @@ if TYPE_CHECKING:
         TrainConfig,
     )
 
-__all__ = ["LR_SCHEDULES", "TRAINING_PHASES", "validate"]
+__all__ = ["LR_SCHEDULES", "MAX_LR", "MAX_SEED", "TRAINING_PHASES", "validate"]
 
 TRAINING_PHASES = ("phase1", "phase2", "phase3")
 LR_SCHEDULES = ("constant", "linear", "cosine")
+#: The largest learning rate a phase takes: Adam moves every weight by up to ``lr`` per
+#: update, and the policy's weights are of order 1 (rates that train are 1e-4 to 1e-2).
+MAX_LR = 1.0
+#: The largest seed (torch and numpy take seeds below 2**63; restarts add to it).
+MAX_SEED = 2**32 - 1
 
 
 def _check(ok: bool, where: str, expect: str, value: Any) -> None:
     if not ok:
         raise ValueError(f"{where}: {expect}, got {value!r}")
+
+
+def _finite(value: float, where: str, expect: str, ok: bool) -> None:
+    """A number that is finite (not inf, not nan) and ``ok``."""
+    _check(math.isfinite(value) and ok, where, expect, value)
 
 
 def _one_of(value: Any, choices: tuple[str, ...], where: str) -> None:
@@ -37,6 +48,7 @@ def _one_of(value: Any, choices: tuple[str, ...], where: str) -> None:
 def validate(cfg: TrainConfig) -> None:
     """Range and choice checks; raises ``ValueError`` naming the key and value."""
     _check(bool(cfg.name) and "/" not in cfg.name, "name", "expected a name without '/'", cfg.name)
+    _check(0 <= cfg.seed <= MAX_SEED, "seed", f"must be in [0, {MAX_SEED}]", cfg.seed)
     for i, p in enumerate(cfg.phases):
         _one_of(p, TRAINING_PHASES, f"phases[{i}]")
     _check(len(set(cfg.phases)) == len(cfg.phases), "phases", "expected no repeats", cfg.phases)
@@ -86,12 +98,13 @@ def _validate_phase(p: PhaseConfig, name: str, min_episodes: int, why: str = "")
         f"must be >= {min_episodes}{why}",
         p.episodes_per_graph,
     )
-    _check(p.lr > 0, f"{name}.lr", "must be > 0", p.lr)
+    lr_why = f"must be in (0, {MAX_LR:g}] (Adam moves each weight by up to lr per update)"
+    _finite(p.lr, f"{name}.lr", lr_why, 0 < p.lr <= MAX_LR)
     _one_of(p.lr_schedule, LR_SCHEDULES, f"{name}.lr_schedule")
     _check(
         0 <= p.lr_end_factor <= 1, f"{name}.lr_end_factor", "must be in [0, 1]", p.lr_end_factor
     )
-    _check(p.max_grad_norm >= 0, f"{name}.max_grad_norm", "must be >= 0", p.max_grad_norm)
+    _finite(p.max_grad_norm, f"{name}.max_grad_norm", "must be >= 0", p.max_grad_norm >= 0)
 
 
 def _teacher_name(value: str, where: str) -> None:
@@ -108,7 +121,7 @@ def _validate_phase1(p: ImitationConfig) -> None:
     for key in ("eps_start", "eps_end", "eps_decay"):
         v = getattr(p, key)
         _check(0 <= v <= 1, f"phase1.{key}", "must be in [0, 1]", v)
-    _check(p.regret_coef >= 0, "phase1.regret_coef", "must be >= 0", p.regret_coef)
+    _finite(p.regret_coef, "phase1.regret_coef", "must be >= 0", p.regret_coef >= 0)
 
 
 def _validate_rl(p: RLConfig, name: str) -> None:
@@ -116,10 +129,10 @@ def _validate_rl(p: RLConfig, name: str) -> None:
     why = " (the baseline is the mean return of a graph's episodes)"
     _validate_phase(p, name, 2, why)
     _one_of(p.algo, ("reinforce", "ppo"), f"{name}.algo")
-    _check(p.entropy_coef >= 0, f"{name}.entropy_coef", "must be >= 0", p.entropy_coef)
+    _finite(p.entropy_coef, f"{name}.entropy_coef", "must be >= 0", p.entropy_coef >= 0)
     _check(p.ppo_epochs >= 1, f"{name}.ppo_epochs", "must be >= 1", p.ppo_epochs)
     _check(p.ppo_minibatches >= 1, f"{name}.ppo_minibatches", "must be >= 1", p.ppo_minibatches)
-    _check(p.ppo_clip > 0, f"{name}.ppo_clip", "must be > 0", p.ppo_clip)
+    _finite(p.ppo_clip, f"{name}.ppo_clip", "must be > 0", p.ppo_clip > 0)
     _check(
         p.target_kl is None or p.target_kl > 0,
         f"{name}.target_kl",
@@ -132,7 +145,7 @@ def _validate_phase2(p: SimRLConfig) -> None:
     _validate_rl(p, "phase2")
     _one_of(p.reward, ("relative", "nest"), "phase2.reward")
     si, where = p.self_imitation, "phase2.self_imitation"
-    _check(si.coef >= 0, f"{where}.coef", "must be >= 0", si.coef)
+    _finite(si.coef, f"{where}.coef", "must be >= 0", si.coef >= 0)
     _one_of(si.states, ("sampled", "plan"), f"{where}.states")
     if si.coef > 0:
         _teacher_name(si.teacher, f"{where}.teacher")
@@ -148,5 +161,5 @@ def _validate_phase3(p: RealRLConfig) -> None:
         parse_devices(p.devices)
     except ValueError as e:
         raise ValueError(f"phase3.{e}") from None
-    _check(p.scale > 0, "phase3.scale", "must be > 0", p.scale)
+    _finite(p.scale, "phase3.scale", "must be > 0", p.scale > 0)
     _check(p.repeats >= 1, "phase3.repeats", "must be >= 1", p.repeats)

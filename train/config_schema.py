@@ -330,9 +330,9 @@ class TrainConfig:
     """Ray actors that play the simulator phases' episodes (:mod:`placegym.train.workers`;
     needs ``placegym[ray]``); 0 plays them in this process. Either way, same weights."""
     progress: bool | str = "auto"
-    """tqdm progress bars: ``auto`` shows them only when stderr is a terminal (a log
-    redirected to a file gets none of their ``\\r`` updates), ``true`` / ``false``
-    always / never."""
+    """Progress: ``auto`` shows tqdm bars when stderr is a terminal, else a plain line at
+    most every 10 s (a log redirected to a file gets none of the bars' ``\\r`` updates);
+    ``true`` always shows the bars, ``false`` shows nothing."""
     restarts: int = 1
     """Independent runs of this config with seeds ``seed, seed + 1, ...``, each in
     ``<run>/restart<i>``; the one of best final greedy makespan on the training graphs

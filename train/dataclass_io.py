@@ -6,7 +6,9 @@ values and nested dataclasses (a dataclass with a ``from_str`` classmethod also 
 a bare string). :func:`set_dotted` writes one dotted key into such a dict. Every error is
 a ``ValueError`` that names the dotted key and the offending value; an unknown key lists
 the known ones and either the closest one or, from ``hint(key)``, why the key is not
-there (a key that moved or was removed).
+there (a key that moved or was removed). :func:`check_nesting` refuses, before any of
+that, parsed YAML that nests deeper than a config does (:data:`MAX_DEPTH`), holds itself
+(an alias inside its own anchor) or expands to more than :data:`MAX_ITEMS` values.
 """
 
 from __future__ import annotations
@@ -19,10 +21,46 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Hint", "build", "set_dotted"]
+__all__ = ["MAX_DEPTH", "MAX_ITEMS", "Hint", "build", "check_nesting", "set_dotted"]
 
 #: ``hint(dotted_key)``: why an unknown key is not there, or None.
 Hint = Callable[[str], "str | None"]
+
+#: The deepest nesting of mappings and lists :func:`check_nesting` accepts (a config's
+#: sections nest 3 deep; keyword-argument mappings add a few levels).
+MAX_DEPTH = 32
+#: The most mappings, lists and values :func:`check_nesting` accepts, YAML aliases
+#: counted each time they are used (a config holds a few hundred).
+MAX_ITEMS = 100_000
+
+
+def check_nesting(raw: Any, where: str = "") -> None:
+    """Refuse ``raw`` (parsed YAML) when it nests deeper than :data:`MAX_DEPTH`, contains
+    itself, or holds more than :data:`MAX_ITEMS` values once aliases are expanded: such
+    input would otherwise end in a ``RecursionError`` or never finish building.
+
+    Raises:
+        ValueError: naming the dotted key (prefixed with ``where``) where it happens.
+    """
+    stack: list[tuple[Any, str, tuple[int, ...]]] = [(raw, where, ())]
+    items = 0
+    while stack:
+        value, at, holders = stack.pop()
+        items += 1
+        if items > MAX_ITEMS:
+            raise ValueError(
+                f"{where or 'config'}: more than {MAX_ITEMS:,} values (YAML aliases expanded)"
+            )
+        if not isinstance(value, dict | list):
+            continue
+        if id(value) in holders:
+            raise ValueError(f"{at or 'config'}: contains itself (a YAML alias in its anchor)")
+        if len(holders) >= MAX_DEPTH:
+            raise ValueError(f"{at or 'config'}: nested deeper than {MAX_DEPTH} levels")
+        pairs = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, child in pairs:
+            sub = f"{at}[{key}]" if isinstance(value, list) else f"{at}.{key}" if at else str(key)
+            stack.append((child, sub, (*holders, id(value))))
 
 
 def build(cls: type, raw: Any, where: str = "", hint: Hint | None = None) -> Any:

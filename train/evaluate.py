@@ -36,9 +36,12 @@ from placegym.agents.doppler.decoder import decodes_like_episodes, sample_placem
 from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
 from placegym.agents.doppler.placer import (
     MODES,
+    THREADS,
     AgentPlacer,
     EnvPool,
+    check_threads,
     episode_placement,
+    torch_threads,
     trained_mask,
 )
 from placegym.agents.doppler.policy import DopplerPolicy
@@ -309,26 +312,39 @@ def _load(path: str | Path) -> tuple[DopplerPolicy, str, bool | str]:
     return policy_from_checkpoint(ckpt), name, trained_mask(ckpt.get("config"))
 
 
-def load_search_agent(path: str | Path, budget: int) -> Any:
+def load_search_agent(path: str | Path, budget: int, *, threads: int | None = THREADS) -> Any:
     """:func:`~placegym.agents.doppler.search.policy_search` with a checkpoint's policy as a placer
     (:class:`~placegym.agents.doppler.search.PolicySearch`) of ``budget`` simulator calls, named
-    ``<run>-search<budget>``, decoding under the memory mask the policy was trained under."""
+    ``<run>-search<budget>``, decoding under the memory mask the policy was trained under,
+    searching with ``threads`` torch threads (default 1; None: the process's setting)."""
     from placegym.agents.doppler.search import PolicySearch, SearchConfig
 
     if budget < 1:
         raise ValueError(f"budget: must be >= 1, got {budget}")
+    check_threads(threads)
     policy, base, mask = _load(path)
     cfg = SearchConfig(budget=budget, memory_mask=mask)
-    return PolicySearch(policy, cfg, name=f"{base}-search{budget}")
+
+    class ThreadedSearch(PolicySearch):
+        def place(self, graph: Graph, cluster: Cluster, seed: int = 0) -> Placement:
+            """The best placement the search finds with ``seed``, on ``threads`` threads."""
+            with torch_threads(threads):
+                return super().place(graph, cluster, seed)
+
+    return ThreadedSearch(policy, cfg, name=f"{base}-search{budget}")
 
 
-def load_agent(path: str | Path, *, mode: str = "greedy", k: int = 16) -> AgentPlacer:
+def load_agent(
+    path: str | Path, *, mode: str = "greedy", k: int = 16, threads: int | None = THREADS
+) -> AgentPlacer:
     """An :class:`~placegym.agents.doppler.placer.AgentPlacer` from a checkpoint written by
     ``placegym train`` (or a shipped agent, ``pretrained:NAME``: :func:`load_policy`),
     named after its run (``<run>`` greedy, ``<run>-best<k>``, ``<run>-sample``), decoding
-    under the memory mask the policy was trained under (``data.memory_mask``)."""
+    under the memory mask the policy was trained under (``data.memory_mask``), placing
+    with ``threads`` torch threads (default 1; None: the process's setting; the caller's
+    count is restored after each placement)."""
     policy, base, mask = _load(path)
     name = {"greedy": base, "best_of_k": f"{base}-best{k}", "sample": f"{base}-sample"}.get(
         mode, base
     )
-    return AgentPlacer(policy, mode=mode, k=k, name=name, memory_mask=mask)
+    return AgentPlacer(policy, mode=mode, k=k, name=name, memory_mask=mask, threads=threads)

@@ -29,6 +29,10 @@
    to ``results.md``, with ``results.json``), ``checkpoints/final.pt`` logged as a W&B
    artifact.
 
+An update whose loss or resulting weights are not finite (nan or inf) stops the run at
+that update, before anything of it is saved, with :class:`Diverged` (one line naming the
+phase, the update and the likely cause; ``placegym train`` exits with 2).
+
 A run killed at any moment resumes from its latest checkpoint and repeats at most
 ``checkpoint_every`` updates; with the same config the resumed run ends with the same
 weights as an uninterrupted one (CPU, same thread count); another config is refused
@@ -84,11 +88,38 @@ from placegym.train.phase3 import real_pool, sim_real_metrics
 from placegym.train.players import Batch, EpisodePlayer, InProcessPlayer, draw_job, phase1_teacher
 from placegym.train.rl import rl_update
 from placegym.train.self_imitation import SelfImitation
-from placegym.train.tracking import Tracker, progress_enabled, progress_postfix
+from placegym.train.tracking import Tracker, progress_postfix
 
-__all__ = ["Trainer"]
+__all__ = ["Diverged", "Trainer"]
 
 Step = Callable[[torch.optim.Optimizer], tuple[list[EpisodeRecord], dict[str, float]]]
+
+
+class Diverged(ValueError):
+    """An update made the loss or the policy's weights nan or inf; the message names the
+    phase, the update, what went non-finite and the likely cause."""
+
+
+def _divergence(
+    phase: str, pcfg: PhaseConfig, metrics: dict[str, float], policy: torch.nn.Module
+) -> str | None:
+    """What of an update is not finite (its ``losses/`` metrics, the weights it left), as
+    a phrase, else None."""
+    losses = sorted(
+        k for k, v in metrics.items() if k.startswith("losses/") and not math.isfinite(v)
+    )
+    weights = [n for n, w in policy.named_parameters() if not bool(torch.isfinite(w).all())]
+    if not losses and not weights:
+        return None
+    parts = [f"{k} = {metrics[k]}" for k in losses]
+    if weights:
+        more = f" and {len(weights) - 3} more" if len(weights) > 3 else ""
+        parts.append(f"non-finite weights in {', '.join(weights[:3])}{more}")
+    clip = f", or clip gradients with {phase}.max_grad_norm > 0" if not pcfg.max_grad_norm else ""
+    return (
+        f"{'; '.join(parts)}; likely cause: the learning rate {phase}.lr = {pcfg.lr:g} is "
+        f"too large for this run (try a tenth of it{clip})"
+    )
 
 
 class Trainer:
@@ -186,7 +217,7 @@ class Trainer:
         self, index: int, phase: str, states: dict[str, Any] | None, stop_after: int | None
     ) -> bool:
         """Run (the rest of) one phase; False when stopped by ``stop_after``."""
-        from tqdm.auto import tqdm
+        from placegym.train.progress import progress_bar
 
         pcfg = self.cfg.phase_config(phase)
         opt, sched = make_optimizer(
@@ -196,13 +227,12 @@ class Trainer:
             opt.load_state_dict(states["optimizer"])
             sched.load_state_dict(states["scheduler"])
         step = self._phase_step(pcfg)
-        with tqdm(  # closed however the loop ends (Ctrl-C: no bar left over the message)
-            total=pcfg.updates,
+        with progress_bar(  # a bar on a terminal, else a line every few seconds in a log;
+            pcfg.updates,  # closed however the loop ends (Ctrl-C: no bar over the message)
             initial=self.progress.update,
             desc=phase,
             unit="upd",
-            disable=not progress_enabled(self.cfg.progress),
-            leave=False,
+            mode=self.cfg.progress,
         ) as bar:
             while self.progress.update < pcfg.updates:
                 if stop_after is not None and self._session >= stop_after:
@@ -264,6 +294,12 @@ class Trainer:
             }
         )
         self._tracker.log(metrics, step=p.global_update)
+        pcfg = self.cfg.phase_config(phase)
+        if (why := _divergence(phase, pcfg, metrics, self.policy)) is not None:
+            raise Diverged(
+                f"{phase}: training diverged at update {p.update} of {pcfg.updates} (global "
+                f"update {p.global_update}), stopped before saving it: {why}"
+            )
         return metrics
 
     def _player(self, real: bool = False) -> EpisodePlayer:

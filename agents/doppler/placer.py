@@ -10,6 +10,12 @@ cluster in one of three modes, all seeded:
 - ``best_of_k``: ``k`` sampled episodes, the one of smallest makespan kept (a feasible
   one first): an inference-time search that costs ``k`` simulations.
 
+Torch runs on ``threads`` threads while the placer places (default :data:`THREADS`, one:
+:func:`torch_threads`, the caller's count put back after each placement). A policy's
+forward passes during placement are small: torch's default of one intra-op thread per
+core spends more time synchronising them than computing, and on a loaded many-core
+machine a placement takes many times longer than on one thread.
+
 The placer decodes under the memory mask its policy was trained under
 (:func:`trained_mask` reads it from a training config: a checkpoint's or a shipped
 agent's card), so a policy trained under ``room`` is not played under the default mask.
@@ -23,6 +29,8 @@ greedy pass) plays in, per graph and cluster; training's evaluation reuses it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -43,10 +51,53 @@ from placegym.envs.mdp.reward import DEFAULT_REFERENCE, SharedReference
 from placegym.envs.mdp.state import memory_mask_mode
 from placegym.teachers import make_feasible
 
-__all__ = ["MODES", "AgentPlacer", "EnvPool", "episode_placement", "trained_mask"]
+__all__ = [
+    "MODES",
+    "THREADS",
+    "AgentPlacer",
+    "EnvPool",
+    "check_threads",
+    "episode_placement",
+    "torch_threads",
+    "trained_mask",
+]
 
 #: The placer's modes (module docstring).
 MODES = ("greedy", "sample", "best_of_k")
+#: Torch threads an agent places with unless told otherwise (module docstring).
+THREADS = 1
+
+
+def check_threads(threads: int | None, field: str = "threads") -> int | None:
+    """``threads`` when it is None (torch's own setting) or an integer >= 1.
+
+    Raises:
+        ValueError: anything else, naming ``field`` and the value.
+    """
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:
+        raise ValueError(
+            f"{field}: must be an integer >= 1 (or None: torch's own setting), got {threads!r}"
+        )
+    return int(threads)
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` torch (intra-op) threads, then put the caller's
+    count back (also when the block raises); None leaves the setting alone."""
+    if threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    if before != threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
 
 def trained_mask(config: dict[str, Any] | None) -> bool | str:
@@ -113,9 +164,11 @@ class AgentPlacer:
         memory_mask: the environments' device mask (``True``, ``"resident"``, ``"room"``:
             :class:`~placegym.envs.mdp.state.PlacementState`); that of the policy's
             training (:func:`trained_mask`) for a trained policy.
+        threads: torch threads while placing (:data:`THREADS`; None: the process's
+            setting, e.g. ``OMP_NUM_THREADS``); the caller's count is restored after.
 
     Raises:
-        ValueError: an unknown mode or mask, or ``k`` < 1.
+        ValueError: an unknown mode or mask, ``k`` < 1 or ``threads`` < 1.
     """
 
     def __init__(
@@ -126,6 +179,7 @@ class AgentPlacer:
         k: int = 16,
         name: str = "agent",
         memory_mask: bool | str = True,
+        threads: int | None = THREADS,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
@@ -133,13 +187,15 @@ class AgentPlacer:
             raise ValueError(f"k: must be >= 1, got {k}")
         memory_mask_mode(memory_mask)  # raises on a bad value, naming the field
         self.policy, self.mode, self.k, self.name = policy.eval(), mode, k, name
-        self.memory_mask = memory_mask
+        self.memory_mask, self.threads = memory_mask, check_threads(threads)
         self._pool = EnvPool(memory_mask=memory_mask)
 
     def place(self, graph: Graph, cluster: Cluster | str, seed: int = 0) -> Placement:
-        """Place ``graph`` on ``cluster`` (a preset name, JSON path or Cluster)."""
+        """Place ``graph`` on ``cluster`` (a preset name, JSON path or Cluster), with
+        :attr:`threads` torch threads."""
         cluster = load_cluster(cluster)
-        return make_feasible(graph, cluster, self._place(graph, cluster, seed))
+        with torch_threads(self.threads):
+            return make_feasible(graph, cluster, self._place(graph, cluster, seed))
 
     def _decodes_greedy(self) -> bool:
         """Whether the greedy pass is decoded without environments: the same episode,

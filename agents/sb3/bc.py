@@ -125,8 +125,9 @@ def collect_demonstrations(
     Args:
         env: a placegym env (or wrapped one, or an id for ``gym.make``).
         teacher: a teacher or its name; its tie sets label every visited state.
-        policy, beta: with a policy, each action is the teacher's with probability
-            ``beta`` and the policy's otherwise (greedy if ``deterministic``).
+        policy: with a policy, each action is the teacher's with probability ``beta``
+            and the policy's otherwise (greedy if ``deterministic``); None: the teacher's.
+        beta: the probability of the teacher's action when ``policy`` is given.
         gamma: discount of the recorded return-to-go.
     """
     env, teacher = _as_env(env, env_kwargs), _as_teacher(teacher)

@@ -23,9 +23,11 @@ differs from the suite as installed (a new suite version) is reported, not compa
 :func:`pretrained` returns a :class:`Pretrained`: a placer
 (:class:`~placegym.agents.doppler.placer.AgentPlacer`, greedy) ``place(graph, cluster,
 seed=0) -> Placement`` that decodes under the memory mask the agent was trained under
-(:attr:`~Pretrained.memory_mask`, ``data.memory_mask`` of the card's training config),
-with its :attr:`~Pretrained.policy` (a :class:`~placegym.agents.doppler.DopplerPolicy` in
-eval mode) and its :attr:`~Pretrained.card`. It goes into the benchmark as it is
+(:attr:`~Pretrained.memory_mask`, ``data.memory_mask`` of the card's training config)
+on one torch thread (``pretrained(NAME, threads=N)``:
+:func:`~placegym.agents.doppler.placer.torch_threads`), with its
+:attr:`~Pretrained.policy` (a :class:`~placegym.agents.doppler.DopplerPolicy` in eval
+mode) and its :attr:`~Pretrained.card`. It goes into the benchmark as it is
 (``placegym.benchmark.evaluate(pretrained(NAME), ...)``), or from the command line as
 ``placegym bench --agents pretrained:NAME``.
 """
@@ -40,7 +42,7 @@ from typing import Any
 import torch
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.doppler.placer import AgentPlacer, trained_mask
+from placegym.agents.doppler.placer import THREADS, AgentPlacer, check_threads, trained_mask
 
 __all__ = [
     "CARD_FORMAT",
@@ -67,13 +69,23 @@ class Pretrained(AgentPlacer):
         policy: its policy (put in eval mode).
         card: its card; ``card["config"]["data"]["memory_mask"]`` is the mask it decodes
             under (True where the card names none).
+        threads: torch threads while it places (default 1; None: the process's
+            setting); the caller's count is restored after each placement.
 
     Attributes:
         card: the card (module docstring).
     """
 
-    def __init__(self, name: str, policy: DopplerPolicy, card: dict[str, Any]) -> None:
-        super().__init__(policy, name=name, memory_mask=trained_mask(card.get("config")))
+    def __init__(
+        self,
+        name: str,
+        policy: DopplerPolicy,
+        card: dict[str, Any],
+        *,
+        threads: int | None = THREADS,
+    ) -> None:
+        mask = trained_mask(card.get("config"))
+        super().__init__(policy, name=name, memory_mask=mask, threads=threads)
         self.card = card
 
     @property
@@ -95,13 +107,16 @@ def available() -> list[str]:
     return sorted(p.parent.name for p in ZOO.glob("*/card.json"))
 
 
-def pretrained(name: str) -> Pretrained:
+def pretrained(name: str, *, threads: int | None = THREADS) -> Pretrained:
     """The shipped agent ``name`` (see :func:`available`) as a placer: greedy, decoding
-    under the memory mask it was trained under, its card attached (:class:`Pretrained`).
+    under the memory mask it was trained under, its card attached (:class:`Pretrained`),
+    placing with ``threads`` torch threads (default 1; None: the process's setting).
 
     Raises:
-        ValueError: an unknown name (naming the shipped ones) or a file of another format.
+        ValueError: an unknown name (naming the shipped ones), a file of another format,
+            or ``threads`` not an integer >= 1.
     """
+    check_threads(threads)
     folder = ZOO / name
     if name not in available():
         raise ValueError(
@@ -115,7 +130,7 @@ def pretrained(name: str) -> Pretrained:
         raise ValueError(f"{folder / 'policy.pt'}: format: expected {POLICY_FORMAT!r}")
     policy = DopplerPolicy(PolicyConfig.from_dict(data["policy_config"]))
     policy.load_state_dict(data["policy"])
-    return Pretrained(name, policy, card)
+    return Pretrained(name, policy, card, threads=threads)
 
 
 def save_policy(policy: DopplerPolicy, path: Path) -> None:

@@ -175,7 +175,9 @@ def _ends(lat: float, slope_t: float, pieces) -> str:
     return f"{at_zero:.6g} with no tensor bytes, tending to {limit:.6g} as they grow"
 
 
-def scale_to_ccr(graph: Graph, cluster: Cluster, target: float, *, name: str | None = None):
+def scale_to_ccr(
+    graph: Graph, cluster: Cluster, target: float, *, name: str | None = None
+) -> Graph:
     """A copy of ``graph`` whose tensor sizes are scaled to CCR ``target`` on ``cluster``.
 
     Every ``out_bytes`` is multiplied by one factor (see the module docstring for the

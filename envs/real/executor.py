@@ -99,7 +99,8 @@ class TorchExecutor:
         devices: a device spec such as ``"cpu#2"``, ``"cuda:0,cpu#2"`` or ``"cuda:0#4"``,
             or the parsed devices.
         threads: torch intra-op threads of each worker (1 suits ``cpu#k`` on k cores).
-        warmup, repeats: untimed and timed executions per :meth:`run`.
+        warmup: untimed executions per :meth:`run`.
+        repeats: timed executions per :meth:`run`.
         seed: seed of the input data and parameters.
         timeout: seconds after which a stuck execution raises.
     """

@@ -16,10 +16,9 @@ and feasible runs (``feasible``: runs whose final placement is feasible / all).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from placegym.train.cli.bench import PLACER_HELP
+from placegym.train.cli.bench import PLACER_HELP, add_progress_args
 
 
 def cmd_anytime(args: argparse.Namespace) -> int:
@@ -27,10 +26,11 @@ def cmd_anytime(args: argparse.Namespace) -> int:
     import numpy as np
 
     from placegym.envs.suites import get_suite
-    from placegym.train.cli.bench import _csv, _seeds, show_progress
+    from placegym.train.cli.bench import _csv, _seeds, progress_mode, torch_threads
+    from placegym.train.cli.outputs import check_folder
+    from placegym.train.harness.agent_search import agent_search_placer
     from placegym.train.harness.anytime import (
         SEARCH_PLACERS,
-        agent_search_placer,
         call_grid,
         feasible_runs,
         register_search_placer,
@@ -42,11 +42,12 @@ def cmd_anytime(args: argparse.Namespace) -> int:
     from placegym.train.harness.plugins import load_placers
 
     suite = get_suite(args.suite)
+    out = check_folder(args.out)  # refused now, naming --out, not after the run
     placers = _csv(args.placers)
     added = []
     try:
         for path in _csv(args.agents):
-            name, placer = agent_search_placer(path)
+            name, placer = agent_search_placer(path, threads=torch_threads(args))
             register_search_placer(name, placer)
             added.append(name)
         for name, placer in load_placers(args.placer, set(SEARCH_PLACERS)).items():
@@ -58,12 +59,12 @@ def cmd_anytime(args: argparse.Namespace) -> int:
             placers + added,
             budget=args.budget,
             seeds=_seeds(args.seeds),
-            progress=show_progress(args),
+            progress=progress_mode(args),
+            torch_threads=torch_threads(args),
         )
     finally:  # this command's placers are registered for its run only
         for name in added:
             SEARCH_PLACERS.pop(name, None)
-    out = Path(args.out)
     solved, every = solved_instances(runs)
     n, k = len(every), len(solved)
     some = f"{k} of {n}" if k < n else f"{n}"
@@ -129,7 +130,5 @@ def add_anytime_parser(subparsers: Any) -> None:
     p.add_argument("--budget", type=int, default=3000, help="simulator calls per run (3000)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     p.add_argument("--out", default="anytime-out", help="output folder (default anytime-out)")
-    p.add_argument(
-        "--no-progress", action="store_true", help="no progress bar (shown only on a terminal)"
-    )
+    add_progress_args(p)
     p.set_defaults(func=cmd_anytime)

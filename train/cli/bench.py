@@ -127,9 +127,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--noise", type=float, default=0.0, help="simulate with this noise sigma")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out)")
-    p.add_argument(
-        "--no-progress", action="store_true", help="no progress bar (shown only on a terminal)"
-    )
+    add_progress_args(p)
     p.add_argument(
         "--ray",
         nargs="?",
@@ -143,12 +141,42 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_bench)
 
 
-def agent_placers(paths: list[str], k: int, search: int = 0) -> dict[str, Any]:
+def add_progress_args(p: argparse.ArgumentParser) -> None:
+    """``--no-progress`` and ``--torch-threads`` (``bench`` and ``anytime``)."""
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress: neither the bar (on a terminal) nor the line every few seconds "
+        "on stderr (when stderr is not a terminal, e.g. a log file)",
+    )
+    p.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        metavar="N",
+        help="torch threads the placers (trained agents, SB3 models) place with (default 1: "
+        "a policy's small forward passes run slower spread over every core; 0: torch's "
+        "own setting, OMP_NUM_THREADS or one per core)",
+    )
+
+
+def torch_threads(args: argparse.Namespace) -> int | None:
+    """``--torch-threads`` as the harness takes it (None for 0: torch's own setting)."""
+    if args.torch_threads < 0:
+        raise ValueError(f"--torch-threads: must be >= 0, got {args.torch_threads}")
+    return args.torch_threads or None
+
+
+def agent_placers(
+    paths: list[str], k: int, search: int = 0, threads: int | None = 1
+) -> dict[str, Any]:
     """Placers of trained agents: ``<run>`` (greedy), ``<run>-best<k>`` when ``k`` > 1
     (:class:`~placegym.train.harness.placers.BestOf` the greedy placement and ``k - 1``
     samples, so never worse than greedy) and, with ``search`` > 0,
     ``<run>-search<search>`` per checkpoint; ``<stem>`` (greedy) per MaskablePPO ``.zip``
-    (``#2``, ``#3``, ... appended when two share a name)."""
+    (``#2``, ``#3``, ... appended when two share a name). The agents place with
+    ``threads`` torch threads (None: the process's setting); a ``.zip`` model runs with
+    the harness's (``--torch-threads``)."""
     if k < 1:
         raise ValueError(f"--agent-k: must be >= 1, got {k}")
     if search < 0:
@@ -165,15 +193,19 @@ def agent_placers(paths: list[str], k: int, search: int = 0) -> dict[str, Any]:
         if path.endswith(".zip"):  # a MaskablePPO model.save: its greedy placements
             agents: list[Any] = [Sb3Placer(path)]
         else:
-            greedy = load_agent(path, mode="greedy")
+            greedy = load_agent(path, mode="greedy", threads=threads)
             agents = [greedy]
             if k > 1:
                 samples = AgentPlacer(
-                    greedy.policy, mode="best_of_k", k=k - 1, memory_mask=greedy.memory_mask
+                    greedy.policy,
+                    mode="best_of_k",
+                    k=k - 1,
+                    memory_mask=greedy.memory_mask,
+                    threads=threads,
                 )
                 agents.append(BestOf([greedy, samples], name=f"{greedy.name}-best{k}"))
             if search:
-                agents.append(load_search_agent(path, search))
+                agents.append(load_search_agent(path, search, threads=threads))
         for agent in agents:
             agent.name = unique_name(agent.name, out)
             out[agent.name] = agent
@@ -206,13 +238,14 @@ def user_placers(specs: list[str], budget: int | None, taken: set[str]) -> dict[
 
 def extra_placers(args: argparse.Namespace) -> dict[str, Any]:
     """Agents' and ``--placer`` placers, names unique among themselves and the teachers."""
-    agents = agent_placers(_csv(args.agents), args.agent_k, args.search)
+    agents = agent_placers(_csv(args.agents), args.agent_k, args.search, torch_threads(args))
     taken = set(_csv(args.teachers)) | set(agents)
     return {**agents, **user_placers(args.placer, args.budget, taken)}
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, print its table and write its files."""
+    from placegym.train.cli.outputs import check_folder
     from placegym.train.harness.bench import BenchConfig, bench_markdown, run_benchmark
 
     if args.replay or args.suite:
@@ -225,6 +258,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         cell_map = ray_map(args.ray or None)
 
+    check_folder(args.out)  # refused now, naming --out, not after the run
     cfg = BenchConfig(
         teachers=_csv(args.teachers),
         workloads=_csv(args.workloads),
@@ -234,8 +268,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         noise=args.noise,
         out=Path(args.out),
         extra_placers=extra_placers(args),
+        torch_threads=torch_threads(args),
     )
-    records = run_benchmark(cfg, progress=show_progress(args), cell_map=cell_map)
+    records = run_benchmark(cfg, progress=progress_mode(args), cell_map=cell_map)
     print(bench_markdown(records))
     for r in records:
         if not r.feasible:
@@ -273,10 +308,11 @@ def cmd_suite_bench(args: argparse.Namespace) -> int:
         print(f"replay: {rows} rows re-simulated, {failed} differ ({args.replay})")
         return 1 if bad else 0
     from placegym.envs.suites import get_suite
+    from placegym.train.cli.outputs import check_folder
     from placegym.train.harness.suite_bench import run_suite, suite_markdown
 
     suite = get_suite(args.suite)
-    out = Path(args.out)
+    out = check_folder(args.out)  # refused now, naming --out, not after the run
     records = run_suite(
         suite,
         args.split,
@@ -285,8 +321,9 @@ def cmd_suite_bench(args: argparse.Namespace) -> int:
         seeds=_seeds(args.seeds),
         noise=args.noise,
         out=out,
-        progress=show_progress(args),
+        progress=progress_mode(args),
         meta={"budget": args.budget},
+        torch_threads=torch_threads(args),
     )
     print(suite_markdown(records))
     for r in records:
@@ -299,3 +336,9 @@ def cmd_suite_bench(args: argparse.Namespace) -> int:
 def show_progress(args: argparse.Namespace) -> bool:
     """A progress bar only on a terminal (a log file gets no carriage-return updates)."""
     return not args.no_progress and sys.stderr.isatty()
+
+
+def progress_mode(args: argparse.Namespace) -> bool | str:
+    """``"auto"`` (a bar on a terminal, else a line every few seconds on stderr:
+    :func:`placegym.train.progress.progress_bar`), or False with ``--no-progress``."""
+    return False if args.no_progress else "auto"

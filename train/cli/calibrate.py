@@ -84,6 +84,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from placegym.envs.mdp.sources import resolve_graph
     from placegym.envs.real.devices import parse_devices, shared_hardware
     from placegym.envs.real.kernels import scale_graph
+    from placegym.train.cli.outputs import out_file, writing
 
     notes = shared_hardware(parse_devices(args.devices))
     if args.check and notes and not args.allow_shared:
@@ -94,8 +95,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         )
     graph = scale_graph(resolve_graph(args.graph, seed=args.seed), args.scale)
     t0 = time.perf_counter()
+    out_file(args.out)  # its folder, before minutes of measuring
     cluster, res = _calibrate_and_check(args, graph)
-    cluster.save(args.out)
+    with writing(args.out):
+        cluster.save(args.out)
     print(
         f"calibrated {cluster.num_devices} devices"
         + (" and checked" if args.check else "")

@@ -78,6 +78,8 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Run the tour into ``--out``."""
-    run_demo(Path(args.out))
+    """Run the tour into ``--out`` (created with its parents)."""
+    from placegym.train.cli.outputs import out_folder
+
+    run_demo(out_folder(args.out))
     return 0

@@ -12,13 +12,16 @@
     placegym graphs import-pipedream profiles/resnet18/graph.txt --out g.json --training
 
 Errors (unknown workload or parameter, bad value, bad file) are one line with exit
-code 2, through :func:`placegym.train.cli.main`.
+code 2, through :func:`placegym.train.cli.main`. ``--out`` creates its folder, parents
+included (:mod:`placegym.train.cli.outputs`).
 """
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
+
+from placegym.train.cli.outputs import out_folder, writing
 
 
 def _summary(graph: Any) -> str:
@@ -45,7 +48,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from placegym.envs.workloads import make_graph, parse_assignments
 
     graph = make_graph(args.name, **parse_assignments(args.param))
-    graph.save(args.out)
+    with writing(args.out):
+        graph.save(args.out)
     print(f"{args.out}: {graph.name}, {_summary(graph)}")
     return 0
 
@@ -62,7 +66,8 @@ def cmd_import_doppler(args: argparse.Namespace) -> int:
             f"not {'both' if args.sample else 'neither'}"
         )
     graph = from_doppler(SAMPLE if args.sample else args.file)
-    graph.save(args.out)
+    with writing(args.out):
+        graph.save(args.out)
     print(f"{args.out}: {graph.name}, {_summary(graph)} (simulate on doppler-unit-4 or -8)")
     return 0
 
@@ -70,8 +75,6 @@ def cmd_import_doppler(args: argparse.Namespace) -> int:
 def cmd_import_dnn_partitioning(args: argparse.Namespace) -> int:
     """Convert a dnn-partitioning workload (and an expert split) to graph, cluster and
     placement JSON in ``--out``; every file is checked before any is written."""
-    from pathlib import Path
-
     import numpy as np
 
     from placegym.envs import simulate
@@ -85,11 +88,11 @@ def cmd_import_dnn_partitioning(args: argparse.Namespace) -> int:
     kw = {"cpus": cpus, "cpu_memory": args.cpu_memory}
     graph, cluster = from_dnn_partitioning(args.file, name=args.name, **kw)
     placement = None if args.expert is None else expert_placement(args.file, args.expert, **kw)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_folder(args.out)
     stem = args.name or graph.name
     path = out / f"{stem}.graph.json"
-    graph.save(path)
+    with writing(path):
+        graph.save(path)
     times = dict(graph.kind_time) or {"": graph.time}  # per device kind, else one
     measured = " / ".join(
         f"{np.nansum(t) * 1e3:.6g} ms{f' on {k}' if k else ''}" for k, t in times.items()
@@ -100,7 +103,8 @@ def cmd_import_dnn_partitioning(args: argparse.Namespace) -> int:
         f"measured, {graph.param_bytes.sum() / 1e9:.4g} GB resident"
     )
     path = out / f"{stem}.cluster.json"
-    cluster.save(path)
+    with writing(path):
+        cluster.save(path)
     n_cpu = sum(d.kind == CPU_KIND for d in cluster.devices)
     print(
         f"{path}: {cluster.num_devices - n_cpu} accelerators of {cluster.memory[0] / 1e9:.4g} GB"
@@ -109,7 +113,8 @@ def cmd_import_dnn_partitioning(args: argparse.Namespace) -> int:
     )
     if placement is not None:
         path = out / f"{stem}.expert.placement.json"
-        placement.save(path)
+        with writing(path):
+            placement.save(path)
         s = simulate(graph, cluster, placement)
         print(
             f"{path}: {len(np.unique(placement.device))} accelerators used, makespan "
@@ -134,7 +139,8 @@ def cmd_import_pipedream(args: argparse.Namespace) -> int:
         graph = to_training_step(
             graph, backward_factor=args.backward_factor, optimizer=optimizer, name=args.name
         )
-    graph.save(args.out)
+    with writing(args.out):
+        graph.save(args.out)
     print(
         f"{args.out}: {graph.name}, {graph.num_nodes} nodes, {graph.num_edges} edges, "
         f"{np.nansum(graph.time) * 1e3:.6g} ms measured"
@@ -185,7 +191,7 @@ def add_graphs_parser(subparsers: Any) -> None:
         help="a parameter of that workload's generator, repeatable (`placegym graphs list` "
         "shows each generator's parameters and defaults)",
     )
-    q.add_argument("--out", required=True, help="graph JSON file to write")
+    q.add_argument("--out", required=True, help="graph JSON file to write (its folder is created)")
     q.set_defaults(func=cmd_export)
 
     q = sub.add_parser(
@@ -202,7 +208,7 @@ def add_graphs_parser(subparsers: Any) -> None:
         action="store_true",
         help="convert the sample file shipped with placegym instead of FILE",
     )
-    q.add_argument("--out", required=True, help="graph JSON file to write")
+    q.add_argument("--out", required=True, help="graph JSON file to write (its folder is created)")
     q.set_defaults(func=cmd_import_doppler)
 
     q = sub.add_parser(
@@ -213,7 +219,9 @@ def add_graphs_parser(subparsers: Any) -> None:
         "placegym.envs.importers.dnn_partitioning).",
     )
     q.add_argument("file", metavar="FILE", help="workload JSON file")
-    q.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
+    q.add_argument(
+        "--out", required=True, metavar="DIR", help="folder to write into (created if need be)"
+    )
     q.add_argument("--expert", metavar="EXPERT.json", help="a human-expert split of the workload")
     q.add_argument(
         "--cpus",
@@ -246,7 +254,7 @@ def add_graphs_parser(subparsers: Any) -> None:
         "step (placegym.envs.workloads.training).",
     )
     q.add_argument("file", metavar="FILE", help="PipeDream graph.txt")
-    q.add_argument("--out", required=True, help="graph JSON file to write")
+    q.add_argument("--out", required=True, help="graph JSON file to write (its folder is created)")
     q.add_argument("--name", help="graph name (default: the profile's folder, e.g. resnet18)")
     q.add_argument(
         "--input-time",

@@ -5,7 +5,9 @@ Subcommands: ``simulate``, ``show``, ``validate``, ``clusters`` (here), ``graphs
 module each in :mod:`placegym.train.cli`); ``placegym --version``. Bad input (a
 ``ValueError`` or an ``OSError`` from any subcommand) gives a one-line error naming the
 problem and exit code 2, never a traceback: :func:`main` is the one place that turns it
-into that line. Ctrl-C gives one line too (``placegym train``'s names the checkpoint the
+into that line. ``simulate`` exits 1 on a placement over a device's memory (unless
+``--allow-infeasible``), ``validate`` refuses one (exit code 2); both name the devices over
+memory and by how much. Ctrl-C gives one line too (``placegym train``'s names the checkpoint the
 same command resumes from) and exit code 130.
 """
 
@@ -28,6 +30,7 @@ from placegym.train.cli.suites import add_suites_parser
 from placegym.train.cli.train import add_train_parser
 
 EXIT_BAD_INPUT = 2
+EXIT_INFEASIBLE = 1  # simulate: a valid placement that exceeds a device's memory
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 
@@ -88,6 +91,20 @@ def _fmt_bytes(x: float) -> str:
     raise AssertionError  # unreachable
 
 
+def over_memory(schedule) -> str:
+    """One line naming every device over its memory and by how much (empty when every
+    device fits)."""
+    devices = schedule.cluster.devices
+    parts = [
+        f"device {d} ({devices[d].name}) by {_fmt_bytes(float(schedule.memory_excess[d]))} "
+        f"(peak {_fmt_bytes(float(schedule.peak_memory[d]))} of "
+        f"{_fmt_bytes(float(schedule.cluster.memory[d]))})"
+        for d in range(schedule.cluster.num_devices)
+        if schedule.memory_excess[d] > 0
+    ]
+    return "out of memory on " + ", ".join(parts) if parts else ""
+
+
 def print_summary(summary: dict, out=None) -> None:
     """Print a schedule summary (:meth:`Schedule.summary`) as a small table."""
     out = out or sys.stdout
@@ -110,36 +127,41 @@ def print_summary(summary: dict, out=None) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    """Simulate a placement; print its summary (or one JSON object)."""
+    """Simulate a placement; print its summary (or one JSON object). An infeasible one
+    (over a device's memory) exits 1 with one line on stderr naming the devices over
+    memory, unless ``--allow-infeasible``."""
     s = _schedule(args)
     if args.json:
         print(json.dumps(s.summary()))
     else:
         print_summary(s.summary())
+    if s.oom and not args.allow_infeasible:
+        print(
+            f"placegym simulate: infeasible: {over_memory(s)} (--allow-infeasible: exit 0)",
+            file=sys.stderr,
+        )
+        return EXIT_INFEASIBLE
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    """Simulate a placement and draw its Gantt chart."""
-    from pathlib import Path
-
+    """Simulate a placement and draw its Gantt chart (its folder created); the text says
+    OOM, naming the devices, where the placement exceeds a device's memory."""
     from placegym.envs.sim.gantt import format_time, save_gantt
+    from placegym.train.cli.outputs import writing
 
-    folder = Path(args.out).parent
-    if not folder.is_dir():
-        raise CliError(f"--out {args.out}: no folder {folder} to write it in")
     s = _schedule(args)
-    try:
+    with writing(args.out):
         save_gantt(s, args.out, color_by=args.color_by)
-    except OSError as e:
-        raise CliError(f"--out {args.out}: cannot write it ({e.strerror or e})") from None
-    print(f"makespan {format_time(s.makespan)}; Gantt chart written to {args.out}")
+    oom = f"; OOM: {over_memory(s)}" if s.oom else ""
+    print(f"makespan {format_time(s.makespan)}{oom}; Gantt chart written to {args.out}")
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Load every file by its format tag; placements are checked against the graph (and
-    cluster) of ``--graph`` / ``--cluster``, else of the only graph (cluster) among FILES."""
+    cluster) of ``--graph`` / ``--cluster``, else of the only graph (cluster) among FILES,
+    and with both simulated: one over a device's memory is refused."""
     from placegym.envs import (
         CLUSTER_FORMAT,
         GRAPH_FORMAT,
@@ -174,6 +196,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         note = ""
         if graph is not None:
             check_fit(obj, path, graph[1], cluster and cluster[1])
+            if cluster is not None:
+                _check_memory(obj, path, graph[1], cluster)
             note = f"; fits {graph[0]}" + (f" on {cluster[0]}" if cluster else "")
         elif cluster is not None:  # no graph: the device indices only
             _check_devices(obj, path, cluster[1])
@@ -185,6 +209,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
             )
         print(f"{path}: ok ({tag}, {_describe(obj, checked=cluster is not None)}{note})")
     return 0
+
+
+def _check_memory(placement, path: str, graph, cluster: tuple[str, Any]) -> None:
+    """Simulate ``placement`` (read from ``path``) of ``graph`` on ``cluster`` (name,
+    object): one line naming the devices over memory and by how much when it does not fit."""
+    from placegym.envs import simulate
+
+    schedule = simulate(graph, cluster[1], placement)
+    if schedule.oom:
+        raise CliError(f"{path}: does not fit {cluster[0]}: {over_memory(schedule)}")
 
 
 def _check_devices(placement, path: str, cluster) -> None:
@@ -259,14 +293,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"placegym {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("simulate", help="simulate a placement and print its makespan")
+    p = sub.add_parser(
+        "simulate",
+        help="simulate a placement and print its makespan",
+        description="Simulate a placement and print its makespan, per-device utilisation "
+        "and peak memory. Exit code 1 (one line on stderr naming the devices over memory) "
+        "when it exceeds a device's memory, unless --allow-infeasible.",
+    )
     _add_problem_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--allow-infeasible",
+        action="store_true",
+        help="exit 0 for a placement over a device's memory too (its summary still says OOM)",
+    )
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("show", help="draw the Gantt chart of a placement")
     _add_problem_args(p)
-    p.add_argument("--out", default="gantt.png", help="image file (default gantt.png)")
+    p.add_argument(
+        "--out", default="gantt.png", help="image file, its folder created (default gantt.png)"
+    )
     p.add_argument(
         "--color-by",
         choices=["auto", "layer", "op", "device"],
@@ -280,7 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="check graph, cluster or placement JSON files",
         description="Load each FILE by its format tag and report what it holds. Placements "
         "are checked against the graph (and cluster) of --graph (--cluster), or else of the "
-        "only graph (cluster) among the FILEs.",
+        "only graph (cluster) among the FILEs; with both, simulated, and one over a "
+        "device's memory is refused (exit code 2, naming the devices and by how much).",
     )
     p.add_argument(
         "files",

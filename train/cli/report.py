@@ -84,8 +84,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     import torch
 
     from placegym.envs import load_cluster
+    from placegym.train.cli.outputs import check_folder
     from placegym.train.experiments.report import CLUSTERS, PARTS, Budget, report
 
+    check_folder(args.out)  # a file in its way fails now, naming --out
     parts = _csv(args.parts) if args.parts else list(PARTS)
     clusters = _csv(args.clusters) if args.clusters else list(CLUSTERS)
     for name in clusters:

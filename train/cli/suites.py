@@ -138,13 +138,16 @@ def export_suite(name: str, out: Path, split: str | None = None) -> dict[str, An
         "split": split,
         "instances": entries,
     }
+    out.mkdir(parents=True, exist_ok=True)  # also where no instance was written
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Export a suite's instances (see :func:`export_suite`)."""
-    manifest = export_suite(args.name, Path(args.out), args.split)
+    from placegym.train.cli.outputs import check_folder
+
+    manifest = export_suite(args.name, check_folder(args.out), args.split)
     print(f"{args.out}: {len(manifest['instances'])} instances of {args.name} (manifest.json)")
     return 0
 

@@ -15,8 +15,9 @@ from pathlib import Path
 TRAIN_EPILOG = """\
 useful overrides:
   out=DIR              the run folder (default runs/<name>); one run at a time in it
-  progress=false       no progress bars (default auto: bars only when stderr is a
-                       terminal, so logs redirected to a file stay clean; true forces them)
+  progress=false       no progress at all (default auto: a bar when stderr is a
+                       terminal, else a line every few seconds, update k/N and elapsed,
+                       so a log shows the run is alive; true forces the bar)
   wandb.mode=disabled  no Weights & Biases files (default auto: online with an API key,
                        else offline)
   resume=false         start the run folder over instead of resuming it

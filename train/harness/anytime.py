@@ -25,7 +25,11 @@ a run only from its first feasible best on.
 Register either with :func:`register_search_placer` and ``placegym anytime --placers`` can
 run it beside the built-in ones (a learned agent that samples or searches is one more search
 placer). The harness checks every run: calls never exceed the budget and never go back,
-and the returned placement's simulated makespan equals the last best reported. A placer
+and the returned placement's simulated makespan equals the last best reported. The budget
+is a hard cap on the calls a run actually makes
+(:func:`~placegym.train.harness.calls.counting`, whatever makes them: a teacher's
+internal simulations included): the call that would exceed it stops the run, which is
+recorded over budget. A placer
 with a ``check(graph, cluster, budget)`` attribute is asked on every instance before any
 run, so that a budget it cannot work with is refused at once.
 
@@ -44,12 +48,16 @@ point counts only once its best is feasible. A breach of the search-placer contr
 still an error.
 
 Built-in search placers, both starting from the same heuristic placements (critical_path,
-heft, nest, metis, round_robin: their evaluation counts as the first five calls):
+heft, nest, metis, round_robin: their evaluation counts as the first five calls, after
+the simulations a memory-aware start makes inside, which count too):
 
-- ``anneal``: :func:`placegym.teachers.anneal.anneal` from the best start. Its bests are
-  feasible from the start when some start fits (it ranks any placement that fits before
-  any that does not); when none does, they are reported infeasible until its final
-  placement, if that fits (a conservative curve: anneal does not say when it first fit).
+- ``anneal``: :func:`placegym.teachers.anneal.anneal` from the best start. Where memory
+  may bind, the starts are simulated once more to tell whether one fits, and where none
+  does the best is repaired first (:func:`~placegym.teachers.make_feasible`, counted; a
+  repair that fits is one more start). Its bests are feasible from the start when some
+  start or the repair fits (it ranks any placement that fits before any that does not);
+  else they are reported infeasible until its final placement, if that fits (a
+  conservative curve: anneal does not say when it first fit).
 - ``random_search``: the best start, then uniformly random placements (a uniform device
   per node, one per co-location group, which its members share; a uniformly random
   priority permutation), evaluated in batches; the best
@@ -76,13 +84,21 @@ from typing import Any
 import numpy as np
 
 from placegym.envs import Cluster, Graph, Placement, simulate_batch
-from placegym.envs.analysis.memory import units
+from placegym.envs.analysis.memory import memory_may_bind, units
 from placegym.envs.suites import Suite
 from placegym.teachers.anneal import STARTS
 from placegym.train.harness.calls import BudgetExceeded, counting, patched, uncounted
 from placegym.train.harness.feasibility import count, simulate_outcome
-from placegym.train.harness.placers import Simulator, as_placer, placer_name
+from placegym.train.harness.placers import (
+    TORCH_THREADS,
+    Simulator,
+    as_placer,
+    not_a_placement,
+    placer_name,
+    placing_threads,
+)
 from placegym.train.harness.replay import RTOL
+from placegym.train.progress import progress_bar
 
 #: The heuristic teachers whose placements every built-in search starts from (as does an
 #: agent's :func:`~placegym.agents.doppler.search.policy_search` by default).
@@ -155,49 +171,77 @@ def heuristic_starts(graph: Graph, cluster: Cluster) -> list[Placement]:
 
 def anneal_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
     """Simulated annealing from the best heuristic start (a :data:`SearchFunction`; its
-    reports' feasibility: module docstring)."""
+    reports' feasibility: module docstring).
+
+    Every call counts against ``budget``: the starts' own simulations (a memory-aware
+    teacher's), the check of whether any start fits and anneal's; the trace reports the
+    calls actually made. Where no start fits, anneal's repair of its best start
+    (:func:`~placegym.teachers.make_feasible`) is done here first and counted: a repair
+    that fits becomes a start (so anneal's bests are feasible from its first report),
+    one that does not has its calls set aside, since anneal repeats it.
+
+    Raises:
+        BudgetExceeded: the starts leave anneal less than one call per start.
+    """
+    from placegym.teachers import make_feasible
     from placegym.teachers.anneal import anneal
 
-    starts = heuristic_starts(graph, cluster)
-    fits = not simulate_batch(
-        graph,
-        cluster,
-        np.stack([p.device for p in starts]),
-        np.stack([p.order for p in starts]),
-    ).oom.all()
+    with counting() as run:  # this run's calls, however made (an outer budget applies)
+        starts = heuristic_starts(graph, cluster)
+        fits, repeat = True, 0
+        if memory_may_bind(graph, cluster):
+            scored = simulate_batch(
+                graph,
+                cluster,
+                np.stack([p.device for p in starts]),
+                np.stack([p.order for p in starts]),
+            )
+            if scored.oom.all():
+                best = starts[int(np.argmin(scored.makespan))]  # anneal's pick where none fits
+                with counting() as repair:
+                    fixed = make_feasible(graph, cluster, best)
+                fits = fixed is not best  # else it is the placement itself, over memory
+                if fits:
+                    starts.append(fixed)
+                else:
+                    repeat = repair.calls
+        left = budget - run.calls - repeat
+        if left < len(starts):
+            raise BudgetExceeded(budget, run.calls, len(starts) + repeat)
 
-    def observe(calls: int, makespan: float) -> None:
-        trace.report(calls, makespan, feasible=fits)
+        def observe(_: int, makespan: float) -> None:
+            trace.report(run.calls, makespan, feasible=fits)
 
-    res = anneal(graph, cluster, starts, budget=budget, seed=seed, observe=observe)
-    if not fits and not simulate_outcome(graph, cluster, res.placement).oom:
-        trace.report(res.simulations, res.makespan, feasible=True)
+        res = anneal(graph, cluster, starts, budget=left, seed=seed, observe=observe)
+        if not fits and res.feasible:  # anneal's own evaluation: no call more
+            trace.report(run.calls, res.makespan, feasible=True)
     return res.placement
 
 
 def random_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
-    """The best heuristic start, then uniform random placements (module docstring)."""
+    """The best heuristic start, then uniform random placements (module docstring);
+    every call counts against ``budget``, the starts' own simulations included."""
     rng = np.random.default_rng(seed)
-    starts = heuristic_starts(graph, cluster)
-    n, d = graph.num_nodes, cluster.num_devices
-    u = units(graph)  # a group draws one device (node by node without groups)
-    devs = np.stack([p.device for p in starts])
-    ords = np.stack([p.order for p in starts])
-    best_key, best = (True, math.inf), (devs[0], ords[0])
-    used = 0
-    while True:
-        res = simulate_batch(graph, cluster, devs, ords)
-        for i in range(len(devs)):
-            used += 1
-            key = (bool(res.oom[i]), float(res.makespan[i]))  # placements that fit first
-            if key < best_key:
-                best_key, best = key, (devs[i], ords[i])
-            trace.report(used, best_key[1], feasible=not best_key[0])
-        k = min(64, budget - used)
-        if k <= 0:
-            return Placement(device=best[0], order=best[1])
-        devs = rng.integers(d, size=(k, u.count))[:, u.of]
-        ords = rng.permuted(np.tile(np.arange(n), (k, 1)), axis=1)
+    with counting() as run:  # this run's calls, however made (an outer budget applies)
+        starts = heuristic_starts(graph, cluster)
+        n, d = graph.num_nodes, cluster.num_devices
+        u = units(graph)  # a group draws one device (node by node without groups)
+        devs = np.stack([p.device for p in starts])
+        ords = np.stack([p.order for p in starts])
+        best_key, best = (True, math.inf), (devs[0], ords[0])
+        while True:
+            used = run.calls
+            res = simulate_batch(graph, cluster, devs, ords)
+            for i in range(len(devs)):
+                key = (bool(res.oom[i]), float(res.makespan[i]))  # placements that fit first
+                if key < best_key:
+                    best_key, best = key, (devs[i], ords[i])
+                trace.report(used + i + 1, best_key[1], feasible=not best_key[0])
+            k = min(64, budget - run.calls)
+            if k <= 0:
+                return Placement(device=best[0], order=best[1])
+            devs = rng.integers(d, size=(k, u.count))[:, u.of]
+            ords = rng.permuted(np.tile(np.arange(n), (k, 1)), axis=1)
 
 
 SEARCH_PLACERS: dict[str, SearchFunction] = {
@@ -289,35 +333,6 @@ def register_search_placer(name: str, placer: Any) -> None:
     SEARCH_PLACERS[name] = placer if is_function else SearchRun(placer)
 
 
-def agent_search_placer(path: str | Path) -> tuple[str, SearchFunction]:
-    """A trained agent's :func:`~placegym.agents.doppler.search.policy_search` (default stages)
-    as a search placer, named ``<run>-search`` (``path``: a checkpoint, or
-    ``pretrained:NAME`` for a shipped agent); its curve is the search's own anytime
-    curve (every simulated placement counts one call, a pricing policy's lookahead calls
-    included). It decodes under the memory mask the policy was trained under
-    (``data.memory_mask`` of its checkpoint's config or its card), as
-    :func:`~placegym.train.evaluate.load_agent` does."""
-    from placegym.agents.doppler.search import SearchConfig, check_budget, policy_search
-    from placegym.train.evaluate import load_agent
-
-    agent = load_agent(path)
-    policy, name, mask = agent.policy, agent.name, agent.memory_mask
-
-    def search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
-        cfg = SearchConfig(budget=budget, memory_mask=mask)
-        res = policy_search(policy, graph, cluster, cfg, seed=seed)
-        for calls, best in enumerate(res.curve.tolist(), start=1):
-            if math.isfinite(best):  # calls before any placement is known (counted prices)
-                trace.report(calls, best)
-        return res.placement
-
-    def check(graph: Graph, cluster: Cluster, budget: int) -> None:
-        check_budget(policy, graph, cluster, budget)
-
-    search.check = check  # type: ignore[attr-defined]  # run_anytime asks before any run
-    return f"{name}-search", search
-
-
 @dataclass
 class AnytimeRun:
     """One search run on one instance: its trace, the normalizer of its curve, whether
@@ -356,10 +371,10 @@ def _run_one(name: str, inst, budget: int, seed: int) -> _Done:
         )
     trace = Trace(budget)
     t0 = time.perf_counter()
-    with counting() as counter:
+    with counting(budget) as counter:  # the budget is a hard cap on every search
         try:
             placement = SEARCH_PLACERS[name](inst.graph, inst.cluster, budget, seed, trace)
-            why = None
+            why = not_a_placement(placement)
         except TraceError as e:
             raise TraceError(f"{name} on {inst.id}: {e}") from None
         except BudgetExceeded as e:  # stopped: this run fails, the others go on
@@ -367,6 +382,8 @@ def _run_one(name: str, inst, budget: int, seed: int) -> _Done:
         except Exception as e:  # this run fails; the others go on
             why = f"placer raised {type(e).__name__}: {e}"
     seconds = time.perf_counter() - t0
+    if why is None and counter.exceeded:  # it caught the refusal and went on
+        why = str(BudgetExceeded(budget, counter.calls, 0))
     if why is not None:
         return _Done(trace, why, seconds, counter.calls)
     with uncounted():
@@ -389,16 +406,18 @@ def run_anytime(
     *,
     budget: int,
     seeds: Sequence[int] = (0, 1, 2),
-    progress: bool = True,
+    progress: bool | str = True,
+    torch_threads: int | None = TORCH_THREADS,
 ) -> tuple[list[AnytimeRun], str]:
-    """Run every search placer on every instance of the split for every seed.
+    """Run every search placer on every instance of the split for every seed, each run
+    held to ``budget`` calls, with ``torch_threads`` torch threads (None: the process's
+    setting). ``progress``: a bar (True), nothing (False), or ``"auto"``: a bar on a
+    terminal, else a line every few seconds on stderr.
 
     Returns:
         The runs and the name of the normalizer: ``"best known"`` when every instance has
         a fresh reference entry, else ``"lower bound"`` (for every instance).
     """
-    from tqdm.auto import tqdm
-
     from placegym.envs.suites.reference import load_references
     from placegym.train.harness.suite_bench import instance_bounds
 
@@ -416,8 +435,10 @@ def run_anytime(
     bounds = [instance_bounds(inst, refs) for inst in insts]
     known = all(best is not None for _, best in bounds)
     runs = []
-    bar = tqdm(total=len(insts) * len(placers) * len(seeds), disable=not progress, leave=False)
-    with patched():  # once for every run (each run counts its calls)
+    total = len(insts) * len(placers) * len(seeds)
+    bar = progress_bar(total, desc="anytime", unit="runs", mode=progress)
+    # once for every run (each run counts its calls)
+    with bar, patched(), placing_threads(torch_threads):
         for inst, (bound, best) in zip(insts, bounds):
             for name in placers:
                 for seed in seeds:
@@ -437,7 +458,6 @@ def run_anytime(
                         )
                     )
                     bar.update()
-    bar.close()
     return runs, "best known" if known else "lower bound"
 
 

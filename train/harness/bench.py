@@ -53,7 +53,8 @@ from placegym.envs import Cluster, Graph, Placement, load_cluster
 from placegym.envs.mdp.sources import resolve_graph
 from placegym.train.harness.calls import patched
 from placegym.train.harness.feasibility import Outcome, by_key, count, mark, place, seed_rows
-from placegym.train.harness.placers import Placer, as_placer
+from placegym.train.harness.placers import TORCH_THREADS, Placer, as_placer, placing_threads
+from placegym.train.progress import progress_bar
 from placegym.train.stats import geomean
 
 if TYPE_CHECKING:
@@ -84,7 +85,9 @@ DEFAULT_TEACHERS = (
 class BenchConfig:
     """What to run. Names are resolved by :func:`~placegym.envs.mdp.sources.resolve_graph`
     (with the seed) / :func:`load_cluster`; ``extra_placers`` maps column names to
-    anything :func:`~placegym.train.harness.placers.as_placer` takes."""
+    anything :func:`~placegym.train.harness.placers.as_placer` takes; the placers run with
+    ``torch_threads`` torch threads (:func:`~placegym.train.harness.placers.
+    placing_threads`; None: the process's setting)."""
 
     teachers: Sequence[str] = DEFAULT_TEACHERS
     workloads: Sequence[str] = ("ffnn",)
@@ -94,6 +97,7 @@ class BenchConfig:
     noise: float = 0.0
     out: Path | None = None
     extra_placers: dict[str, Any] = field(default_factory=dict)
+    torch_threads: int | None = TORCH_THREADS
 
 
 @dataclass
@@ -182,17 +186,17 @@ def check_placers(placers: dict[str, Any], problems: Iterable[tuple[Graph, Clust
 
 
 def run_benchmark(
-    cfg: BenchConfig, progress: bool = True, cell_map: CellMap | None = None
+    cfg: BenchConfig, progress: bool | str = True, cell_map: CellMap | None = None
 ) -> list[Record]:
     """Run every combination and return the records (also written to ``cfg.out``).
 
     Every (workload, cluster, seed, placer) cell is independent: ``cell_map`` runs them
     (default :func:`serial_map`; :func:`placegym.train.harness.ray_bench.ray_map` spreads
     them over a Ray cluster). The records, their order and every field but ``seconds``
-    are the same whichever runs them.
+    are the same whichever runs them. ``progress``: a bar (True), nothing (False), or
+    ``"auto"``: a bar on a terminal, else a line every few seconds on stderr
+    (:func:`placegym.train.progress.progress_bar`).
     """
-    from tqdm.auto import tqdm
-
     placers: dict[str, Placer] = {name: teacher_placer(name) for name in cfg.teachers}
     placers.update({name: as_placer(p) for name, p in cfg.extra_placers.items()})
     ref = placers.get(REFERENCE) or teacher_placer(REFERENCE)
@@ -216,14 +220,14 @@ def run_benchmark(
             return _optimum(graph, cluster)
         return place(everyone[name], graph, cluster, seed, noise)
 
-    bar = tqdm(total=len(cells), disable=not progress, desc="bench", unit="run", leave=False)
+    bar = progress_bar(len(cells), desc="bench", unit="runs", mode=progress)
     results: list[Any] = [None] * len(cells)
-    with patched():  # once for every cell (each cell counts its placer's calls)
+    # once for every cell (each cell counts its placer's calls)
+    with bar, patched(), placing_threads(cfg.torch_threads):
         for i, result in (cell_map or serial_map)(run_cell, cells):
             results[i] = result
             bar.set_postfix_str(f"{cells[i][0]}/{cells[i][2].name}/{cells[i][4]}")
             bar.update()
-    bar.close()
     records = _records(cells, results, list(placers))
     if cfg.out is not None:
         write_outputs(records, cfg)

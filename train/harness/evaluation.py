@@ -17,7 +17,12 @@ from typing import Any
 
 from placegym.envs.suites import Suite, get_suite
 from placegym.train.harness.bench import REFERENCE
-from placegym.train.harness.placers import placer_name, unique_name, with_budget
+from placegym.train.harness.placers import (
+    TORCH_THREADS,
+    placer_name,
+    unique_name,
+    with_budget,
+)
 from placegym.train.harness.suite_bench import (
     SuiteRecord,
     run_suite,
@@ -45,8 +50,9 @@ class Results:
 
     def table(self) -> str:
         """The markdown tables ``placegym bench --suite`` prints: a summary per placer
-        (ratio to critical_path, gaps to the lower bound and the best known, time,
-        simulator calls, feasible count), then the gaps per instance."""
+        (ratio to critical_path, gaps to the lower bound and the best known, over the
+        instances it and critical_path solved; time, simulator calls, feasible count,
+        instances compared), then the gaps per instance."""
         return suite_markdown(self.records)
 
     def save(self, path: str | Path) -> Path:
@@ -105,7 +111,8 @@ def evaluate(
     name: str | None = None,
     noise: float = 0.0,
     out: str | Path | None = None,
-    progress: bool = False,
+    progress: bool | str = False,
+    torch_threads: int | None = TORCH_THREADS,
 ) -> Results:
     """Benchmark ``placer`` on a suite split, beside ``teachers``, as ``placegym bench
     --suite SUITE --split SPLIT --placer ...`` does.
@@ -129,10 +136,19 @@ def evaluate(
             else its class's or function's name; ``#2`` appended on a clash).
         noise: σ of the simulator's noise when scoring placements (0: exact).
         out: also write the command's files into this folder.
-        progress: show a progress bar.
+        progress: show a progress bar (``"auto"``: a bar on a terminal, else a line
+            every few seconds on stderr).
+        torch_threads: torch threads the placers run with (default 1, as a trained
+            agent places; None: the process's setting). A placer that sets its own (an
+            agent's ``threads``) keeps it.
+
+    A placer that raises, or returns anything but a
+    :class:`~placegym.envs.Placement`, gets failed rows (``infeasible`` says what it
+    returned) and the run goes on.
 
     Raises:
-        ValueError: a bad suite, split, teacher, budget, or an object that is not a placer.
+        ValueError: a bad suite, split, teacher, budget, thread count, or an object that
+            is not a placer.
     """
     the_suite = get_suite(suite) if isinstance(suite, str) else suite
     given = dict(placer) if isinstance(placer, Mapping) else {name or placer_name(placer): placer}
@@ -149,6 +165,7 @@ def evaluate(
         noise=noise,
         out=None,
         progress=progress,
+        torch_threads=torch_threads,
     )
     names = list(dict.fromkeys(r.placer for r in records))
     config = suite_config(the_suite, split, seeds, noise, names, {"budget": budget})

@@ -4,17 +4,19 @@ A placement is *infeasible* when it splits a co-location group (``placegym.graph
 ``group``: :meth:`~placegym.envs.Placement.check` and ``simulate`` raise ``ValueError``)
 or when its simulated peak memory exceeds a device's memory
 (:attr:`~placegym.envs.sim.simulator.Schedule.oom`; :attr:`~placegym.envs.sim.simulator.Schedule.
-infeasibility` says which device and by how much). A placer that raises, and one stopped
-at its budget of simulator calls, has no placement at all and fails the same way. An
+infeasibility` says which device and by how much). A placer that raises, one stopped at
+its budget of simulator calls and one that returns anything but a ``Placement`` have no
+placement at all and fail the same way. An
 infeasible placement is a failure, never a fast result:
 
 - every record carries ``feasible`` and, when not, ``infeasible`` (the reason: the
-  schedule's memory message, the split-group error, ``over budget: ...`` or ``placer
-  raised <Error>: ...``);
+  schedule's memory message, the split-group error, ``over budget: ...``, ``placer
+  raised <Error>: ...`` or ``placer returned <type>, not a Placement``);
 - a table shows an infeasible record as its :func:`mark` instead of a number: ``OOM``
   (over a device's memory), ``split`` (splits a co-location group), ``budget`` (stopped
   at its budget of simulator calls: :mod:`placegym.train.harness.calls`) or ``failed``
-  (the placer raised, or returned a placement that does not fit the graph or cluster);
+  (the placer raised, returned something other than a ``Placement``, or a placement that
+  does not fit the graph or cluster);
 - it never enters a ratio, a geometric mean, a best or a rank: aggregates over instances
   are taken over the instances every compared placer solved (:func:`solved_by_all`), and
   each table says over how many (:func:`over`) and shows each placer's feasible count
@@ -54,7 +56,8 @@ class Outcome:
     """A placer's result on one instance.
 
     Attributes:
-        placement: what the placer returned (None: it raised).
+        placement: what the placer returned (None: it raised, was stopped, or returned
+            no ``Placement``).
         makespan: the simulated makespan; None where nothing could be simulated (a split
             group, a placement that does not fit, a placer that raised). An over-memory
             placement keeps its makespan, for the record only.
@@ -95,7 +98,8 @@ def place(placer: Any, graph: Graph, cluster: Cluster, seed: int, noise: float =
     a function ``(graph, cluster, seed)``, a placer, a teacher, a budgeted search) and
     simulate its placement (noise draws use ``seed``), timed and with its simulator calls
     counted; the simulation of the result is not one of them. A placer that raises
-    (``Exception``) or is stopped at its budget gives an infeasible outcome saying so: one
+    (``Exception``), is stopped at its budget or returns something other than a
+    ``Placement`` (None, an array, a dict) gives an infeasible outcome saying so: one
     placer's failure never stops a benchmark."""
     run = run_placer(placer, graph, cluster, seed)
     if run.placement is None:

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,6 +37,7 @@ from placegym.envs.sim.simulator import BatchResult, Schedule
 from placegym.train.harness.calls import BudgetExceeded, CallCounter, counting
 
 __all__ = [
+    "TORCH_THREADS",
     "BestOf",
     "Budgeted",
     "Placer",
@@ -42,7 +45,9 @@ __all__ = [
     "SearchPlacer",
     "Simulator",
     "as_placer",
+    "not_a_placement",
     "placer_name",
+    "placing_threads",
     "run_placer",
     "unique_name",
     "with_budget",
@@ -347,11 +352,14 @@ class BestOf:
         best: tuple[tuple[int, float], Placement] | None = None
         for p in self.placers:
             placement = p.place(graph, cluster, seed)
-            try:
-                s = _simulator.simulate(graph, cluster, placement)
-                key = (int(s.oom), float(s.makespan))
-            except ValueError:  # splits a group or does not fit: the last resort
-                key = (2, math.inf)
+            if not_a_placement(placement) is not None:  # no result: never picked over one
+                key = (3, math.inf)
+            else:
+                try:
+                    s = _simulator.simulate(graph, cluster, placement)
+                    key = (int(s.oom), float(s.makespan))
+                except ValueError:  # splits a group or does not fit: the last resort
+                    key = (2, math.inf)
             if best is None or key < best[0]:
                 best = (key, placement)
         assert best is not None
@@ -362,16 +370,50 @@ class BestOf:
 
 
 # ---------------------------------------------------------------------- running
+#: Torch threads the harness runs placers with (None: the process's own setting): one,
+#: as a trained agent places (:data:`placegym.agents.doppler.placer.THREADS`), so that a
+#: policy's small forward passes are not spread over every core.
+TORCH_THREADS = 1
+
+
+@contextmanager
+def placing_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` torch threads where torch is loaded (a placer that
+    runs torch has loaded it by the time it was built; nothing is imported here), the
+    caller's count put back after; nothing otherwise, and nothing for None. A placer that
+    sets its own count while it places (an agent's ``threads``) keeps it.
+
+    Raises:
+        ValueError: ``threads`` is not None nor an integer >= 1.
+    """
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1
+    ):
+        raise ValueError(f"torch_threads: must be an integer >= 1 or None, got {threads!r}")
+    torch = sys.modules.get("torch")
+    if threads is None or torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @dataclass(frozen=True)
 class PlacerRun:
     """One placer's run on one problem (:func:`run_placer`).
 
     Attributes:
-        placement: what it returned (None: it raised or was stopped).
+        placement: what it returned (None: it raised, was stopped, or returned
+            something other than a :class:`~placegym.envs.Placement`).
         seconds: wall time of the run.
         calls: simulator calls it made (:mod:`placegym.train.harness.calls`).
-        error: why there is no placement: ``over budget: ...`` (stopped at its budget)
-            or ``placer raised <Error>: ...``; None when there is one.
+        error: why there is no placement: ``over budget: ...`` (stopped at its budget),
+            ``placer raised <Error>: ...`` or ``placer returned <type>, not a
+            Placement``; None when there is one.
     """
 
     placement: Placement | None
@@ -382,18 +424,29 @@ class PlacerRun:
 
 def run_placer(placer: Any, graph: Graph, cluster: Cluster, seed: int) -> PlacerRun:
     """Run ``placer`` (anything :func:`as_placer` takes) on one problem, timed and with
-    its simulator calls counted. An exception of the placer (``Exception``) and a budget
-    exceeded are recorded in :attr:`PlacerRun.error`: one placer's failure never stops a
-    benchmark; the placement is not simulated here
+    its simulator calls counted. An exception of the placer (``Exception``), a budget
+    exceeded and a result that is not a :class:`~placegym.envs.Placement` (None, an
+    array, a dict: :func:`not_a_placement`) are recorded in :attr:`PlacerRun.error`, with
+    no placement: one placer's failure never stops a benchmark; the placement is not simulated here
     (:func:`~placegym.train.harness.feasibility.place` does, giving an ``Outcome``)."""
     p = as_placer(placer)
     t0 = time.perf_counter()
     with counting() as counter:
         try:
             placement: Placement | None = p.place(graph, cluster, seed)
-            error = None
+            error = not_a_placement(placement)
         except BudgetExceeded as e:
             placement, error = None, str(e)
         except Exception as e:  # recorded as the row's failure
             placement, error = None, f"placer raised {type(e).__name__}: {e}"
+    if error is not None:
+        placement = None
     return PlacerRun(placement, time.perf_counter() - t0, counter.calls, error)
+
+
+def not_a_placement(returned: Any) -> str | None:
+    """Why what a placer returned is no result (``placer returned ndarray, not a
+    Placement``); None for a :class:`~placegym.envs.Placement`."""
+    if isinstance(returned, Placement):
+        return None
+    return f"placer returned {type(returned).__name__}, not a Placement"

@@ -21,18 +21,20 @@ every instance of the split for every seed; each placement is simulated and reco
 
 Feasibility (:mod:`placegym.train.harness.feasibility`): every record has ``feasible``
 and, when not, ``infeasible`` (why: over a device's memory, a split co-location group, a
-placer that raised or was stopped at its budget of simulator calls). An infeasible record
-has no ratio and no gaps (None) and its ``makespan`` is None unless it was simulated (over
-memory); the tables show ``OOM``, ``split``, ``budget`` or ``failed`` in its place, and
-every mean, maximum and count compares placers over the (instance, seed) pairs on which
-every placer and critical_path are feasible, saying how many of all; each placer's
-feasible count is a column of its own.
+placer that raised, was stopped at its budget of simulator calls or returned no
+``Placement``). An infeasible record has no ratio and no gaps (None) and its ``makespan``
+is None unless it was simulated (over memory); the tables show ``OOM``, ``split``,
+``budget`` or ``failed`` in its place. The summary's means, maxima and counts of a
+placer are over the (instance, seed) pairs that it and critical_path both solved (its
+``compared`` column says how many of all), so one placer's failures never empty another's
+row; a per-instance row averages the seeds on which every placer and critical_path are
+feasible, saying how many of all; each placer's feasible count is a column of its own.
 
 Outputs (``out``): ``results.json`` (config and records, placements included),
 ``results.csv`` (records without placements), ``table.md`` (a per-placer summary: the
 geometric-mean ratio to critical_path, mean and max gaps, instances within 1% of the best
-known, time, simulator calls, feasible count; then per instance each placer's gaps to the
-best known and to the bound, and each placer's feasible count).
+known, time, simulator calls, feasible count, pairs compared; then per instance each
+placer's gaps to the best known and to the bound, and each placer's feasible count).
 """
 
 from __future__ import annotations
@@ -59,10 +61,10 @@ from placegym.train.harness.feasibility import (
     over,
     place,
     seed_rows,
-    solved_by_all,
 )
-from placegym.train.harness.placers import Placer, as_placer
+from placegym.train.harness.placers import TORCH_THREADS, Placer, as_placer, placing_threads
 from placegym.train.harness.suite_reference import check_reference
+from placegym.train.progress import progress_bar
 from placegym.train.stats import geomean
 
 RESULTS_FORMAT = "placegym.suite-results/v1"
@@ -131,11 +133,22 @@ def gap(x: float, ref: float | None) -> float | None:
 
 
 def _records(
-    inst: Instance, placers: dict[str, Placer], seed: int, noise: float, refs: dict
+    inst: Instance,
+    placers: dict[str, Placer],
+    seed: int,
+    noise: float,
+    refs: dict,
+    bar: Any = None,
 ) -> list[SuiteRecord]:
     bound, best = instance_bounds(inst, refs)
     g, c = inst.graph, inst.cluster
-    runs = {name: place(p, g, c, seed, noise) for name, p in placers.items()}
+    runs = {}
+    for name, p in placers.items():
+        if bar is not None:
+            bar.set_postfix_str(f"{inst.id}, {name}")
+        runs[name] = place(p, g, c, seed, noise)
+        if bar is not None:
+            bar.update()
     ref = runs[REFERENCE]
     ref_ms = ref.makespan if ref.feasible else None
     out = []
@@ -179,8 +192,9 @@ def run_suite(
     seeds: Sequence[int] = (0,),
     noise: float = 0.0,
     out: Path | None = None,
-    progress: bool = True,
+    progress: bool | str = True,
     meta: dict[str, Any] | None = None,
+    torch_threads: int | None = TORCH_THREADS,
 ) -> list[SuiteRecord]:
     """Run the placers over ``split`` of ``suite`` (every split for None); see the module
     docstring. critical_path always runs (it is the ratios' reference).
@@ -194,11 +208,13 @@ def run_suite(
         seeds: seeds of every placer (and of the noise draws).
         noise: σ of the simulator's noise (0: exact).
         out: folder for ``results.json``, ``results.csv`` and ``table.md``.
-        progress: show a progress bar.
+        progress: a bar (True), nothing (False), or ``"auto"``: a bar on a terminal,
+            else a line every few seconds on stderr (placer runs done of all:
+            :func:`placegym.train.progress.progress_bar`).
         meta: more entries of ``results.json``'s ``config`` (e.g. budgets).
+        torch_threads: torch threads the placers run with (None: the process's
+            setting; :func:`~placegym.train.harness.placers.placing_threads`).
     """
-    from tqdm.auto import tqdm
-
     placers: dict[str, Placer] = {name: teacher_placer(name) for name in teachers}
     placers.update({name: as_placer(p) for name, p in (extra_placers or {}).items()})
     placers.setdefault(REFERENCE, teacher_placer(REFERENCE))
@@ -206,15 +222,13 @@ def run_suite(
     instances = [suite.build(s, spec) for s, spec in suite.specs(split)]
     check_placers(placers, [(inst.graph, inst.cluster) for inst in instances])
     records: list[SuiteRecord] = []
-    total = len(instances) * len(seeds)
-    bar = tqdm(total=total, disable=not progress, desc=suite.name, leave=False)
-    with patched():  # once for every run (each run counts its placer's calls)
+    total = len(instances) * len(seeds) * len(placers)
+    bar = progress_bar(total, desc=suite.name, unit="runs", mode=progress)
+    # once for every run (each run counts its placer's calls)
+    with bar, patched(), placing_threads(torch_threads):
         for inst in instances:
             for seed in seeds:
-                bar.set_postfix_str(inst.id)
-                records += _records(inst, placers, seed, noise, refs)
-                bar.update()
-    bar.close()
+                records += _records(inst, placers, seed, noise, refs, bar)
     if out is not None:
         write_suite_outputs(
             records, Path(out), suite_config(suite, split, seeds, noise, list(placers), meta)
@@ -246,21 +260,25 @@ def _pairs(records: Sequence[SuiteRecord]) -> str:
 
 
 def summary_table(records: Sequence[SuiteRecord]) -> str:
-    """Per placer, over every (instance, seed) that every placer solved: geometric-mean
-    ratio to critical_path, mean and max gap to the lower bound and to the best known,
-    instances within :data:`NEAR_BEST` of the best known; seconds, simulator calls (both
-    summed) and the feasible count over all; then a line saying over how many pairs."""
+    """Per placer, over the (instance, seed) pairs that it and critical_path (the
+    ratios' reference) both solved: geometric-mean ratio to critical_path, mean and max
+    gap to the lower bound and to the best known, instances within :data:`NEAR_BEST` of
+    the best known; seconds, simulator calls (both summed) and the feasible count over
+    all; then ``compared``, how many pairs its figures are over, of all. One placer's
+    failures never empty another's row."""
     placers = list(dict.fromkeys(r.placer for r in records))
-    common, every = solved_by_all(records, lambda r: (r.split, r.instance, r.seed), _comparable)
-    solved = set(common)
+    every = len({_pair(r) for r in records})
     lines = [
         "| placer | ratio to critical_path (geo. mean) | gap to bound: mean / max "
-        "| gap to best known: mean / max | within 1% of best | time | calls | feasible |",
-        "|---|---|---|---|---|---|---|---|",
+        "| gap to best known: mean / max | within 1% of best | time | calls | feasible "
+        "| compared |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    compared: dict[str, frozenset[tuple[str, str, int]]] = {}
     for p in placers:
         mine = [r for r in records if r.placer == p]
-        rs = [r for r in mine if (r.split, r.instance, r.seed) in solved]
+        rs = [r for r in mine if _comparable(r)]
+        compared[p] = frozenset(map(_pair, rs))
         lb = [r.gap_to_bound for r in rs if r.gap_to_bound is not None]
         best = [r.gap_to_best for r in rs if r.gap_to_best is not None]
         near = sum(g <= NEAR_BEST for g in best)
@@ -271,14 +289,19 @@ def summary_table(records: Sequence[SuiteRecord]) -> str:
         lines.append(
             f"| {p} | {ratio_cell} | {lb_cell} | {best_cell} | {near}/{len(best)} "
             f"| {sum(r.seconds for r in mine):.1f} s | {sum(r.calls for r in mine)} "
-            f"| {count(r.feasible for r in mine)} |"
+            f"| {count(r.feasible for r in mine)} | {len(rs)}/{len({_pair(r) for r in mine})} |"
         )
     what = _pairs(records)
-    lines.append(
-        f"\nRatios, gaps and counts over the {over(len(common), len(every), what)}; time, "
-        "calls and feasible over all."
-    )
+    if len(set(compared.values())) <= 1:  # the same pairs for every placer
+        where = f"over the {over(len(next(iter(compared.values()), ())), every, what)}"
+    else:
+        where = f"per placer over the {what} that it and {REFERENCE} solved (compared)"
+    lines.append(f"\nRatios, gaps and counts {where}; time, calls and feasible over all.")
     return "\n".join(lines)
+
+
+def _pair(r: SuiteRecord) -> tuple[str, str, int]:
+    return (r.split, r.instance, r.seed)
 
 
 def _instance_rows(records: Sequence[SuiteRecord]) -> list[tuple[str, list[SuiteRecord]]]:

@@ -1,0 +1,68 @@
+"""A trained agent's policy search as an anytime search placer (``placegym anytime
+--agents``): :func:`agent_search_placer`.
+
+The search (:func:`~placegym.agents.doppler.search.policy_search`) counts its own calls;
+the run's budget, a hard cap on the calls actually made
+(:mod:`placegym.train.harness.anytime`), also covers what it spends beyond that count:
+the simulations inside its heuristic starts and the repair of an over-memory best.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from placegym.envs import Cluster, Graph
+from placegym.envs.analysis.memory import memory_may_bind
+from placegym.teachers._memory import REPAIR_ROUNDS
+from placegym.train.harness.anytime import SearchFunction, Trace
+from placegym.train.harness.calls import counting, uncounted
+
+__all__ = ["REPAIR_CALLS", "agent_search_placer"]
+
+#: The most simulator calls :func:`~placegym.teachers.make_feasible` makes (its check,
+#: its rounds of moves, the certificate's two orders), and the search's look-up of the
+#: answer: what an agent's search may spend repairing an over-memory best.
+REPAIR_CALLS = 1 + REPAIR_ROUNDS + 2 + 1
+
+
+def agent_search_placer(path: str | Path, threads: int | None = 1) -> tuple[str, SearchFunction]:
+    """A trained agent's :func:`~placegym.agents.doppler.search.policy_search` (default stages)
+    as a search placer, named ``<run>-search`` (``path``: a checkpoint, or
+    ``pretrained:NAME`` for a shipped agent); its curve is the search's own anytime
+    curve (every simulated placement counts one call, a pricing policy's lookahead calls
+    included). It decodes under the memory mask the policy was trained under
+    (``data.memory_mask`` of its checkpoint's config or its card), as
+    :func:`~placegym.train.evaluate.load_agent` does, with ``threads`` torch threads
+    (None: the process's setting).
+
+    The run's budget covers what the search spends beyond its own count: the simulations
+    inside its heuristic starts (measured on the instance beforehand, uncounted, and
+    added to every point of the curve) and, where memory may bind, a repair of an
+    over-memory best (:data:`REPAIR_CALLS` set aside)."""
+    from placegym.agents.doppler.placer import torch_threads
+    from placegym.agents.doppler.search import SearchConfig, check_budget, policy_search
+    from placegym.teachers import get_teacher
+    from placegym.train.evaluate import load_agent
+
+    agent = load_agent(path, threads=threads)
+    policy, name, mask = agent.policy, agent.name, agent.memory_mask
+
+    def search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
+        with uncounted(), counting() as starts:  # what the starts simulate inside
+            for t in SearchConfig().starts:
+                get_teacher(t).place(graph, cluster)
+        spare = REPAIR_CALLS if memory_may_bind(graph, cluster) else 0
+        cfg = SearchConfig(budget=max(budget - starts.calls - spare, 1), memory_mask=mask)
+        with torch_threads(threads):
+            res = policy_search(policy, graph, cluster, cfg, seed=seed)
+        for calls, best in enumerate(res.curve.tolist(), start=1 + starts.calls):
+            if math.isfinite(best):  # calls before any placement is known (counted prices)
+                trace.report(calls, best)
+        return res.placement
+
+    def check(graph: Graph, cluster: Cluster, budget: int) -> None:
+        check_budget(policy, graph, cluster, budget)
+
+    search.check = check  # type: ignore[attr-defined]  # run_anytime asks before any run
+    return f"{name}-search", search
