@@ -45,7 +45,7 @@ def test_defaults_and_yaml_round_trip(tmp_path):
 def test_progress_is_auto_by_default_and_auto_means_a_terminal():
     import io
 
-    from placegym.train.tracking import progress_enabled
+    from placegym.train.progress import wants_bar as progress_enabled
 
     class Tty(io.StringIO):
         def isatty(self):

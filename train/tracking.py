@@ -23,7 +23,7 @@ critical_path's (:func:`artifact_metadata`).
 
 Progress bars (``progress`` in the config): ``auto`` shows them when stderr is a
 terminal only, so logs redirected to a file are not filled with bar updates
-(:func:`progress_enabled`); ``true`` / ``false`` force them on / off.
+(:func:`placegym.train.progress.wants_bar`); ``true`` / ``false`` force them on / off.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import json
 import math
 import netrc
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -49,7 +48,6 @@ __all__ = [
     "api_key_configured",
     "artifact_metadata",
     "last_step",
-    "progress_enabled",
     "resolve_wandb_mode",
     "truncate_metrics",
 ]
@@ -112,18 +110,6 @@ def last_step(path: Path) -> int:
         if isinstance(row, dict) and isinstance(row.get("step"), int):
             best = max(best, row["step"])
     return best
-
-
-def progress_enabled(setting: bool | str, stream: Any = None) -> bool:
-    """Whether to draw progress bars: ``setting`` when a bool, else (``"auto"``) whether
-    ``stream`` (default ``sys.stderr``, where tqdm draws) is a terminal."""
-    if isinstance(setting, bool):
-        return setting
-    stream = sys.stderr if stream is None else stream
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # no isatty, or a closed stream
-        return False
 
 
 def artifact_metadata(
