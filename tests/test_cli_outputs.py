@@ -45,15 +45,86 @@ def test_show_says_oom_naming_the_device(tight, tmp_path, capsys):
     assert f"; OOM: {OVER}; Gantt chart written to {out}" in text and out.is_file()
 
 
-def test_validate_refuses_a_placement_over_memory_in_one_line(tight, capsys):
+def error_and_note(capsys, command: str) -> tuple[str, str]:
+    """The error line and the note line ``command`` printed on stderr."""
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "Traceback" not in err, err
+    error, note = err.splitlines()
+    assert error.startswith(f"placegym {command}: error: "), err
+    assert note.startswith(f"placegym {command}: note: "), err
+    return error.split(": error: ", 1)[1], note.split(": note: ", 1)[1]
+
+
+def test_validate_refuses_a_placement_over_memory_and_says_one_fits(tight, capsys):
     args = ["validate", str(tight["placement"]), "--graph", str(tight["graph"])]
     assert main([*args, "--cluster", str(tight["cluster"])]) == 2
-    assert one_line_error(capsys, "validate") == (
-        f"{tight['placement']}: does not fit {tight['cluster']}: {OVER}"
+    assert error_and_note(capsys, "validate") == (
+        f"{tight['placement']}: does not fit {tight['cluster']}: {OVER}",
+        "a placement that fits exists (certified by simulation): e.g. the resident bytes "
+        "spread worst-fit decreasing",
     )
     # a preset with room: it fits (and says so)
     assert main([*args, "--cluster", "p100x4"]) == 0
     assert f"fits {tight['graph']} on p100x4" in capsys.readouterr().out
+
+
+#: Three independent nodes of 600 resident bytes and a 100-byte output each.
+THREE = {
+    "format": "placegym.graph/v1",
+    "name": "three",
+    "nodes": [
+        {"id": v, "op": "w", "flops": 1e9, "out_bytes": 100, "param_bytes": 600} for v in range(3)
+    ],
+    "edges": [],
+}
+
+
+@pytest.mark.parametrize(
+    ("memory", "note"),
+    [
+        # two nodes on one device hold 1,200 resident bytes and an output: every
+        # placement is over, but no certificate proves it
+        (1250, "no placement is known to fit this graph and cluster, nor proven not to"),
+        (
+            800,
+            "no placement fits this graph and cluster (certified): resident bytes 1800 "
+            "exceed the total device memory 1600",
+        ),
+        (
+            1500,
+            "a placement that fits exists (certified by simulation): e.g. the resident "
+            "bytes spread worst-fit decreasing",
+        ),
+    ],
+)
+def test_validate_over_memory_says_whether_any_placement_fits(tmp_path, capsys, memory, note):
+    cluster = {**CLUSTER, "devices": [{**d, "memory": memory} for d in CLUSTER["devices"]]}
+    placement = {"format": "placegym.placement/v1", "device": [0, 0, 0], "order": [0, 1, 2]}
+    for name, doc in (("graph", THREE), ("cluster", cluster), ("placement", placement)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    args = [str(tmp_path / f"{name}.json") for name in ("placement", "graph", "cluster")]
+    assert main(["validate", args[0], "--graph", args[1], "--cluster", args[2]]) == 2
+    error, said = error_and_note(capsys, "validate")
+    assert error.startswith(f"{args[0]}: does not fit {args[2]}: out of memory on device 0")
+    assert said == note
+
+
+def test_validate_over_memory_where_only_recomputation_fits(tmp_path, capsys):
+    from placegym.envs.analysis.memory import stage_placement
+    from placegym.envs.suites import get_suite
+
+    inst = get_suite("pipedream-v0").instance("resnet18-train@p100x2-recompute1.1")
+    inst.graph.save(tmp_path / "g.json")
+    inst.cluster.save(tmp_path / "c.json")
+    stage_placement(inst.graph, inst.cluster).save(tmp_path / "p.json")
+    args = ["validate", str(tmp_path / "p.json"), "--graph", str(tmp_path / "g.json")]
+    assert main([*args, "--cluster", str(tmp_path / "c.json")]) == 2
+    error, note = error_and_note(capsys, "validate")
+    assert "does not fit" in error and "device 0 (gpu0)" in error
+    assert note == (
+        "a placement that fits exists (certified by simulation): e.g. contiguous stages "
+        "recomputing 47 forward nodes; none without recompute does"
+    )
 
 
 def test_over_memory_names_every_device_over():

@@ -7,6 +7,11 @@ graph, certificates that a placement fits or that none can, and the overflow pri
   kept whole); simulate it to know whether its peak with live tensors fits too.
 - :func:`live_certificate`: a placement shown by simulation to fit, live tensors
   included (from :func:`fit_resident` or :func:`stage_placement`, contiguous stages).
+- :func:`stash_infeasibility`: a certificate that no placement *without recompute* fits
+  a training step (:func:`stash_bound`: its stash at the loss turn), or None.
+- :func:`recompute_certificate`: a placement with a recompute set shown by simulation to
+  fit (contiguous stages, checkpointed: :func:`recompute_placement`); and
+  :func:`fit_certificate`, the first certified placement of either kind, named.
 - :func:`overflow_penalty`: the time price of resident bytes beyond memory (NEST's cost).
 
 Room for the rest of the graph: the units a device takes whole and the packing check.
@@ -43,19 +48,25 @@ from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
+from placegym.envs.core.recompute_rule import recomputable
 from placegym.envs.sim.simulator import simulate
 
 __all__ = [
     "Room",
     "Units",
+    "fit_certificate",
     "fit_resident",
     "live_certificate",
     "memory_infeasibility",
     "memory_may_bind",
     "overflow_penalty",
     "packs",
+    "recompute_certificate",
+    "recompute_placement",
     "room_mask",
     "stage_placement",
+    "stash_bound",
+    "stash_infeasibility",
     "units",
     "working_set",
 ]
@@ -373,3 +384,155 @@ def live_certificate(graph: Graph, cluster: Cluster) -> Placement | None:
         if placement is not None and not simulate(graph, cluster, placement).oom:
             return placement
     return None
+
+
+# ---------------------------------------------------------------- recomputation
+def _reach(csr: tuple[np.ndarray, np.ndarray], start: int, n: int) -> np.ndarray:
+    """``(n,)`` bool: ``start`` and the nodes reachable from it along ``csr``."""
+    ptr, idx = csr
+    seen = np.zeros(n, dtype=bool)
+    seen[start] = True
+    frontier = np.array([start], dtype=np.int64)
+    while frontier.size:
+        nxt = np.concatenate([idx[ptr[v] : ptr[v + 1]] for v in frontier.tolist()])
+        nxt = np.unique(nxt[~seen[nxt]])
+        seen[nxt] = True
+        frontier = nxt
+    return seen
+
+
+def _stash_floor(graph: Graph, cluster: Cluster) -> tuple[float, int, int] | None:
+    """``(bytes, s, |F|)`` of :func:`stash_bound`'s sink ``s``, None where none applies."""
+    big = graph.num_nodes
+    if big == 0 or big % 2:
+        return None
+    n = big // 2
+    ok = recomputable(graph)[:n]
+    if not ok.any():
+        return None
+    edges = graph.edges
+    sink = np.ones(n, dtype=bool)
+    sink[edges[(edges[:, 0] < n) & (edges[:, 1] < n), 0]] = False
+    positive = durations_on(graph, cluster, np.arange(n, big)).min(axis=1) > 0
+    resident = float(graph.param_bytes.sum())
+    best: tuple[float, int, int] | None = None
+    for s in np.flatnonzero(ok & sink & positive).tolist():
+        above = _reach(graph.producer_csr, s, big)[:n]
+        below = _reach(graph.consumer_csr, n + s, big)[n:]
+        live = ok & above & below
+        total = resident + float(graph.out_bytes[:n][live].sum() + graph.out_bytes[n + s])
+        if best is None or total > best[0]:
+            best = (total, s, int(live.sum()))
+    return best
+
+
+def stash_bound(graph: Graph, cluster: Cluster) -> float:
+    """A lower bound on the sum over devices of the simulated peaks of every placement
+    of the training step ``graph`` on ``cluster`` *without recompute* (0 where it does
+    not apply: not a training step, or no forward sink below).
+
+    The argument (DESIGN §3's memory rule; any durations, noise, dispatch or links). Let
+    ``s`` be a forward sink whose backward node ``s'`` has a positive duration on every
+    device, and ``F`` the forward nodes ``v`` that may be recomputed
+    (:func:`~placegym.envs.core.recompute.recomputable`: the stash edge ``v -> v'``, both
+    in one co-location group, so on one device) with ``v`` an ancestor of ``s`` (or ``s``)
+    and ``v'`` a descendant of ``s'`` (or ``s'``). At the instant ``t`` that ``s'``
+    starts, every ``v`` of ``F`` has finished (``s'`` waits for ``s``, which waits for
+    ``v``) and ``v'`` has not (it starts once ``s'`` has finished, or is ``s'``), so
+    without recompute ``v``'s output is live on its device at ``t``, as is ``s'``'s own
+    output (live from its start), and every resident byte is held throughout. The bound
+    is ``resident + Σ_F out_bytes + out_bytes[s']``, the largest over such sinks.
+    """
+    floor = _stash_floor(graph, cluster)
+    return 0.0 if floor is None else floor[0]
+
+
+def stash_infeasibility(graph: Graph, cluster: Cluster) -> str | None:
+    """Why no placement of the training step ``graph`` *without recompute* fits
+    ``cluster``'s memory: :func:`stash_bound` exceeds the total device memory. None when
+    it does not (which proves nothing); a placement with ``recompute`` may still fit
+    (:func:`recompute_certificate`)."""
+    floor = _stash_floor(graph, cluster)
+    capacity = float(cluster.memory.sum())
+    if floor is None or not np.isfinite(capacity) or floor[0] <= capacity:
+        return None
+    total, s, k = floor
+    b = graph.num_nodes // 2 + s
+    return (
+        f"without recompute no placement fits: when backward node {b} ({graph.op[b]}) "
+        f"starts, the stash of the {k} forward nodes before it and every resident byte are "
+        f"live, {total:.6g} bytes, more than the total device memory {capacity:.6g}"
+    )
+
+
+#: The checkpoint spacings :func:`recompute_placement` tries: every ``k``-th node kept.
+CHECKPOINT_EVERY = tuple(range(2, 13))
+
+
+def recompute_placement(graph: Graph, cluster: Cluster) -> Placement | None:
+    """Contiguous stages, checkpointed: the lowest-peak placement with a recompute set
+    among a few (None where no node of ``graph`` may be recomputed).
+
+    The devices and order are :func:`stage_placement`'s. Recomputing every node of a
+    stage lowers no peak: a chain ``a .. b`` recomputed on one device is rebuilt at once
+    when the backward pass reaches ``b`` (:mod:`~placegym.envs.core.recompute`), so the
+    stage's whole stash is live again. Checkpoints split it: on each device, of the nodes
+    that may be recomputed and have a forward consumer, in topological order, every
+    ``k``-th keeps its stash and the rest are recomputed, so one segment between two
+    checkpoints is rebuilt at a time (√n checkpointing within each stage). Each ``k`` of
+    :data:`CHECKPOINT_EVERY` is simulated; the largest peak decides (ties: smaller ``k``).
+    """
+    n = graph.num_nodes // 2
+    ok = recomputable(graph)[:n] if graph.num_nodes else np.zeros(0, dtype=bool)
+    if not ok.any():
+        return None
+    base = stage_placement(graph, cluster)
+    edges = graph.edges
+    feeds = np.zeros(n, dtype=bool)
+    feeds[edges[(edges[:, 0] < n) & (edges[:, 1] < n), 0]] = True
+    topo = graph.topological_order
+    candidates = topo[topo < n]
+    candidates = candidates[ok[candidates] & feeds[candidates]]
+    if not candidates.size:
+        return None
+    rank = np.empty_like(candidates)  # position of each candidate on its device
+    for d in range(cluster.num_devices):
+        mine = base.device[candidates] == d
+        rank[mine] = np.arange(int(mine.sum()))
+    best: tuple[float, Placement] | None = None
+    for k in CHECKPOINT_EVERY:
+        nodes = candidates[rank % k != k - 1]
+        placement = Placement(device=base.device, order=base.order, recompute=nodes)
+        peak = float(simulate(graph, cluster, placement).peak_memory.max())
+        if best is None or peak < best[0]:
+            best = (peak, placement)
+    return None if best is None else best[1]
+
+
+def recompute_certificate(graph: Graph, cluster: Cluster) -> Placement | None:
+    """A placement with a recompute set shown by simulation to fit ``cluster``'s memory
+    (:func:`recompute_placement`, when it fits), else None (which proves nothing)."""
+    placement = recompute_placement(graph, cluster)
+    if placement is None or simulate(graph, cluster, placement).oom:
+        return None
+    return placement
+
+
+def fit_certificate(graph: Graph, cluster: Cluster) -> tuple[str, Placement] | None:
+    """The first placement shown by simulation to fit, and what it is: the resident
+    bytes spread (:func:`fit_resident`), contiguous stages (:func:`stage_placement`),
+    then contiguous stages with recomputation (:func:`recompute_certificate`); None when
+    none of them fits."""
+    makers: tuple[tuple[str, Callable[[Graph, Cluster], Placement | None]], ...] = (
+        ("the resident bytes spread worst-fit decreasing", fit_resident),
+        ("contiguous stages", stage_placement),
+    )
+    for name, make in makers:
+        placement = make(graph, cluster)
+        if placement is not None and not simulate(graph, cluster, placement).oom:
+            return name, placement
+    placement = recompute_certificate(graph, cluster)
+    if placement is None:
+        return None
+    k = len(placement.recompute)
+    return f"contiguous stages recomputing {k} forward node{'s' * (k != 1)}", placement

@@ -30,7 +30,13 @@
   contiguous stages (:func:`~placegym.envs.workloads.memory.fit_live`), so a placement
   is certified by simulation to fit. On vgg16, the ResNets, inception_v3 and
   densenet121 the stashed activations bind (every weight fits one device); alexnet's and
-  gnmt's weights take most of the memory.
+  gnmt's weights take most of the memory. Recompute variants (``-recompute1.1``), where
+  only recomputation fits: vgg16, resnet50, resnet18, inception_v3 and densenet121 on 2
+  P100s, resnet50, inception_v3 and densenet121 on 4, densenet121 on 8, every device's
+  memory 1.1x the largest simulated peak of contiguous stages checkpointed
+  (:func:`~placegym.envs.workloads.memory.fit_recompute`): that placement, recompute set
+  included, is certified by simulation to fit, and no placement without recompute can
+  (:func:`~placegym.envs.analysis.memory.stash_infeasibility` proves it).
 - ``training-v0``: one Adam training step
   (:func:`~placegym.envs.workloads.training.to_training_step`: backward nodes, stash and
   gradient edges, each layer's forward and backward as a co-location group, parameters,
@@ -55,7 +61,7 @@ from typing import Any
 from placegym.envs.core.cluster import Links
 from placegym.envs.importers.dnn_partitioning import INPUTS
 from placegym.envs.suites.spec import GraphRecipe, InstanceSpec, Suite, model, published, workload
-from placegym.envs.workloads.memory import live_name, tight_name
+from placegym.envs.workloads.memory import live_name, recompute_name, tight_name
 
 Sizes = tuple[tuple[str, str, dict[str, Any]], ...]
 
@@ -137,12 +143,23 @@ def _tight(
 _PIPEDREAM_TRAIN = ("alexnet", "vgg16", "resnet50", "gnmt")
 _PIPEDREAM_TEST = ("resnet18", "inception_v3", "densenet121")
 _PIPEDREAM_CLUSTERS = (("p100x2", 1.05), ("p100x4", 1.05), ("p100x4", 1.25), ("p100x8", 1.05))
+#: pipedream-v0's recompute variants: the profiles on each cluster preset where
+#: :func:`~placegym.envs.workloads.memory.fit_recompute` at this slack proves that only
+#: recomputation fits (alexnet's and gnmt's weights, and vgg16's and resnet18's first
+#: layers on 4 or more devices, leave recomputation too little to win).
+_RECOMPUTE_SLACK = 1.1
+_PIPEDREAM_RECOMPUTE = (
+    ("p100x2", ("vgg16", "resnet50", "resnet18", "inception_v3", "densenet121")),
+    ("p100x4", ("resnet50", "inception_v3", "densenet121")),
+    ("p100x8", ("densenet121",)),
+)
 
 
 def _pipedream(models: tuple[str, ...]) -> tuple[InstanceSpec, ...]:
     """Each profile as one Adam training step, on each cluster made tight on live
-    tensors (:func:`~placegym.envs.workloads.memory.fit_live`)."""
-    return tuple(
+    tensors (:func:`~placegym.envs.workloads.memory.fit_live`); then its recompute
+    variants (:func:`~placegym.envs.workloads.memory.fit_recompute`)."""
+    live = tuple(
         InstanceSpec(
             f"{model}-train@{live_name(preset, slack)}",
             GraphRecipe("pipedream", model, training="adam", live=slack),
@@ -151,6 +168,18 @@ def _pipedream(models: tuple[str, ...]) -> tuple[InstanceSpec, ...]:
         for model in models
         for preset, slack in _PIPEDREAM_CLUSTERS
     )
+    slack = _RECOMPUTE_SLACK
+    again = tuple(
+        InstanceSpec(
+            f"{model}-train@{recompute_name(preset, slack)}",
+            GraphRecipe("pipedream", model, training="adam", recompute=slack),
+            preset,
+        )
+        for model in models
+        for preset, chosen in _PIPEDREAM_RECOMPUTE
+        if model in chosen
+    )
+    return live + again
 
 
 #: training-v0: (cluster preset, resident share, memory ratios, links) of each split.
@@ -285,7 +314,8 @@ SUITES: dict[str, Suite] = {
         Suite(
             "pipedream-v0",
             "Adam training steps of PipeDream's published layer profiles; memory set where "
-            "the stashed activations bind and contiguous stages are certified to fit",
+            "the stashed activations bind and contiguous stages are certified to fit, or "
+            "where only recomputation fits",
             {"train": _pipedream(_PIPEDREAM_TRAIN), "test": _pipedream(_PIPEDREAM_TEST)},
         ),
         Suite(

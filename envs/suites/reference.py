@@ -12,6 +12,9 @@ They are shipped with placegym as versioned package data, one file per suite:
         "best_placement": {"device": […], "order": […]}},
       …}}
 
+A best-known placement with a recompute set (:mod:`placegym.envs.core.recompute`) keeps
+it under ``best_placement.recompute`` (absent when empty).
+
 ``lower_bound`` is :func:`placegym.envs.analysis.bounds.lower_bound` (cheap; stored so the
 exported files carry it). The best known is the fastest placement found by the
 expensive search of :mod:`placegym.train.harness.suite_reference` (``placegym suites reference
@@ -58,6 +61,12 @@ class Reference:
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as a JSON-ready dict."""
+        placement: dict[str, Any] = {
+            "device": self.best_placement.device.tolist(),
+            "order": self.best_placement.order.tolist(),
+        }
+        if self.best_placement.recompute.size:
+            placement["recompute"] = self.best_placement.recompute.tolist()
         return {
             "split": self.split,
             "digest": self.digest,
@@ -69,10 +78,7 @@ class Reference:
             "best_source": self.best_source,
             "best_oom": self.best_oom,
             "proven_optimal": self.proven_optimal,
-            "best_placement": {
-                "device": self.best_placement.device.tolist(),
-                "order": self.best_placement.order.tolist(),
-            },
+            "best_placement": placement,
         }
 
     @classmethod
@@ -85,6 +91,10 @@ class Reference:
                 f"{where}.best_oom: the best-known placement is over a device's memory; a "
                 "best known must be feasible"
             )
+        recompute: Any = V.as_list(
+            V.get(p, "recompute", f"{where}.best_placement", default=[]),
+            f"{where}.best_placement.recompute",
+        )
         return cls(
             split=str(V.get(d, "split", where)),
             digest=str(V.get(d, "digest", where)),
@@ -99,6 +109,7 @@ class Reference:
             best_placement=Placement(
                 device=V.get(p, "device", f"{where}.best_placement"),
                 order=V.get(p, "order", f"{where}.best_placement"),
+                recompute=recompute,
             ),
         )
 

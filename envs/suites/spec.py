@@ -64,6 +64,11 @@ class GraphRecipe:
             slack (>= 1) times the largest simulated peak of contiguous stages, a
             placement so certified to fit
             (:func:`~placegym.envs.workloads.memory.fit_live`; None: as built).
+        recompute: make memory bind so that only recomputation fits: every device's
+            memory becomes this slack (>= 1) times the largest simulated peak of
+            contiguous stages checkpointed, a placement with a recompute set so certified
+            to fit, and no placement without one can
+            (:func:`~placegym.envs.workloads.memory.fit_recompute`; None: as built).
     """
 
     kind: Literal["workload", "model", "published", "pipedream"]
@@ -76,6 +81,7 @@ class GraphRecipe:
     training: str | None = None
     links: Links = "pair"
     live: float | None = None
+    recompute: float | None = None
 
     def build(self, cluster: Cluster) -> Graph:
         """Build the graph (rescaled for ``cluster`` when ``ccr`` is set)."""
@@ -113,7 +119,9 @@ class GraphRecipe:
 
     def tighten(self, graph: Graph, cluster: Cluster) -> tuple[Graph, Cluster]:
         """The instance's graph and cluster: made tight on live tensors when ``live`` is
-        set (:func:`~placegym.envs.workloads.memory.fit_live`), memory-tight when
+        set (:func:`~placegym.envs.workloads.memory.fit_live`), so that only
+        recomputation fits when ``recompute`` is set
+        (:func:`~placegym.envs.workloads.memory.fit_recompute`), memory-tight when
         ``resident`` is set (:func:`~placegym.envs.workloads.memory.tighten`), else as
         they are; the cluster with :attr:`links`."""
         if self.links != cluster.links:
@@ -122,6 +130,10 @@ class GraphRecipe:
             from placegym.envs.workloads.memory import fit_live
 
             graph, cluster = fit_live(graph, cluster, slack=self.live)
+        if self.recompute is not None:
+            from placegym.envs.workloads.memory import fit_recompute
+
+            graph, cluster = fit_recompute(graph, cluster, slack=self.recompute)
         if self.resident is None:
             return graph, cluster
         from placegym.envs.workloads.memory import tighten
@@ -143,6 +155,8 @@ class GraphRecipe:
             out["links"] = self.links
         if self.live is not None:
             out["live"] = self.live
+        if self.recompute is not None:
+            out["recompute"] = self.recompute
         return out
 
 

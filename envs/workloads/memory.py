@@ -13,7 +13,10 @@ tests memory feasibility. These transforms make instances where it binds
   unchanged (the graph carries them as measured times);
 - :func:`fit_live`: device memories set where live tensors bind (stashed activations of
   a training step) and a placement is certified by simulation to fit (the
-  ``pipedream-v0`` suite).
+  ``pipedream-v0`` suite);
+- :func:`fit_recompute`: device memories set where only recomputation fits: a placement
+  with a recompute set is certified by simulation to fit, and none without one can
+  (``pipedream-v0``'s recompute variants).
 """
 
 from __future__ import annotations
@@ -24,12 +27,25 @@ from collections.abc import Sequence
 import numpy as np
 
 from placegym.envs.analysis.levels import durations_on
-from placegym.envs.analysis.memory import stage_placement
+from placegym.envs.analysis.memory import (
+    recompute_placement,
+    stage_placement,
+    stash_bound,
+    stash_infeasibility,
+)
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.sim.simulator import simulate
 
-__all__ = ["add_groups", "fit_live", "live_name", "tight_name", "tighten"]
+__all__ = [
+    "add_groups",
+    "fit_live",
+    "fit_recompute",
+    "live_name",
+    "recompute_name",
+    "tight_name",
+    "tighten",
+]
 
 
 def add_groups(graph: Graph, *, size: int = 3, share: float = 0.5, seed: int = 0) -> Graph:
@@ -144,13 +160,63 @@ def fit_live(graph: Graph, cluster: Cluster, *, slack: float) -> tuple[Graph, Cl
     Raises:
         ValueError: ``slack`` below 1 or not finite.
     """
+    _check_slack(slack)
+    roomy = _roomy(cluster)
+    peak = float(simulate(graph, roomy, stage_placement(graph, roomy)).peak_memory.max())
+    return graph, _with_memory(cluster, slack * peak, live_name(cluster.name, slack))
+
+
+def _check_slack(slack: object) -> None:
     if not (isinstance(slack, int | float) and 1.0 <= slack < float("inf")):
         raise ValueError(f"slack: must be a finite number >= 1, got {slack!r}")
-    roomy = dataclasses.replace(
+
+
+def _roomy(cluster: Cluster) -> Cluster:
+    """``cluster`` with memory unbounded (peaks do not depend on memory)."""
+    return dataclasses.replace(
         cluster, devices=tuple(dataclasses.replace(d, memory=1e30) for d in cluster.devices)
     )
-    peak = float(simulate(graph, roomy, stage_placement(graph, roomy)).peak_memory.max())
-    memory = slack * peak
+
+
+def _with_memory(cluster: Cluster, memory: float, name: str) -> Cluster:
     devices = tuple(dataclasses.replace(d, memory=memory) for d in cluster.devices)
-    tight = dataclasses.replace(cluster, devices=devices, name=live_name(cluster.name, slack))
+    return dataclasses.replace(cluster, devices=devices, name=name)
+
+
+def recompute_name(name: str, slack: float) -> str:
+    """The name of a cluster where only recomputation fits: ``<name>-recompute<slack>``."""
+    return f"{name}-recompute{slack:g}"
+
+
+def fit_recompute(graph: Graph, cluster: Cluster, *, slack: float) -> tuple[Graph, Cluster]:
+    """``cluster`` with every device's memory set where only recomputation fits:
+    ``slack`` times the largest simulated peak of
+    :func:`~placegym.envs.analysis.memory.recompute_placement` (contiguous stages,
+    checkpointed) with memory unbounded, so that placement, recompute set included, fits
+    by construction (:func:`~placegym.envs.analysis.memory.recompute_certificate` finds
+    it); and below the memory at which any placement *without* recompute could fit
+    (:func:`~placegym.envs.analysis.memory.stash_infeasibility` proves that none does:
+    the stash of the forward pass and the resident bytes, all live when the backward pass
+    starts, exceed the devices' total memory). The graph is unchanged; the cluster is
+    named :func:`recompute_name`.
+
+    Raises:
+        ValueError: ``slack`` below 1 or not finite; a graph without a node that may be
+            recomputed; or memory at which that proof fails (naming both figures).
+    """
+    _check_slack(slack)
+    roomy = _roomy(cluster)
+    placement = recompute_placement(graph, roomy)
+    if placement is None:
+        raise ValueError(f"graph: {graph.name!r} has no node that may be recomputed")
+    peak = float(simulate(graph, roomy, placement).peak_memory.max())
+    tight = _with_memory(cluster, slack * peak, recompute_name(cluster.name, slack))
+    if stash_infeasibility(graph, tight) is None:
+        raise ValueError(
+            f"slack: {slack:g} times the recompute certificate's peak ({slack * peak:.6g} "
+            f"bytes per device) does not rule out placements without recompute of "
+            f"{graph.name!r} on {cluster.name!r} (their stash bound is "
+            f"{stash_bound(graph, tight):.6g} bytes in all, over {cluster.num_devices} "
+            "devices)"
+        )
     return graph, tight

@@ -7,8 +7,10 @@ module each in :mod:`placegym.train.cli`); ``placegym --version``. Bad input (a
 problem and exit code 2, never a traceback: :func:`main` is the one place that turns it
 into that line. ``simulate`` exits 1 on a placement over a device's memory (unless
 ``--allow-infeasible``), ``validate`` refuses one (exit code 2); both name the devices over
-memory and by how much. Ctrl-C gives one line too (``placegym train``'s names the checkpoint the
-same command resumes from) and exit code 130.
+memory and by how much, and ``validate`` adds a second line saying whether a placement
+is known to fit that graph and cluster or none can (:func:`fit_note`). Ctrl-C gives one
+line too (``placegym train``'s names the checkpoint the same command resumes from) and
+exit code 130.
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 
 class CliError(Exception):
-    """An error reported as one line with exit code 2."""
+    """An error reported as one line with exit code 2 (with ``note``, a second line)."""
+
+    def __init__(self, message: str, note: str | None = None) -> None:
+        super().__init__(message)
+        self.note = note
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
@@ -218,7 +224,30 @@ def _check_memory(placement, path: str, graph, cluster: tuple[str, Any]) -> None
 
     schedule = simulate(graph, cluster[1], placement)
     if schedule.oom:
-        raise CliError(f"{path}: does not fit {cluster[0]}: {over_memory(schedule)}")
+        raise CliError(
+            f"{path}: does not fit {cluster[0]}: {over_memory(schedule)}",
+            note=fit_note(graph, cluster[1]),
+        )
+
+
+def fit_note(graph, cluster) -> str:
+    """Whether some placement of ``graph`` fits ``cluster``'s memory: certified to
+    (:func:`~placegym.envs.analysis.memory.fit_certificate`, simulated), proven not to
+    (:func:`~placegym.envs.analysis.memory.memory_infeasibility`; without recompute,
+    :func:`~placegym.envs.analysis.memory.stash_infeasibility`), or unknown."""
+    from placegym.envs.analysis import memory as M
+
+    why = M.memory_infeasibility(graph, cluster)
+    if why is not None:
+        return f"no placement fits this graph and cluster (certified): {why}"
+    stash = M.stash_infeasibility(graph, cluster)
+    found = M.fit_certificate(graph, cluster)
+    if found is not None:
+        note = f"a placement that fits exists (certified by simulation): e.g. {found[0]}"
+        return note + ("; none without recompute does" if stash is not None else "")
+    if stash is not None:
+        return f"no placement is known to fit, and {stash}"
+    return "no placement is known to fit this graph and cluster, nor proven not to"
 
 
 def _check_devices(placement, path: str, cluster) -> None:
@@ -357,8 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; bad input gives one line on stderr and exit code 2, Ctrl-C
-    one line and exit code 130."""
+    """Run the command line; bad input gives one line on stderr and exit code 2 (plus a
+    ``note:`` line where the error carries one: ``validate`` over memory), Ctrl-C one
+    line and exit code 130."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -366,6 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, ValueError, OSError) as e:
         msg = " ".join(str(e).split())
         print(f"placegym {args.command}: error: {msg}", file=sys.stderr)
+        note = getattr(e, "note", None)
+        if note:
+            print(f"placegym {args.command}: note: {' '.join(note.split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as e:
         print(f"placegym {args.command}: {str(e) or 'interrupted'}", file=sys.stderr)

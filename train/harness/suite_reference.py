@@ -11,8 +11,11 @@ instance:
   on :data:`placegym.teachers.optimal.MAX_DEVICES` devices, and ``optimal_time_limit``
   seconds), (c) simulated annealing from all of (a) with ``budget`` simulations for
   each of ``seeds`` (seeds other than the benchmark's 0, so the benchmark's own anneal
-  column is not compared with itself), and (d) the previous best known of a fresh entry,
-  so an entry only ever improves.
+  column is not compared with itself), (d) the recompute certificate where memory may
+  bind (:func:`~placegym.envs.analysis.memory.recompute_certificate`: contiguous stages
+  checkpointed, the only kind of placement that fits where no placement without
+  recompute can), and (e) the previous best known of a fresh entry, so an entry only
+  ever improves.
 
 A best-known placement is feasible (:mod:`placegym.train.harness.feasibility`): a
 candidate over a device's memory, one that splits a co-location group and a heuristic
@@ -31,7 +34,11 @@ from dataclasses import dataclass
 
 from placegym.envs import Placement
 from placegym.envs.analysis.bounds import lower_bound
-from placegym.envs.analysis.memory import memory_infeasibility
+from placegym.envs.analysis.memory import (
+    memory_infeasibility,
+    memory_may_bind,
+    recompute_certificate,
+)
 from placegym.envs.suites import Instance, Suite
 from placegym.envs.suites.reference import Reference, load_references, save_references
 
@@ -134,6 +141,10 @@ def best_known(
     # are often slightly over memory, and the search moves them into it
     starts = [c.placement for c in cands if c.placement is not None]
     cands += _searches(inst, starts, budget, seeds, optimal_time_limit)
+    if memory_may_bind(inst.graph, inst.cluster):
+        cert = recompute_certificate(inst.graph, inst.cluster)
+        if cert is not None:
+            cands.append(_score(inst, cert, "recompute_certificate"))
     if previous is not None and previous.digest == inst.digest:
         cands.append(
             _score(inst, previous.best_placement, previous.best_source, previous.proven_optimal)
