@@ -19,11 +19,15 @@ lower bound and best-known placement; a test rebuilds every instance and compare
 change to a generator, a preset or the catalog that alters an instance therefore fails
 the tests until the suite gets a new version (or, for an unreleased suite, its reference
 file is regenerated with ``placegym suites reference NAME``).
+
+Training at scale: :class:`InstanceSampler` (:mod:`placegym.envs.suites.sampler`) draws
+endless seeded instances across every generator family, never one of a test split.
 """
 
 from __future__ import annotations
 
 from placegym.envs.suites.catalog import SUITES
+from placegym.envs.suites.sampler import InstanceSampler, SampledInstance
 from placegym.envs.suites.spec import (
     SPLITS,
     GraphRecipe,
@@ -40,7 +44,9 @@ __all__ = [
     "SUITES",
     "GraphRecipe",
     "Instance",
+    "InstanceSampler",
     "InstanceSpec",
+    "SampledInstance",
     "Suite",
     "digest",
     "get_suite",
