@@ -40,13 +40,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from placegym.envs.analysis.memory import (
-    Room,
-    fit_resident,
-    memory_may_bind,
-    stage_placement,
-    units,
-)
+from placegym.envs.analysis.memory import FIT_CANDIDATES, Room, memory_may_bind, units
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
@@ -68,6 +62,10 @@ __all__ = [
 RESERVE_ROUNDS = 6
 #: Rounds of unit moves of :func:`make_feasible` before it spreads the resident bytes.
 REPAIR_ROUNDS = 8
+#: The most simulator calls :func:`make_feasible` makes: its check, its rounds of moves,
+#: and each certificate of :data:`~placegym.envs.analysis.memory.FIT_CANDIDATES` in two
+#: orders.
+MAX_REPAIR_CALLS = 1 + REPAIR_ROUNDS + 2 * len(FIT_CANDIDATES)
 
 
 def room_ties(
@@ -201,7 +199,7 @@ def make_feasible(
         schedule = sim(graph, cluster, candidate)
         if not schedule.oom:
             return candidate
-    for make in (fit_resident, stage_placement):
+    for _, make in FIT_CANDIDATES:
         cert = make(graph, cluster)
         if cert is None:
             continue

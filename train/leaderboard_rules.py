@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from placegym.envs.core import validate as V
 from placegym.envs.suites import Suite, get_suite
 from placegym.train.stats import geomean
 
@@ -74,9 +75,7 @@ _SIMULATOR_KEYS = ("links", "cluster", "clusters", "workloads", "noise_seed", "r
 
 
 def _fail(where: str, expected: str, value: Any) -> ValueError:
-    shown = repr(value)
-    shown = shown if len(shown) <= 100 else shown[:97] + "..."
-    return ValueError(f"{where}: expected {expected}, got {shown}")
+    return V.fail(where, f"expected {expected}", value)
 
 
 def check_name(name: Any, where: str = "--name") -> str:

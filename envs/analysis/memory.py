@@ -52,6 +52,7 @@ from placegym.envs.core.recompute_rule import recomputable
 from placegym.envs.sim.simulator import simulate
 
 __all__ = [
+    "FIT_CANDIDATES",
     "Room",
     "Units",
     "fit_certificate",
@@ -379,10 +380,24 @@ def live_certificate(graph: Graph, cluster: Cluster) -> Placement | None:
     on its device); each is simulated (DESIGN §3's peak: resident bytes, outputs,
     stashes and received copies) and the first within memory everywhere is returned.
     """
-    for make in (fit_resident, stage_placement):
+    found = _first_fit(graph, cluster)
+    return None if found is None else found[1]
+
+
+#: The constructive placements tried, in order, by :func:`live_certificate`,
+#: :func:`fit_certificate` and the teachers' repair: what each is, and its maker.
+FIT_CANDIDATES: tuple[tuple[str, Callable[[Graph, Cluster], Placement | None]], ...] = (
+    ("the resident bytes spread worst-fit decreasing", fit_resident),
+    ("contiguous stages", stage_placement),
+)
+
+
+def _first_fit(graph: Graph, cluster: Cluster) -> tuple[str, Placement] | None:
+    """The first of :data:`FIT_CANDIDATES` that simulates within memory, and its name."""
+    for name, make in FIT_CANDIDATES:
         placement = make(graph, cluster)
         if placement is not None and not simulate(graph, cluster, placement).oom:
-            return placement
+            return name, placement
     return None
 
 
@@ -469,9 +484,10 @@ def stash_infeasibility(graph: Graph, cluster: Cluster) -> str | None:
 CHECKPOINT_EVERY = tuple(range(2, 13))
 
 
-def recompute_placement(graph: Graph, cluster: Cluster) -> Placement | None:
+def _checkpointed(graph: Graph, cluster: Cluster) -> tuple[float, Placement, bool] | None:
     """Contiguous stages, checkpointed: the lowest-peak placement with a recompute set
-    among a few (None where no node of ``graph`` may be recomputed).
+    among a few, its largest peak and whether it is over memory (None where no node of
+    ``graph`` may be recomputed).
 
     The devices and order are :func:`stage_placement`'s. Recomputing every node of a
     stage lowers no peak: a chain ``a .. b`` recomputed on one device is rebuilt at once
@@ -499,23 +515,30 @@ def recompute_placement(graph: Graph, cluster: Cluster) -> Placement | None:
     for d in range(cluster.num_devices):
         mine = base.device[candidates] == d
         rank[mine] = np.arange(int(mine.sum()))
-    best: tuple[float, Placement] | None = None
+    best: tuple[float, Placement, bool] | None = None
     for k in CHECKPOINT_EVERY:
         nodes = candidates[rank % k != k - 1]
         placement = Placement(device=base.device, order=base.order, recompute=nodes)
-        peak = float(simulate(graph, cluster, placement).peak_memory.max())
+        schedule = simulate(graph, cluster, placement)
+        peak = float(schedule.peak_memory.max())
         if best is None or peak < best[0]:
-            best = (peak, placement)
+            best = (peak, placement, bool(schedule.oom))
+    return best
+
+
+def recompute_placement(graph: Graph, cluster: Cluster) -> Placement | None:
+    """Contiguous stages, checkpointed: the lowest-peak placement with a recompute set
+    among a few (None where no node of ``graph`` may be recomputed); see
+    :func:`_checkpointed`."""
+    best = _checkpointed(graph, cluster)
     return None if best is None else best[1]
 
 
 def recompute_certificate(graph: Graph, cluster: Cluster) -> Placement | None:
     """A placement with a recompute set shown by simulation to fit ``cluster``'s memory
     (:func:`recompute_placement`, when it fits), else None (which proves nothing)."""
-    placement = recompute_placement(graph, cluster)
-    if placement is None or simulate(graph, cluster, placement).oom:
-        return None
-    return placement
+    best = _checkpointed(graph, cluster)
+    return None if best is None or best[2] else best[1]
 
 
 def fit_certificate(graph: Graph, cluster: Cluster) -> tuple[str, Placement] | None:
@@ -523,14 +546,9 @@ def fit_certificate(graph: Graph, cluster: Cluster) -> tuple[str, Placement] | N
     bytes spread (:func:`fit_resident`), contiguous stages (:func:`stage_placement`),
     then contiguous stages with recomputation (:func:`recompute_certificate`); None when
     none of them fits."""
-    makers: tuple[tuple[str, Callable[[Graph, Cluster], Placement | None]], ...] = (
-        ("the resident bytes spread worst-fit decreasing", fit_resident),
-        ("contiguous stages", stage_placement),
-    )
-    for name, make in makers:
-        placement = make(graph, cluster)
-        if placement is not None and not simulate(graph, cluster, placement).oom:
-            return name, placement
+    found = _first_fit(graph, cluster)
+    if found is not None:
+        return found
     placement = recompute_certificate(graph, cluster)
     if placement is None:
         return None

@@ -14,16 +14,16 @@ from pathlib import Path
 
 from placegym.envs import Cluster, Graph
 from placegym.envs.analysis.memory import memory_may_bind
-from placegym.teachers._memory import REPAIR_ROUNDS
+from placegym.teachers._memory import MAX_REPAIR_CALLS
 from placegym.train.harness.anytime import SearchFunction, Trace
 from placegym.train.harness.calls import counting, uncounted
 
 __all__ = ["REPAIR_CALLS", "agent_search_placer"]
 
-#: The most simulator calls :func:`~placegym.teachers.make_feasible` makes (its check,
-#: its rounds of moves, the certificate's two orders), and the search's look-up of the
+#: The most simulator calls :func:`~placegym.teachers.make_feasible` makes
+#: (:data:`placegym.teachers._memory.MAX_REPAIR_CALLS`), and the search's look-up of the
 #: answer: what an agent's search may spend repairing an over-memory best.
-REPAIR_CALLS = 1 + REPAIR_ROUNDS + 2 + 1
+REPAIR_CALLS = MAX_REPAIR_CALLS + 1
 
 
 def agent_search_placer(path: str | Path, threads: int | None = 1) -> tuple[str, SearchFunction]:
