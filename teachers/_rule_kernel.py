@@ -18,13 +18,13 @@ Legal devices are the state's (:meth:`~placegym.envs.mdp.state.PlacementState.pl
 a node whose co-location group has a member placed goes to that member's device; else,
 with the memory mask on, the devices whose resident parameters plus the node's (its
 whole group's, when it opens the group) fit, every device when none does. Groups come
-as *units* (:func:`placegym.envs.analysis.memory.units`: a group is one unit, every other
+as *units* (:func:`placegym.envs.analysis.room.units`: a group is one unit, every other
 node its own). Under memory pressure (``room``) PLC chooses among the legal devices with
 room, as :func:`placegym.teachers._memory.room_ties` does: the least score among the
 legal devices with room (checked in ascending score), the first of its tie set among
 those with room; the whole tie set when none has room. A device has room when, with the
 node's unit there, the resident bytes of every unit not yet opened still pack
-(:func:`~placegym.envs.analysis.memory.packs`: a counting bound, then worst-fit
+(:func:`~placegym.envs.analysis.room.packs`: a counting bound, then worst-fit
 decreasing, then first-fit decreasing) into each device's ``capacity`` (memory less the
 rule's tensor reserve) less its placed and still-pending resident bytes. The byte sums
 run in placement order where the Python path sums by node id: equal whenever bytes are
@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from placegym.envs.analysis._memory_kernel import fits_on, room_state
+from placegym.envs.analysis._memory_kernel import fits_on, live_room, room_state
 
 #: ``kind`` of :func:`complete_candidates`: HEFT's rule with insertion.
 HEFT_RULE = 0
@@ -158,6 +158,11 @@ def complete_candidates(
     by_size,
     room,
     capacity,
+    live,
+    in_bytes,
+    future,
+    pkeep,
+    pcount,
 ):
     """``(device, order)``, each ``(len(candidates), n)``: the partial placement
     ``prefix`` with ``selected`` awaiting a device, put on each candidate device in turn
@@ -170,7 +175,11 @@ def complete_candidates(
     ``by_size (U,)``: units by descending bytes); the cluster as ``memory (D,)``,
     ``latency`` and ``inv_bw`` ``(D, D)`` (0 on the diagonal). ``room``: PLC chooses
     among devices with room for the unopened units in ``capacity (D,)`` (module
-    docstring). The state (list-schedule estimates, insertion timelines, resident
+    docstring); with ``live`` also for the live bytes of the partial schedule
+    (:class:`~placegym.envs.analysis.room.Room` with ``live``: ``in_bytes``, ``future``
+    ``(n,)`` and ``pkeep``, ``pcount``, per entry of ``pidx``, are its ``in_bytes``,
+    :attr:`~placegym.envs.analysis.room.Room.future`, ``keeps`` and ``counts``).
+    The state (list-schedule estimates, insertion timelines, resident
     parameters, open groups, frontier) is rebuilt from ``prefix`` as
     :class:`~placegym.envs.mdp.state.PlacementState` built it.
     """
@@ -191,6 +200,9 @@ def complete_candidates(
     items = np.empty(nu)
     checked = np.zeros(nd, np.bool_)
     fit = np.zeros(nd, np.bool_)
+    extra = np.zeros(nd)
+    waits = np.empty(nd)
+    local = np.empty(nd)
 
     # the shared prefix state
     device0 = np.full(n, -1, np.int64)
@@ -202,6 +214,12 @@ def complete_candidates(
     count0 = np.zeros(nd, np.int64)
     unit_dev0 = np.full(nu, -1, np.int64)
     unit_done0 = np.zeros(nu)
+    waiting0 = np.zeros(n, np.int64)  # kept consumer edges not yet placed, per producer
+    if live:
+        for w in range(n):
+            for j in range(pptr[w], pptr[w + 1]):
+                if pkeep[j]:
+                    waiting0[pidx[j]] += 1
     for i in range(k):
         v = prefix[i, 0]
         d = prefix[i, 1]
@@ -222,6 +240,10 @@ def complete_candidates(
         if unit_dev0[u] < 0:
             unit_dev0[u] = d
         unit_done0[u] += param_bytes[v]
+        if live:
+            for j in range(pptr[v], pptr[v + 1]):
+                if pkeep[j]:
+                    waiting0[pidx[j]] -= 1
     left0 = np.empty(n, np.int64)
     for v in range(n):
         left0[v] = pptr[v + 1] - pptr[v]
@@ -246,6 +268,7 @@ def complete_candidates(
         count = count0.copy()
         unit_dev = unit_dev0.copy()
         unit_done = unit_done0.copy()
+        waiting = waiting0.copy()
         left = left0.copy()
         front = front0.copy()
         nf = nf0
@@ -293,6 +316,24 @@ def complete_candidates(
                         free,
                         items,
                     )
+                    if live:
+                        live_room(
+                            v,
+                            device,
+                            unit_of,
+                            unit_dev,
+                            waiting,
+                            out_bytes,
+                            in_bytes,
+                            future,
+                            pptr,
+                            pidx,
+                            pcount,
+                            free,
+                            extra,
+                            waits,
+                            local,
+                        )
                     for d in range(nd):
                         checked[d] = False
                     target = np.nan
@@ -306,7 +347,7 @@ def complete_candidates(
                                     at = d
                                     low = x
                         checked[at] = True
-                        fit[at] = fits_on(at, need, free, items, cnt, f, work)
+                        fit[at] = fits_on(at, need + extra[at], free, items, cnt, f, work)
                         if fit[at]:
                             target = score[at]
                             break
@@ -318,7 +359,9 @@ def complete_candidates(
                                 if abs(x - target) <= tol:
                                     if not checked[d]:
                                         checked[d] = True
-                                        fit[d] = fits_on(d, need, free, items, cnt, f, work)
+                                        fit[d] = fits_on(
+                                            d, need + extra[d], free, items, cnt, f, work
+                                        )
                                     if fit[d]:
                                         best = d
                                         break
@@ -350,6 +393,10 @@ def complete_candidates(
             if unit_dev[u] < 0:
                 unit_dev[u] = best
             unit_done[u] += param_bytes[v]
+            if live:
+                for j in range(pptr[v], pptr[v + 1]):
+                    if pkeep[j]:
+                        waiting[pidx[j]] -= 1
             for j in range(sptr[v], sptr[v + 1]):
                 w = sidx[j]
                 left[w] -= 1

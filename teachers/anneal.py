@@ -55,13 +55,43 @@ class AnnealResult(NamedTuple):
     feasible: bool = True
 
 
-def _evaluate(p: MoveProblem, devices: np.ndarray, orders: np.ndarray):
-    """``(makespan, score, oom)``, each ``(B,)``: score = makespan + penalty if OOM."""
-    res = simulate_batch(p.graph, p.cluster, devices, orders, memory=p.check_memory)
+def _evaluate(
+    p: MoveProblem, devices: np.ndarray, orders: np.ndarray, recompute: np.ndarray | None = None
+):
+    """``(makespan, score, oom)``, each ``(B,)``: score = makespan + penalty if OOM; every
+    row recomputes ``recompute`` (none by default)."""
+    res = simulate_batch(
+        p.graph, p.cluster, devices, orders, memory=p.check_memory, recompute=recompute
+    )
     if p.penalty <= 0:  # scoring the starts: the penalty scales with their makespans
         p.penalty = 10.0 * max(float(res.makespan.max()), 1e-30)
     oom = np.asarray(res.oom, dtype=bool)
     return res.makespan, res.makespan + p.penalty * oom, oom
+
+
+def _evaluate_starts(p: MoveProblem, starts: list[Placement]):
+    """:func:`_evaluate` of the starts, each with its own recompute set (one batch when
+    none recomputes)."""
+    devs = np.stack([s.device for s in starts]).astype(np.int64)
+    ords = np.stack([s.order for s in starts]).astype(np.int64)
+    if not any(s.recompute.size for s in starts):
+        return _evaluate(p, devs, ords)
+    rows = [
+        simulate_batch(
+            p.graph,
+            p.cluster,
+            devs[i : i + 1],
+            ords[i : i + 1],
+            memory=p.check_memory,
+            recompute=s.recompute,
+        )
+        for i, s in enumerate(starts)
+    ]
+    makespan = np.array([float(r.makespan[0]) for r in rows])
+    oom = np.array([bool(r.oom[0]) for r in rows])
+    if p.penalty <= 0:
+        p.penalty = 10.0 * max(float(makespan.max()), 1e-30)
+    return makespan, makespan + p.penalty * oom, oom
 
 
 class _Search:
@@ -70,22 +100,25 @@ class _Search:
     def __init__(self, p: MoveProblem, starts: list[Placement], budget: int, seed: int) -> None:
         self.p, self.budget = p, budget
         self.rng = np.random.default_rng(seed)
-        devs0 = np.stack([s.device for s in starts]).astype(np.int64)
-        ords0 = np.stack([s.order for s in starts]).astype(np.int64)
-        ms0, scores0, oom0 = _evaluate(p, devs0, ords0)
+        ms0, scores0, oom0 = _evaluate_starts(p, starts)
         i0 = int(np.lexsort((scores0, oom0))[0])  # the best start, a feasible one first
         self.used, self.accepted = len(starts), 0
-        dev, order, score, makespan = devs0[i0], ords0[i0], float(scores0[i0]), float(ms0[i0])
+        dev, order = starts[i0].device, starts[i0].order
+        score, makespan = float(scores0[i0]), float(ms0[i0])
+        #: the recompute set every candidate carries: the start's (empty: none)
+        self.recompute: np.ndarray = np.asarray(starts[i0].recompute, dtype=np.int64)
         self.feasible = not oom0[i0]
         if not self.feasible and self.used < budget:  # no start fits: try its repair
-            start = Placement(device=dev, order=order)
+            start = starts[i0]
             fixed = make_feasible(p.graph, p.cluster, start)
             if fixed is not start:
-                ms1, scores1, oom1 = _evaluate(p, fixed.device[None], fixed.order[None])
+                rc = np.asarray(fixed.recompute, dtype=np.int64)
+                ms1, scores1, oom1 = _evaluate(p, fixed.device[None], fixed.order[None], rc)
                 self.used += 1
                 if not oom1[0]:
                     dev, order, self.feasible = fixed.device, fixed.order, True
                     score, makespan = float(scores1[0]), float(ms1[0])
+                    self.recompute = rc
         self.start_makespan = makespan
         self.dev, self.order, self.score = dev.astype(np.int64), order.astype(np.int64), score
         self.best = (self.dev.copy(), self.order.copy(), self.score, makespan, self.feasible)
@@ -96,8 +129,9 @@ class _Search:
         (one simulation to find the chain after each accepted move), else uniform."""
         n = len(self.dev)
         if guide > 0 and self.chain is None and self.used < self.budget - 1:
-            placement = Placement(device=self.dev, order=self.order)
-            self.chain = critical_chain(simulate(self.p.graph, self.p.cluster, placement))
+            placement = Placement(device=self.dev, order=self.order, recompute=self.recompute)
+            found = critical_chain(simulate(self.p.graph, self.p.cluster, placement))
+            self.chain = found[found < n]  # recompute nodes are their forward node's
             self.used += 1
         chain = self.chain if self.chain is not None and len(self.chain) else None
         pick = self.rng.random(k) < guide
@@ -122,7 +156,7 @@ class _Search:
             propose_move(self.rng, self.p, int(kinds[r]), nodes[r], devs[r], ords[r], rank)
             if self.p.groups:
                 hold_groups(self.p, devs[r], self.dev)
-        makespans, scores, oom = _evaluate(self.p, devs, ords)
+        makespans, scores, oom = _evaluate(self.p, devs, ords, self.recompute)
         self.used += k
         if self.feasible:  # a feasible current placement is never traded for an OOM one
             scores = np.where(oom, np.inf, scores)
@@ -184,7 +218,7 @@ def anneal(
         if observe is not None:
             observe(search.used, search.best[3])
     dev, order, _, best, feasible = search.best
-    placement = Placement(device=dev, order=order)
+    placement = Placement(device=dev, order=order, recompute=search.recompute)
     return AnnealResult(
         placement, best, search.start_makespan, search.used, search.accepted, bool(feasible)
     )
@@ -221,6 +255,9 @@ class AnnealTeacher(PlanTeacher):
           :func:`~placegym.teachers._memory.make_feasible` fits, that repair, one
           simulation more); while the current placement is feasible an OOM candidate is
           never accepted, and a feasible best is only replaced by a faster feasible one.
+          A start that recomputes is scored with its recompute set, and the search then
+          carries the best start's (or its repair's) set in every candidate, so a
+          training step that only fits with recomputation is annealed with it.
         - **Result**: the best placement seen by score, so never worse than the best
           start: no larger makespan, and never OOM when some start (or its repair) fits;
           an OOM start is traded for any placement that fits.

@@ -13,7 +13,7 @@ from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.state import PlacementState
 from placegym.teachers._common import IdentityCache
-from placegym.teachers._memory import reserve_room, room_ties
+from placegym.teachers._memory import make_feasible, room_ties, rule_room, with_room
 from placegym.teachers.base import StepTeacher, ties
 
 __all__ = ["CriticalPathTeacher"]
@@ -43,13 +43,18 @@ class CriticalPathTeacher(StepTeacher):
         its first member is placed). Under memory pressure, when the rollout of that
         rule is over memory (one simulation per (graph, cluster), cached), PLC chooses
         among the legal devices with *room* (:meth:`room`,
-        :class:`~placegym.envs.analysis.memory.Room`): those after which every unplaced
-        group and node still packs into the memory left, less a reserve for live
-        tensors raised on the simulator (:func:`~placegym.teachers._memory.
-        reserve_room`: the rollout is then feasible whenever that packing rule reaches a
-        feasible placement). Where no legal device has room, every legal device
+        :class:`~placegym.envs.analysis.room.Room` with ``live``): those after which
+        the device still holds the live bytes of the partial schedule (outputs awaiting
+        consumers, so a training step's stash, the node's working set and the largest
+        working set still to run there) and every unplaced group and node still packs
+        into the memory left, less a reserve raised on the simulator
+        (:func:`~placegym.teachers._memory.reserve_room`; on a training step that
+        provably needs recomputation, with a checkpointed recompute set that the
+        placement then carries). Where no legal device has room, every legal device
         competes. Without memory pressure, or when the plain rollout fits, the answers
-        are the plain rule's, bit for bit.
+        are the plain rule's, bit for bit. :meth:`place` is the rollout, repaired
+        (:func:`~placegym.teachers._memory.make_feasible`) where it is still over memory;
+        the per-state answers stay the rule's.
     """
 
     name: ClassVar[str] = "critical_path"
@@ -58,18 +63,26 @@ class CriticalPathTeacher(StepTeacher):
         self._b_level = IdentityCache(b_level)
         self._rooms = IdentityCache(self._reserve_room)
 
+    def place(self, graph: Graph, cluster: Cluster) -> Placement:
+        """The rollout of the rule (first of each tie set), recomputing its room's
+        recompute set where it has one, repaired where still over memory (class
+        docstring)."""
+        room, fits = self._rooms(graph, cluster)
+        placement = with_room(super().place(graph, cluster), room)
+        return placement if fits else make_feasible(graph, cluster, placement)
+
     def b_level(self, graph: Graph, cluster: Cluster) -> np.ndarray:
         """``(n,)`` the b-levels SEL ranks by (cached per (graph, cluster) pair)."""
         return self._b_level(graph, cluster)
 
     def room(self, graph: Graph, cluster: Cluster) -> Room | None:
-        """The :class:`~placegym.envs.analysis.memory.Room` PLC chooses in on ``graph`` and
+        """The :class:`~placegym.envs.analysis.room.Room` PLC chooses in on ``graph`` and
         ``cluster``; None where the state's legal devices are the rule's (class
         docstring). Its reserves are raised once per (graph, cluster) pair."""
-        return self._rooms(graph, cluster)
+        return self._rooms(graph, cluster)[0]
 
-    def _reserve_room(self, graph: Graph, cluster: Cluster) -> Room | None:
-        return reserve_room(graph, cluster, lambda room: self._roll(graph, cluster, room))
+    def _reserve_room(self, graph: Graph, cluster: Cluster) -> tuple[Room | None, bool]:
+        return rule_room(graph, cluster, lambda room: self._roll(graph, cluster, room))
 
     def _roll(self, graph: Graph, cluster: Cluster, room: Room | None) -> Placement:
         """The rollout of the rule with PLC in ``room`` (first of each tie set)."""

@@ -13,7 +13,7 @@ from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.state import PlacementState, Timeline
 from placegym.teachers._common import Resident, priority_order
-from placegym.teachers._memory import make_feasible, reserve_room
+from placegym.teachers._memory import make_feasible, reserve_room, with_room
 from placegym.teachers.base import PlanTeacher
 from placegym.teachers.critical_path import CriticalPathTeacher
 
@@ -42,7 +42,7 @@ def heft_schedule(
     a co-location group on its first member's device) with the earliest finish,
     inserting into an idle gap when one fits (lowest device index on ties). With a
     ``room``, among the legal devices with room for the rest of the graph
-    (:class:`~placegym.envs.analysis.memory.Room`) when there is one.
+    (:class:`~placegym.envs.analysis.room.Room`) when there is one.
     """
     n, nd = graph.num_nodes, cluster.num_devices
     dur = durations_on(graph, cluster)
@@ -97,7 +97,7 @@ class HeftTeacher(PlanTeacher):
         - **Memory and groups**: the legal devices are the state's (above), so a group
           lands whole on its first member's device. Under memory pressure, when the
           plan's simulated peak exceeds a device's memory, HEFT is rerun choosing among
-          the legal devices with *room* (:class:`~placegym.envs.analysis.memory.Room`:
+          the legal devices with *room* (:class:`~placegym.envs.analysis.room.Room`:
           every unplaced group and node still packs into the memory left, less a
           tensor reserve raised on the simulator, :func:`~placegym.teachers._memory.
           reserve_room`), and a plan still over memory is repaired
@@ -120,8 +120,8 @@ class HeftTeacher(PlanTeacher):
                 made[id(room)] = (room, self._schedule(graph, cluster, room))
             return made[id(room)][1]
 
-        placement = schedule(reserve_room(graph, cluster, schedule))
-        return make_feasible(graph, cluster, placement)
+        room = reserve_room(graph, cluster, schedule)
+        return make_feasible(graph, cluster, with_room(schedule(room), room))
 
     @staticmethod
     def _schedule(graph: Graph, cluster: Cluster, room: Room | None) -> Placement:

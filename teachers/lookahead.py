@@ -72,69 +72,21 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from placegym.envs.analysis.memory import units
 from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.reward import oom_makespan
 from placegym.envs.mdp.state import PlacementState
-from placegym.teachers import _rule_kernel
-from placegym.teachers._memory import priced_makespans
+from placegym.teachers._completions import COMPILED, compiled_completions
+from placegym.teachers._memory import make_feasible, priced_makespans
 from placegym.teachers.base import StepTeacher, complete, ties
 from placegym.teachers.critical_path import CriticalPathTeacher
-from placegym.teachers.heft import HeftRuleTeacher
 
 __all__ = ["FortifiedLookaheadTeacher", "Incumbent", "LookaheadTeacher"]
 
 #: The starting placements of :class:`FortifiedLookaheadTeacher` (the single-pass placers).
 FORTIFY = ("critical_path", "heft", "nest", "metis", "round_robin", "single_device")
-
-#: Base rules with a compiled completion (:mod:`placegym.teachers._rule_kernel`).
-_COMPILED: dict[type, int] = {
-    HeftRuleTeacher: _rule_kernel.HEFT_RULE,
-    CriticalPathTeacher: _rule_kernel.CRITICAL_PATH,
-}
-
-
-def _compiled_completions(
-    state: PlacementState, legal: np.ndarray, kind: int, rule: CriticalPathTeacher
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(devices, orders)`` ``(len(legal), n)``: ``state`` with its selected node on each
-    of ``legal``, completed by the compiled ``rule``, its co-location groups kept and its
-    room under memory pressure (:meth:`~placegym.teachers.critical_path.
-    CriticalPathTeacher.room`) respected as the rule does through the state."""
-    graph, cluster = state.graph, state.cluster
-    costs = state.costs
-    k = state.num_placed
-    placed = np.asarray(state.order[:k], dtype=np.int64)
-    prefix = np.stack([placed, state.device[placed]], axis=1)
-    pptr, pidx = graph.producer_csr
-    sptr, sidx = graph.consumer_csr
-    room = rule.room(graph, cluster)
-    u = room.units if room is not None else units(graph)
-    return _rule_kernel.complete_candidates(
-        kind,
-        prefix,
-        state.selected,
-        np.ascontiguousarray(legal, dtype=np.int64),
-        rule.b_level(graph, cluster),
-        costs.duration,
-        pptr,
-        pidx,
-        sptr,
-        sidx,
-        graph.out_bytes,
-        graph.param_bytes,
-        cluster.memory,
-        state.memory_mask,
-        costs.latency,
-        costs.inv_bandwidth,
-        u.of,
-        u.nbytes,
-        u.by_size,
-        room is not None,
-        cluster.memory if room is None else np.ascontiguousarray(room.capacity),
-    )
 
 
 class Incumbent(NamedTuple):
@@ -280,7 +232,7 @@ class LookaheadTeacher(StepTeacher):
         self.rtol = float(rtol)
         self.rule = rule
         # exact types only: a subclass may answer differently from the compiled rule
-        self._kind = _COMPILED.get(type(rule)) if compiled else None
+        self._kind = COMPILED.get(type(rule)) if compiled else None
         self.cache_size = cache_size
         self.calls = 0
         """Simulator calls made so far (one per completed candidate placement)."""
@@ -404,7 +356,9 @@ class LookaheadTeacher(StepTeacher):
             orders = np.tile(np.asarray(plans[0].order, dtype=np.int64), (len(plans), 1))
         self.calls += len(plans)
         # priced: a start over memory loses to any that fits
-        makespan = priced_makespans(graph, cluster, devices, orders)
+        makespan = priced_makespans(
+            graph, cluster, devices, orders, self.recompute(graph, cluster)
+        )
         if self.observer is not None:
             self.observer(devices, orders, makespan)
         i = int(np.argmin(makespan))
@@ -451,7 +405,7 @@ class LookaheadTeacher(StepTeacher):
         their simulated makespans (counted, and shown to the observer)."""
         graph, cluster = state.graph, state.cluster
         if self._kind is not None and isinstance(self.rule, CriticalPathTeacher):
-            devices, orders = _compiled_completions(state, legal, self._kind, self.rule)
+            devices, orders = compiled_completions(state, legal, self._kind, self.rule)
         else:
             n = state.graph.num_nodes
             devices = np.empty((len(legal), n), dtype=np.int64)
@@ -463,7 +417,9 @@ class LookaheadTeacher(StepTeacher):
                 devices[i] = done.device
                 orders[i] = done.order
         self.calls += len(legal)
-        makespan = priced_makespans(graph, cluster, devices, orders)
+        makespan = priced_makespans(
+            graph, cluster, devices, orders, self.recompute(graph, cluster)
+        )
         if self.observer is not None:
             self.observer(devices, orders, makespan)
         return devices, orders, makespan
@@ -498,7 +454,11 @@ class LookaheadTeacher(StepTeacher):
             if (~exact).any():  # the incumbent itself needs no simulation
                 self.calls += int((~exact).sum())
                 sms[~exact] = priced_makespans(
-                    state.graph, state.cluster, sdev[~exact], sord[~exact]
+                    state.graph,
+                    state.cluster,
+                    sdev[~exact],
+                    sord[~exact],
+                    self.recompute(state.graph, state.cluster),
                 )
                 if self.observer is not None:
                     self.observer(sdev[~exact], sord[~exact], sms[~exact].copy())
@@ -545,13 +505,33 @@ class LookaheadTeacher(StepTeacher):
         misses by."""
         return self._scores(state).copy()
 
+    def recompute(self, graph: Graph, cluster: Cluster) -> np.ndarray | None:
+        """The recompute set every completion and placement carries: the base rule's
+        room's (:meth:`~placegym.teachers.critical_path.CriticalPathTeacher.room`; a
+        training step that provably fits no placement without recompute), else None."""
+        room_of = getattr(self.rule, "room", None)
+        room = room_of(graph, cluster) if room_of is not None else None
+        return room.recompute if room is not None and room.recompute.size else None
+
     def place(self, graph: Graph, cluster: Cluster) -> Placement:
-        """Roll the rule out from the empty state, first device of least makespan."""
+        """Roll the rule out from the empty state, first device of least makespan,
+        carrying :meth:`recompute`; repaired
+        (:func:`~placegym.teachers._memory.make_feasible`) where still over memory."""
         state = PlacementState(graph, cluster)
+        price = 0.0
         while not state.done:
             state.select(int(self.select_actions(state)[0]))
-            state.place(int(_least(self._scores(state))[0]))
-        return state.to_placement()
+            scores = self._scores(state)
+            d = int(_least(scores)[0])
+            price = float(scores[d])  # the last one is the placement's own price
+            state.place(d)
+        placement = state.to_placement()
+        rc = self.recompute(graph, cluster)
+        if rc is not None:
+            placement = Placement(placement.device, placement.order, rc)
+        if price >= oom_makespan(graph, cluster):  # priced over memory
+            return make_feasible(graph, cluster, placement)
+        return placement
 
     def _scores(self, state: PlacementState) -> np.ndarray:
         """``(D,)`` completion makespan per device, inf where illegal (cached per state)."""

@@ -495,8 +495,12 @@ def nest_problem(memory: float):
 def test_nest_plan_with_recomputation_fits_where_it_says_it_fits():
     t, c = nest_problem(0.8e9)
     plain = NestTeacher(relief="never")
-    over = plain.place(t, c)
-    assert plain.last_result.mode == "overflow" and simulate(t, c, over).oom
+    over = plain.solve(t, c)  # the DP's own plan, without relief: over memory
+    assert over.mode == "overflow" and simulate(t, c, Placement(over.device, over.order)).oom
+    over = Placement(over.device, over.order)
+    repaired = plain.place(t, c)  # the repair recomputes (nothing else fits one device)
+    assert plain.last_result.repaired and repaired.recompute.size
+    assert not simulate(t, c, repaired).oom
     teacher = NestTeacher()
     p = teacher.place(t, c)
     r = teacher.last_result

@@ -1,4 +1,4 @@
-"""The ``memory_mask="room"`` rule (:func:`placegym.envs.analysis.memory.room_mask`):
+"""The ``memory_mask="room"`` rule (:func:`placegym.envs.analysis.room.room_mask`):
 hand-solved dead ends it avoids, the working-set bound it applies (and that the simulator
 confirms), its agreement with the resident rule where memory cannot bind, its fallback,
 its state under copies, and its plumbing through the environment, the agents and the

@@ -19,8 +19,9 @@ from placegym.envs.mdp.state import PlacementState
 from placegym.envs.workloads import make_graph
 from placegym.envs.workloads.memory import add_groups
 from placegym.teachers import get_teacher
+from placegym.teachers._completions import compiled_completions as _compiled_completions
 from placegym.teachers.base import complete
-from placegym.teachers.lookahead import LookaheadTeacher, _compiled_completions
+from placegym.teachers.lookahead import LookaheadTeacher
 
 KINDS = {"heft_rule": 0, "critical_path": 1}
 

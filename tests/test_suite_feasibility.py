@@ -1,10 +1,18 @@
 """On the test splits where memory binds, every memory-aware teacher is feasible on every
-instance that some placement fits, and the rest carry a certificate that none does."""
+instance that some placement fits, and the rest carry a certificate that none does; on
+the training steps of pipedream-v0 (live tensors binding, some only fitting with
+recomputation) every one stays within memory."""
+
+import functools
 
 import pytest
 
 from placegym.envs import simulate
-from placegym.envs.analysis.memory import memory_infeasibility
+from placegym.envs.analysis.memory import (
+    fit_certificate,
+    memory_infeasibility,
+    stash_infeasibility,
+)
 from placegym.envs.core.placement import split_group
 from placegym.envs.suites import get_suite
 from placegym.teachers import make_teacher
@@ -43,3 +51,32 @@ def test_fortified_lookahead_is_feasible_on_every_instance_that_fits():
         if memory_infeasibility(inst.graph, inst.cluster) is None:
             p = make_teacher("fortified_lookahead").place(inst.graph, inst.cluster)
             assert not simulate(inst.graph, inst.cluster, p).oom, inst.id
+
+
+@functools.cache
+def certified_training_steps(split: str = "test") -> tuple:
+    """pipedream-v0's instances where a placement is certified to fit (live tensors
+    included, or with recomputation): all of them, by construction of the suite."""
+    found = tuple(get_suite("pipedream-v0").instances(split))
+    for inst in found:
+        assert fit_certificate(inst.graph, inst.cluster) is not None, inst.id
+    return found
+
+
+@pytest.mark.parametrize("name", ["critical_path", "heft_rule", "heft", "nest", "metis"])
+def test_teachers_keep_training_steps_within_memory(name):
+    for inst in certified_training_steps():
+        p = make_teacher(name, seed=0).place(inst.graph, inst.cluster)
+        s = simulate(inst.graph, inst.cluster, p)
+        assert not s.oom, f"{name} on {inst.id}: {s.infeasibility}"
+        if stash_infeasibility(inst.graph, inst.cluster) is not None:
+            assert p.recompute.size, inst.id  # only recomputation fits there
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["anneal", "lookahead", "fortified_lookahead"])
+def test_searches_keep_training_steps_within_memory(name):
+    for split in ("train", "test"):
+        for inst in certified_training_steps(split):
+            p = make_teacher(name).place(inst.graph, inst.cluster)
+            assert not simulate(inst.graph, inst.cluster, p).oom, f"{name} on {inst.id}"

@@ -26,6 +26,7 @@ from placegym.envs.sim.simulator import simulate_batch
 from placegym.envs.workloads import make_graph
 from placegym.envs.workloads.memory import add_groups, tighten
 from placegym.teachers import get_teacher
+from placegym.teachers._completions import compiled_completions as _compiled_completions
 from placegym.teachers._memory import (
     make_feasible,
     oom_price,
@@ -35,7 +36,6 @@ from placegym.teachers.anneal import anneal
 from placegym.teachers.anneal_moves import hold_groups, move_problem
 from placegym.teachers.base import complete
 from placegym.teachers.canonical_plan import CanonicalPlanTeacher
-from placegym.teachers.lookahead import _compiled_completions
 from placegym.teachers.metis import metis_parts
 from placegym.teachers.nest import NestTeacher
 from placegym.teachers.optimal import solve

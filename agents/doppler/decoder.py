@@ -391,4 +391,4 @@ def reserved_greedy(
                 passes.append(decoded[key])
         return decoded[key]
 
-    return roll(reserve_room(decoder.graph, decoder.cluster, roll))
+    return roll(reserve_room(decoder.graph, decoder.cluster, roll, live=False))

@@ -1,7 +1,8 @@
-"""The compiled twins of :mod:`placegym.envs.analysis.memory`'s packing check and room.
+"""The compiled twins of :mod:`placegym.envs.analysis.room`'s packing check and room (its
+live part too).
 
 The compiled rule completions (:mod:`placegym.teachers._rule_kernel`) call these inside
-their own kernels; :func:`placegym.envs.analysis.memory.packs` is :func:`packs_into` too,
+their own kernels; :func:`placegym.envs.analysis.room.packs` is :func:`packs_into` too,
 so the packing rule has one definition. numba caches a kernel per source file and does not
 track calls into other files: after changing this file, remove the ``__pycache__``
 folders of ``envs/analysis`` and ``teachers`` (``make clean`` does) so the rule kernels
@@ -12,13 +13,13 @@ from __future__ import annotations
 
 from numba import njit
 
-__all__ = ["fits_on", "packs_into", "room_state"]
+__all__ = ["fits_on", "live_room", "packs_into", "room_state"]
 
 
 @njit(cache=True)
 def packs_into(items, count, free, work):
     """Whether ``items[:count]`` (bytes > 0, descending) pack into devices of ``free``
-    bytes (>= 0): :func:`placegym.envs.analysis.memory.packs` (``work``: scratch ``(D,)``)."""
+    bytes (>= 0): :func:`placegym.envs.analysis.room.packs` (``work``: scratch ``(D,)``)."""
     if count == 0:
         return True
     nd = free.shape[0]
@@ -67,7 +68,7 @@ def packs_into(items, count, free, work):
 
 @njit(cache=True)
 def room_state(v, used, unit_of, unit_bytes, unit_dev, unit_done, by_size, capacity, free, items):
-    """:meth:`Room.checker <placegym.envs.analysis.memory.Room.checker>`'s state for
+    """:meth:`Room.checker <placegym.envs.analysis.room.Room.checker>`'s state for
     ``v``: ``free`` (capacity less placed and pending resident bytes per device) and
     the unopened units' bytes (descending, > 0) in ``items``; returns
     ``(count, need)``."""
@@ -91,7 +92,7 @@ def room_state(v, used, unit_of, unit_bytes, unit_dev, unit_done, by_size, capac
 
 @njit(cache=True)
 def fits_on(d, need, free, items, count, f, work):
-    """:meth:`Room.checker <placegym.envs.analysis.memory.Room.checker>`'s ``fits(d)``
+    """:meth:`Room.checker <placegym.envs.analysis.room.Room.checker>`'s ``fits(d)``
     (``f``, ``work``: scratch ``(D,)``)."""
     nd = free.shape[0]
     for e in range(nd):
@@ -103,3 +104,73 @@ def fits_on(d, need, free, items, count, f, work):
         if f[e] < 0.0:
             f[e] = 0.0
     return packs_into(items, count, f, work)
+
+
+@njit(cache=True)
+def live_room(
+    v,
+    device,
+    unit_of,
+    unit_dev,
+    waiting,
+    out_bytes,
+    in_bytes,
+    future,
+    pptr,
+    pidx,
+    pcount,
+    free,
+    extra,
+    waits,
+    local,
+):
+    """The live part of :meth:`Room.checker <placegym.envs.analysis.room.Room.checker>`
+    for ``v`` (``Room(live=True)``): ``free`` (from :func:`room_state`) less the held
+    outputs (placed nodes with ``waiting`` > 0 kept consumers unplaced) and the largest
+    working set to come per device; ``extra`` = ``v``'s working set per device, at least
+    that of the rest of its unit when ``v`` opens it (``waits``, ``local``: scratch
+    ``(D,)``). The same float operations in the same order as the Python path."""
+    nd = free.shape[0]
+    n = device.shape[0]
+    for d in range(nd):
+        extra[d] = 0.0
+        waits[d] = 0.0
+    for u in range(n):  # held, summed by ascending node
+        if device[u] >= 0 and waiting[u] > 0:
+            extra[device[u]] += out_bytes[u]
+    mine = unit_of[v]
+    for w in range(n):  # the largest working set to come on each device
+        if w == v or device[w] >= 0:
+            continue
+        e = unit_dev[unit_of[w]]
+        if e < 0:
+            continue
+        x = future[w]
+        for k in range(pptr[w], pptr[w + 1]):
+            if pcount[k] and device[pidx[k]] == e:
+                x = x - out_bytes[pidx[k]]
+        if x > waits[e]:
+            waits[e] = x
+    for d in range(nd):
+        free[d] = free[d] - extra[d] - waits[d]
+    for d in range(nd):  # v's working set
+        local[d] = 0.0
+    for k in range(pptr[v], pptr[v + 1]):
+        u = pidx[k]
+        local[device[u]] += out_bytes[u]
+    for d in range(nd):
+        extra[d] = out_bytes[v] + in_bytes[v] - local[d]
+    if unit_dev[mine] < 0:  # v opens its unit: the rest of it will run there
+        for w in range(n):
+            if w == v or unit_of[w] != mine:
+                continue
+            for d in range(nd):
+                local[d] = 0.0
+            for k in range(pptr[w], pptr[w + 1]):
+                u = pidx[k]
+                if pcount[k] and device[u] >= 0:
+                    local[device[u]] += out_bytes[u]
+            for d in range(nd):
+                x = future[w] - local[d]
+                if x > extra[d]:
+                    extra[d] = x

@@ -14,37 +14,19 @@ graph, certificates that a placement fits or that none can, and the overflow pri
   :func:`fit_certificate`, the first certified placement of either kind, named.
 - :func:`overflow_penalty`: the time price of resident bytes beyond memory (NEST's cost).
 
-Room for the rest of the graph: the units a device takes whole and the packing check.
-
-A partial placement can be a dead end: every node placed so far fits, yet the resident
-bytes still to come no longer fit anywhere. This module holds what the environment's
-``memory_mask="room"`` (:class:`~placegym.envs.mdp.state.PlacementState`) and the teachers'
-:class:`~placegym.envs.analysis.memory.Room` use to avoid that:
-
-- :func:`units`: the graph with its co-location groups contracted: each group is one
-  *unit*, each node outside a group its own; a unit's resident bytes go to one device
-  together.
-- :func:`packs`: whether items pack into bins (a counting bound, else worst-fit
-  decreasing, else first-fit decreasing). A sufficient check, not an exact one: bin
-  packing is NP-hard, so ``False`` can mean that these heuristics found no packing.
-- :func:`working_set`: the bytes a node needs on its device while it runs, beyond the
-  resident ones: its output and one copy of each input (DESIGN §3: the output lives from
-  the node's start, each input, or its received copy, at least until the node finishes).
-  A device's simulated peak is at least its resident bytes plus the largest working set
-  of a node it runs, so this part of the check forbids no feasible placement.
-- :func:`room_mask`: the devices with room for a node (the rule is stated there).
+Room for the rest of the graph (the units a device takes whole, the packing check, the
+environment's room mask and the teachers' :class:`Room`) is
+:mod:`placegym.envs.analysis.room`'s, re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
-from placegym.envs.analysis._memory_kernel import packs_into
 from placegym.envs.analysis.levels import b_level, durations_on
-from placegym.envs.core.cache import IdentityCache
+from placegym.envs.analysis.room import Room, Units, packs, room_mask, units, working_set
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
@@ -52,9 +34,12 @@ from placegym.envs.core.recompute_rule import recomputable
 from placegym.envs.sim.simulator import simulate
 
 __all__ = [
+    "CHECKPOINT_EVERY",
     "FIT_CANDIDATES",
     "Room",
     "Units",
+    "checkpointed",
+    "checkpoints",
     "fit_certificate",
     "fit_resident",
     "live_certificate",
@@ -71,168 +56,6 @@ __all__ = [
     "units",
     "working_set",
 ]
-
-
-@dataclass(frozen=True, eq=False)
-class Units:
-    """A graph's co-location groups contracted: the units a device takes whole.
-
-    Attributes:
-        of: ``(n,)`` unit of each node.
-        first: ``(U,)`` first (lowest-id) node of each unit; units are numbered by it.
-        nbytes: ``(U,)`` resident bytes of each unit (its nodes' ``param_bytes``).
-        members: each unit's nodes, ascending.
-        by_size: ``(U,)`` units by descending bytes, ties by unit (the packing order).
-    """
-
-    of: np.ndarray
-    first: np.ndarray
-    nbytes: np.ndarray
-    members: tuple[np.ndarray, ...]
-    by_size: np.ndarray
-
-    @property
-    def count(self) -> int:
-        """Number of units."""
-        return int(self.first.shape[0])
-
-    def unopened(self, opened: np.ndarray, mine: int) -> np.ndarray:
-        """The resident bytes still to place, in packing order (descending, > 0): of
-        the units not ``opened`` (``(U,)`` bool: a node of it is placed) but ``mine``."""
-        order = self.by_size
-        items = self.nbytes[order[~opened[order] & (order != mine)]]
-        return items[items > 0]
-
-
-def _units(graph: Graph) -> Units:
-    n = graph.num_nodes
-    head = np.where(graph.group_first >= 0, graph.group_first, np.arange(n))
-    first, of = np.unique(head, return_inverse=True)
-    of = of.reshape(-1).astype(np.int64)
-    nbytes = np.bincount(of, weights=graph.param_bytes, minlength=len(first))
-    sort = np.argsort(of, kind="stable")
-    members = tuple(np.split(sort, np.cumsum(np.bincount(of, minlength=len(first)))[:-1]))
-    by_size = np.lexsort((np.arange(len(first)), -nbytes)).astype(np.int64)
-    return Units(of, first.astype(np.int64), nbytes, members, by_size)
-
-
-#: :class:`Units` of a graph (the last 32 graphs are kept).
-units = IdentityCache(_units, size=32)
-
-
-def packs(items: np.ndarray, free: np.ndarray) -> bool:
-    """Whether ``items`` (bytes > 0, descending) pack into devices of ``free`` bytes
-    (>= 0): a counting bound, else worst-fit decreasing, else first-fit decreasing (the
-    compiled :func:`~placegym.envs.analysis._memory_kernel.packs_into`, which the rule
-    kernels call too)."""
-    items = np.ascontiguousarray(items, dtype=np.float64)
-    free = np.ascontiguousarray(free, dtype=np.float64)
-    return bool(packs_into(items, len(items), free, np.empty_like(free)))
-
-
-class Room:
-    """Which devices leave room for the rest of the graph: the teachers' rule
-    (:func:`room_mask` is the environment's).
-
-    A device has room for node ``v`` in a partial placement when, with ``v``'s resident
-    bytes there (its whole group's when it opens the group), the resident bytes of every
-    unit with no node placed yet still pack (:func:`packs`) into the
-    devices' capacity left: memory less ``reserve`` (for live tensors), less the resident
-    bytes placed, less those still to come of groups already open.
-
-    Args:
-        graph: the graph.
-        cluster: the devices and their memory.
-        reserve: ``(D,)`` bytes kept free on each device for live tensors.
-    """
-
-    def __init__(self, graph: Graph, cluster: Cluster, reserve: np.ndarray) -> None:
-        self.graph, self.cluster = graph, cluster
-        self.units = units(graph)
-        self.reserve = np.asarray(reserve, dtype=np.float64)
-        self.capacity = cluster.memory - self.reserve
-
-    def checker(self, device: np.ndarray, param_used: np.ndarray, v: int) -> Callable[[int], bool]:
-        """``fits(d)``: whether device ``d`` has room for ``v`` in the partial placement
-        ``device`` (-1 unplaced) with ``param_used`` resident bytes per device."""
-        u, pb = self.units, self.graph.param_bytes
-        placed = np.flatnonzero(device >= 0)
-        unit_dev = np.full(u.count, -1, dtype=np.int64)
-        unit_dev[u.of[placed]] = device[placed]
-        done = np.bincount(u.of[placed], weights=pb[placed], minlength=u.count)
-        open_ = unit_dev >= 0
-        pending = np.bincount(
-            unit_dev[open_], weights=(u.nbytes - done)[open_], minlength=len(self.capacity)
-        )
-        free = self.capacity - param_used - pending
-        mine = int(u.of[v])
-        need = float(u.nbytes[mine]) if unit_dev[mine] < 0 else float(pb[v])
-        items = u.unopened(open_, mine)
-
-        def fits(d: int) -> bool:
-            f = free.copy()
-            f[d] -= need
-            if need > 0 and f[d] < 0:
-                return False
-            return packs(items, np.maximum(f, 0.0))  # a device past its capacity takes none
-
-        return fits
-
-
-def working_set(graph: Graph, duration: np.ndarray) -> np.ndarray:
-    """``(n, D)``: the bytes node ``v`` holds live on device ``d`` while it runs there
-    beyond the resident ones, ``out_bytes[v]`` plus its inputs' ``out_bytes`` (module
-    docstring); 0 where its ``duration`` on ``d`` is 0 (an instant allocates its output
-    after its inputs are freed, so it claims nothing)."""
-    ws = (graph.out_bytes + graph.in_bytes)[:, None]
-    return np.where(duration > 0, ws, 0.0)
-
-
-def room_mask(
-    fits: np.ndarray,
-    need: float,
-    ws: np.ndarray,
-    items: np.ndarray,
-    memory: np.ndarray,
-    committed: np.ndarray,
-    ws_max: np.ndarray,
-) -> np.ndarray:
-    """``(D,)`` bool: the devices among ``fits`` with room for a node.
-
-    Device ``d`` has room when, with the node there, (1) ``d`` still holds its resident
-    bytes and the largest working set of the nodes it runs: ``committed[d] + need +
-    max(ws_max[d], ws[d]) <= memory[d]``; and (2) the resident bytes of every unit not
-    yet opened (``items``, descending, > 0) still pack (:func:`packs`) into what each
-    device has left, ``memory - committed - ws_max`` (with (1)'s terms on ``d``).
-
-    Args:
-        fits: ``(D,)`` bool, the devices to check (those the node's bytes fit).
-        need: the node's resident bytes (its whole unit's when it opens a group).
-        ws: ``(D,)`` the node's :func:`working_set` on each device.
-        items: the unopened units' resident bytes, descending, > 0.
-        memory: ``(D,)`` device memory.
-        committed: ``(D,)`` resident bytes placed plus those still to come of the groups
-            already open on each device.
-        ws_max: ``(D,)`` largest working set of a node placed on each device.
-    """
-    free = memory - committed - ws_max
-    own = memory - committed - need - np.maximum(ws_max, ws)
-    ok = fits & (own >= 0)
-    if not len(items):
-        return ok
-    left = np.maximum(free, 0.0)
-    total, first = float(items.sum()), float(items[0])
-    # counting bound for every device at once (packs' first two tests), then the rest
-    spare_all = np.maximum(left - first, 0.0)
-    room = left.sum() - left + np.maximum(own, 0.0)
-    spare = spare_all.sum() - spare_all + np.maximum(own - first, 0.0)
-    ok &= total <= room
-    out = ok & (total <= spare)
-    for d in np.flatnonzero(ok & ~out).tolist():
-        f = left.copy()
-        f[d] = own[d]
-        out[d] = packs(items, f)
-    return out
 
 
 # ---------------------------------------------------------------- certificates
@@ -484,46 +307,71 @@ def stash_infeasibility(graph: Graph, cluster: Cluster) -> str | None:
 CHECKPOINT_EVERY = tuple(range(2, 13))
 
 
-def _checkpointed(graph: Graph, cluster: Cluster) -> tuple[float, Placement, bool] | None:
-    """Contiguous stages, checkpointed: the lowest-peak placement with a recompute set
-    among a few, its largest peak and whether it is over memory (None where no node of
-    ``graph`` may be recomputed).
-
-    The devices and order are :func:`stage_placement`'s. Recomputing every node of a
-    stage lowers no peak: a chain ``a .. b`` recomputed on one device is rebuilt at once
-    when the backward pass reaches ``b`` (:mod:`~placegym.envs.core.recompute`), so the
-    stage's whole stash is live again. Checkpoints split it: on each device, of the nodes
-    that may be recomputed and have a forward consumer, in topological order, every
-    ``k``-th keeps its stash and the rest are recomputed, so one segment between two
-    checkpoints is rebuilt at a time (√n checkpointing within each stage). Each ``k`` of
-    :data:`CHECKPOINT_EVERY` is simulated; the largest peak decides (ties: smaller ``k``).
-    """
+def _checkpoint_candidates(graph: Graph) -> np.ndarray:
+    """The forward nodes checkpointing chooses among, in topological order: those that
+    may be recomputed and feed a forward node."""
     n = graph.num_nodes // 2
-    ok = recomputable(graph)[:n] if graph.num_nodes else np.zeros(0, dtype=bool)
-    if not ok.any():
-        return None
-    base = stage_placement(graph, cluster)
+    if not graph.num_nodes or graph.num_nodes % 2:
+        return np.zeros(0, dtype=np.int64)
+    ok = recomputable(graph)[:n]
     edges = graph.edges
     feeds = np.zeros(n, dtype=bool)
     feeds[edges[(edges[:, 0] < n) & (edges[:, 1] < n), 0]] = True
     topo = graph.topological_order
     candidates = topo[topo < n]
-    candidates = candidates[ok[candidates] & feeds[candidates]]
-    if not candidates.size:
+    return candidates[ok[candidates] & feeds[candidates]].astype(np.int64)
+
+
+def checkpoints(graph: Graph, k: int, device: np.ndarray | None = None) -> np.ndarray:
+    """The recompute set of checkpoint spacing ``k``: of the forward nodes that may be
+    recomputed and feed a forward node, in topological order, every ``k``-th keeps its
+    stash and the rest are recomputed (ascending ids; empty on a graph that is not a
+    training step). With ``device`` (a device map) the count runs per device, so that
+    each device rebuilds one segment between two of its checkpoints at a time (√n
+    checkpointing within each stage)."""
+    candidates = _checkpoint_candidates(graph)
+    if device is None:
+        rank = np.arange(len(candidates))
+    else:
+        rank = np.empty_like(candidates)  # position of each candidate on its device
+        on = np.asarray(device)[candidates]
+        for d in np.unique(on).tolist():
+            mine = on == d
+            rank[mine] = np.arange(int(mine.sum()))
+    return np.sort(candidates[rank % k != k - 1])
+
+
+def checkpointed(
+    graph: Graph, cluster: Cluster, base: Placement
+) -> tuple[float, Placement, bool] | None:
+    """``base``'s devices and order with the lowest-peak recompute set of
+    :func:`checkpoints` per device, one per spacing of :data:`CHECKPOINT_EVERY` (each
+    simulated; ties: smaller spacing): ``(peak, placement, over memory)``, None where no
+    node of ``graph`` may be recomputed.
+
+    Recomputing every node of a stage lowers no peak: a chain ``a .. b`` recomputed on
+    one device is rebuilt at once when the backward pass reaches ``b``
+    (:mod:`~placegym.envs.core.recompute`), so the stage's whole stash is live again.
+    Checkpoints split it, so one segment between two checkpoints is rebuilt at a time.
+    """
+    if not _checkpoint_candidates(graph).size:
         return None
-    rank = np.empty_like(candidates)  # position of each candidate on its device
-    for d in range(cluster.num_devices):
-        mine = base.device[candidates] == d
-        rank[mine] = np.arange(int(mine.sum()))
     best: tuple[float, Placement, bool] | None = None
     for k in CHECKPOINT_EVERY:
-        nodes = candidates[rank % k != k - 1]
+        nodes = checkpoints(graph, k, base.device)
         placement = Placement(device=base.device, order=base.order, recompute=nodes)
         schedule = simulate(graph, cluster, placement)
         peak = float(schedule.peak_memory.max())
         if best is None or peak < best[0]:
             best = (peak, placement, bool(schedule.oom))
     return best
+
+
+def _checkpointed(graph: Graph, cluster: Cluster) -> tuple[float, Placement, bool] | None:
+    """Contiguous stages (:func:`stage_placement`), checkpointed (:func:`checkpointed`)."""
+    if not _checkpoint_candidates(graph).size:
+        return None
+    return checkpointed(graph, cluster, stage_placement(graph, cluster))
 
 
 def recompute_placement(graph: Graph, cluster: Cluster) -> Placement | None:

@@ -125,7 +125,7 @@ class PlacementEnv(gym.Env[dict, int]):
     room for the rest of the graph: the device keeps its resident bytes plus the largest
     working set (output and inputs) of a node it runs within memory, and the resident
     bytes of the nodes and groups not yet placed still pack into what every device has
-    left (:func:`~placegym.envs.analysis.memory.room_mask`); where no device has room, the
+    left (:func:`~placegym.envs.analysis.room.room_mask`); where no device has room, the
     ``True`` rule. It spares a policy the dead ends where a later node fits nowhere; live
     tensors beyond one node's working set can still exceed memory.
     ``memory_mask=False`` masks no device for memory.

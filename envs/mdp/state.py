@@ -14,7 +14,7 @@ that process and the quantities that teachers and observations need:
     since the group follows it there); if none fits, every device is legal and the OOM
     shows in the simulated outcome;
   - ``"room"``: of those, the devices that leave room for the rest of the graph
-    (:func:`~placegym.envs.analysis.memory.room_mask`): the device still holds its resident bytes
+    (:func:`~placegym.envs.analysis.room.room_mask`): the device still holds its resident bytes
     plus the largest working set (output and inputs) of a node it runs, and the resident
     bytes of the units not yet opened still pack into what every device has left. It
     avoids the dead ends where a later node fits nowhere; where no device has room, the

@@ -285,6 +285,7 @@ SUITE_RUNS = {
     "published-v0-test": ("summary", "instances"),
     "published-v0-test-expert": ("instances",),
     "training-v0-test": ("summary", "instances"),
+    "pipedream-v0-test": ("summary", "instances"),
 }
 
 

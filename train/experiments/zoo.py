@@ -6,6 +6,7 @@ r"""Ship a trained agent with placegym, and check a shipped one (:mod:`placegym.
         --checkpoint runs/generalist_rollout/checkpoints/final.pt \
         --evaluate generalize-v0/test --description "..."
     python -m placegym.train.experiments.zoo check            # every shipped agent
+    python -m placegym.train.experiments.zoo refresh generalist-v2
 
 ``add`` writes ``agents/zoo/<name>/policy.pt`` (the weights and sizes only) and
 ``card.json``: the training config of the checkpoint, the digests of every instance of the
@@ -15,7 +16,9 @@ its greedy results on every instance of ``--evaluate``, run by
 of that run is written beside them (``results.json``: a leaderboard can enter it).
 ``check`` re-runs each shipped agent's recorded results: :func:`reproduce` returns the
 instances whose makespan or feasibility differs (an instance whose suite digest changed
-is reported as such, never compared).
+is reported as such, never compared). ``refresh`` re-records an agent's results with
+today's code (for agents whose greedy pass prices devices with the teachers' rules, when
+those rules change), naming what changed.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from placegym.train.harness.evaluation import Results, evaluate
 from placegym.train.harness.replay import close
 from placegym.train.stats import geomean
 
-__all__ = ["add", "main", "reproduce"]
+__all__ = ["add", "main", "refresh", "reproduce"]
 
 
 def _split(spec: str) -> tuple[str, str]:
@@ -137,6 +140,25 @@ def reproduce(agent: Pretrained) -> list[str]:
     return bad
 
 
+def refresh(name: str) -> list[str]:
+    """Re-run shipped agent ``name``'s recorded results with today's code and store them
+    (its card's ``results`` and ``summary``, and ``results.json``; the weights and the
+    training config stay): for an agent whose greedy pass calls the teachers (lookahead
+    prices), when their rules change. Returns what differed (:func:`reproduce`)."""
+    agent = pretrained(name)
+    bad = reproduce(agent)
+    on = agent.evaluated_on
+    results = _run(agent, str(on["suite"]), str(on["split"]))
+    path = ZOO / name / "card.json"
+    card = json.loads(path.read_text())
+    card["results"] = _results(results)
+    card["summary"] = _summary(results)
+    card["refreshed"] = datetime.date.today().isoformat()
+    results.save(ZOO / name / "results.json")
+    path.write_text(json.dumps(card, indent=1) + "\n")
+    return bad
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``add`` or ``check`` (module docstring); exit status 1 when a check fails."""
     p = argparse.ArgumentParser(prog="python -m placegym.train.experiments.zoo")
@@ -148,10 +170,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.add_argument("--description", required=True)
     c = sub.add_parser("check", help="reproduce every shipped agent's recorded results")
     c.add_argument("names", nargs="*", help="agents (default: all)")
+    r = sub.add_parser("refresh", help="re-record shipped agents' results with today's code")
+    r.add_argument("names", nargs="+", help="agents")
     args = p.parse_args(argv)
     if args.op == "add":
         card = add(args.name, args.checkpoint, args.evaluate, args.description)
         print(json.dumps(card["summary"]))
+        return 0
+    if args.op == "refresh":
+        for name in args.names:
+            changed = refresh(name)
+            print(f"{name}: {len(changed)} result(s) re-recorded")
+            for line in changed:
+                print(f"  {line}")
         return 0
     status = 0
     for name in args.names or available():
