@@ -4,6 +4,7 @@ builds (the config's dataclasses are :mod:`placegym.train.config_schema`'s)."""
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +59,12 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.restarts >= 1, "restarts", "must be >= 1", cfg.restarts)
     progress_ok = isinstance(cfg.progress, bool) or cfg.progress == "auto"
     _check(progress_ok, "progress", "expected true, false or auto", cfg.progress)
-    _check(bool(cfg.data.graphs), "data.graphs", "expected at least one graph", cfg.data.graphs)
+    if cfg.data.sampler:
+        _validate_sampler(cfg)
+    else:
+        _check(
+            bool(cfg.data.graphs), "data.graphs", "expected at least one graph", cfg.data.graphs
+        )
     _one_of(cfg.data.dispatch, ("priority", "fifo"), "data.dispatch")
     mask_ok = isinstance(cfg.data.memory_mask, bool) or cfg.data.memory_mask in MEMORY_MASKS
     _check(
@@ -73,6 +79,24 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.eval.every >= 0, "eval.every", "must be >= 0", cfg.eval.every)
     _check(cfg.eval.k >= 1, "eval.k", "must be >= 1", cfg.eval.k)
     _one_of(cfg.wandb.mode, ("auto", "online", "offline", "disabled"), "wandb.mode")
+
+
+def _validate_sampler(cfg: TrainConfig) -> None:
+    """``data.sampler`` builds an instance sampler; nothing keeps per-graph state."""
+    from placegym.envs.suites.sampler import InstanceSampler
+
+    options = list(inspect.signature(InstanceSampler).parameters)
+    known = f"unknown (options: {', '.join(options)})"
+    for key in cfg.data.sampler:
+        _check(key in options, f"data.sampler.{key}", known, key)
+    kwargs = {"seed": cfg.seed, **cfg.data.sampler}
+    try:
+        InstanceSampler(**kwargs)
+    except ValueError as e:
+        raise ValueError(f"data.sampler.{e}") from None
+    _check(cfg.workers == 0, "workers", "must be 0 with data.sampler", cfg.workers)
+    coef = cfg.phase2.self_imitation.coef
+    _check(coef == 0, "phase2.self_imitation.coef", "must be 0 with data.sampler", coef)
 
 
 def _validate_suite_graph(g: GraphEntry, where: str) -> None:

@@ -117,6 +117,15 @@ class DataConfig:
     """Training graphs."""
     heldout: list[GraphEntry] = field(default_factory=list)
     """Graphs only evaluated on (generalisation), never trained on."""
+    sampler: dict[str, Any] = field(default_factory=dict)
+    """Training instances drawn fresh instead of ``graphs``: keyword arguments of
+    :class:`~placegym.envs.suites.sampler.InstanceSampler` (``seed`` defaults to the
+    run's; e.g. ``{nodes: [50, 500], devices: [2, 16]}``); empty: off. Each update draws
+    ``graphs_per_update`` new instances, those of indices ``global update ×
+    graphs_per_update + i`` (so a resumed run draws what it would have drawn), each on its
+    own cluster; ``graphs`` (which may then be empty) are only evaluated on, the
+    validation set ``eval.keep_best`` selects on. Not with Ray workers or phase II
+    self-imitation, which keep per-graph state."""
     memory_mask: bool | str = True
     """The environments' memory mask (:class:`~placegym.envs.mdp.env.PlacementEnv`): true masks
     devices whose memory the node's parameters would overflow; ``room`` also those that

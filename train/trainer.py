@@ -145,6 +145,11 @@ class Trainer:
         self.clusters = [t.cluster for t in self.train_set]
         env_kw = {"memory_mask": cfg.data.memory_mask, "dispatch": cfg.data.dispatch}
         self.pools = {r: EnvPool(reward=r, **env_kw) for r in ("relative", "nest")}
+        self.sampler = None  # fresh training instances per update (data.sampler)
+        if cfg.data.sampler:
+            from placegym.envs.suites.sampler import InstanceSampler
+
+            self.sampler = InstanceSampler(**{"seed": cfg.seed, **cfg.data.sampler})
         self.evaluator = RunEvaluator(cfg, self.train_set, self.heldout_set)
         self.progress = Progress()
         self.tracker: Tracker | None = None
@@ -155,6 +160,7 @@ class Trainer:
         self.self_imitation: SelfImitation | None = None  # made when phase II starts
         self._saved_plans: dict[int, dict[str, Any]] = {}  # from a resumed checkpoint
         self._players: dict[bool, EpisodePlayer] = {}  # by "real": made on first use
+        self.drawn: list[str] = []  # with data.sampler: the ids of this update's instances
 
     # ------------------------------------------------------------------ entry point
     def run(self, stop_after: int | None = None) -> list[dict[str, Any]]:
@@ -316,14 +322,28 @@ class Trainer:
         return self._players[real]
 
     def _draw(self, pcfg: PhaseConfig, pool: EnvPool, **job: Any) -> Batch:
-        """This update's environments and episodes (:func:`~placegym.train.players.draw_job`)."""
-        return draw_job(self.rng, self.graphs, self.clusters, pcfg, pool, **job)
+        """This update's environments and episodes (:func:`~placegym.train.players.draw_job`):
+        of the training graphs, or with ``data.sampler`` of ``graphs_per_update`` instances
+        drawn fresh (indices from the global update; ``pool`` is this update's own,
+        :meth:`_update_pool`)."""
+        if self.sampler is None or job.get("cluster") is not None:
+            return draw_job(self.rng, self.graphs, self.clusters, pcfg, pool, **job)
+        first = self.progress.global_update * pcfg.graphs_per_update
+        drawn = [self.sampler.draw(first + i) for i in range(pcfg.graphs_per_update)]
+        self.drawn = [inst.id for inst in drawn]
+        graphs = [inst.graph for inst in drawn]
+        return draw_job(self.rng, graphs, [inst.cluster for inst in drawn], pcfg, pool, **job)
+
+    def _update_pool(self, pool: EnvPool) -> EnvPool:
+        """``pool``, or with ``data.sampler`` a new pool like it for this update's fresh
+        graphs only (so that no environment or graph input accumulates)."""
+        return pool if self.sampler is None else EnvPool(**pool.env_kwargs)
 
     def _imitation_step(
         self, pcfg: ImitationConfig, opt: torch.optim.Optimizer, teacher: Any
     ) -> tuple[list[EpisodeRecord], dict[str, float]]:
         """Phase I: episodes with teacher roll-in (probability ε), labelled by the teacher."""
-        pool = self.pools["relative"]
+        pool = self._update_pool(self.pools["relative"])
         eps = epsilon(
             self.progress.update, pcfg.updates, pcfg.eps_start, pcfg.eps_end, pcfg.eps_decay
         )
@@ -348,6 +368,8 @@ class Trainer:
         """Phases II and III: sampled episodes, then REINFORCE or PPO (with the
         ``self_imitation`` term when given)."""
         si = self_imitation
+        if cluster is None:
+            pool = self._update_pool(pool)
         envs, job = self._draw(
             pcfg,
             pool,

@@ -1,0 +1,80 @@
+"""Training on instances drawn fresh (``data.sampler``): every update new graphs, drawn
+by index from the global update (so a run and its resume draw the same), and bad options
+refused naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_train_run import tiny_config
+
+from placegym.envs.suites.sampler import InstanceSampler
+from placegym.train.config import config_from_dict
+from placegym.train.trainer import Trainer
+
+SAMPLER = {
+    "nodes": [20, 60],
+    "devices": [2, 4],
+    "families": ["random_dag", "chainmm", "ffnn"],
+    "memory_share": 0.0,
+    "training_share": 0.0,
+}
+
+
+def sampler_config(tmp_path: Path, **data):
+    cfg = tiny_config(tmp_path, phases=["phase1", "phase2"])
+    raw = cfg.to_dict()
+    raw["data"]["sampler"] = dict(SAMPLER)
+    raw["data"].update(data)
+    raw["phase1"].update(updates=2, graphs_per_update=2, episodes_per_graph=2)
+    raw["phase2"].update(updates=2, graphs_per_update=2, episodes_per_graph=2)
+    raw["eval"]["every"] = 0
+    return config_from_dict(raw)
+
+
+def test_each_update_trains_on_fresh_instances_drawn_by_index(tmp_path, monkeypatch):
+    seen: list[list[str]] = []
+    draw = Trainer._draw
+
+    def spy(self, pcfg, pool, **job):
+        out = draw(self, pcfg, pool, **job)
+        seen.append(list(self.drawn))
+        return out
+
+    monkeypatch.setattr(Trainer, "_draw", spy)
+    cfg = sampler_config(tmp_path, graphs=[])
+    Trainer(cfg).run()
+    sampler = InstanceSampler(cfg.seed, **SAMPLER)
+    # 4 updates (2 per phase) of 2 instances each: indices 0..7, none drawn twice
+    assert seen == [[sampler.draw(2 * u + i).id for i in range(2)] for u in range(4)]
+    assert len({i for ids in seen for i in ids}) == 8
+
+
+def test_the_fixed_graphs_are_then_only_evaluated_on(tmp_path):
+    cfg = sampler_config(tmp_path)  # tiny_config's fork graph stays in data.graphs
+    trainer = Trainer(cfg)
+    assert trainer.sampler is not None and len(trainer.train_set) == 1
+    rows = trainer.run()
+    assert rows and {(r["split"], r["graph"]) for r in rows} == {("train", "fork")}
+
+
+@pytest.mark.parametrize(
+    ("data", "top", "match"),
+    [
+        ({"sampler": {"bogus": 1}}, {}, r"data\.sampler\.bogus: unknown \(options: seed, nodes"),
+        ({"sampler": {"nodes": [1, 2]}}, {}, r"data\.sampler\.nodes: expected"),
+        (
+            {"sampler": {"nodes": [20, 60]}},
+            {"workers": 2},
+            r"workers: must be 0 with data\.sampler",
+        ),
+        ({"sampler": {}, "graphs": []}, {}, r"data\.graphs: expected at least one graph"),
+    ],
+)
+def test_bad_sampler_options_are_refused_naming_the_key(tmp_path, data, top, match):
+    raw = tiny_config(tmp_path).to_dict()
+    raw["data"].update(data)
+    raw.update(top)
+    with pytest.raises(ValueError, match=match):
+        config_from_dict(raw)
