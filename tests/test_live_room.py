@@ -172,3 +172,69 @@ def test_where_memory_does_not_bind_no_room_is_built():
     calls = []
     assert reserve_room(g, roomy, lambda room: calls.append(room)) is None
     assert calls == []  # not even the rule's own placement was asked for
+
+
+def _random_states(g, c, rng, count):
+    """States of random rollouts (legal devices under the resident mask) with a node
+    awaiting a device."""
+    for _ in range(count):
+        s = PlacementState(g, c)
+        steps = int(rng.integers(0, g.num_nodes))
+        for _ in range(steps):
+            s.select(int(rng.choice(s.frontier())))
+            s.place(int(rng.choice(np.flatnonzero(s.place_mask()))))
+        if not s.done:
+            s.select(int(rng.choice(s.frontier())))
+            yield s
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_the_vectorized_mask_answers_as_the_checker(live):
+    rng = np.random.default_rng(3)
+    cases = [pipedream("vgg16-train@p100x4-live1.25"), pipedream("gnmt-train@p100x8-live1.05")]
+    for g, c in cases:
+        for rc in (None, checkpoints(g, 3)):
+            room = Room(g, c, rng.uniform(0, 1e8, c.num_devices), live=live, recompute=rc)
+            for s in _random_states(g, c, rng, 6):
+                v = s.selected
+                every = np.ones(c.num_devices, dtype=bool)
+                fits = room.checker(s.device, s.param_used, v)
+                got = room.mask(s.device, s.param_used, v, every)
+                assert got.tolist() == [fits(d) for d in range(c.num_devices)]
+
+
+@pytest.mark.parametrize(
+    "iid",
+    [
+        "alexnet-train@p100x4-live1.05",
+        "resnet18-train@p100x4-live1.05",
+        "densenet121-train@p100x8-live1.05",
+        "gnmt-train@p100x8-live1.05",
+    ],
+)
+def test_a_greedy_rule_under_the_live_mask_fits_where_the_room_mask_does_not(iid):
+    g, c = pipedream(iid)
+    cp = get_teacher("critical_path")
+    oom = {}
+    for mask in ("room", "live"):
+        s = PlacementState(g, c, memory_mask=mask)
+        while not s.done:  # critical_path's rule, with the mask's legal devices
+            s.select(int(cp.select_actions(s)[0]))
+            legal = np.flatnonzero(s.place_mask())
+            s.place(int(legal[np.argmin(s.earliest_start()[legal])]))
+        oom[mask] = simulate(g, c, s.to_placement()).oom
+    assert oom == {"room": True, "live": False}
+
+
+def test_the_live_mask_takes_a_reserve_and_allows_every_device_where_memory_cannot_bind():
+    g, c = pipedream("gnmt-train@p100x8-live1.05")
+    s = PlacementState(g, c, memory_mask="live", memory_reserve=np.full(8, 1e6))
+    assert s._live is not None and s._live.reserve.tolist() == [1e6] * 8
+    with pytest.raises(
+        ValueError, match=r"memory_reserve: applies to memory_mask='room' or 'live'"
+    ):
+        PlacementState(g, c, memory_mask=True, memory_reserve=np.zeros(8))
+    roomy = replace(c, devices=tuple(replace(d, memory=1e15) for d in c.devices))
+    s = PlacementState(g, roomy, memory_mask="live")
+    s.select(int(s.frontier()[0]))
+    assert s.place_mask().all() and s._live is None

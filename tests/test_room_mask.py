@@ -188,7 +188,9 @@ def test_room_reaches_fewer_dead_ends_on_memory_tight_instances():
 @pytest.mark.parametrize("bad", ["rooms", 1, None])
 def test_a_bad_memory_mask_is_refused_naming_the_field(bad):
     g, c = chain([1.0]), unit_cluster(2)
-    with pytest.raises(ValueError, match="memory_mask: expected True, False, 'resident' or"):
+    with pytest.raises(
+        ValueError, match="memory_mask: expected True, False, 'resident', 'room' or 'live'"
+    ):
         PlacementState(g, c, memory_mask=bad)
     with pytest.raises(ValueError, match="memory_mask"):
         PlacementEnv(g, c, memory_mask=bad)
@@ -276,7 +278,7 @@ def test_a_memory_reserve_raises_the_working_set_term():
 @pytest.mark.parametrize(
     ("mask", "reserve", "message"),
     [
-        (True, [0.0, 0.0], "memory_reserve: applies to memory_mask='room' only"),
+        (True, [0.0, 0.0], "memory_reserve: applies to memory_mask='room' or 'live' only"),
         ("room", [1.0], "memory_reserve: expected 2 finite bytes >= 0"),
         ("room", [1.0, -1.0], "memory_reserve: expected 2 finite bytes >= 0"),
         ("room", [1.0, float("nan")], "memory_reserve: expected 2 finite bytes >= 0"),

@@ -112,7 +112,10 @@ def test_overrides_parse_yaml_values_and_numbers():
         ("data.graphs=ffnn", r"data\.graphs: expected a list, got 'ffnn'"),
         ("phases=[phase1, phase9]", r"phases\[1\]: expected one of phase1, phase2"),
         ("wandb.mode=loud", r"wandb\.mode: expected one of auto, online"),
-        ("data.memory_mask=rooms", r"data\.memory_mask: expected true, false, resident or room"),
+        (
+            "data.memory_mask=rooms",
+            r"data\.memory_mask: expected true, false, resident, room or live",
+        ),
         ("no_equals_sign", r"override: expected key=value, got 'no_equals_sign'"),
     ],
 )

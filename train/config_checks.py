@@ -68,7 +68,10 @@ def validate(cfg: TrainConfig) -> None:
     _one_of(cfg.data.dispatch, ("priority", "fifo"), "data.dispatch")
     mask_ok = isinstance(cfg.data.memory_mask, bool) or cfg.data.memory_mask in MEMORY_MASKS
     _check(
-        mask_ok, "data.memory_mask", "expected true, false, resident or room", cfg.data.memory_mask
+        mask_ok,
+        "data.memory_mask",
+        "expected true, false, resident, room or live",
+        cfg.data.memory_mask,
     )
     for where in ("graphs", "heldout"):
         for i, g in enumerate(getattr(cfg.data, where)):

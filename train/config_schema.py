@@ -129,7 +129,8 @@ class DataConfig:
     memory_mask: bool | str = True
     """The environments' memory mask (:class:`~placegym.envs.mdp.env.PlacementEnv`): true masks
     devices whose memory the node's parameters would overflow; ``room`` also those that
-    leave no room for the rest of the graph; false none."""
+    leave no room for the rest of the graph; ``live`` those without room for the live
+    bytes of the partial placement either (the teachers' rule); false none."""
     dispatch: str = "priority"
     """Simulator dispatch rule: ``priority`` or ``fifo`` (DOPPLER's simulator)."""
 

@@ -96,11 +96,12 @@ class Decoder:
 
     def fresh(self, reserve: np.ndarray | None = None) -> _Entry:
         """An entry of the empty placement; with a ``reserve``, under the ``"room"`` mask
-        with that ``memory_reserve`` (:class:`~placegym.envs.mdp.state.PlacementState`)."""
+        (``"live"`` for a decoder of that mask) with that ``memory_reserve``
+        (:class:`~placegym.envs.mdp.state.PlacementState`)."""
         builder = copy.copy(self._builder)
         builder.dynamic, builder.devices = builder.dynamic.copy(), builder.devices.copy()
         builder.reset_dynamic()
-        mask = self.memory_mask if reserve is None else "room"
+        mask = self.memory_mask if reserve is None or self.memory_mask == "live" else "room"
         state = PlacementState(self.graph, self.cluster, memory_mask=mask, memory_reserve=reserve)
         return _Entry(state, builder, 0.0)
 
@@ -377,7 +378,7 @@ def reserved_greedy(
     pass decoded, in order: each but the first (which a search simulates as its greedy
     pass) is one more simulator call. ``first``: the plain greedy pass when the caller
     has it already (played in environments), so it is not decoded again."""
-    from placegym.teachers._memory import reserve_room
+    from placegym.teachers._memory import reserve_room, with_room
 
     decoded: dict[bytes | None, Placement] = {} if first is None else {None: first}
     if first is not None and passes is not None:
@@ -391,4 +392,6 @@ def reserved_greedy(
                 passes.append(decoded[key])
         return decoded[key]
 
-    return roll(reserve_room(decoder.graph, decoder.cluster, roll, live=False))
+    live = decoder.memory_mask == "live"  # its rooms keep live bytes, as the teachers' do
+    room = reserve_room(decoder.graph, decoder.cluster, roll, live=live)
+    return with_room(roll(room), room)

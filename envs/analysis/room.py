@@ -211,9 +211,12 @@ class Room:
             np.maximum(most, self.future[w] - local, out=most)
         return most
 
-    def checker(self, device: np.ndarray, param_used: np.ndarray, v: int) -> Callable[[int], bool]:
-        """``fits(d)``: whether device ``d`` has room for ``v`` in the partial placement
-        ``device`` (-1 unplaced) with ``param_used`` resident bytes per device."""
+    def _state(
+        self, device: np.ndarray, param_used: np.ndarray, v: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(free, take, items)`` of :meth:`checker`: each device's capacity left, what
+        ``v`` takes on each device (its resident bytes, and with ``live`` its working
+        set), and the unopened units' bytes (descending, > 0)."""
         u, pb = self.units, self.graph.param_bytes
         placed = np.flatnonzero(device >= 0)
         unit_dev = np.full(u.count, -1, dtype=np.int64)
@@ -237,17 +240,46 @@ class Room:
                 others = u.members[mine][u.members[mine] != v]
                 if others.size:
                     extra = np.maximum(extra, self._opening(device, others))
-        items = u.unopened(open_, mine)
+        return free, need + extra, u.unopened(open_, mine)
+
+    def checker(self, device: np.ndarray, param_used: np.ndarray, v: int) -> Callable[[int], bool]:
+        """``fits(d)``: whether device ``d`` has room for ``v`` in the partial placement
+        ``device`` (-1 unplaced) with ``param_used`` resident bytes per device."""
+        free, take, items = self._state(device, param_used, v)
 
         def fits(d: int) -> bool:
             f = free.copy()
-            take = need + float(extra[d])
-            f[d] -= take
-            if take > 0 and f[d] < 0:
+            f[d] -= take[d]
+            if take[d] > 0 and f[d] < 0:
                 return False
             return packs(items, np.maximum(f, 0.0))  # a device past its capacity takes none
 
         return fits
+
+    def mask(
+        self, device: np.ndarray, param_used: np.ndarray, v: int, candidates: np.ndarray
+    ) -> np.ndarray:
+        """``(D,)`` bool: the devices among ``candidates`` (``(D,)`` bool) with room for
+        ``v``: :meth:`checker`'s answer for each, decided for most at once by the counting
+        bound of :func:`packs`."""
+        free, take, items = self._state(device, param_used, v)
+        own = free - take
+        ok = candidates & ((take <= 0) | (own >= 0))
+        if not len(items):
+            return ok
+        left = np.maximum(free, 0.0)
+        mine = np.maximum(own, 0.0)
+        total, first = float(items.sum()), float(items[0])
+        spare_all = np.maximum(left - first, 0.0)
+        room = left.sum() - left + mine
+        spare = spare_all.sum() - spare_all + np.maximum(mine - first, 0.0)
+        ok &= total <= room
+        out = ok & (total <= spare)
+        for d in np.flatnonzero(ok & ~out).tolist():
+            f = left.copy()
+            f[d] = mine[d]
+            out[d] = packs(items, f)
+        return out
 
 
 def working_set(graph: Graph, duration: np.ndarray) -> np.ndarray:

@@ -127,7 +127,10 @@ class PlacementEnv(gym.Env[dict, int]):
     bytes of the nodes and groups not yet placed still pack into what every device has
     left (:func:`~placegym.envs.analysis.room.room_mask`); where no device has room, the
     ``True`` rule. It spares a policy the dead ends where a later node fits nowhere; live
-    tensors beyond one node's working set can still exceed memory.
+    tensors beyond one node's working set can still exceed memory. With
+    ``memory_mask="live"``, the devices with room for the live bytes of the partial
+    placement too (outputs awaiting consumers, so a training step's stash, and the working
+    sets to come: the teachers' rule, :class:`~placegym.envs.analysis.room.Room`).
     ``memory_mask=False`` masks no device for memory.
     Once the episode has terminated, the mask is that of
     its start state (the graph's sources), which is where a vector env's autoreset goes
@@ -247,7 +250,7 @@ class PlacementEnv(gym.Env[dict, int]):
         reward: Literal["relative", "makespan", "nest"] = "relative",
         shaping_gamma: float = 1.0,
         reference: ReferencePlacer | str = DEFAULT_REFERENCE,
-        memory_mask: bool | Literal["resident", "room"] = True,
+        memory_mask: bool | Literal["resident", "room", "live"] = True,
         illegal_action: Literal["penalize", "raise"] = "penalize",
         dispatch: Literal["priority", "fifo"] = "priority",
         noise: float = 0.0,

@@ -19,13 +19,20 @@ that process and the quantities that teachers and observations need:
     bytes of the units not yet opened still pack into what every device has left. It
     avoids the dead ends where a later node fits nowhere; where no device has room, the
     ``True`` rule applies. On graphs whose memory cannot bind
-    (:func:`~placegym.envs.analysis.memory.memory_may_bind`) both rules allow every device;
+    (:func:`~placegym.envs.analysis.memory.memory_may_bind`) these rules allow every device;
+  - ``"live"``: of the ``True`` devices, those with room for the live bytes of the
+    partial placement as well, the teachers' rule
+    (:class:`~placegym.envs.analysis.room.Room` with ``live``: outputs awaiting
+    consumers, so a training step's stash, the node's working set and the largest
+    working set still to run on the device, plus the packing of the resident bytes to
+    come); where no device has room, the ``True`` rule applies. It costs ``O(E + n)``
+    per PLC step where memory may bind, nothing elsewhere;
   - ``False``: every device.
 
-  ``memory_reserve`` (``"room"`` only): ``(D,)`` bytes each device keeps free for live
-  tensors: its working-set term is at least that (a decode calibrated by the simulated
-  excess, as the teachers' rooms are: :func:`~placegym.agents.doppler.decoder.
-  calibrated_greedy`);
+  ``memory_reserve`` (``"room"`` and ``"live"``): ``(D,)`` bytes each device keeps free
+  for live tensors: with ``"room"`` its working-set term is at least that, with
+  ``"live"`` its capacity is less that (a decode calibrated by the simulated excess, as
+  the teachers' rooms are: :func:`~placegym.agents.doppler.decoder.reserved_greedy`);
 - a *contention-free list-schedule estimate* of the partial assignment: placed nodes, in
   selection order, start at ``max(device free, inputs arrived)`` where an input from
   another device arrives ``latency + bytes / bandwidth`` after its producer's estimated
@@ -47,14 +54,15 @@ from typing import Any, Literal
 import numpy as np
 
 from placegym.envs.analysis.levels import step_costs
-from placegym.envs.analysis.memory import Units, memory_may_bind, room_mask, units, working_set
+from placegym.envs.analysis.memory import memory_may_bind
+from placegym.envs.analysis.room import Room, Units, room_mask, units, working_set
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 
 Phase = Literal["select", "place"]
 #: The values of ``memory_mask`` besides the booleans (True is ``"resident"``).
-MEMORY_MASKS = ("resident", "room")
+MEMORY_MASKS = ("resident", "room", "live")
 
 __all__ = ["MEMORY_MASKS", "PlacementState", "Timeline", "memory_mask_mode"]
 
@@ -69,7 +77,9 @@ def memory_mask_mode(value: bool | str) -> str:
         return "resident" if value else "off"
     if isinstance(value, str) and value in MEMORY_MASKS:
         return value
-    raise ValueError(f"memory_mask: expected True, False, 'resident' or 'room', got {value!r}")
+    raise ValueError(
+        f"memory_mask: expected True, False, 'resident', 'room' or 'live', got {value!r}"
+    )
 
 
 class Timeline:
@@ -124,11 +134,14 @@ class _Insertion:
 
 
 def _reserve(value: np.ndarray | None, mode: str, d: int) -> np.ndarray | None:
-    """``memory_reserve`` checked: None, or ``(D,)`` finite bytes >= 0 with ``"room"``."""
+    """``memory_reserve`` checked: None, or ``(D,)`` finite bytes >= 0 with ``"room"`` or
+    ``"live"``."""
     if value is None:
         return None
-    if mode != "room":
-        raise ValueError(f"memory_reserve: applies to memory_mask='room' only, got {mode!r}")
+    if mode not in ("room", "live"):
+        raise ValueError(
+            f"memory_reserve: applies to memory_mask='room' or 'live' only, got {mode!r}"
+        )
     arr = np.asarray(value, dtype=np.float64)
     if arr.shape != (d,) or not np.isfinite(arr).all() or (arr < 0).any():
         raise ValueError(
@@ -195,6 +208,12 @@ class PlacementState:
             self._unit_dev = np.full(u.count, -1, dtype=np.int64)
             self._committed = np.zeros(d)
             self._ws_max = np.zeros(d) if reserve is None else reserve.copy()
+        # memory_mask="live" where memory may bind: the teachers' live room (stateless)
+        self._live: Room | None = None
+        if self.mask_mode == "live" and memory_may_bind(graph, cluster):
+            self._live = Room(
+                graph, cluster, np.zeros(d) if reserve is None else reserve, live=True
+            )
 
     # ------------------------------------------------------------------ phase and masks
     @property
@@ -266,6 +285,10 @@ class PlacementState:
             room = self._room_mask(v, need, fits)
             if np.count_nonzero(room):
                 return room
+        if self._live is not None:
+            live = self._live.mask(self.device, self.param_used, v, fits)
+            if np.count_nonzero(live):
+                return live
         return fits
 
     def _room_mask(self, v: int, need: float, fits: np.ndarray) -> np.ndarray:
@@ -298,7 +321,7 @@ class PlacementState:
                 return action == forced
         if not self.memory_mask:
             return True
-        if self._room is not None:
+        if self._room is not None or self._live is not None:
             return bool(self.place_mask()[action])
         need = self.resident_need(self.selected)
         if self.param_used[action] + need <= self.cluster.memory[action]:

@@ -96,9 +96,9 @@ class PlacementVectorEnv(VectorEnv):
         self._proto = PlacementEnv(**env_kwargs)  # validates the arguments, prepares graphs
         proto = self._proto
         mode = memory_mask_mode(proto.memory_mask)
-        if mode == "room":
+        if mode in ("room", "live"):
             raise ValueError(
-                "memory_mask: 'room' is not compiled in PlacementVectorEnv; use "
+                f"memory_mask: {mode!r} is not compiled in PlacementVectorEnv; use "
                 "gymnasium.vector.SyncVectorEnv over PlacementEnv (vectorization_mode='sync')"
             )
         self._memory_mask = mode == "resident"
