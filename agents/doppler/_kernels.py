@@ -27,7 +27,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["placed_sums_grad_kernel", "placed_sums_kernel", "readiness_kernel", "sibling_kernel"]
+__all__ = [
+    "arrival_kernel",
+    "device_sum_kernel",
+    "insert_interval_kernel",
+    "insertion_kernel",
+    "placed_sums_grad_kernel",
+    "placed_sums_kernel",
+    "readiness_kernel",
+    "sibling_kernel",
+]
 
 
 @njit(cache=True)
@@ -143,3 +152,90 @@ def readiness_kernel(est, src, dst, comm, step, node):  # pragma: no cover - com
         out[k, 1] = remote[k] - now[st]
         out[k, 2] = local[k] - first[st]
     return out, True
+
+
+# ---------------------------------------------------------------------- one-pass decode
+# The incremental bookkeeping of :mod:`placegym.agents.doppler.onepass`: each kernel
+# reproduces, bit for bit, a quantity that the step-by-step decode recomputes per state.
+
+
+@njit(cache=True)
+def arrival_kernel(ptr, idx, v, device, finish, out_bytes, latency, inv_bw, out):  # pragma: no cover - compiled
+    """``out (D,)``: the arrival on each device of every placed input of ``v``,
+    ``finish[u] + latency[a] + out_bytes[u] * inv_bw[a]`` from producer ``u`` on ``a``,
+    their max with 0 (``PlacementState._no_earlier_than`` with a zero floor): ``ptr, idx``
+    the producer CSR."""
+    d = out.shape[0]
+    for k in range(d):
+        out[k] = 0.0
+    for j in range(ptr[v], ptr[v + 1]):
+        u = idx[j]
+        a = device[u]
+        if a < 0:
+            continue
+        f, b = finish[u], out_bytes[u]
+        for k in range(d):
+            x = f + latency[a, k] + b * inv_bw[a, k]
+            if x > out[k]:
+                out[k] = x
+
+
+@njit(cache=True, inline="always")
+def _bisect_right(a, lo, hi, x):  # pragma: no cover - compiled
+    """CPython's ``bisect_right`` on ``a[lo:hi]``, as an index into ``a``."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < a[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(cache=True, inline="always")
+def _earliest_fit(ts, tf, lo, hi, ready, dur):  # pragma: no cover - compiled
+    """``Timeline.earliest_fit`` on the intervals ``ts[lo:hi]``, ``tf[lo:hi]``."""
+    i = _bisect_right(tf, lo, hi, ready)
+    prev_end = ready
+    for j in range(i, hi):
+        if prev_end + dur <= ts[j]:
+            return prev_end
+        if tf[j] > prev_end:
+            prev_end = tf[j]
+    return prev_end
+
+
+@njit(cache=True)
+def insertion_kernel(ts, tf, off, size, ready, dur, out):  # pragma: no cover - compiled
+    """``out (D,)``: per device ``k`` the earliest start >= ``ready[k]`` of an idle gap of
+    ``dur[k]`` among its busy intervals ``ts, tf[off[k] : off[k] + size[k]]``
+    (``PlacementState.insertion_start``)."""
+    for k in range(out.shape[0]):
+        lo = off[k]
+        out[k] = _earliest_fit(ts, tf, lo, lo + size[k], ready[k], dur[k])
+
+
+@njit(cache=True)
+def insert_interval_kernel(ts, tf, off, size, k, start, finish):  # pragma: no cover - compiled
+    """Insert ``[start, finish)`` into device ``k``'s intervals (``Timeline.insert``:
+    after those of an equal start); its block must have a free slot."""
+    lo, hi = off[k], off[k] + size[k]
+    i = _bisect_right(ts, lo, hi, start)
+    for j in range(hi, i, -1):
+        ts[j] = ts[j - 1]
+        tf[j] = tf[j - 1]
+    ts[i] = start
+    tf[i] = finish
+    size[k] += 1
+
+
+@njit(cache=True)
+def device_sum_kernel(placed, values, d, out):  # pragma: no cover - compiled
+    """``out (H,)``: the sum of ``values[v]`` over the nodes placed on device ``d``, added
+    one by one in ascending ``v`` from zero (one row of :func:`placed_sums_kernel`)."""
+    for k in range(out.shape[0]):
+        out[k] = 0.0
+    for v in range(placed.shape[0]):
+        if placed[v] == d:
+            for k in range(out.shape[0]):
+                out[k] += values[v, k]

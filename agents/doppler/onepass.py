@@ -1,0 +1,555 @@
+"""The one-pass greedy decode of the dual policy: no simulator, incremental features.
+
+:class:`OnePassDecoder` decodes the greedy placement of a
+:class:`~placegym.agents.doppler.policy.DopplerPolicy` whose config reads no lookahead
+prices, **exactly** as :meth:`Decoder.greedy <placegym.agents.doppler.decoder.Decoder.
+greedy>` (hence :func:`~placegym.agents.doppler.episodes.play_episodes` with
+``greedy=True``) decodes it from the same graph inputs, under the same memory mask: the
+same placement, bit for bit (the heads read bit-identical inputs of the same shapes).
+It differs in how each state's inputs are obtained:
+
+- **encoders once**: both encoders, the static part of the SEL head and the graph
+  inputs are computed once per decode (:meth:`OnePassDecoder.__init__`);
+- **incremental features**: per step only what the step changes is updated; no feature
+  is recomputed over all nodes. The readiness of a node (its inputs' estimated arrival,
+  :func:`~placegym.agents.doppler.features.sel_context`) is fixed when it enters the
+  frontier; per device, the sum of the PLC embeddings of its nodes (added in ascending
+  node id, as :func:`~placegym.agents.doppler.features.placed_sums` adds them), the
+  count of its nodes per hint group (:func:`~placegym.agents.doppler.hints.hint_share`)
+  and its busy intervals (HEFT's insertion rule,
+  :meth:`~placegym.envs.mdp.state.PlacementState.insertion_start`) are kept up to date;
+  the observation's rows and the state's list schedule are those of
+  :class:`~placegym.envs.mdp.observation.ObservationBuilder` and
+  :class:`~placegym.envs.mdp.state.PlacementState`, which already update per step;
+- **no simulator and no lookahead**: nothing is simulated while placing, neither prices
+  (refused: ``PolicyConfig.prices``) nor the reserves of
+  :func:`~placegym.agents.doppler.decoder.reserved_greedy`: the decode runs under the
+  policy's memory mask alone (with ``memory_mask="room"``, the room mask of
+  :class:`~placegym.envs.mdp.state.PlacementState`). Hints are the teachers' placements
+  where memory cannot bind (no teacher simulates there); where it may, the teachers'
+  own placements are made to fit by simulation, and :func:`plain_hint_placements`
+  gives instead their plain rules' placements, unsimulated (the only inputs that differ
+  from :class:`~placegym.agents.doppler.decoder.Decoder`'s, which reads the simulated
+  ones).
+
+Per-step cost (``k`` the node's producers, ``s`` its siblings, ``F`` the frontier,
+``D`` devices, ``H`` the hidden width, ``K`` hints, ``I`` the busy intervals a device's
+gap search passes): SEL ``O(F · H²)`` (the head on every frontier node, as the policy
+scores them) plus ``O(F)`` to assemble its inputs; PLC ``O(k · D + s + D · (H² + K +
+I))``: the arrival of the node's inputs on every device, its sibling shares, the gap
+search per device and the head on every device; placing the node ``O(k · D + out-degree
++ K + H)`` (a device's embedding sum is added to in ``O(H)``, or summed again in
+``O(n + count · H)`` in the rare case that a node of larger id is already there). Room
+masks (``memory_mask="room"`` where memory may bind) cost what
+:meth:`~placegym.envs.mdp.state.PlacementState.place_mask` costs, ``O(U + D)`` for ``U``
+units. Nothing is ``O(n)`` per step otherwise, so a decode is ``O(n · (F · H² + D · H²
++ ...))``: well under 1 s per 1,000 nodes on one torch thread on the suites' graphs (the
+benchmark ``tests/benchmarks/test_onepass_speed.py`` prints the figures).
+
+Policies it refuses (``ValueError`` naming the field): lookahead prices (``prices``:
+simulated per device), hint qualities (``hint_quality``: the hints simulated per graph),
+affinities (``affinity``: a max over every placed node per device, ``O(n · H)`` a
+step), and policies that do not choose both their SEL and PLC actions.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from bisect import insort
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from placegym.agents.doppler._kernels import (
+    arrival_kernel,
+    device_sum_kernel,
+    insert_interval_kernel,
+    insertion_kernel,
+    sibling_kernel,
+)
+from placegym.agents.doppler.config import RULE_RTOL
+from placegym.agents.doppler.decoder import decodes_like_episodes
+from placegym.agents.doppler.episodes import greedy_pick
+from placegym.agents.doppler.hints import HINT_FEATURES, hint_placements
+from placegym.agents.doppler.inputs import (
+    DEVICE_INPUTS,
+    PLC_INPUTS,
+    SEL_INPUTS,
+    PrepareContext,
+    device_width,
+    enabled,
+    plc_width,
+    sel_width,
+)
+from placegym.agents.doppler.policy import DopplerPolicy
+from placegym.agents.nn.encoder import GraphInputs
+from placegym.envs.analysis.levels import b_level
+from placegym.envs.analysis.memory import memory_may_bind
+from placegym.envs.core.cluster import Cluster
+from placegym.envs.core.graph import Graph
+from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.observation import FEATURE_MAX, ObservationBuilder
+from placegym.envs.mdp.state import PlacementState
+
+__all__ = [
+    "ONE_PASS_REFUSED",
+    "OnePassDecoder",
+    "check_one_pass",
+    "one_pass_greedy",
+    "one_pass_inputs",
+    "plain_hint_placements",
+]
+
+#: Config fields a one-pass decode refuses (module docstring).
+ONE_PASS_REFUSED = ("prices", "hint_quality", "affinity")
+#: The PLC inputs (:data:`~placegym.agents.doppler.inputs.PLC_INPUTS`) it computes.
+_PLC_SUPPORTED = ("hints", "rules", "topology")
+#: SEL inputs (:data:`~placegym.agents.doppler.inputs.SEL_INPUTS`) and device columns
+#: (:data:`~placegym.agents.doppler.inputs.DEVICE_INPUTS`) it computes.
+_SEL_SUPPORTED = ("rules",)
+_DEVICE_SUPPORTED = ("insertion",)
+_B_LEVEL, _EST_FINISH, _EDGE_COMM = 3, 5, 0  # node_static, node_dynamic, edge_attr columns
+_EST_START = 0  # device column: estimated start of the selected node / CP
+
+
+def check_one_pass(policy: Any) -> None:
+    """Raise ``ValueError`` unless ``policy`` can be decoded in one pass (module
+    docstring), naming the field that prevents it."""
+    if not isinstance(policy, DopplerPolicy) or not decodes_like_episodes(policy):
+        raise ValueError(
+            "policy: expected a DopplerPolicy that chooses its SEL and PLC actions "
+            "(learn='both')"
+        )
+    config = policy.config
+    for name in ONE_PASS_REFUSED:
+        if getattr(config, name, False):
+            raise ValueError(
+                f"policy.{name}: a one-pass decode reads no simulated or O(n)-per-step "
+                f"input; got {name}={getattr(config, name)!r}"
+            )
+    tables = ((SEL_INPUTS, _SEL_SUPPORTED), (DEVICE_INPUTS, _DEVICE_SUPPORTED))
+    for table, ok in (*tables, (PLC_INPUTS, _PLC_SUPPORTED)):
+        for entry in table:
+            if enabled(entry, config) and entry.name not in ok:
+                raise ValueError(f"policy.{entry.flag}: no one-pass decode of {entry.name!r}")
+
+
+def plain_hint_placements(
+    graph: Graph, cluster: Cluster, names: tuple[str, ...]
+) -> list[Placement]:
+    """The hint placements of ``names`` without a simulator call.
+
+    Where memory cannot bind (:func:`~placegym.envs.analysis.memory.memory_may_bind`)
+    they are :func:`~placegym.agents.doppler.hints.hint_placements`' (no teacher
+    simulates there). Where it may, each teacher's plain rule, which its ``place`` would
+    then simulate and make fit: ``critical_path``'s rollout without a room, ``heft``'s
+    list schedule without a room, ``nest``'s DP without relief (``relief="never"``,
+    :meth:`~placegym.teachers.nest.NestTeacher.solve`), ``metis``'s compute-balanced
+    partition (with the state's memory rule).
+
+    Raises:
+        ValueError: under memory pressure, a hint other than those four.
+    """
+    if not names or not memory_may_bind(graph, cluster):
+        return hint_placements(graph, cluster, names)
+    return [_plain_hint(graph, cluster, name) for name in names]
+
+
+def _plain_hint(graph: Graph, cluster: Cluster, name: str) -> Placement:
+    from placegym.teachers._common import priority_order
+    from placegym.teachers.critical_path import CriticalPathTeacher
+    from placegym.teachers.heft import HeftTeacher
+    from placegym.teachers.metis import MetisTeacher
+    from placegym.teachers.nest import NestTeacher
+
+    if name == "critical_path":
+        return CriticalPathTeacher()._roll(graph, cluster, None)
+    if name == "heft":
+        return HeftTeacher._schedule(graph, cluster, None)
+    if name == "nest":
+        res = NestTeacher(relief="never").solve(graph, cluster)
+        return Placement(device=res.device, order=res.order, recompute=res.recompute)
+    if name == "metis":
+        order = priority_order(graph, b_level(graph, cluster))
+        return Placement(device=MetisTeacher()._devices(graph, cluster, order), order=order)
+    raise ValueError(
+        f"hints: no unsimulated placement of {name!r} where memory may bind "
+        "(one-pass hints: critical_path, heft, nest, metis)"
+    )
+
+
+def one_pass_inputs(
+    policy: DopplerPolicy, obs: dict[str, Any], graph: Graph, cluster: Cluster
+) -> GraphInputs:
+    """:func:`~placegym.agents.doppler.inputs.graph_inputs` with the hints of
+    :func:`plain_hint_placements`: the same inputs where memory cannot bind, and no
+    simulator call anywhere."""
+    inputs = GraphInputs.from_obs(obs)
+    config = policy.config
+    src = PrepareContext(graph, cluster, config)
+    if config.hints:
+        src.__dict__["placements"] = plain_hint_placements(graph, cluster, tuple(config.hints))
+    fields: dict[str, Any] = {}
+    for entry in (*SEL_INPUTS, *DEVICE_INPUTS, *PLC_INPUTS):
+        if entry.prepare is not None and enabled(entry, config):
+            fields.update(entry.prepare(src))
+    return dataclasses.replace(inputs, **fields) if fields else inputs
+
+
+#: One layer of a head as :func:`_forward` runs it: ``(weight, bias)`` of a linear
+#: layer, or None for a ReLU.
+_Layer = tuple[Tensor, Tensor | None] | None
+
+
+def _layers(module: torch.nn.Module) -> list[_Layer]:
+    """The layers of a head (``Linear`` and ``ReLU`` modules, nested ``Sequential`` s
+    flattened) in the order its forward applies them.
+
+    Raises:
+        ValueError: any other module.
+    """
+    if isinstance(module, torch.nn.Sequential):
+        return [layer for child in module for layer in _layers(child)]
+    if isinstance(module, torch.nn.Linear):
+        return [(module.weight, module.bias)]
+    if isinstance(module, torch.nn.ReLU):
+        return [None]
+    raise ValueError(f"policy: a one-pass head runs Linear and ReLU layers, got {module!r}")
+
+
+def _forward(layers: list[_Layer], x: Tensor) -> Tensor:
+    """The head of ``layers`` on ``x``: the same kernels as the modules' forwards,
+    without their call overhead."""
+    for layer in layers:
+        x = torch.relu(x) if layer is None else torch.nn.functional.linear(x, *layer)
+    return x
+
+
+class _Intervals:
+    """The busy intervals of every device (``Timeline`` s of HEFT's insertion rule) in
+    one pool: device ``k``'s ``size[k]`` intervals, sorted by start, at ``off[k]``, in a
+    block of ``cap[k]`` slots (moved to the pool's end, twice as large, when full)."""
+
+    def __init__(self, d: int, cap: int = 8) -> None:
+        self.ts = np.zeros(d * cap)
+        self.tf = np.zeros(d * cap)
+        self.off = np.arange(d, dtype=np.int64) * cap
+        self.size = np.zeros(d, dtype=np.int64)
+        self.cap = np.full(d, cap, dtype=np.int64)
+        self.end = d * cap
+
+    def insert(self, k: int, start: float, finish: float) -> None:
+        if self.size[k] == self.cap[k]:
+            cap = int(2 * self.cap[k])
+            if self.end + cap > len(self.ts):
+                grow = max(len(self.ts), cap)
+                self.ts = np.concatenate([self.ts, np.zeros(grow)])
+                self.tf = np.concatenate([self.tf, np.zeros(grow)])
+            lo, m = int(self.off[k]), int(self.size[k])
+            self.ts[self.end : self.end + m] = self.ts[lo : lo + m]
+            self.tf[self.end : self.end + m] = self.tf[lo : lo + m]
+            self.off[k], self.cap[k] = self.end, cap
+            self.end += cap
+        insert_interval_kernel(self.ts, self.tf, self.off, self.size, k, start, finish)
+
+
+class OnePassDecoder:
+    """The greedy placement of ``policy`` on ``graph`` and ``cluster`` in one pass
+    (module docstring): encoders once, then per step incremental features and one small
+    head evaluation, no simulator call.
+
+    Args:
+        policy: a dual policy without lookahead prices (:func:`check_one_pass`).
+        graph, cluster: what to place.
+        memory_mask: the mask decoded under (``True``, ``"resident"``, ``"room"``,
+            ``False``: :class:`~placegym.envs.mdp.state.PlacementState`); that of the
+            policy's training for a trained policy.
+        inputs: the graph inputs to read (default :func:`one_pass_inputs`); passing
+            :class:`~placegym.agents.doppler.decoder.Decoder`'s gives its greedy
+            placement, bit for bit, wherever memory binds or not.
+
+    Raises:
+        ValueError: a policy that cannot be decoded in one pass, naming the field.
+    """
+
+    def __init__(
+        self,
+        policy: DopplerPolicy,
+        graph: Graph,
+        cluster: Cluster,
+        memory_mask: bool | str = True,
+        *,
+        inputs: GraphInputs | None = None,
+    ) -> None:
+        check_one_pass(policy)
+        self.policy, self.graph, self.cluster = policy, graph, cluster
+        self.memory_mask = memory_mask
+        n, e = graph.num_nodes, graph.num_edges
+        self._builder = ObservationBuilder(graph, cluster, max(n, 1), e)
+        if inputs is None:
+            obs = self._builder.observe(np.zeros(1, dtype=bool), 0)
+            inputs = one_pass_inputs(policy, obs, graph, cluster)
+        self.inputs = inputs
+        with torch.inference_mode():
+            self.enc = policy.encode(inputs)
+        g = inputs
+        self._b_level = g.x[:, _B_LEVEL].numpy()
+        self._comm = np.ascontiguousarray(g.edge_attr[:, _EDGE_COMM].numpy())
+        src, dst = g.edge_index.numpy()
+        order = np.argsort(dst, kind="stable")
+        self._in_src = src[order].astype(np.int64)
+        self._in_edge = order.astype(np.int64)
+        self._in_ptr = np.searchsorted(dst[order], np.arange(n + 1)).astype(np.int64)
+        self._pptr, self._pidx = (np.asarray(a, dtype=np.int64) for a in graph.producer_csr)
+        self._siblings = None
+        if policy.config.siblings and g.siblings is not None:
+            ptr, idx, weight = g.siblings
+            self._siblings = (ptr.numpy(), idx.numpy(), weight.to(torch.float32).numpy())
+        self._groups = None if g.groups is None else np.ascontiguousarray(g.groups.numpy())
+        self._plc_h = self.enc.plc_h.numpy()
+        config = policy.config
+        self._sel_width, self._plc_width = sel_width(config), plc_width(config)
+        self._dev_width = device_width(config)
+        self._plc_inputs = [(e.name, e.width(config)) for e in PLC_INPUTS if enabled(e, config)]
+        self._sel_dyn = _layers(policy.sel_dynamic)
+        self._sel_tail = _layers(policy.sel_tail)
+        self._plc_head = _layers(policy.plc_head)
+
+    @torch.inference_mode()
+    def greedy(self) -> Placement:
+        """The policy's greedy placement (the class docstring); no simulator call."""
+        return _Run(self).decode()
+
+
+class _Run:
+    """One decode's mutable state (:class:`OnePassDecoder`)."""
+
+    def __init__(self, dec: OnePassDecoder) -> None:
+        self.dec = dec
+        graph, cluster = dec.graph, dec.cluster
+        n, d = graph.num_nodes, cluster.num_devices
+        self.n, self.d = n, d
+        self.state = PlacementState(graph, cluster, memory_mask=dec.memory_mask)
+        obs = copy.copy(dec._builder)
+        obs.dynamic, obs.devices = dec._builder.dynamic.copy(), dec._builder.devices.copy()
+        obs.reset_dynamic()
+        self.obs = obs
+        costs = self.state.costs
+        self.duration, self.latency, self.inv_bw = costs.duration, costs.latency, costs.inv_bandwidth
+        self.out_bytes = np.ascontiguousarray(graph.out_bytes, dtype=np.float64)
+        # SEL: readiness of each frontier node, fixed when it enters the frontier
+        self.local = np.zeros(n, dtype=np.float32)
+        self.remote = np.zeros(n, dtype=np.float32)
+        self.now = np.float32(0.0)
+        self.frontier: list[int] = np.flatnonzero(graph.in_degree == 0).tolist()
+        self._entered = set(self.frontier)
+        # PLC: per-device sums of the PLC embeddings (ascending node id) and counts
+        h = self.h = dec._plc_h.shape[1]
+        self.sel_width, self.plc_width, self.dev_width = dec._sel_width, dec._plc_width, dec._dev_width
+        self.plc_inputs = dec._plc_inputs
+        self.sel_rules = bool(dec.policy.config.rules)
+        self.sel_dyn, self.sel_tail, self.plc_head = dec._sel_dyn, dec._sel_tail, dec._plc_head
+        self.sums = np.zeros((d, h), dtype=np.float32)
+        self.count = np.zeros(d, dtype=np.float32)
+        self.top = np.full(d, -1, dtype=np.int64)  # largest node id on each device
+        # hints: nodes per (hint, hint device, device) and per (hint, hint device)
+        self.groups = dec._groups
+        if self.groups is not None and self.groups.shape[1]:
+            k = self.groups.shape[1]
+            size = int(self.groups.max()) + 1 if self.groups.size else 1
+            self.mates = np.zeros((k, size, d), dtype=np.int32)
+            self.mates_total = np.zeros((k, size), dtype=np.int64)
+        # insertion: busy intervals per device and each placed node's finish there
+        self.scale = dec.inputs.scale
+        self.intervals = _Intervals(d) if self.scale is not None else None
+        self.ins_finish = np.full(n, np.nan)
+        self.ins_start = np.zeros(d)
+        self.ready = np.zeros(d)
+
+    # ------------------------------------------------------------------ SEL
+    def select(self) -> int:
+        """The greedy SEL action: the frontier's columns (:func:`~placegym.agents.doppler.
+        inputs.sel_columns`) written into one buffer, the head on every frontier node."""
+        dec = self.dec
+        nodes = np.array(self.frontier, dtype=np.int64)
+        k = len(nodes)
+        buf = torch.empty((k, self.sel_width), dtype=torch.float32)
+        x = buf.numpy()
+        x[:, :6] = self.obs.dynamic[nodes]
+        loc = self.local[nodes]
+        x[:, 6] = loc - self.now
+        x[:, 7] = self.remote[nodes] - self.now
+        x[:, 8] = loc - loc.min()
+        b = dec._b_level[nodes]
+        if self.sel_rules:  # features.sel_rules: the gap to the frontier's largest b-level
+            top = b.max()
+            gap = top - b
+            x[:, 9] = gap
+            x[:, 10] = gap <= RULE_RTOL * abs(top)
+        node_t = torch.from_numpy(nodes)
+        scores = _forward(self.sel_tail, dec.enc.sel_static[node_t] + _forward(self.sel_dyn, buf))
+        return int(nodes[greedy_pick(scores.squeeze(-1).numpy(), -b)])
+
+    # ------------------------------------------------------------------ PLC
+    def insertion_columns(self, v: int, out: np.ndarray) -> None:
+        """Write :func:`~placegym.agents.doppler.features.insertion_features` of ``v``
+        (the same operations, on the busy intervals kept per device) into ``out (D, 3)``."""
+        iv = self.intervals
+        assert iv is not None and self.scale is not None
+        arrival_kernel(
+            self.dec._pptr,
+            self.dec._pidx,
+            v,
+            self.state.device,
+            self.ins_finish,
+            self.out_bytes,
+            self.latency,
+            self.inv_bw,
+            self.ready,
+        )
+        dur = self.duration[v]
+        insertion_kernel(iv.ts, iv.tf, iv.off, iv.size, self.ready, dur, self.ins_start)
+        start, scale = self.ins_start, self.scale
+        finish = start + dur
+        first = finish.min()
+        lead = finish - first
+        out[:] = np.stack(
+            [
+                np.minimum(start / scale, FEATURE_MAX),
+                np.minimum(lead / scale, FEATURE_MAX),
+                lead <= RULE_RTOL * abs(first),
+            ],
+            axis=-1,
+        ).astype(np.float32)
+
+    def place(self, v: int) -> int:
+        """The greedy PLC action for ``v``: the columns of :func:`~placegym.agents.
+        doppler.inputs.plc_columns` written into one ``(1, D, W)`` buffer (element-wise
+        columns in ``numpy``, the others by the same ``torch`` calls), the head on every
+        device."""
+        dec, policy = self.dec, self.dec.policy
+        d, h, f = self.d, self.h, self.dev_width
+        buf = torch.empty((1, d, self.plc_width), dtype=torch.float32)
+        x = buf.numpy()[0]
+        col = 2 * h + 1  # node embedding, mean device embedding, log1p(count)
+        dev_np = x[:, col : col + f]
+        dev_np[:, : self.obs.devices.shape[1]] = self.obs.devices
+        if self.intervals is not None:
+            self.insertion_columns(v, dev_np[:, self.obs.devices.shape[1] :])
+        dev = torch.from_numpy(dev_np.copy()).unsqueeze(0)
+        count_np = self.count
+        count = torch.from_numpy(count_np).unsqueeze(0)
+        x[:, :h] = self.dec._plc_h[v]
+        x[:, h : 2 * h] = self.sums / np.maximum(count_np, np.float32(1.0))[:, None]
+        x[:, 2 * h] = torch.log1p(count).numpy()[0]
+        col += f
+        x[:, col : col + f] = dev.mean(dim=1, keepdim=True).numpy()[0]
+        col += f
+        est = dev_np[:, _EST_START]
+        first = est.min()
+        x[:, col] = est - first
+        x[:, col + 1] = self.sibling_share(v)
+        col += 2
+        for name, width in self.plc_inputs:
+            if name == "hints":
+                self.hint_share(v, x[:, col : col + width])
+            elif name == "rules":  # features.plc_rules
+                x[:, col] = est - first <= RULE_RTOL * abs(first)
+            elif name == "topology":
+                agg = torch.from_numpy(x[:, h : 2 * h].copy()).unsqueeze(0)
+                topo = policy.device_topology(dec.inputs.links, dev, count, agg)
+                x[:, col : col + width] = topo.numpy()[0]
+            col += width
+        logits = _forward(self.plc_head, buf).squeeze(-1)[0].numpy()
+        legal = np.flatnonzero(self.state.place_mask())
+        return int(legal[greedy_pick(logits[legal], est[legal])])
+
+    def sibling_share(self, v: int) -> np.ndarray | float:
+        """``(D,)``: :func:`~placegym.agents.doppler.features.sibling_share` of ``v``."""
+        if self.dec._siblings is None:
+            return 0.0
+        ptr, idx, weight = self.dec._siblings
+        node = np.array([v], dtype=np.int64)
+        share, _ = sibling_kernel(ptr, idx, weight, node, self.state.device[None, :], self.d)
+        return share[0]
+
+    def hint_share(self, v: int, out: np.ndarray) -> None:
+        """Write :func:`~placegym.agents.doppler.hints.hint_share` of ``v`` into ``out
+        (D, 3K)`` from the nodes counted per hint group and device (the same element-wise
+        operations on the same exact counts)."""
+        if self.groups is None:
+            out[:] = 0.0
+            return
+        g = self.groups[v]
+        k = np.arange(len(g))
+        on_dev = self.mates[k, g].T.astype(np.float32)  # (D, K)
+        placed = self.mates_total[k, g].astype(np.float32)  # (K,)
+        count = self.count[:, None]
+        one = np.float32(1.0)
+        view = out.reshape(self.d, len(g), HINT_FEATURES)
+        view[..., 0] = on_dev / np.maximum(placed, one)
+        view[..., 1] = (count - on_dev) / np.maximum(count, one)
+        view[..., 2] = placed > 0
+
+    def commit(self, v: int, device: int) -> None:
+        """Place ``v`` on ``device`` and bring every incremental feature up to date."""
+        state, obs = self.state, self.obs
+        state.place(device, checked=False)
+        obs.on_place(state, v, device)
+        est = obs.dynamic[v, _EST_FINISH]
+        if est > self.now:
+            self.now = est
+        # embedding sums, in ascending node id
+        if v > self.top[device]:
+            self.sums[device] += self.dec._plc_h[v]
+            self.top[device] = v
+        else:
+            device_sum_kernel(state.device, self.dec._plc_h, device, self.sums[device])
+        self.count[device] += 1
+        if self.groups is not None and self.groups.shape[1]:
+            g = self.groups[v]
+            k = np.arange(len(g))
+            self.mates[k, g, device] += 1
+            self.mates_total[k, g] += 1
+        if self.intervals is not None:
+            start = float(self.ins_start[device])
+            finish = start + float(self.duration[v, device])
+            self.intervals.insert(device, start, finish)
+            self.ins_finish[v] = finish
+        # successors that entered the frontier: their readiness is fixed from now on
+        frontier = state.frontier_mask
+        est_all = obs.dynamic[:, _EST_FINISH]
+        dec = self.dec
+        for c in state.costs.successors[v]:
+            if frontier[c] and c not in self._entered:
+                lo, hi = dec._in_ptr[c], dec._in_ptr[c + 1]
+                f = est_all[dec._in_src[lo:hi]]
+                zero = np.float32(0.0)
+                self.local[c] = max(zero, f.max()) if hi > lo else zero
+                rem = f + dec._comm[dec._in_edge[lo:hi]]
+                self.remote[c] = max(zero, rem.max()) if hi > lo else zero
+                self._entered.add(c)
+                insort(self.frontier, c)
+
+    def decode(self) -> Placement:
+        state, obs = self.state, self.obs
+        for _ in range(self.n):
+            v = self.select()
+            state.select(v, checked=False)
+            obs.on_select(state, v)
+            self.frontier.remove(v)
+            self.commit(v, self.place(v))
+        return state.to_placement()
+
+
+def one_pass_greedy(
+    policy: DopplerPolicy,
+    graph: Graph,
+    cluster: Cluster,
+    memory_mask: bool | str = True,
+) -> Placement:
+    """The greedy placement of ``policy`` decoded in one pass (:class:`OnePassDecoder`)."""
+    return OnePassDecoder(policy, graph, cluster, memory_mask).greedy()
