@@ -160,9 +160,9 @@ def readiness_kernel(est, src, dst, comm, step, node):  # pragma: no cover - com
 
 
 @njit(cache=True)
-def arrival_kernel(ptr, idx, v, device, finish, out_bytes, latency, inv_bw, out):  # pragma: no cover - compiled
+def arrival_kernel(ptr, idx, v, device, finish, nbytes, latency, inv_bw, out):  # pragma: no cover
     """``out (D,)``: the arrival on each device of every placed input of ``v``,
-    ``finish[u] + latency[a] + out_bytes[u] * inv_bw[a]`` from producer ``u`` on ``a``,
+    ``finish[u] + latency[a] + nbytes[u] * inv_bw[a]`` from producer ``u`` on ``a``,
     their max with 0 (``PlacementState._no_earlier_than`` with a zero floor): ``ptr, idx``
     the producer CSR."""
     d = out.shape[0]
@@ -173,7 +173,7 @@ def arrival_kernel(ptr, idx, v, device, finish, out_bytes, latency, inv_bw, out)
         a = device[u]
         if a < 0:
             continue
-        f, b = finish[u], out_bytes[u]
+        f, b = finish[u], nbytes[u]
         for k in range(d):
             x = f + latency[a, k] + b * inv_bw[a, k]
             if x > out[k]:

@@ -86,7 +86,6 @@ from placegym.agents.doppler.inputs import (
 )
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.nn.encoder import GraphInputs
-from placegym.envs.analysis.levels import b_level
 from placegym.envs.analysis.memory import memory_may_bind
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
@@ -101,6 +100,7 @@ __all__ = [
     "one_pass_greedy",
     "one_pass_inputs",
     "plain_hint_placements",
+    "unbounded_memory",
 ]
 
 #: Config fields a one-pass decode refuses (module docstring).
@@ -120,8 +120,7 @@ def check_one_pass(policy: Any) -> None:
     docstring), naming the field that prevents it."""
     if not isinstance(policy, DopplerPolicy) or not decodes_like_episodes(policy):
         raise ValueError(
-            "policy: expected a DopplerPolicy that chooses its SEL and PLC actions "
-            "(learn='both')"
+            "policy: expected a DopplerPolicy that chooses its SEL and PLC actions (learn='both')"
         )
     config = policy.config
     for name in ONE_PASS_REFUSED:
@@ -144,41 +143,26 @@ def plain_hint_placements(
 
     Where memory cannot bind (:func:`~placegym.envs.analysis.memory.memory_may_bind`)
     they are :func:`~placegym.agents.doppler.hints.hint_placements`' (no teacher
-    simulates there). Where it may, each teacher's plain rule, which its ``place`` would
-    then simulate and make fit: ``critical_path``'s rollout without a room, ``heft``'s
-    list schedule without a room, ``nest``'s DP without relief (``relief="never"``,
-    :meth:`~placegym.teachers.nest.NestTeacher.solve`), ``metis``'s compute-balanced
-    partition (with the state's memory rule).
-
-    Raises:
-        ValueError: under memory pressure, a hint other than those four.
+    simulates there). Where it may, a teacher's ``place`` simulates (its reserves, its
+    repair, NEST's memory tables), so each hint is instead the teacher's placement on
+    :func:`unbounded_memory` of the cluster: its plain rule, which no memory rule
+    changes (the same devices, speeds and links; only the memory is larger).
     """
-    if not names or not memory_may_bind(graph, cluster):
-        return hint_placements(graph, cluster, names)
-    return [_plain_hint(graph, cluster, name) for name in names]
+    if names and memory_may_bind(graph, cluster):
+        cluster = unbounded_memory(graph, cluster)
+    return hint_placements(graph, cluster, names)
 
 
-def _plain_hint(graph: Graph, cluster: Cluster, name: str) -> Placement:
-    from placegym.teachers._common import priority_order
-    from placegym.teachers.critical_path import CriticalPathTeacher
-    from placegym.teachers.heft import HeftTeacher
-    from placegym.teachers.metis import MetisTeacher
-    from placegym.teachers.nest import NestTeacher
-
-    if name == "critical_path":
-        return CriticalPathTeacher()._roll(graph, cluster, None)
-    if name == "heft":
-        return HeftTeacher._schedule(graph, cluster, None)
-    if name == "nest":
-        res = NestTeacher(relief="never").solve(graph, cluster)
-        return Placement(device=res.device, order=res.order, recompute=res.recompute)
-    if name == "metis":
-        order = priority_order(graph, b_level(graph, cluster))
-        return Placement(device=MetisTeacher()._devices(graph, cluster, order), order=order)
-    raise ValueError(
-        f"hints: no unsimulated placement of {name!r} where memory may bind "
-        "(one-pass hints: critical_path, heft, nest, metis)"
+def unbounded_memory(graph: Graph, cluster: Cluster) -> Cluster:
+    """``cluster`` with every device's memory raised to where nothing of ``graph`` can
+    exceed it (twice every parameter and output byte, at least its own memory); devices,
+    speeds and links unchanged."""
+    worst = 2.0 * float(graph.param_bytes.sum() + graph.out_bytes.sum()) + 1.0
+    devices = tuple(
+        dataclasses.replace(d, memory=max(d.memory, worst), memory_reserve=0.0)
+        for d in cluster.devices
     )
+    return dataclasses.replace(cluster, devices=devices)
 
 
 def one_pass_inputs(
@@ -338,7 +322,11 @@ class _Run:
         obs.reset_dynamic()
         self.obs = obs
         costs = self.state.costs
-        self.duration, self.latency, self.inv_bw = costs.duration, costs.latency, costs.inv_bandwidth
+        self.duration, self.latency, self.inv_bw = (
+            costs.duration,
+            costs.latency,
+            costs.inv_bandwidth,
+        )
         self.out_bytes = np.ascontiguousarray(graph.out_bytes, dtype=np.float64)
         # SEL: readiness of each frontier node, fixed when it enters the frontier
         self.local = np.zeros(n, dtype=np.float32)
@@ -348,7 +336,11 @@ class _Run:
         self._entered = set(self.frontier)
         # PLC: per-device sums of the PLC embeddings (ascending node id) and counts
         h = self.h = dec._plc_h.shape[1]
-        self.sel_width, self.plc_width, self.dev_width = dec._sel_width, dec._plc_width, dec._dev_width
+        self.sel_width, self.plc_width, self.dev_width = (
+            dec._sel_width,
+            dec._plc_width,
+            dec._dev_width,
+        )
         self.plc_inputs = dec._plc_inputs
         self.sel_rules = bool(dec.policy.config.rules)
         self.sel_dyn, self.sel_tail, self.plc_head = dec._sel_dyn, dec._sel_tail, dec._plc_head

@@ -43,6 +43,7 @@ from placegym.agents.doppler.decoder import (
     reserved_greedy,
 )
 from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
+from placegym.agents.doppler.onepass import check_one_pass, one_pass_greedy
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.nn.encoder import GraphInputs
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster
@@ -166,9 +167,16 @@ class AgentPlacer:
             training (:func:`trained_mask`) for a trained policy.
         threads: torch threads while placing (:data:`THREADS`; None: the process's
             setting, e.g. ``OMP_NUM_THREADS``); the caller's count is restored after.
+        one_pass: (``greedy`` only) place by the one-pass decode
+            (:func:`~placegym.agents.doppler.onepass.one_pass_greedy`): no simulator call
+            at all, so neither raised reserves nor a repair; the policy's greedy
+            placement under ``memory_mask``, which may be over memory where memory binds
+            (where it cannot, the same placement as without the option).
 
     Raises:
-        ValueError: an unknown mode or mask, ``k`` < 1 or ``threads`` < 1.
+        ValueError: an unknown mode or mask, ``k`` < 1 or ``threads`` < 1; ``one_pass``
+            with another mode or a policy it cannot decode
+            (:func:`~placegym.agents.doppler.onepass.check_one_pass`).
     """
 
     def __init__(
@@ -180,12 +188,18 @@ class AgentPlacer:
         name: str = "agent",
         memory_mask: bool | str = True,
         threads: int | None = THREADS,
+        one_pass: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
         if k < 1:
             raise ValueError(f"k: must be >= 1, got {k}")
         memory_mask_mode(memory_mask)  # raises on a bad value, naming the field
+        if one_pass:
+            if mode != "greedy":
+                raise ValueError(f"one_pass: decodes the greedy mode only, got mode={mode!r}")
+            check_one_pass(policy)
+        self.one_pass = bool(one_pass)
         self.policy, self.mode, self.k, self.name = policy.eval(), mode, k, name
         self.memory_mask, self.threads = memory_mask, check_threads(threads)
         self._pool = EnvPool(memory_mask=memory_mask)
@@ -195,6 +209,8 @@ class AgentPlacer:
         :attr:`threads` torch threads."""
         cluster = load_cluster(cluster)
         with torch_threads(self.threads):
+            if self.one_pass:
+                return one_pass_greedy(self.policy, graph, cluster, self.memory_mask)
             return make_feasible(graph, cluster, self._place(graph, cluster, seed))
 
     def _decodes_greedy(self) -> bool:

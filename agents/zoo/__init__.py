@@ -71,6 +71,8 @@ class Pretrained(AgentPlacer):
             under (True where the card names none).
         threads: torch threads while it places (default 1; None: the process's
             setting); the caller's count is restored after each placement.
+        one_pass: place by the one-pass decode, no simulator call
+            (:class:`~placegym.agents.doppler.placer.AgentPlacer`'s ``one_pass``).
 
     Attributes:
         card: the card (module docstring).
@@ -83,9 +85,10 @@ class Pretrained(AgentPlacer):
         card: dict[str, Any],
         *,
         threads: int | None = THREADS,
+        one_pass: bool = False,
     ) -> None:
         mask = trained_mask(card.get("config"))
-        super().__init__(policy, name=name, memory_mask=mask, threads=threads)
+        super().__init__(policy, name=name, memory_mask=mask, threads=threads, one_pass=one_pass)
         self.card = card
 
     @property
@@ -107,13 +110,16 @@ def available() -> list[str]:
     return sorted(p.parent.name for p in ZOO.glob("*/card.json"))
 
 
-def pretrained(name: str, *, threads: int | None = THREADS) -> Pretrained:
+def pretrained(name: str, *, threads: int | None = THREADS, one_pass: bool = False) -> Pretrained:
     """The shipped agent ``name`` (see :func:`available`) as a placer: greedy, decoding
     under the memory mask it was trained under, its card attached (:class:`Pretrained`),
-    placing with ``threads`` torch threads (default 1; None: the process's setting).
+    placing with ``threads`` torch threads (default 1; None: the process's setting);
+    with ``one_pass``, by the one-pass decode (no simulator call, no repair; agents
+    that read lookahead prices refuse it).
 
     Raises:
         ValueError: an unknown name (naming the shipped ones), a file of another format,
+            ``one_pass`` for an agent that reads lookahead prices,
             or ``threads`` not an integer >= 1.
     """
     check_threads(threads)
@@ -130,7 +136,7 @@ def pretrained(name: str, *, threads: int | None = THREADS) -> Pretrained:
         raise ValueError(f"{folder / 'policy.pt'}: format: expected {POLICY_FORMAT!r}")
     policy = DopplerPolicy(PolicyConfig.from_dict(data["policy_config"]))
     policy.load_state_dict(data["policy"])
-    return Pretrained(name, policy, card, threads=threads)
+    return Pretrained(name, policy, card, threads=threads, one_pass=one_pass)
 
 
 def save_policy(policy: DopplerPolicy, path: Path) -> None:

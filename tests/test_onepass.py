@@ -1,0 +1,185 @@
+"""The one-pass greedy decode (:mod:`placegym.agents.doppler.onepass`): the same placement
+as :meth:`Decoder.greedy` of the same policy, graph inputs, cluster and mask, bit for bit
+(suite instances and random graphs, with co-location groups and memory limits, under the
+zoo policies' masks and random policies of every supported input), and not one
+simulator call."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+
+from placegym.agents import pretrained
+from placegym.agents.doppler import DopplerPolicy, PolicyConfig
+from placegym.agents.doppler.decoder import Decoder
+from placegym.agents.doppler.onepass import (
+    OnePassDecoder,
+    check_one_pass,
+    one_pass_greedy,
+    plain_hint_placements,
+    unbounded_memory,
+)
+from placegym.agents.doppler.placer import AgentPlacer, torch_threads
+from placegym.envs import load_cluster
+from placegym.envs.analysis.memory import memory_may_bind
+from placegym.envs.sim import _kernel
+from placegym.envs.sim import simulator as sim
+from placegym.envs.suites import get_suite
+from placegym.envs.workloads import make_graph
+from placegym.envs.workloads.memory import add_groups, tighten
+
+
+@contextlib.contextmanager
+def counted_simulations(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every call of the simulator's public functions and of its compiled entry points
+    (through which every other import of them runs), by name."""
+    calls: list[str] = []
+
+    def counting(module, name):
+        inner = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls.append(name)
+            return inner(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    for name in ("simulate", "simulate_batch", "simulate_makespan"):
+        counting(sim, name)
+    for name in ("simulate_one", "makespan_one", "run_rows"):
+        counting(_kernel, name)
+    yield calls
+
+
+def _instance(suite: str, inst_id: str):
+    for split in ("train", "test"):
+        for inst in get_suite(suite).instances(split):
+            if inst.id == inst_id:
+                return inst
+    raise KeyError(inst_id)
+
+
+def _same(a, b) -> bool:
+    return np.array_equal(a.device, b.device) and np.array_equal(a.order, b.order)
+
+
+def _check_equal(policy, graph, cluster, mask) -> None:
+    with torch.no_grad():
+        dec = Decoder(policy, graph, cluster, mask)
+        old = dec.greedy()
+    new = OnePassDecoder(policy, graph, cluster, mask, inputs=dec.inputs).greedy()
+    assert _same(old, new), f"{graph.name} on {cluster.name} ({mask=})"
+
+
+SUITE_CASES = [
+    ("generalize-v0", "random_dag-96-s0@v100x8"),
+    ("generalize-v0", "resnet_stage@p100x4"),
+    ("memory-tight-v0", "llama_block-1x16@v100x8-mem0.5"),
+    ("memory-tight-v0", "moe-8x2x4-s0@h100-2x8-mem0.6-r1-2"),
+    ("published-v0", "latency-layer-resnet50_inference"),
+    ("training-v0", "llama_layer-1x16x16-train@h100-2x8-mem0.5-port"),
+]
+
+
+@pytest.mark.parametrize("agent", ["generalist-memory-v1", "generalist-memory-v2"])
+@pytest.mark.parametrize(("suite", "inst_id"), SUITE_CASES)
+def test_one_pass_decodes_the_zoo_policies_greedy_placement(agent, suite, inst_id):
+    inst = _instance(suite, inst_id)
+    placer = pretrained(agent)
+    with torch_threads(1):
+        _check_equal(placer.policy, inst.graph, inst.cluster, placer.memory_mask)
+
+
+CONFIGS = [
+    PolicyConfig(hidden=16, layers=1),
+    PolicyConfig(hidden=16, layers=2, siblings=False, positions=True, rules=True),
+    PolicyConfig(hidden=8, layers=1, hints=("critical_path", "heft"), insertion=True),
+    PolicyConfig(hidden=16, layers=1, hints=("metis",), rules=True, topology=True),
+]
+
+
+def _random_case(seed: int):
+    rng = np.random.default_rng(seed)
+    preset = ["p100x4", "v100x8", "h100-2x8"][seed % 3]
+    graph = make_graph("random_dag", nodes=int(rng.integers(30, 90)), seed=seed)
+    cluster = load_cluster(preset)
+    if seed % 2:
+        graph = add_groups(graph, size=3, share=0.6, seed=seed)
+        graph, cluster = tighten(graph, cluster, resident=0.7, ratios=(1.0, 0.5))
+    return graph, cluster
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_pass_decodes_random_policies_on_random_graphs(seed):
+    graph, cluster = _random_case(seed)
+    torch.manual_seed(seed)
+    policy = DopplerPolicy(CONFIGS[seed % len(CONFIGS)]).eval()
+    for mask in (True, "room", False):
+        _check_equal(policy, graph, cluster, mask)
+
+
+def test_random_graphs_cover_groups_and_memory():
+    graph, cluster = _random_case(1)
+    assert graph.groups and memory_may_bind(graph, cluster)
+
+
+def test_one_pass_makes_no_simulator_call(monkeypatch):
+    # memory binds: the plain decode simulates (its reserves, its hints' repair), the
+    # one-pass decode, hints and encoders included, does not
+    inst = _instance("memory-tight-v0", "llama_block-1x16@v100x8-mem0.5")
+    graph, cluster = inst.graph, inst.cluster
+    assert memory_may_bind(graph, cluster)
+    placer = pretrained("generalist-memory-v2")
+    with counted_simulations(monkeypatch) as calls:
+        placement = one_pass_greedy(placer.policy, graph, cluster, placer.memory_mask)
+        assert calls == []
+        placement.check(graph, cluster)
+        AgentPlacer(placer.policy, memory_mask="room").place(graph, cluster)
+        assert calls  # the counter sees the plain decode's calls
+
+
+def test_one_pass_equals_the_placer_where_it_makes_no_simulator_call(monkeypatch):
+    inst = _instance("generalize-v0", "random_dag-96-s0@p100x4")
+    graph, cluster = inst.graph, inst.cluster
+    placer = pretrained("generalist-memory-v2")
+    with counted_simulations(monkeypatch) as calls:
+        old = placer.place(graph, cluster)
+        assert calls == []  # memory cannot bind: nothing simulated, hints included
+        new = one_pass_greedy(placer.policy, graph, cluster, placer.memory_mask)
+        fast = pretrained("generalist-memory-v2", one_pass=True).place(graph, cluster)
+        assert calls == []
+    assert _same(old, new) and _same(old, fast)
+
+
+def test_plain_hints_are_the_teachers_where_memory_cannot_bind(monkeypatch):
+    inst = _instance("memory-tight-v0", "moe-8x2x4-s0@p100x4-mem0.9")
+    graph, cluster = inst.graph, inst.cluster
+    assert memory_may_bind(graph, cluster)
+    roomy = unbounded_memory(graph, cluster)
+    assert not memory_may_bind(graph, roomy)
+    assert np.array_equal(roomy.pair_bandwidth, cluster.pair_bandwidth)
+    with counted_simulations(monkeypatch) as calls:
+        hints = plain_hint_placements(graph, cluster, ("nest", "metis", "heft", "critical_path"))
+        assert calls == []
+    for p in hints:
+        p.check(graph, cluster)
+
+
+@pytest.mark.parametrize(
+    ("field", "config"),
+    [
+        ("prices", PolicyConfig(hidden=8, prices=True)),
+        ("affinity", PolicyConfig(hidden=8, affinity=True)),
+        ("hint_quality", PolicyConfig(hidden=8, hints=("heft",), hint_quality=True)),
+        ("learn", PolicyConfig(hidden=8, learn="select")),
+    ],
+)
+def test_one_pass_refuses_policies_it_cannot_decode_in_one_pass(field, config):
+    policy = DopplerPolicy(config)
+    match = "learn='both'" if field == "learn" else field
+    with pytest.raises(ValueError, match=match):
+        check_one_pass(policy)
