@@ -31,10 +31,13 @@ __all__ = [
     "arrival_kernel",
     "device_sum_kernel",
     "insert_interval_kernel",
+    "insertion_columns_kernel",
     "insertion_kernel",
     "placed_sums_grad_kernel",
     "placed_sums_kernel",
+    "plc_columns_kernel",
     "readiness_kernel",
+    "sel_columns_kernel",
     "sibling_kernel",
 ]
 
@@ -239,3 +242,108 @@ def device_sum_kernel(placed, values, d, out):  # pragma: no cover - compiled
         if placed[v] == d:
             for k in range(out.shape[0]):
                 out[k] += values[v, k]
+
+
+@njit(cache=True)
+def insertion_columns_kernel(start, dur, scale, fmax, rtol, out):  # pragma: no cover
+    """``out (D, 3)``: ``features.insertion_features`` of the insertion-based starts
+    ``start (D,)`` of a node of durations ``dur (D,)``: the same float64 operations, each
+    rounded once to ``out``'s float32."""
+    d = start.shape[0]
+    first = np.inf
+    for k in range(d):
+        first = min(first, start[k] + dur[k])
+    tol = rtol * abs(first)
+    for k in range(d):
+        lead = (start[k] + dur[k]) - first
+        out[k, 0] = min(start[k] / scale, fmax)
+        out[k, 1] = min(lead / scale, fmax)
+        out[k, 2] = 1.0 if lead <= tol else 0.0
+
+
+@njit(cache=True)
+def plc_columns_kernel(
+    x,
+    hv,
+    sums,
+    count,
+    dirty,
+    dev,
+    col_dev,
+    col_lead,
+    sib,
+    col_hint,
+    mates,
+    mates_total,
+    g,
+    col_rule,
+    rtol,
+):  # pragma: no cover - compiled
+    """Write the element-wise columns of ``inputs.plc_columns`` for one state into
+    ``x (D, W)`` float32: the node's embedding ``hv``, the mean device embedding
+    ``sums / max(count, 1)`` (on device ``dirty`` only, every device if it is < 0: the
+    others are the previous state's), the device rows ``dev (D, F)`` at ``col_dev``, the lead in
+    estimated start at ``col_lead`` and the sibling share ``sib`` after it; with
+    ``col_hint >= 0`` the hint shares of ``hints.hint_share`` from the placed nodes per
+    (hint, hint device, device) ``mates`` and per (hint, hint device) ``mates_total`` of
+    the node's hint devices ``g``; with ``col_rule >= 0`` ``features.plc_rules`` (float32
+    ``rtol``). Every value is one correctly rounded float32 operation on the same
+    operands as the ``torch`` formulation (float32 sums, differences and quotients of
+    exact values), hence the same bits."""
+    d, h = sums.shape
+    f = dev.shape[1]
+    one = np.float32(1.0)
+    first = dev[0, 0]
+    for k in range(1, d):
+        first = min(first, dev[k, 0])
+    tol = np.float32(rtol * np.float32(abs(first)))
+    for k in range(d):
+        c = max(count[k], one)
+        for j in range(h):
+            x[k, j] = hv[j]
+        if dirty < 0 or k == dirty:
+            for j in range(h):
+                x[k, h + j] = sums[k, j] / c
+        for j in range(f):
+            x[k, col_dev + j] = dev[k, j]
+        lead = dev[k, 0] - first
+        x[k, col_lead] = lead
+        x[k, col_lead + 1] = sib[k]
+        if col_rule >= 0:
+            x[k, col_rule] = 1.0 if lead <= tol else 0.0
+        if col_hint >= 0:
+            for i in range(g.shape[0]):
+                on = np.float32(mates[i, g[i], k])
+                placed = np.float32(mates_total[i, g[i]])
+                x[k, col_hint + 3 * i] = on / max(placed, one)
+                x[k, col_hint + 3 * i + 1] = (count[k] - on) / c
+                x[k, col_hint + 3 * i + 2] = 1.0 if placed > 0 else 0.0
+
+
+@njit(cache=True)
+def sel_columns_kernel(x, nodes, dyn, local, remote, now, b, rules, rtol):  # pragma: no cover
+    """Write ``inputs.sel_columns`` of the frontier ``nodes (K,)`` into ``x (K, W)``
+    float32: each node's ``dyn`` row, its readiness (``features.sel_context``: ``local``
+    and ``remote`` arrival less ``now``, ``local`` less the frontier's least) and, with
+    ``rules``, ``features.sel_rules`` of the b-levels ``b (K,)`` (float32 ``rtol``).
+    Every value is one correctly rounded float32 operation on the ``torch``
+    formulation's operands, hence the same bits."""
+    k_pairs = nodes.shape[0]
+    first = local[nodes[0]]
+    top = b[0]
+    for i in range(1, k_pairs):
+        first = min(first, local[nodes[i]])
+        top = max(top, b[i])
+    tol = np.float32(rtol * np.float32(abs(top)))
+    for i in range(k_pairs):
+        v = nodes[i]
+        for j in range(dyn.shape[1]):
+            x[i, j] = dyn[v, j]
+        c = dyn.shape[1]
+        x[i, c] = local[v] - now
+        x[i, c + 1] = remote[v] - now
+        x[i, c + 2] = local[v] - first
+        if rules:
+            gap = top - b[i]
+            x[i, c + 3] = gap
+            x[i, c + 4] = 1.0 if gap <= tol else 0.0

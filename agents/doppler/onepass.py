@@ -67,13 +67,16 @@ from placegym.agents.doppler._kernels import (
     arrival_kernel,
     device_sum_kernel,
     insert_interval_kernel,
+    insertion_columns_kernel,
     insertion_kernel,
+    plc_columns_kernel,
+    sel_columns_kernel,
     sibling_kernel,
 )
 from placegym.agents.doppler.config import RULE_RTOL
 from placegym.agents.doppler.decoder import decodes_like_episodes
 from placegym.agents.doppler.episodes import greedy_pick
-from placegym.agents.doppler.hints import HINT_FEATURES, hint_placements
+from placegym.agents.doppler.hints import hint_placements
 from placegym.agents.doppler.inputs import (
     DEVICE_INPUTS,
     PLC_INPUTS,
@@ -212,6 +215,19 @@ def _forward(layers: list[_Layer], x: Tensor) -> Tensor:
     return x
 
 
+def _plc_columns(config: Any) -> dict[str, int]:
+    """The first column of each optional PLC input in the head's input (-1 where not
+    enabled) and its width (``NAME_width``): after the fixed columns (``inputs.
+    plc_columns``), in :data:`~placegym.agents.doppler.inputs.PLC_INPUTS` order."""
+    col = 2 * config.hidden + 1 + 2 * device_width(config) + 2
+    out = {name: -1 for name in _PLC_SUPPORTED}
+    for entry in PLC_INPUTS:
+        if enabled(entry, config):
+            out[entry.name], out[f"{entry.name}_width"] = col, entry.width(config)
+            col += entry.width(config)
+    return out
+
+
 class _Intervals:
     """The busy intervals of every device (``Timeline`` s of HEFT's insertion rule) in
     one pool: device ``k``'s ``size[k]`` intervals, sorted by start, at ``off[k]``, in a
@@ -297,7 +313,6 @@ class OnePassDecoder:
         config = policy.config
         self._sel_width, self._plc_width = sel_width(config), plc_width(config)
         self._dev_width = device_width(config)
-        self._plc_inputs = [(e.name, e.width(config)) for e in PLC_INPUTS if enabled(e, config)]
         self._sel_dyn = _layers(policy.sel_dynamic)
         self._sel_tail = _layers(policy.sel_tail)
         self._plc_head = _layers(policy.plc_head)
@@ -341,7 +356,14 @@ class _Run:
             dec._plc_width,
             dec._dev_width,
         )
-        self.plc_inputs = dec._plc_inputs
+        self.dev_rows = np.zeros((d, self.dev_width), dtype=np.float32)
+        self.no_siblings = np.zeros(d, dtype=np.float32)
+        self.node = np.zeros(1, dtype=np.int64)
+        self.placed = self.state.device[None, :]  # a view: (1, n) of the state's devices
+        self.plc_cols = _plc_columns(dec.policy.config)
+        # the PLC head's input, kept between steps: only what a step changes is written
+        self.plc_buf = torch.empty((1, d, self.plc_width), dtype=torch.float32)
+        self.dirty = -1  # the device whose mean embedding changed (-1: every device)
         self.sel_rules = bool(dec.policy.config.rules)
         self.sel_dyn, self.sel_tail, self.plc_head = dec._sel_dyn, dec._sel_tail, dec._plc_head
         self.sums = np.zeros((d, h), dtype=np.float32)
@@ -349,11 +371,11 @@ class _Run:
         self.top = np.full(d, -1, dtype=np.int64)  # largest node id on each device
         # hints: nodes per (hint, hint device, device) and per (hint, hint device)
         self.groups = dec._groups
-        if self.groups is not None and self.groups.shape[1]:
-            k = self.groups.shape[1]
-            size = int(self.groups.max()) + 1 if self.groups.size else 1
-            self.mates = np.zeros((k, size, d), dtype=np.int32)
-            self.mates_total = np.zeros((k, size), dtype=np.int64)
+        k = 0 if self.groups is None else self.groups.shape[1]
+        size = int(self.groups.max()) + 1 if self.groups is not None and self.groups.size else 1
+        self.mates = np.zeros((k, size, d), dtype=np.int32)
+        self.mates_total = np.zeros((k, size), dtype=np.int64)
+        self.no_hint = np.zeros(0, dtype=np.int64)
         # insertion: busy intervals per device and each placed node's finish there
         self.scale = dec.inputs.scale
         self.intervals = _Intervals(d) if self.scale is not None else None
@@ -367,20 +389,19 @@ class _Run:
         inputs.sel_columns`) written into one buffer, the head on every frontier node."""
         dec = self.dec
         nodes = np.array(self.frontier, dtype=np.int64)
-        k = len(nodes)
-        buf = torch.empty((k, self.sel_width), dtype=torch.float32)
-        x = buf.numpy()
-        x[:, :6] = self.obs.dynamic[nodes]
-        loc = self.local[nodes]
-        x[:, 6] = loc - self.now
-        x[:, 7] = self.remote[nodes] - self.now
-        x[:, 8] = loc - loc.min()
+        buf = torch.empty((len(nodes), self.sel_width), dtype=torch.float32)
         b = dec._b_level[nodes]
-        if self.sel_rules:  # features.sel_rules: the gap to the frontier's largest b-level
-            top = b.max()
-            gap = top - b
-            x[:, 9] = gap
-            x[:, 10] = gap <= RULE_RTOL * abs(top)
+        sel_columns_kernel(
+            buf.numpy(),
+            nodes,
+            self.obs.dynamic,
+            self.local,
+            self.remote,
+            self.now,
+            b,
+            self.sel_rules,
+            np.float32(RULE_RTOL),
+        )
         node_t = torch.from_numpy(nodes)
         scores = _forward(self.sel_tail, dec.enc.sel_static[node_t] + _forward(self.sel_dyn, buf))
         return int(nodes[greedy_pick(scores.squeeze(-1).numpy(), -b)])
@@ -404,87 +425,67 @@ class _Run:
         )
         dur = self.duration[v]
         insertion_kernel(iv.ts, iv.tf, iv.off, iv.size, self.ready, dur, self.ins_start)
-        start, scale = self.ins_start, self.scale
-        finish = start + dur
-        first = finish.min()
-        lead = finish - first
-        out[:] = np.stack(
-            [
-                np.minimum(start / scale, FEATURE_MAX),
-                np.minimum(lead / scale, FEATURE_MAX),
-                lead <= RULE_RTOL * abs(first),
-            ],
-            axis=-1,
-        ).astype(np.float32)
+        insertion_columns_kernel(self.ins_start, dur, self.scale, FEATURE_MAX, RULE_RTOL, out)
 
     def place(self, v: int) -> int:
         """The greedy PLC action for ``v``: the columns of :func:`~placegym.agents.
         doppler.inputs.plc_columns` written into one ``(1, D, W)`` buffer (element-wise
-        columns in ``numpy``, the others by the same ``torch`` calls), the head on every
-        device."""
+        columns by :func:`~placegym.agents.doppler._kernels.plc_columns_kernel`, the
+        others by the same ``torch`` calls), the head on every device."""
         dec, policy = self.dec, self.dec.policy
         d, h, f = self.d, self.h, self.dev_width
-        buf = torch.empty((1, d, self.plc_width), dtype=torch.float32)
-        x = buf.numpy()[0]
-        col = 2 * h + 1  # node embedding, mean device embedding, log1p(count)
-        dev_np = x[:, col : col + f]
-        dev_np[:, : self.obs.devices.shape[1]] = self.obs.devices
+        obs_width = self.obs.devices.shape[1]
+        dev_np = self.dev_rows
+        dev_np[:, :obs_width] = self.obs.devices
         if self.intervals is not None:
-            self.insertion_columns(v, dev_np[:, self.obs.devices.shape[1] :])
-        dev = torch.from_numpy(dev_np.copy()).unsqueeze(0)
-        count_np = self.count
-        count = torch.from_numpy(count_np).unsqueeze(0)
-        x[:, :h] = self.dec._plc_h[v]
-        x[:, h : 2 * h] = self.sums / np.maximum(count_np, np.float32(1.0))[:, None]
+            self.insertion_columns(v, dev_np[:, obs_width:])
+        buf = self.plc_buf
+        x = buf.numpy()[0]
+        col_dev = 2 * h + 1  # node embedding, mean device embedding, log1p(count)
+        col_lead = col_dev + 2 * f  # after the device rows and their mean
+        cols = self.plc_cols
+        g = self.groups[v] if cols["hints"] >= 0 and self.groups is not None else self.no_hint
+        plc_columns_kernel(
+            x,
+            dec._plc_h[v],
+            self.sums,
+            self.count,
+            self.dirty,
+            dev_np,
+            col_dev,
+            col_lead,
+            self.sibling_share(v),
+            cols["hints"] if self.groups is not None else -1,
+            self.mates,
+            self.mates_total,
+            g,
+            cols["rules"],
+            np.float32(RULE_RTOL),
+        )
+        if cols["hints"] >= 0 and self.groups is None:
+            x[:, cols["hints"] : cols["hints"] + cols["hints_width"]] = 0.0
+        dev = torch.from_numpy(dev_np).unsqueeze(0)
+        count = torch.from_numpy(self.count).unsqueeze(0)
         x[:, 2 * h] = torch.log1p(count).numpy()[0]
-        col += f
-        x[:, col : col + f] = dev.mean(dim=1, keepdim=True).numpy()[0]
-        col += f
-        est = dev_np[:, _EST_START]
-        first = est.min()
-        x[:, col] = est - first
-        x[:, col + 1] = self.sibling_share(v)
-        col += 2
-        for name, width in self.plc_inputs:
-            if name == "hints":
-                self.hint_share(v, x[:, col : col + width])
-            elif name == "rules":  # features.plc_rules
-                x[:, col] = est - first <= RULE_RTOL * abs(first)
-            elif name == "topology":
-                agg = torch.from_numpy(x[:, h : 2 * h].copy()).unsqueeze(0)
-                topo = policy.device_topology(dec.inputs.links, dev, count, agg)
-                x[:, col : col + width] = topo.numpy()[0]
-            col += width
+        x[:, col_dev + f : col_lead] = dev.mean(dim=1, keepdim=True).numpy()[0]
+        if cols["topology"] >= 0:
+            col, width = cols["topology"], cols["topology_width"]
+            agg = torch.from_numpy(x[:, h : 2 * h].copy()).unsqueeze(0)
+            topo = policy.device_topology(dec.inputs.links, dev, count, agg)
+            x[:, col : col + width] = topo.numpy()[0]
         logits = _forward(self.plc_head, buf).squeeze(-1)[0].numpy()
+        self.dirty = d  # no device's embeddings changed yet (commit names it)
         legal = np.flatnonzero(self.state.place_mask())
-        return int(legal[greedy_pick(logits[legal], est[legal])])
+        return int(legal[greedy_pick(logits[legal], dev_np[legal, _EST_START])])
 
-    def sibling_share(self, v: int) -> np.ndarray | float:
+    def sibling_share(self, v: int) -> np.ndarray:
         """``(D,)``: :func:`~placegym.agents.doppler.features.sibling_share` of ``v``."""
         if self.dec._siblings is None:
-            return 0.0
+            return self.no_siblings
         ptr, idx, weight = self.dec._siblings
-        node = np.array([v], dtype=np.int64)
-        share, _ = sibling_kernel(ptr, idx, weight, node, self.state.device[None, :], self.d)
+        self.node[0] = v
+        share, _ = sibling_kernel(ptr, idx, weight, self.node, self.placed, self.d)
         return share[0]
-
-    def hint_share(self, v: int, out: np.ndarray) -> None:
-        """Write :func:`~placegym.agents.doppler.hints.hint_share` of ``v`` into ``out
-        (D, 3K)`` from the nodes counted per hint group and device (the same element-wise
-        operations on the same exact counts)."""
-        if self.groups is None:
-            out[:] = 0.0
-            return
-        g = self.groups[v]
-        k = np.arange(len(g))
-        on_dev = self.mates[k, g].T.astype(np.float32)  # (D, K)
-        placed = self.mates_total[k, g].astype(np.float32)  # (K,)
-        count = self.count[:, None]
-        one = np.float32(1.0)
-        view = out.reshape(self.d, len(g), HINT_FEATURES)
-        view[..., 0] = on_dev / np.maximum(placed, one)
-        view[..., 1] = (count - on_dev) / np.maximum(count, one)
-        view[..., 2] = placed > 0
 
     def commit(self, v: int, device: int) -> None:
         """Place ``v`` on ``device`` and bring every incremental feature up to date."""
@@ -501,6 +502,7 @@ class _Run:
         else:
             device_sum_kernel(state.device, self.dec._plc_h, device, self.sums[device])
         self.count[device] += 1
+        self.dirty = device
         if self.groups is not None and self.groups.shape[1]:
             g = self.groups[v]
             k = np.arange(len(g))
