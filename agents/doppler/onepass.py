@@ -28,23 +28,33 @@ It differs in how each state's inputs are obtained:
   :class:`~placegym.envs.mdp.state.PlacementState`). Hints are the teachers' placements
   where memory cannot bind (no teacher simulates there); where it may, the teachers'
   own placements are made to fit by simulation, and :func:`plain_hint_placements`
-  gives instead their plain rules' placements, unsimulated (the only inputs that differ
-  from :class:`~placegym.agents.doppler.decoder.Decoder`'s, which reads the simulated
-  ones).
+  gives instead their placements on a copy of the cluster whose memory cannot bind,
+  unsimulated (the only inputs that differ from
+  :class:`~placegym.agents.doppler.decoder.Decoder`'s, which reads the simulated ones).
 
-Per-step cost (``k`` the node's producers, ``s`` its siblings, ``F`` the frontier,
-``D`` devices, ``H`` the hidden width, ``K`` hints, ``I`` the busy intervals a device's
-gap search passes): SEL ``O(F · H²)`` (the head on every frontier node, as the policy
-scores them) plus ``O(F)`` to assemble its inputs; PLC ``O(k · D + s + D · (H² + K +
-I))``: the arrival of the node's inputs on every device, its sibling shares, the gap
-search per device and the head on every device; placing the node ``O(k · D + out-degree
-+ K + H)`` (a device's embedding sum is added to in ``O(H)``, or summed again in
-``O(n + count · H)`` in the rare case that a node of larger id is already there). Room
-masks (``memory_mask="room"`` where memory may bind) cost what
-:meth:`~placegym.envs.mdp.state.PlacementState.place_mask` costs, ``O(U + D)`` for ``U``
-units. Nothing is ``O(n)`` per step otherwise, so a decode is ``O(n · (F · H² + D · H²
-+ ...))``: well under 1 s per 1,000 nodes on one torch thread on the suites' graphs (the
-benchmark ``tests/benchmarks/test_onepass_speed.py`` prints the figures).
+**Per-step cost** (``k`` the node's producers, ``o`` its consumers, ``s`` its siblings,
+``F`` the frontier, ``D`` devices, ``H`` the hidden width, ``K`` hints, ``I`` the busy
+intervals a device's gap search passes):
+
+- SEL: ``O(F · H²)``, the head on every frontier node (the policy scores them all),
+  plus ``O(F)`` to write its inputs;
+- PLC: ``O(k · D + s + D · (H² + K + I))``: the arrival of the node's inputs on every
+  device (list-schedule and insertion-based estimates), its sibling shares, the gap
+  search per device and the head on every device (with ``topology``, plus its
+  ``O(D² · H)`` message passing);
+- placing the node: ``O(k · D + o · k + K + H)``: the state's and the observation's
+  updates, the readiness of the consumers that enter the frontier, the hint counts and
+  the device's embedding sum (added to in ``O(H)``, or summed again in ``O(n + c · H)``
+  for the ``c`` nodes there in the rare case that a node of larger id is already
+  there, to keep the ascending order of the sum);
+- the memory mask: what :meth:`~placegym.envs.mdp.state.PlacementState.place_mask`
+  costs, ``O(D)``, and with ``memory_mask="room"`` where memory may bind ``O(U + D)``
+  for ``U`` units (the unopened units' bytes) plus its packing checks.
+
+No feature is recomputed over all nodes, so a decode costs ``O(n · (F + D) · H²)`` in
+the heads and ``O(E · D)`` in the estimates; on one torch thread the benchmark
+``tests/benchmarks/test_onepass_speed.py`` measures under 1 s per 1,000 nodes on the
+suites' graphs of 600 to 9,313 nodes and up to 1,024 devices.
 
 Policies it refuses (``ValueError`` naming the field): lookahead prices (``prices``:
 simulated per device), hint qualities (``hint_quality``: the hints simulated per graph),
@@ -81,7 +91,10 @@ from placegym.agents.doppler.inputs import (
     DEVICE_INPUTS,
     PLC_INPUTS,
     SEL_INPUTS,
+    DeviceInput,
+    PlcInput,
     PrepareContext,
+    SelInput,
     device_width,
     enabled,
     plc_width,
@@ -180,7 +193,12 @@ def one_pass_inputs(
     if config.hints:
         src.__dict__["placements"] = plain_hint_placements(graph, cluster, tuple(config.hints))
     fields: dict[str, Any] = {}
-    for entry in (*SEL_INPUTS, *DEVICE_INPUTS, *PLC_INPUTS):
+    entries: tuple[SelInput | DeviceInput | PlcInput, ...] = (
+        *SEL_INPUTS,
+        *DEVICE_INPUTS,
+        *PLC_INPUTS,
+    )
+    for entry in entries:
         if entry.prepare is not None and enabled(entry, config):
             fields.update(entry.prepare(src))
     return dataclasses.replace(inputs, **fields) if fields else inputs

@@ -1,0 +1,125 @@
+"""The one-pass greedy decode against the step-by-step one (``make bench``): seconds per
+1,000 nodes on one torch thread, graphs of 600 to 9,313 nodes on 3 to 1,024 devices.
+
+Both decode ``generalist-memory-v2`` (no lookahead prices, room mask) from the same
+graph inputs: :meth:`Decoder.greedy <placegym.agents.doppler.decoder.Decoder.greedy>`
+(old: every state's features recomputed, ``O(n · D)`` a step for the hint shares and the
+embedding sums) and :class:`~placegym.agents.doppler.onepass.OnePassDecoder` (new:
+incremental features). Figures are thread CPU seconds (the machine is shared), the
+per-graph set-up (graph inputs with the hints' placements, encoders) apart: the old
+set-up's hints are the teachers' placements, simulated and made to fit where memory may
+bind, the new one's are not (:func:`~placegym.agents.doppler.onepass.
+plain_hint_placements`); both decodes read the old set-up's inputs. Where the old
+decode would take more than :data:`OLD_LIMIT_S` (its first :data:`PROBE_STEPS` steps
+extrapolated: its cost per step does not fall as the placement fills), it is not run to
+the end and the row says so, with the estimate; elsewhere the two placements must be
+equal. Targets of the new decode: at most 1 s per 1,000 nodes on every graph, at most
+10 s on the largest (``nest-scale-v0``'s 9,313 nodes on 1,024 devices).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+from benchmarks.timing import load_note
+
+from placegym.agents import pretrained
+from placegym.agents.doppler.decoder import Decoder
+from placegym.agents.doppler.episodes import greedy_pick
+from placegym.agents.doppler.onepass import OnePassDecoder
+from placegym.agents.doppler.placer import torch_threads
+from placegym.envs.suites import get_suite
+
+pytestmark = pytest.mark.benchmark
+
+#: (suite, instance) of the rows, by size.
+CASES = [
+    ("published-v0", "throughput-operator-resnet50_inference"),
+    ("published-v0", "throughput-operator-bert_l-6_training"),
+    ("nest-scale-v0", "llama_layer-4x32x32@h100-spineleaf-64"),
+    ("nest-scale-v0", "random_dag-2000-s0@tpuv4-fattree-64"),
+    ("nest-scale-v0", "chainmm-9x8@h100-spineleaf-1024"),
+    ("nest-scale-v0", "llama_layer-24x32x32@tpuv4-fattree-1024"),
+]
+#: Longest old decode run to the end (seconds, estimated).
+OLD_LIMIT_S = 60.0
+#: Steps of the old decode timed to estimate the whole.
+PROBE_STEPS = 64
+
+
+def _instance(suite: str, inst_id: str):
+    for split in ("train", "test"):
+        for inst in get_suite(suite).instances(split):
+            if inst.id == inst_id:
+                return inst
+    raise KeyError(inst_id)
+
+
+def _old_probe(dec: Decoder, steps: int) -> float:
+    """Thread CPU seconds of the old decode's first ``steps`` nodes (SEL and PLC)."""
+    entry = dec.fresh()
+    t = time.thread_time()
+    for _ in range(2 * steps):
+        [acts], [logit] = dec.logits([entry])
+        entry.act(int(acts[greedy_pick(logit, dec.tie_key(entry, acts))]))
+    return time.thread_time() - t
+
+
+def _timed(fn):
+    t = time.thread_time()
+    out = fn()
+    return out, time.thread_time() - t
+
+
+def test_one_pass_decode_speed():
+    agent = pretrained("generalist-memory-v2")
+    policy, mask = agent.policy, agent.memory_mask
+    print(
+        f"\n\ngeneralist-memory-v2 greedy decode, one torch thread, thread CPU s ({load_note()})"
+    )
+    print(
+        "| instance | nodes | devices | old set-up s | new set-up s | old s | new s "
+        "| old s/1k nodes | new s/1k nodes | speed-up |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    worst, largest = 0.0, 0.0
+    with torch_threads(1), torch.no_grad():
+        warm = _instance(*CASES[0])  # compile and load every kernel once
+        OnePassDecoder(policy, warm.graph, warm.cluster, mask).greedy()
+        for suite, inst_id in CASES:
+            inst = _instance(suite, inst_id)
+            g, c = inst.graph, inst.cluster
+            n = g.num_nodes
+            dec, setup = _timed(lambda g=g, c=c: Decoder(policy, g, c, mask))
+            _, new_setup = _timed(lambda g=g, c=c: OnePassDecoder(policy, g, c, mask))
+            fast = OnePassDecoder(policy, g, c, mask, inputs=dec.inputs)
+            new, t_new = _timed(fast.greedy)
+            estimate = _old_probe(dec, min(PROBE_STEPS, n)) * n / min(PROBE_STEPS, n)
+            if estimate <= OLD_LIMIT_S:
+                old, t_old = _timed(dec.greedy)
+                assert np.array_equal(old.device, new.device)
+                assert np.array_equal(old.order, new.order)
+                old_cell, old_rate = f"{t_old:.2f}", f"{1000 * t_old / n:.3f}"
+                ratio = f"{t_old / t_new:.1f}x"
+            else:
+                t_old = estimate
+                old_cell = f"skipped (> {OLD_LIMIT_S:.0f} s: ~{estimate:.0f} s est.)"
+                old_rate = f"~{1000 * estimate / n:.1f} (est.)"
+                ratio = f"~{estimate / t_new:.0f}x (est.)"
+            rate = 1000 * t_new / n
+            worst, largest = max(worst, rate), t_new if n == 9313 else largest
+            print(
+                f"| {inst_id} | {n} | {c.num_devices} | {setup:.2f} | {new_setup:.2f} "
+                f"| {old_cell} | {t_new:.2f} | {old_rate} | {rate:.3f} | {ratio} |"
+            )
+    print(
+        f"old: Decoder.greedy, skipped where its first {PROBE_STEPS} steps extrapolate past "
+        f"{OLD_LIMIT_S:.0f} s; set-up: graph inputs (hint placements) and encoders, the "
+        "new one's hints unsimulated where memory may bind (both decodes then read the old "
+        "set-up's inputs)"
+    )
+    assert worst <= 1.0, f"new decode: {worst:.3f} s per 1,000 nodes (target 1 s)"
+    assert largest <= 10.0, f"new decode: {largest:.2f} s on 9,313 nodes (target 10 s)"
