@@ -17,6 +17,9 @@
   episodes with gradients (:func:`score`, :class:`Scores`);
 - :mod:`~placegym.agents.doppler.decoder`: the decoder of placements without
   environments (:class:`Decoder`, :func:`sample_placements`, :func:`best_of_samples`);
+- :mod:`~placegym.agents.doppler.onepass`: the greedy decode in one pass, without a
+  simulator call, its features updated per step (:class:`~placegym.agents.doppler.
+  onepass.OnePassDecoder`, :func:`~placegym.agents.doppler.onepass.one_pass_greedy`);
 - :mod:`~placegym.agents.doppler.search`: inference-time search under a budget of
   simulator calls (:func:`policy_search`, :class:`SearchConfig`, :class:`PolicySearch`);
 - :mod:`~placegym.agents.doppler.hints`: heuristic placements as PLC hints;

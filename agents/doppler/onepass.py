@@ -306,9 +306,9 @@ class OnePassDecoder:
         self.policy, self.graph, self.cluster = policy, graph, cluster
         self.memory_mask = memory_mask
         n, e = graph.num_nodes, graph.num_edges
-        self._builder = ObservationBuilder(graph, cluster, max(n, 1), e)
+        self._observer = ObservationBuilder(graph, cluster, max(n, 1), e)
         if inputs is None:
-            obs = self._builder.observe(np.zeros(1, dtype=bool), 0)
+            obs = self._observer.observe(np.zeros(1, dtype=bool), 0)
             inputs = one_pass_inputs(policy, obs, graph, cluster)
         self.inputs = inputs
         with torch.inference_mode():
@@ -350,8 +350,8 @@ class _Run:
         n, d = graph.num_nodes, cluster.num_devices
         self.n, self.d = n, d
         self.state = PlacementState(graph, cluster, memory_mask=dec.memory_mask)
-        obs = copy.copy(dec._builder)
-        obs.dynamic, obs.devices = dec._builder.dynamic.copy(), dec._builder.devices.copy()
+        obs = copy.copy(dec._observer)
+        obs.dynamic, obs.devices = dec._observer.dynamic.copy(), dec._observer.devices.copy()
         obs.reset_dynamic()
         self.obs = obs
         costs = self.state.costs
