@@ -68,10 +68,12 @@ def _same(a, b) -> bool:
 
 
 def _check_equal(policy, graph, cluster, mask) -> None:
-    with torch.no_grad():
+    # one torch thread, as the placers decode (small forwards on several threads only
+    # wait for each other on a busy machine)
+    with torch_threads(1), torch.no_grad():
         dec = Decoder(policy, graph, cluster, mask)
         old = dec.greedy()
-    new = OnePassDecoder(policy, graph, cluster, mask, inputs=dec.inputs).greedy()
+        new = OnePassDecoder(policy, graph, cluster, mask, inputs=dec.inputs).greedy()
     assert _same(old, new), f"{graph.name} on {cluster.name} ({mask=})"
 
 
@@ -90,8 +92,7 @@ SUITE_CASES = [
 def test_one_pass_decodes_the_zoo_policies_greedy_placement(agent, suite, inst_id):
     inst = _instance(suite, inst_id)
     placer = pretrained(agent)
-    with torch_threads(1):
-        _check_equal(placer.policy, inst.graph, inst.cluster, placer.memory_mask)
+    _check_equal(placer.policy, inst.graph, inst.cluster, placer.memory_mask)
 
 
 CONFIGS = [
@@ -120,6 +121,23 @@ def test_one_pass_decodes_random_policies_on_random_graphs(seed):
     policy = DopplerPolicy(CONFIGS[seed % len(CONFIGS)]).eval()
     for mask in (True, "room", False):
         _check_equal(policy, graph, cluster, mask)
+
+
+def test_one_pass_decodes_on_many_devices():
+    # 64 devices and co-location groups, every optional input at once
+    graph = add_groups(make_graph("random_dag", nodes=48, seed=7), size=3, share=0.6, seed=7)
+    cluster = load_cluster("tpuv4-fattree-64")
+    torch.manual_seed(7)
+    config = PolicyConfig(
+        hidden=8,
+        layers=1,
+        hints=("critical_path", "metis"),
+        positions=True,
+        rules=True,
+        insertion=True,
+        topology=True,
+    )
+    _check_equal(DopplerPolicy(config).eval(), graph, cluster, True)
 
 
 def test_random_graphs_cover_groups_and_memory():

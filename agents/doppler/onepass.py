@@ -563,5 +563,8 @@ def one_pass_greedy(
     cluster: Cluster,
     memory_mask: bool | str = True,
 ) -> Placement:
-    """The greedy placement of ``policy`` decoded in one pass (:class:`OnePassDecoder`)."""
+    """The greedy placement of ``policy`` decoded in one pass (:class:`OnePassDecoder`),
+    on the process's torch threads (one is fastest: :func:`~placegym.agents.doppler.
+    placer.torch_threads`, as :class:`~placegym.agents.doppler.placer.AgentPlacer`
+    places with ``one_pass=True``)."""
     return OnePassDecoder(policy, graph, cluster, memory_mask).greedy()

@@ -10,6 +10,10 @@ cluster in one of three modes, all seeded:
 - ``best_of_k``: ``k`` sampled episodes, the one of smallest makespan kept (a feasible
   one first): an inference-time search that costs ``k`` simulations.
 
+With ``one_pass=True`` (``greedy`` only, a policy without lookahead prices) the greedy
+placement is decoded in one pass (:mod:`~placegym.agents.doppler.onepass`): no
+simulator call at all, hence no raised reserves and no repair.
+
 Torch runs on ``threads`` threads while the placer places (default :data:`THREADS`, one:
 :func:`torch_threads`, the caller's count put back after each placement). A policy's
 forward passes during placement are small: torch's default of one intra-op thread per
