@@ -17,6 +17,7 @@ from placegym.agents import pretrained
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.doppler.decoder import Decoder
 from placegym.agents.doppler.onepass import (
+    ONE_PASS_HINTS,
     OnePassDecoder,
     check_one_pass,
     one_pass_greedy,
@@ -181,7 +182,7 @@ def test_plain_hints_are_the_teachers_where_memory_cannot_bind(monkeypatch):
     assert not memory_may_bind(graph, roomy)
     assert np.array_equal(roomy.pair_bandwidth, cluster.pair_bandwidth)
     with counted_simulations(monkeypatch) as calls:
-        hints = plain_hint_placements(graph, cluster, ("nest", "metis", "heft", "critical_path"))
+        hints = plain_hint_placements(graph, cluster, ONE_PASS_HINTS)
         assert calls == []
     for p in hints:
         p.check(graph, cluster)
@@ -193,6 +194,7 @@ def test_plain_hints_are_the_teachers_where_memory_cannot_bind(monkeypatch):
         ("prices", PolicyConfig(hidden=8, prices=True)),
         ("affinity", PolicyConfig(hidden=8, affinity=True)),
         ("hint_quality", PolicyConfig(hidden=8, hints=("heft",), hint_quality=True)),
+        ("hints", PolicyConfig(hidden=8, hints=("heft", "single_device"))),
         ("learn", PolicyConfig(hidden=8, learn="select")),
     ],
 )

@@ -58,6 +58,7 @@ suites' graphs of 600 to 9,313 nodes and up to 1,024 devices.
 
 Policies it refuses (``ValueError`` naming the field): lookahead prices (``prices``:
 simulated per device), hint qualities (``hint_quality``: the hints simulated per graph),
+hints of teachers that simulate whatever the memory (outside :data:`ONE_PASS_HINTS`),
 affinities (``affinity``: a max over every placed node per device, ``O(n · H)`` a
 step), and policies that do not choose both their SEL and PLC actions.
 """
@@ -110,6 +111,7 @@ from placegym.envs.mdp.observation import FEATURE_MAX, ObservationBuilder
 from placegym.envs.mdp.state import PlacementState
 
 __all__ = [
+    "ONE_PASS_HINTS",
     "ONE_PASS_REFUSED",
     "OnePassDecoder",
     "check_one_pass",
@@ -121,6 +123,9 @@ __all__ = [
 
 #: Config fields a one-pass decode refuses (module docstring).
 ONE_PASS_REFUSED = ("prices", "hint_quality", "affinity")
+#: Hints whose teachers place without a simulator call where memory cannot bind (the
+#: others simulate whatever the memory: ``single_device`` its devices, the searches).
+ONE_PASS_HINTS = ("critical_path", "heft", "heft_rule", "nest", "metis", "random", "round_robin")
 #: The PLC inputs (:data:`~placegym.agents.doppler.inputs.PLC_INPUTS`) it computes.
 _PLC_SUPPORTED = ("hints", "rules", "topology")
 #: SEL inputs (:data:`~placegym.agents.doppler.inputs.SEL_INPUTS`) and device columns
@@ -145,6 +150,12 @@ def check_one_pass(policy: Any) -> None:
                 f"policy.{name}: a one-pass decode reads no simulated or O(n)-per-step "
                 f"input; got {name}={getattr(config, name)!r}"
             )
+    bad = [h for h in config.hints if h not in ONE_PASS_HINTS]
+    if bad:
+        raise ValueError(
+            f"policy.hints: {bad} place by simulation; a one-pass decode reads hints of "
+            f"{', '.join(ONE_PASS_HINTS)}"
+        )
     tables = ((SEL_INPUTS, _SEL_SUPPORTED), (DEVICE_INPUTS, _DEVICE_SUPPORTED))
     for table, ok in (*tables, (PLC_INPUTS, _PLC_SUPPORTED)):
         for entry in table:
