@@ -203,3 +203,11 @@ def test_one_pass_refuses_policies_it_cannot_decode_in_one_pass(field, config):
     match = "learn='both'" if field == "learn" else field
     with pytest.raises(ValueError, match=match):
         check_one_pass(policy)
+
+
+def test_placers_refuse_one_pass_where_it_cannot_apply():
+    with pytest.raises(ValueError, match=r"policy\.prices"):
+        pretrained("generalist-v1", one_pass=True)
+    policy = DopplerPolicy(PolicyConfig(hidden=8))
+    with pytest.raises(ValueError, match="one_pass: decodes the greedy mode only"):
+        AgentPlacer(policy, mode="sample", one_pass=True)
