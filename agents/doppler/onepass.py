@@ -24,8 +24,8 @@ It differs in how each state's inputs are obtained:
 - **no simulator and no lookahead**: nothing is simulated while placing, neither prices
   (refused: ``PolicyConfig.prices``) nor the reserves of
   :func:`~placegym.agents.doppler.decoder.reserved_greedy`: the decode runs under the
-  policy's memory mask alone (with ``memory_mask="room"``, the room mask of
-  :class:`~placegym.envs.mdp.state.PlacementState`). Hints are the teachers' placements
+  policy's memory mask alone (with ``memory_mask="room"`` or ``"live"``, the room masks
+  of :class:`~placegym.envs.mdp.state.PlacementState`). Hints are the teachers' placements
   where memory cannot bind (no teacher simulates there); where it may, the teachers'
   own placements are made to fit by simulation, and :func:`plain_hint_placements`
   gives instead their placements on a copy of the cluster whose memory cannot bind,
@@ -48,8 +48,9 @@ intervals a device's gap search passes):
   for the ``c`` nodes there in the rare case that a node of larger id is already
   there, to keep the ascending order of the sum);
 - the memory mask: what :meth:`~placegym.envs.mdp.state.PlacementState.place_mask`
-  costs, ``O(D)``, and with ``memory_mask="room"`` where memory may bind ``O(U + D)``
-  for ``U`` units (the unopened units' bytes) plus its packing checks.
+  costs, ``O(D)``, and where memory may bind with ``memory_mask="room"`` ``O(U + D)``
+  for ``U`` units (the unopened units' bytes) plus its packing checks, with
+  ``memory_mask="live"`` ``O(E + n)`` (the live bytes of the partial placement).
 
 No feature is recomputed over all nodes, so a decode costs ``O(n · (F + D) · H²)`` in
 the heads and ``O(E · D)`` in the estimates; on one torch thread the benchmark
