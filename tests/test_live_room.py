@@ -227,14 +227,15 @@ def test_a_greedy_rule_under_the_live_mask_fits_where_the_room_mask_does_not(iid
 
 
 def test_the_live_mask_takes_a_reserve_and_allows_every_device_where_memory_cannot_bind():
-    g, c = pipedream("gnmt-train@p100x8-live1.05")
-    s = PlacementState(g, c, memory_mask="live", memory_reserve=np.full(8, 1e6))
-    assert s._live is not None and s._live.reserve.tolist() == [1e6] * 8
-    with pytest.raises(
-        ValueError, match=r"memory_reserve: applies to memory_mask='room' or 'live'"
-    ):
-        PlacementState(g, c, memory_mask=True, memory_reserve=np.zeros(8))
+    g, c = pipedream("resnet18-train@p100x4-live1.05")  # every weight fits one device
+    reserve = np.zeros(4)
+    reserve[3] = c.memory[3]  # device 3 keeps all its memory free: no room there
+    s = PlacementState(g, c, memory_mask="live", memory_reserve=reserve)
+    s.select(int(s.frontier()[0]))
+    assert np.flatnonzero(s.place_mask()).tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match=r"memory_reserve: applies to memory_mask='room' or"):
+        PlacementState(g, c, memory_mask=True, memory_reserve=np.zeros(4))
     roomy = replace(c, devices=tuple(replace(d, memory=1e15) for d in c.devices))
     s = PlacementState(g, roomy, memory_mask="live")
     s.select(int(s.frontier()[0]))
-    assert s.place_mask().all() and s._live is None
+    assert s.place_mask().all()

@@ -267,19 +267,27 @@ class Room:
         ok = candidates & ((take <= 0) | (own >= 0))
         if not len(items):
             return ok
-        left = np.maximum(free, 0.0)
-        mine = np.maximum(own, 0.0)
-        total, first = float(items.sum()), float(items[0])
-        spare_all = np.maximum(left - first, 0.0)
-        room = left.sum() - left + mine
-        spare = spare_all.sum() - spare_all + np.maximum(mine - first, 0.0)
-        ok &= total <= room
-        out = ok & (total <= spare)
-        for d in np.flatnonzero(ok & ~out).tolist():
-            f = left.copy()
-            f[d] = mine[d]
-            out[d] = packs(items, f)
-        return out
+        return _packs_each(ok, items, np.maximum(free, 0.0), np.maximum(own, 0.0))
+
+
+def _packs_each(
+    ok: np.ndarray, items: np.ndarray, left: np.ndarray, mine: np.ndarray
+) -> np.ndarray:
+    """``ok`` narrowed to the devices ``d`` for which ``items`` (descending, > 0) pack
+    (:func:`packs`) into ``left`` with ``left[d]`` replaced by ``mine[d]`` (both >= 0):
+    the counting bound (packs' first two tests) for every device at once, then the
+    packing itself for the devices it leaves undecided."""
+    total, first = float(items.sum()), float(items[0])
+    spare_all = np.maximum(left - first, 0.0)
+    room = left.sum() - left + mine
+    spare = spare_all.sum() - spare_all + np.maximum(mine - first, 0.0)
+    ok = ok & (total <= room)
+    out = ok & (total <= spare)
+    for d in np.flatnonzero(ok & ~out).tolist():
+        f = left.copy()
+        f[d] = mine[d]
+        out[d] = packs(items, f)
+    return out
 
 
 def working_set(graph: Graph, duration: np.ndarray) -> np.ndarray:
@@ -323,16 +331,4 @@ def room_mask(
     ok = fits & (own >= 0)
     if not len(items):
         return ok
-    left = np.maximum(free, 0.0)
-    total, first = float(items.sum()), float(items[0])
-    # counting bound for every device at once (packs' first two tests), then the rest
-    spare_all = np.maximum(left - first, 0.0)
-    room = left.sum() - left + np.maximum(own, 0.0)
-    spare = spare_all.sum() - spare_all + np.maximum(own - first, 0.0)
-    ok &= total <= room
-    out = ok & (total <= spare)
-    for d in np.flatnonzero(ok & ~out).tolist():
-        f = left.copy()
-        f[d] = own[d]
-        out[d] = packs(items, f)
-    return out
+    return _packs_each(ok, items, np.maximum(free, 0.0), np.maximum(own, 0.0))
