@@ -293,9 +293,10 @@ class OnePassDecoder:
 
     Args:
         policy: a dual policy without lookahead prices (:func:`check_one_pass`).
-        graph, cluster: what to place.
+        graph: the graph to place.
+        cluster: the devices to place it on.
         memory_mask: the mask decoded under (``True``, ``"resident"``, ``"room"``,
-            ``False``: :class:`~placegym.envs.mdp.state.PlacementState`); that of the
+            ``"live"``, ``False``: :class:`~placegym.envs.mdp.state.PlacementState`); that of the
             policy's training for a trained policy.
         inputs: the graph inputs to read (default :func:`one_pass_inputs`); passing
             :class:`~placegym.agents.doppler.decoder.Decoder`'s gives its greedy
