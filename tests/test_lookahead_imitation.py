@@ -84,3 +84,58 @@ def test_regret_coef_is_validated():
 
     with pytest.raises(ValueError, match=r"phase1\.regret_coef: must be >= 0, got -1"):
         config_from_dict({"phase1": {"regret_coef": -1.0}})
+
+
+def test_price_targets_are_the_boltzmann_distribution_of_the_prices(one_torch_thread):
+    from placegym.train.losses import price_loss
+
+    torch.manual_seed(0)
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
+    (rec,) = play(policy, get_teacher("lookahead"), 1, prob=0.0)
+    t = 0.1
+    (sc,) = score(policy, [rec], price_temperature=t)
+    # by hand, on the 2 devices (both legal here): q = softmax(-regret / t), -Σ q log π
+    assert rec.plc_mask.all()
+    p_taken = sc.logp.view(-1, 2)[:, 1].exp().detach().numpy()
+    pi = np.where(
+        np.arange(2)[None, :] == rec.plc_action[:, None], p_taken[:, None], 1 - p_taken[:, None]
+    )
+    q = np.exp(-rec.plc_regret / t)
+    q /= q.sum(axis=1, keepdims=True)
+    expected = -(q * np.log(pi)).sum(axis=1)
+    np.testing.assert_allclose(sc.plc_price_ce.detach().numpy(), expected, rtol=1e-5)
+    assert price_loss([sc]).item() == pytest.approx(expected.mean(), rel=1e-5)
+    (plain,) = score(policy, [rec])  # no temperature: no price term
+    with pytest.raises(ValueError, match="price_loss: episodes must be recorded"):
+        price_loss([plain])
+
+
+def test_imitation_with_price_targets_learns_the_lookahead_placement(one_torch_thread):
+    from placegym.envs import simulate
+    from placegym.train.imitation import epsilon, imitation_update
+    from placegym.train.optim import make_optimizer
+
+    torch.manual_seed(0)
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
+    look = get_teacher("lookahead")
+    opt, _ = make_optimizer(policy.parameters(), 1e-2, "constant", 30, 1.0)
+    for update in range(30):
+        records = play(policy, look, 4, prob=epsilon(update, 30, 1.0, 0.0, 0.5), seed=update)
+        metrics = imitation_update(
+            policy, opt, records, 1.0, price_coef=10.0, price_temperature=0.05
+        )
+    assert "losses/price" in metrics
+    (greedy,) = play(policy, look, 1, greedy=True, prob=0.0)
+    g, c = outputs_graph(), unit_cluster(2)
+    assert greedy.makespan == 6.0 == simulate(g, c, look.place(g, c)).makespan
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [("price_coef", -1.0, "must be >= 0"), ("price_temperature", 0.0, "must be > 0")],
+)
+def test_price_options_are_validated(key, value, match):
+    from placegym.train.config import config_from_dict
+
+    with pytest.raises(ValueError, match=rf"phase1\.{key}: {match}"):
+        config_from_dict({"phase1": {key: value}})

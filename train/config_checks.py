@@ -149,6 +149,13 @@ def _validate_phase1(p: ImitationConfig) -> None:
         v = getattr(p, key)
         _check(0 <= v <= 1, f"phase1.{key}", "must be in [0, 1]", v)
     _finite(p.regret_coef, "phase1.regret_coef", "must be >= 0", p.regret_coef >= 0)
+    _finite(p.price_coef, "phase1.price_coef", "must be >= 0", p.price_coef >= 0)
+    _finite(
+        p.price_temperature,
+        "phase1.price_temperature",
+        "must be > 0",
+        p.price_temperature > 0,
+    )
 
 
 def _validate_rl(p: RLConfig, name: str) -> None:

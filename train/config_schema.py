@@ -182,6 +182,14 @@ class ImitationConfig(PhaseConfig):
     """Weight of the expected-regret term (:func:`placegym.train.losses.regret_loss`):
     with a teacher that prices every device (``lookahead``), each PLC miss also costs
     the relative makespan it loses. 0 imitates the tie sets alone."""
+    price_coef: float = 0.0
+    """Weight of the price term (:func:`placegym.train.losses.price_loss`): with a teacher
+    that prices every device (``lookahead``), the cross-entropy from the Boltzmann
+    distribution of its prices (``softmax(-regret / price_temperature)``) to the policy's
+    PLC distribution: every device's price is a target, not only the least. 0: off."""
+    price_temperature: float = 0.05
+    """Temperature of the price targets, in relative regret (0.05: a device 5% slower
+    than the best gets ``1/e`` of its weight)."""
     eps_start: float = 1.0
     """Roll-in probability of following the teacher at the first update (1 = teacher)."""
     eps_end: float = 0.0

@@ -15,7 +15,11 @@ equally good actions, so ties cost nothing and the policy may spread its mass ov
 teacher that prices every device (``place_costs``: ``lookahead``), the loss adds
 ``regret_coef`` times :func:`~placegym.train.losses.regret_loss`, the policy's expected
 relative regret per PLC step (AggreVaTe's cost-sensitive imitation): a label that the
-tie-set loss counts as one miss whatever it loses is then weighed by what it loses.
+tie-set loss counts as one miss whatever it loses is then weighed by what it loses. With
+``price_coef`` > 0 the prices are dense targets as well
+(:func:`~placegym.train.losses.price_loss`): the cross-entropy from ``softmax(-regret /
+price_temperature)`` over the legal devices to the policy, so its PLC logits learn every
+device's price, not only the argmax, and its greedy pick is the least predicted price.
 Teachers come from
 :func:`placegym.teachers.make_teacher` (plan teachers imitated up to device symmetries).
 """
@@ -28,7 +32,7 @@ import torch
 from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.doppler.scoring import score
-from placegym.train.losses import entropy_by_phase, imitation_loss, regret_loss
+from placegym.train.losses import entropy_by_phase, imitation_loss, price_loss, regret_loss
 from placegym.train.optim import clipped_step
 
 __all__ = ["epsilon", "imitation_update", "teacher_agreement"]
@@ -63,14 +67,20 @@ def imitation_update(
     records: list[EpisodeRecord],
     max_grad_norm: float,
     regret_coef: float = 0.0,
+    price_coef: float = 0.0,
+    price_temperature: float = 0.05,
 ) -> dict[str, float]:
     """One gradient step on :func:`imitation_loss` of ``records`` (plus ``regret_coef``
-    times :func:`regret_loss`); returns metrics."""
-    scores = score(policy, records)
+    times :func:`regret_loss` and ``price_coef`` times :func:`price_loss` at
+    ``price_temperature``); returns metrics."""
+    scores = score(policy, records, price_temperature if price_coef > 0 else None)
     nll = imitation_loss(scores)
     priced = all(s.plc_regret is not None for s in scores)
     regret = regret_loss(scores) if regret_coef > 0 or priced else None
     loss = nll if regret is None or regret_coef == 0 else nll + regret_coef * regret
+    prices = price_loss(scores) if price_coef > 0 else None
+    if prices is not None:
+        loss = loss + price_coef * prices
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = clipped_step(optimizer, list(policy.parameters()), max_grad_norm)
@@ -80,6 +90,8 @@ def imitation_update(
             torch.cat([x for s in scores if (x := s.teacher_logp) is not None]).exp().mean()
         )
     extra = {} if regret is None else {"losses/regret": regret.item()}
+    if prices is not None:
+        extra["losses/price"] = prices.item()
     return {
         "losses/imitation": nll.item(),
         **extra,

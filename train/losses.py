@@ -25,7 +25,14 @@ from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.doppler.scoring import Scores, score
 
-__all__ = ["ImitationTerm", "entropy_by_phase", "imitation_loss", "mean_steps", "regret_loss"]
+__all__ = [
+    "ImitationTerm",
+    "entropy_by_phase",
+    "imitation_loss",
+    "mean_steps",
+    "price_loss",
+    "regret_loss",
+]
 
 
 def imitation_loss(scores: Sequence[Scores]) -> Tensor:
@@ -54,6 +61,23 @@ def regret_loss(scores: Sequence[Scores]) -> Tensor:
             "(place_costs, e.g. phase1.teacher: lookahead)"
         )
     return torch.cat(regrets).mean()  # type: ignore[arg-type]
+
+
+def price_loss(scores: Sequence[Scores]) -> Tensor:
+    """Mean over all PLC steps of the cross-entropy from the teacher's device prices to
+    the policy (:attr:`Scores.plc_price_ce`: the prices as dense targets).
+
+    Raises:
+        ValueError: an episode was recorded without device costs, or scored without a
+            price temperature.
+    """
+    ces = [s.plc_price_ce for s in scores]
+    if not ces or any(x is None for x in ces):
+        raise ValueError(
+            "price_loss: episodes must be recorded with a teacher that prices devices "
+            "(place_costs, e.g. phase1.teacher: lookahead) and scored with a price_temperature"
+        )
+    return torch.cat(ces).mean()  # type: ignore[arg-type]
 
 
 def mean_steps(values: Sequence[Tensor]) -> Tensor:

@@ -350,7 +350,13 @@ class Trainer:
         envs, job = self._draw(pcfg, pool, teacher_prob=eps, record_teacher=True, teacher="phase1")
         records = self._player().play(self.policy, envs, job, pool, teacher)
         metrics = imitation_update(
-            self.policy, opt, records, pcfg.max_grad_norm, regret_coef=pcfg.regret_coef
+            self.policy,
+            opt,
+            records,
+            pcfg.max_grad_norm,
+            regret_coef=pcfg.regret_coef,
+            price_coef=pcfg.price_coef,
+            price_temperature=pcfg.price_temperature,
         )
         metrics["charts/epsilon"] = eps
         return records, metrics

@@ -38,17 +38,27 @@ class Scores:
     """Per-step log-probabilities of the taken actions and entropies, ``(2S,)`` each,
     interleaved SEL/PLC; ``teacher_logp`` is ``log π(teacher tie set)`` when recorded;
     ``plc_regret`` ``(S,)`` the policy's expected regret ``Σ_d π(d) regret(d)`` at each
-    PLC step when the record has :attr:`EpisodeRecord.plc_regret`."""
+    PLC step when the record has :attr:`EpisodeRecord.plc_regret`; ``plc_price_ce``
+    ``(S,)``, with a ``price_temperature``, the cross-entropy ``-Σ_d q(d) log π(d)`` from
+    the teacher's prices to the policy at each PLC step, ``q = softmax(-regret / T)`` over
+    the legal devices (so the policy's PLC logits learn each device's price, in units of
+    ``T``, and its greedy pick is the least predicted price)."""
 
     logp: Tensor
     entropy: Tensor
     teacher_logp: Tensor | None
     plc_regret: Tensor | None = None
+    plc_price_ce: Tensor | None = None
 
 
-def score(policy: DopplerPolicy, records: list[EpisodeRecord]) -> list[Scores]:
+def score(
+    policy: DopplerPolicy,
+    records: list[EpisodeRecord],
+    price_temperature: float | None = None,
+) -> list[Scores]:
     """Recompute log-probs (with gradients) for ``records``; encoders run once per graph
-    and the heads once per graph over all its records' steps (concatenated)."""
+    and the heads once per graph over all its records' steps (concatenated). With a
+    ``price_temperature`` (and records with regrets), also :attr:`Scores.plc_price_ce`."""
     groups: dict[int, list[int]] = {}
     for i, r in enumerate(records):
         groups.setdefault(id(r.graph), []).append(i)
@@ -56,7 +66,7 @@ def score(policy: DopplerPolicy, records: list[EpisodeRecord]) -> list[Scores]:
     for members in groups.values():
         rs = [records[i] for i in members]
         enc = policy.encode(rs[0].graph)
-        for i, sc in zip(members, _score_graph(policy, enc, rs)):
+        for i, sc in zip(members, _score_graph(policy, enc, rs, price_temperature)):
             out[i] = sc
     return out  # type: ignore[return-value]
 
@@ -65,7 +75,12 @@ def _cat(records: list[EpisodeRecord], key: str) -> Tensor:
     return torch.from_numpy(np.concatenate([getattr(r, key) for r in records]))
 
 
-def _score_graph(policy: DopplerPolicy, enc: Encoding, rs: list[EpisodeRecord]) -> list[Scores]:
+def _score_graph(
+    policy: DopplerPolicy,
+    enc: Encoding,
+    rs: list[EpisodeRecord],
+    price_temperature: float | None = None,
+) -> list[Scores]:
     """Scores of records of one graph; their steps are stacked (``s`` steps each)."""
     s, m = len(rs[0].sel_action), len(rs)
     total = s * m  # stacked SEL steps (= PLC steps)
@@ -110,16 +125,25 @@ def _score_graph(policy: DopplerPolicy, enc: Encoding, rs: list[EpisodeRecord]) 
         if not getattr(policy, "learns_placement", True):
             t_plc = torch.zeros_like(t_sel)
         teacher_logp = torch.stack([t_sel, t_plc], dim=1).reshape(m, 2 * s)
-    regret = None
+    regret = price_ce = None
     if all(r.plc_regret is not None for r in rs):
         probs = plc_logp_all.exp()  # 0 on illegal devices, whose regret is 0 too
-        regret = (probs * _cat(rs, "plc_regret").to(probs.dtype)).sum(dim=1).reshape(m, s)
+        regrets = _cat(rs, "plc_regret").to(probs.dtype)
+        regret = (probs * regrets).sum(dim=1).reshape(m, s)
+        if price_temperature is not None:
+            legal = _cat(rs, "plc_mask")
+            target = torch.softmax(
+                (-regrets / price_temperature).masked_fill(~legal, -torch.inf), 1
+            )
+            logp_legal = plc_logp_all.masked_fill(~legal, 0.0)
+            price_ce = -(target * logp_legal).sum(dim=1).reshape(m, s)
     return [
         Scores(
             logp[k],
             entropy[k],
             None if teacher_logp is None else teacher_logp[k],
             None if regret is None else regret[k],
+            None if price_ce is None else price_ce[k],
         )
         for k in range(m)
     ]
