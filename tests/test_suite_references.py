@@ -65,7 +65,10 @@ def _anneal_gaps(name: str, split: str) -> dict[str, float]:
     return gaps
 
 
-@pytest.mark.parametrize(("name", "split"), [("pipedream-v0", "test"), ("training-v0", "test")])
+@pytest.mark.parametrize(
+    ("name", "split"),
+    [pytest.param("pipedream-v0", "test", marks=pytest.mark.slow), ("training-v0", "test")],
+)
 def test_the_default_anneal_never_beats_a_best_known_by_more_than_one_percent(name, split):
     gaps = _anneal_gaps(name, split)
     assert gaps
