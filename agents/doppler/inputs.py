@@ -380,14 +380,24 @@ def plc_encode(policy: PlcPolicy, enc: Encoding) -> None:
             entry.encode(policy, enc)
 
 
-def graph_inputs(policy: Any, obs: dict[str, Any], graph: Graph, cluster: Cluster) -> GraphInputs:
+def graph_inputs(
+    policy: Any,
+    obs: dict[str, Any],
+    graph: Graph,
+    cluster: Cluster,
+    hint_placements: Any = None,
+) -> GraphInputs:
     """The static inputs of ``policy`` for ``graph`` on ``cluster``: those of the first
     observation ``obs``, plus what the inputs that ``policy.config`` enables read per
     graph (their ``prepare``: hint groups and qualities, the cluster's links, time units
-    and b-levels). Any policy: a config without a field enables nothing of it."""
+    and b-levels). Any policy: a config without a field enables nothing of it.
+    ``hint_placements``, when given, are the hint teachers' placements the hints read
+    instead of their own ``place`` (the one-pass decode's, made without the simulator)."""
     inputs = GraphInputs.from_obs(obs)
     config = getattr(policy, "config", None)
     src = PrepareContext(graph, cluster, config)
+    if hint_placements is not None:
+        src.__dict__["placements"] = hint_placements
     fields: dict[str, Any] = {}
     entries: tuple[SelInput | DeviceInput | PlcInput, ...] = (
         *SEL_INPUTS,

@@ -93,12 +93,9 @@ from placegym.agents.doppler.inputs import (
     DEVICE_INPUTS,
     PLC_INPUTS,
     SEL_INPUTS,
-    DeviceInput,
-    PlcInput,
-    PrepareContext,
-    SelInput,
     device_width,
     enabled,
+    graph_inputs,
     plc_width,
     sel_width,
 )
@@ -199,21 +196,9 @@ def one_pass_inputs(
     """:func:`~placegym.agents.doppler.inputs.graph_inputs` with the hints of
     :func:`plain_hint_placements`: the same inputs where memory cannot bind, and no
     simulator call anywhere."""
-    inputs = GraphInputs.from_obs(obs)
-    config = policy.config
-    src = PrepareContext(graph, cluster, config)
-    if config.hints:
-        src.__dict__["placements"] = plain_hint_placements(graph, cluster, tuple(config.hints))
-    fields: dict[str, Any] = {}
-    entries: tuple[SelInput | DeviceInput | PlcInput, ...] = (
-        *SEL_INPUTS,
-        *DEVICE_INPUTS,
-        *PLC_INPUTS,
-    )
-    for entry in entries:
-        if entry.prepare is not None and enabled(entry, config):
-            fields.update(entry.prepare(src))
-    return dataclasses.replace(inputs, **fields) if fields else inputs
+    hints = policy.config.hints
+    plain = plain_hint_placements(graph, cluster, tuple(hints)) if hints else None
+    return graph_inputs(policy, obs, graph, cluster, hint_placements=plain)
 
 
 #: One layer of a head as :func:`_forward` runs it: ``(weight, bias)`` of a linear
