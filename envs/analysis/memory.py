@@ -27,6 +27,7 @@ import numpy as np
 
 from placegym.envs.analysis.levels import b_level, durations_on
 from placegym.envs.analysis.room import Room, Units, packs, room_mask, units, working_set
+from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
@@ -307,7 +308,7 @@ def stash_infeasibility(graph: Graph, cluster: Cluster) -> str | None:
 CHECKPOINT_EVERY = tuple(range(2, 13))
 
 
-def _checkpoint_candidates(graph: Graph) -> np.ndarray:
+def _candidates(graph: Graph) -> np.ndarray:
     """The forward nodes checkpointing chooses among, in topological order: those that
     may be recomputed and feed a forward node."""
     n = graph.num_nodes // 2
@@ -319,7 +320,14 @@ def _checkpoint_candidates(graph: Graph) -> np.ndarray:
     feeds[edges[(edges[:, 0] < n) & (edges[:, 1] < n), 0]] = True
     topo = graph.topological_order
     candidates = topo[topo < n]
-    return candidates[ok[candidates] & feeds[candidates]].astype(np.int64)
+    out = candidates[ok[candidates] & feeds[candidates]].astype(np.int64)
+    out.flags.writeable = False  # shared by the cache
+    return out
+
+
+#: :func:`_candidates` of a graph (the last 32 graphs are kept: every spacing of
+#: :data:`CHECKPOINT_EVERY` reads them).
+_checkpoint_candidates = IdentityCache(_candidates, size=32)
 
 
 def checkpoints(graph: Graph, k: int, device: np.ndarray | None = None) -> np.ndarray:
