@@ -61,7 +61,15 @@ def test_regret_loss_needs_a_teacher_that_prices_devices(one_torch_thread):
         regret_loss(score(policy, [rec]))
 
 
-def test_cost_sensitive_imitation_learns_the_lookahead_placement(one_torch_thread):
+@pytest.mark.parametrize(
+    ("kwargs", "metric"),
+    [
+        ({"regret_coef": 10.0}, "losses/regret"),
+        ({"price_coef": 10.0, "price_temperature": 0.05}, "losses/price"),
+    ],
+)
+def test_cost_sensitive_imitation_learns_the_lookahead_placement(one_torch_thread, kwargs, metric):
+    """Expected regret, or the prices as dense targets, beside the tie sets."""
     from placegym.envs import simulate
     from placegym.train.imitation import epsilon, imitation_update
     from placegym.train.optim import make_optimizer
@@ -72,8 +80,8 @@ def test_cost_sensitive_imitation_learns_the_lookahead_placement(one_torch_threa
     opt, _ = make_optimizer(policy.parameters(), 1e-2, "constant", 30, 1.0)
     for update in range(30):
         records = play(policy, look, 4, prob=epsilon(update, 30, 1.0, 0.0, 0.5), seed=update)
-        metrics = imitation_update(policy, opt, records, 1.0, regret_coef=10.0)
-    assert "losses/regret" in metrics
+        metrics = imitation_update(policy, opt, records, 1.0, **kwargs)
+    assert metric in metrics
     (greedy,) = play(policy, look, 1, greedy=True, prob=0.0)
     g, c = outputs_graph(), unit_cluster(2)
     assert greedy.makespan == 6.0 == simulate(g, c, look.place(g, c)).makespan
@@ -108,26 +116,6 @@ def test_price_targets_are_the_boltzmann_distribution_of_the_prices(one_torch_th
     (plain,) = score(policy, [rec])  # no temperature: no price term
     with pytest.raises(ValueError, match="price_loss: episodes must be recorded"):
         price_loss([plain])
-
-
-def test_imitation_with_price_targets_learns_the_lookahead_placement(one_torch_thread):
-    from placegym.envs import simulate
-    from placegym.train.imitation import epsilon, imitation_update
-    from placegym.train.optim import make_optimizer
-
-    torch.manual_seed(0)
-    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
-    look = get_teacher("lookahead")
-    opt, _ = make_optimizer(policy.parameters(), 1e-2, "constant", 30, 1.0)
-    for update in range(30):
-        records = play(policy, look, 4, prob=epsilon(update, 30, 1.0, 0.0, 0.5), seed=update)
-        metrics = imitation_update(
-            policy, opt, records, 1.0, price_coef=10.0, price_temperature=0.05
-        )
-    assert "losses/price" in metrics
-    (greedy,) = play(policy, look, 1, greedy=True, prob=0.0)
-    g, c = outputs_graph(), unit_cluster(2)
-    assert greedy.makespan == 6.0 == simulate(g, c, look.place(g, c)).makespan
 
 
 @pytest.mark.parametrize(
