@@ -15,6 +15,7 @@ from placegym.train.harness.anytime import (
     random_search,
     register_search_placer,
     run_anytime,
+    versus,
     write_anytime,
 )
 
@@ -26,6 +27,11 @@ def test_trace_contract():
     t.report(7, 4.0)
     assert (t.calls, t.best) == ([2, 7], [5.0, 4.0])
     np.testing.assert_array_equal(t.best_at(np.array([1, 2, 6, 7, 10])), [np.nan, 5, 5, 4, 4])
+    assert len(t.seconds) == 2 and 0 <= t.seconds[0] <= t.seconds[1]
+    t.seconds = [0.5, 2.0]  # read at wall seconds: the best reported by then
+    np.testing.assert_array_equal(
+        t.best_at_seconds(np.array([0.1, 0.5, 1.9, 2.5])), [np.nan, 5, 5, 4]
+    )
     with pytest.raises(ValueError, match=r"trace: 11 calls reported, over the budget of 10"):
         t.report(11, 3.0)
     with pytest.raises(ValueError, match=r"trace: calls went back from 7 to 6"):
@@ -112,10 +118,60 @@ def test_outputs_and_cli(tiny, tmp_path, capsys):  # noqa: F811
     assert (out / "anytime.png").exists()
 
 
+def _run(placer, instance, seed, calls, best, seconds, final_seconds):
+    from placegym.train.harness.anytime import AnytimeRun
+
+    t = Trace(budget=calls[-1])
+    t.calls, t.best, t.feasible, t.seconds = calls, best, [True] * len(best), seconds
+    return AnytimeRun(instance, placer, seed, t, 1.0, None, final_seconds, calls[-1])
+
+
+def test_versus_reads_each_run_at_the_baselines_calls_and_seconds():
+    runs = [
+        _run("anneal", "a", 0, [5, 100], [2.0, 1.5], [0.1, 1.0], 1.0),
+        _run("anneal", "b", 0, [5, 100], [2.0, 1.0], [0.1, 1.0], 1.0),
+        # ends faster than anneal on a, but only after anneal's second: at equal calls, not
+        # equal seconds
+        _run("warm", "a", 0, [5, 80], [2.0, 1.4], [0.1, 1.5], 1.6),
+        # never reaches anneal's 1.0 on b
+        _run("warm", "b", 0, [5, 50], [2.0, 1.2], [0.5, 0.6], 0.7),
+        _run("fast", "a", 0, [5, 200], [1.5, 1.4], [0.05, 3.0], 3.0),  # at once as good
+    ]
+    table = versus(runs, "anneal")
+    assert list(table) == ["warm", "fast"]
+    warm, fast = table["warm"], table["fast"]
+    assert (warm.at_calls, warm.at_seconds, warm.pairs) == (1, 0, 2)
+    assert warm.instances == {"a": (1, 0, 1), "b": (0, 0, 1)}
+    assert (fast.at_calls, fast.at_seconds, fast.pairs) == (1, 1, 1)
+    assert fast.share("seconds") == 1.0 and warm.share("calls") == 0.5
+    with pytest.raises(ValueError, match=r"baseline: no run of 'heft' to compare with"):
+        versus(runs, "heft")
+
+
+def test_anneal_warm_started_by_a_proposal_starts_from_it():
+    inst = TINY.instance("dag-ccr4@doppler-unit-4")
+    g, c = inst.graph, inst.cluster
+    cold = Trace(budget=60)
+    anneal_search(g, c, 60, 0, cold)
+    good = anneal_search(g, c, 2000, 0, Trace(2000))
+    best = simulate(g, c, good).makespan
+    assert best < cold.best[0]
+    seen = []
+
+    def proposals(graph, cluster, starts):  # made inside the run: its calls would count
+        seen.append(sorted(starts))
+        return [good]
+
+    warm = Trace(budget=60)
+    anneal_search(g, c, 60, 0, warm, proposals=proposals)
+    assert seen == [sorted(["critical_path", "heft", "nest", "metis", "round_robin"])]
+    assert warm.best[0] == pytest.approx(best) and warm.best[-1] <= best
+
+
 def test_an_agents_policy_search_is_a_search_placer(tiny, tmp_path):  # noqa: F811
     from test_train_run import tiny_config
 
-    from placegym.train.harness.agent_search import agent_search_placer
+    from placegym.train.harness.agent_search import agent_anneal_placer, agent_search_placer
     from placegym.train.trainer import Trainer
 
     Trainer(tiny_config(tmp_path, phases=["phase1"])).run()
@@ -127,6 +183,16 @@ def test_an_agents_policy_search_is_a_search_placer(tiny, tmp_path):  # noqa: F8
     finally:
         SEARCH_PLACERS.pop(name)
     assert all(r.trace.calls[-1] <= 40 and r.trace.best[-1] >= r.reference for r in runs)
+    name, placer = agent_anneal_placer(tmp_path / "run" / "checkpoints" / "final.pt")
+    assert name == "tiny-anneal"
+    register_search_placer(name, placer)
+    try:
+        runs, _ = run_anytime(tiny, "test", ["anneal", name], budget=40, seeds=[0], progress=False)
+    finally:
+        SEARCH_PLACERS.pop(name)
+    table = versus(runs, "anneal")[name]
+    assert table.pairs == len(runs) // 2 and table.at_calls <= table.pairs
+    assert all(r.trace.calls[-1] <= 40 for r in runs)
 
 
 def test_a_placer_with_a_check_refuses_before_any_run(tiny):  # noqa: F811

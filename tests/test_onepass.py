@@ -16,6 +16,7 @@ import torch
 from placegym.agents import pretrained
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.doppler.decoder import Decoder
+from placegym.agents.doppler.hints import hint_placements
 from placegym.agents.doppler.onepass import (
     ONE_PASS_HINTS,
     OnePassDecoder,
@@ -172,6 +173,32 @@ def test_one_pass_equals_the_placer_where_it_makes_no_simulator_call(monkeypatch
         fast = pretrained("generalist-memory-v2", one_pass=True).place(graph, cluster)
         assert calls == []
     assert _same(old, new) and _same(old, fast)
+
+
+def test_known_teacher_placements_are_read_as_hints_where_memory_cannot_bind(monkeypatch):
+    from placegym.agents.doppler import onepass
+
+    inst = _instance("generalize-v0", "random_dag-96-s0@p100x4")
+    graph, cluster = inst.graph, inst.cluster
+    policy = pretrained("generalist-memory-v2").policy
+    names = tuple(policy.config.hints)
+    known = dict(zip(names, hint_placements(graph, cluster, names)))
+    placed = []
+    real = onepass.hint_placements
+    monkeypatch.setattr(
+        onepass, "hint_placements", lambda g, c, n: placed.append(n) or real(g, c, n)
+    )
+    assert _same(
+        one_pass_greedy(policy, graph, cluster, "room", known=known),
+        one_pass_greedy(policy, graph, cluster, "room"),
+    )
+    assert placed == [names]  # the decode given them placed nothing again
+    mem = _instance("memory-tight-v0", "moe-8x2x4-s0@p100x4-mem0.9")  # memory may bind:
+    wrong = {n: known[names[0]] for n in names}  # not read there (plain rules instead)
+    assert _same(
+        one_pass_greedy(policy, mem.graph, mem.cluster, "room", known=wrong),
+        one_pass_greedy(policy, mem.graph, mem.cluster, "room"),
+    )
 
 
 def test_plain_hints_are_the_teachers_where_memory_cannot_bind(monkeypatch):

@@ -69,6 +69,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from bisect import insort
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -162,20 +163,28 @@ def check_one_pass(policy: Any) -> None:
 
 
 def plain_hint_placements(
-    graph: Graph, cluster: Cluster, names: tuple[str, ...]
+    graph: Graph,
+    cluster: Cluster,
+    names: tuple[str, ...],
+    known: Mapping[str, Placement] | None = None,
 ) -> list[Placement]:
     """The hint placements of ``names`` without a simulator call.
 
     Where memory cannot bind (:func:`~placegym.envs.analysis.memory.memory_may_bind`)
     they are :func:`~placegym.agents.doppler.hints.hint_placements`' (no teacher
-    simulates there). Where it may, a teacher's ``place`` simulates (its reserves, its
-    repair, NEST's memory tables), so each hint is instead the teacher's placement on
-    :func:`unbounded_memory` of the cluster: its plain rule, which no memory rule
-    changes (the same devices, speeds and links; only the memory is larger).
+    simulates there), taken from ``known`` (teacher name to its placement of ``graph``
+    on ``cluster``, e.g. a search's heuristic starts) where it has them. Where memory may
+    bind, a teacher's ``place`` simulates (its reserves, its repair, NEST's memory
+    tables), so each hint is instead the teacher's placement on :func:`unbounded_memory`
+    of the cluster: its plain rule, which no memory rule changes (the same devices,
+    speeds and links; only the memory is larger); ``known`` is not read there.
     """
     if names and memory_may_bind(graph, cluster):
-        cluster = unbounded_memory(graph, cluster)
-    return hint_placements(graph, cluster, names)
+        return hint_placements(graph, unbounded_memory(graph, cluster), names)
+    known = known or {}
+    missing = tuple(n for n in names if n not in known)
+    made = dict(zip(missing, hint_placements(graph, cluster, missing) if missing else []))
+    return [known[n] if n in known else made[n] for n in names]
 
 
 def unbounded_memory(graph: Graph, cluster: Cluster) -> Cluster:
@@ -191,13 +200,17 @@ def unbounded_memory(graph: Graph, cluster: Cluster) -> Cluster:
 
 
 def one_pass_inputs(
-    policy: DopplerPolicy, obs: dict[str, Any], graph: Graph, cluster: Cluster
+    policy: DopplerPolicy,
+    obs: dict[str, Any],
+    graph: Graph,
+    cluster: Cluster,
+    known: Mapping[str, Placement] | None = None,
 ) -> GraphInputs:
     """:func:`~placegym.agents.doppler.inputs.graph_inputs` with the hints of
-    :func:`plain_hint_placements`: the same inputs where memory cannot bind, and no
-    simulator call anywhere."""
+    :func:`plain_hint_placements` (``known``: teachers' placements already made): the
+    same inputs where memory cannot bind, and no simulator call anywhere."""
     hints = policy.config.hints
-    plain = plain_hint_placements(graph, cluster, tuple(hints)) if hints else None
+    plain = plain_hint_placements(graph, cluster, tuple(hints), known) if hints else None
     return graph_inputs(policy, obs, graph, cluster, hint_placements=plain)
 
 
@@ -286,6 +299,9 @@ class OnePassDecoder:
         inputs: the graph inputs to read (default :func:`one_pass_inputs`); passing
             :class:`~placegym.agents.doppler.decoder.Decoder`'s gives its greedy
             placement, bit for bit, wherever memory binds or not.
+        known: teachers' placements of ``graph`` on ``cluster`` already made (name to
+            placement), read as hints by the default inputs where memory cannot bind
+            instead of placing again (:func:`plain_hint_placements`).
 
     Raises:
         ValueError: a policy that cannot be decoded in one pass, naming the field.
@@ -299,6 +315,7 @@ class OnePassDecoder:
         memory_mask: bool | str = True,
         *,
         inputs: GraphInputs | None = None,
+        known: Mapping[str, Placement] | None = None,
     ) -> None:
         check_one_pass(policy)
         self.policy, self.graph, self.cluster = policy, graph, cluster
@@ -307,7 +324,7 @@ class OnePassDecoder:
         self._observer = ObservationBuilder(graph, cluster, max(n, 1), e)
         if inputs is None:
             obs = self._observer.observe(np.zeros(1, dtype=bool), 0)
-            inputs = one_pass_inputs(policy, obs, graph, cluster)
+            inputs = one_pass_inputs(policy, obs, graph, cluster, known)
         self.inputs = inputs
         with torch.inference_mode():
             self.enc = policy.encode(inputs)
@@ -560,9 +577,11 @@ def one_pass_greedy(
     graph: Graph,
     cluster: Cluster,
     memory_mask: bool | str = True,
+    known: Mapping[str, Placement] | None = None,
 ) -> Placement:
     """The greedy placement of ``policy`` decoded in one pass (:class:`OnePassDecoder`),
     on the process's torch threads (one is fastest: :func:`~placegym.agents.doppler.
     placer.torch_threads`, as :class:`~placegym.agents.doppler.placer.AgentPlacer`
-    places with ``one_pass=True``)."""
-    return OnePassDecoder(policy, graph, cluster, memory_mask).greedy()
+    places with ``one_pass=True``); ``known``: teachers' placements the caller already
+    has, read as hints where memory cannot bind (:func:`plain_hint_placements`)."""
+    return OnePassDecoder(policy, graph, cluster, memory_mask, known=known).greedy()

@@ -4,13 +4,19 @@
 
     placegym anytime --suite comm-heavy-v0 --split test --budget 3000 --seeds 0,1,2
     placegym anytime --suite comm-heavy-v0 --placer mymod:MySearch --budget 3000
+    placegym anytime --suite generalize-v0 --split test --warm runs/onepass/checkpoints/best.pt
 
 Writes ``anytime.csv``, ``anytime_curve.csv`` and ``anytime.png``
 (:mod:`placegym.train.harness.anytime`) and prints the curves at a few budgets, over the
 instances on which every run ended feasible (how many of all is in the heading), with
 each placer's wall time and simulator calls (``time``, ``calls``: summed over its runs)
 and feasible runs (``feasible``: runs whose final placement is feasible / all).
-``--placer SPEC`` adds a search placer of your own (:mod:`placegym.train.harness.plugins`).
+``--placer SPEC`` adds a search placer of your own (:mod:`placegym.train.harness.plugins`);
+``--warm CKPT`` adds anneal warm-started by an agent's greedy placement (``<run>-anneal``,
+:func:`~placegym.train.harness.agent_search.agent_anneal_placer`). With ``anneal`` among
+the placers, a second table counts, per placer, the runs that end no slower than anneal's
+run of the same instance and seed, read at anneal's calls and at anneal's wall seconds
+(:func:`~placegym.train.harness.anytime.versus`).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ def cmd_anytime(args: argparse.Namespace) -> int:
     from placegym.envs.suites import get_suite
     from placegym.train.cli.bench import _csv, _seeds, progress_mode, torch_threads
     from placegym.train.cli.outputs import check_folder
-    from placegym.train.harness.agent_search import agent_search_placer
+    from placegym.train.harness.agent_search import agent_anneal_placer, agent_search_placer
     from placegym.train.harness.anytime import (
         SEARCH_PLACERS,
         call_grid,
@@ -36,6 +42,7 @@ def cmd_anytime(args: argparse.Namespace) -> int:
         register_search_placer,
         run_anytime,
         solved_instances,
+        versus,
         write_anytime,
     )
     from placegym.train.harness.feasibility import over
@@ -48,6 +55,10 @@ def cmd_anytime(args: argparse.Namespace) -> int:
     try:
         for path in _csv(args.agents):
             name, placer = agent_search_placer(path, threads=torch_threads(args))
+            register_search_placer(name, placer)
+            added.append(name)
+        for path in _csv(args.warm):
+            name, placer = agent_anneal_placer(path, threads=torch_threads(args))
             register_search_placer(name, placer)
             added.append(name)
         for name, placer in load_placers(args.placer, set(SEARCH_PLACERS)).items():
@@ -85,11 +96,26 @@ def cmd_anytime(args: argparse.Namespace) -> int:
         mine = [r for r in runs if r.placer == name]
         cost = f"{sum(r.seconds for r in mine):.1f} s | {sum(r.calls for r in mine)}"
         print(f"| {name} | " + " | ".join(cells) + f" | {cost} | {feasible[name]} |")
+    if "anneal" in placers and len(cv) > 1:
+        print_versus(versus(runs, "anneal"))
     for r in runs:
         if not r.feasible:
             print(f"infeasible: {r.instance}, {r.placer}, seed {r.seed}: {r.infeasible}")
     print(f"\nwritten: {out}/anytime.csv, anytime_curve.csv, anytime.png")
     return 0
+
+
+def print_versus(table: dict) -> None:
+    """The runs no slower than anneal's at its calls and at its seconds, per placer."""
+    print("\nruns no slower than anneal's run (same instance and seed), at its calls / seconds")
+    print("| placer | at equal calls | at equal seconds |")
+    print("|---|---|---|")
+    for name, v in table.items():
+        cells = [
+            f"{won}/{v.pairs} ({won / v.pairs:.0%})" if v.pairs else "n/a"
+            for won in (v.at_calls, v.at_seconds)
+        ]
+        print(f"| {name} | {cells[0]} | {cells[1]} |")
 
 
 def add_anytime_parser(subparsers: Any) -> None:
@@ -104,7 +130,9 @@ def add_anytime_parser(subparsers: Any) -> None:
         "every run solved of best / best known after N calls, mean ± std over seeds; "
         "'time' and 'calls': wall seconds and simulator calls it actually made, summed over "
         "its runs (a heuristic start's internal simulations included); 'feasible': runs "
-        "whose final placement is feasible (a run stopped at its budget is not).",
+        "whose final placement is feasible (a run stopped at its budget is not). With "
+        "anneal among the placers, a second table: per placer, the runs no slower than "
+        "anneal's run of the same instance and seed, at anneal's calls and at its seconds.",
     )
     p.add_argument("--suite", required=True, help="a suite (see `placegym suites`)")
     p.add_argument("--split", help="only this split (train or test)")
@@ -118,6 +146,13 @@ def add_anytime_parser(subparsers: Any) -> None:
         default="",
         help="comma-separated checkpoints (or pretrained:NAME, a shipped agent); each adds "
         "its policy search as <run>-search",
+    )
+    p.add_argument(
+        "--warm",
+        default="",
+        help="comma-separated checkpoints (or pretrained:NAME); each adds anneal "
+        "warm-started by the agent's greedy placement as <run>-anneal (decoded inside the "
+        "run: its time and any calls count)",
     )
     p.add_argument(
         "--placer",

@@ -1,5 +1,6 @@
-"""A trained agent's policy search as an anytime search placer (``placegym anytime
---agents``): :func:`agent_search_placer`.
+"""A trained agent's searches as anytime search placers: its policy search
+(``placegym anytime --agents``, :func:`agent_search_placer`) and annealing warm-started
+from its greedy placement (``--warm``, :func:`agent_anneal_placer`).
 
 The search (:func:`~placegym.agents.doppler.search.policy_search`) counts its own calls;
 the run's budget, a hard cap on the calls actually made
@@ -10,15 +11,16 @@ the simulations inside its heuristic starts and the repair of an over-memory bes
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
-from placegym.envs import Cluster, Graph
+from placegym.envs import Cluster, Graph, Placement
 from placegym.envs.analysis.memory import memory_may_bind
 from placegym.teachers._memory import MAX_REPAIR_CALLS
-from placegym.train.harness.anytime import SearchFunction, Trace
+from placegym.train.harness.anytime import SearchFunction, Trace, anneal_search
 from placegym.train.harness.calls import counting, uncounted
 
-__all__ = ["REPAIR_CALLS", "agent_search_placer"]
+__all__ = ["REPAIR_CALLS", "agent_anneal_placer", "agent_search_placer"]
 
 #: The most simulator calls :func:`~placegym.teachers.make_feasible` makes
 #: (:data:`placegym.teachers._memory.MAX_REPAIR_CALLS`), and the search's look-up of the
@@ -66,3 +68,36 @@ def agent_search_placer(path: str | Path, threads: int | None = 1) -> tuple[str,
 
     search.check = check  # type: ignore[attr-defined]  # run_anytime asks before any run
     return f"{name}-search", search
+
+
+def agent_anneal_placer(path: str | Path, threads: int | None = 1) -> tuple[str, SearchFunction]:
+    """The ``anneal`` search placer warm-started by a trained agent, named
+    ``<run>-anneal`` (``path``: a checkpoint, or ``pretrained:NAME``): its starts are the
+    heuristic teachers' placements and the agent's greedy placement, decoded inside the
+    run (its wall time counts; so do its simulator calls, none for a policy the one-pass
+    decode takes, :func:`~placegym.agents.doppler.onepass.check_one_pass`, which reads
+    the starts as its hints where memory cannot bind), then anneal with the calls left.
+    The agent decodes under the memory mask it was trained under, with ``threads`` torch
+    threads (None: the process's setting); its placement is a start like the others,
+    ranked after any that fits where it is over memory."""
+    from placegym.agents.doppler.onepass import check_one_pass, one_pass_greedy
+    from placegym.agents.doppler.placer import torch_threads
+    from placegym.train.evaluate import load_agent
+
+    agent = load_agent(path, threads=threads)
+    try:
+        check_one_pass(agent.policy)
+        one_pass = True
+    except ValueError:  # a priced policy: its greedy pass, counted
+        one_pass = False
+
+    def search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
+        def proposals(g: Graph, c: Cluster, starts: Mapping[str, Placement]) -> list[Placement]:
+            if not one_pass:
+                return [agent.place(g, c, seed)]
+            with torch_threads(threads):  # the starts are its hints where memory cannot bind
+                return [one_pass_greedy(agent.policy, g, c, agent.memory_mask, known=starts)]
+
+        return anneal_search(graph, cluster, budget, seed, trace, proposals=proposals)
+
+    return f"{agent.name}-anneal", search

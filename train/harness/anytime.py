@@ -115,12 +115,17 @@ class Trace:
         best: the best makespan after ``calls[i]`` calls (decreasing, but where an
             infeasible best gives way to a feasible one).
         feasible: whether that best is feasible (as the search reported).
+        seconds: wall seconds from the trace's creation (the run's start) to each report;
+            a search that reports its curve after the fact is timed at its reports, which
+            can only make it look slower.
     """
 
     budget: int
     calls: list[int] = field(default_factory=list)
     best: list[float] = field(default_factory=list)
     feasible: list[bool] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    start: float = field(default_factory=time.perf_counter, repr=False)
 
     def report(self, calls: int, makespan: float, feasible: bool = True) -> None:
         """After ``calls`` calls in all, the best placement found takes ``makespan``
@@ -141,11 +146,20 @@ class Trace:
             self.calls.append(int(calls))
             self.best.append(float(makespan))
             self.feasible.append(bool(feasible))
+            self.seconds.append(time.perf_counter() - self.start)
 
     def best_at(self, calls: np.ndarray) -> np.ndarray:
         """The best makespan after each of ``calls`` calls (nan before the first report
         and while the best is infeasible)."""
-        i = np.searchsorted(np.asarray(self.calls), np.asarray(calls), side="right") - 1
+        return self._at(self.calls, calls)
+
+    def best_at_seconds(self, seconds: np.ndarray) -> np.ndarray:
+        """The best makespan reported within each of ``seconds`` wall seconds of the run's
+        start (nan before the first report and while the best is infeasible)."""
+        return self._at(self.seconds, seconds)
+
+    def _at(self, marks: list, at: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(np.asarray(marks), np.asarray(at), side="right") - 1
         out = np.asarray(self.best, dtype=np.float64)[np.maximum(i, 0)]
         ok = np.asarray(self.feasible, dtype=bool)[np.maximum(i, 0)] if self.calls else False
         return np.where((i >= 0) & ok, out, np.nan)
@@ -169,9 +183,20 @@ def heuristic_starts(graph: Graph, cluster: Cluster) -> list[Placement]:
     return [get_teacher(t).place(graph, cluster) for t in START_TEACHERS]
 
 
-def anneal_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace: Trace):
+def anneal_search(
+    graph: Graph,
+    cluster: Cluster,
+    budget: int,
+    seed: int,
+    trace: Trace,
+    *,
+    proposals: Callable[[Graph, Cluster, dict[str, Placement]], Sequence[Placement]] | None = None,
+):
     """Simulated annealing from the best heuristic start (a :data:`SearchFunction`; its
-    reports' feasibility: module docstring).
+    reports' feasibility: module docstring). ``proposals(graph, cluster, starts)``, when
+    given, adds starts of its own (e.g. a learned policy's placement: a *warm-started*
+    anneal), made inside the run, so their wall time and any simulator calls they make
+    count; it reads the heuristic starts by teacher name.
 
     Every call counts against ``budget``: the starts' own simulations (a memory-aware
     teacher's), the check of whether any start fits and anneal's; the trace reports the
@@ -188,6 +213,8 @@ def anneal_search(graph: Graph, cluster: Cluster, budget: int, seed: int, trace:
 
     with counting() as run:  # this run's calls, however made (an outer budget applies)
         starts = heuristic_starts(graph, cluster)
+        if proposals is not None:
+            starts += list(proposals(graph, cluster, dict(zip(START_TEACHERS, starts))))
         fits, repeat = True, 0
         if memory_may_bind(graph, cluster):
             scored = simulate_batch(
@@ -505,6 +532,59 @@ def curves(runs: Sequence[AnytimeRun], grid: np.ndarray) -> Curves:
     return out
 
 
+@dataclass(frozen=True)
+class Versus:
+    """How one placer's runs compare with a baseline's runs of the same instance and seed
+    (:func:`versus`): how many of the ``pairs`` end no slower than the baseline's final
+    makespan when read at the baseline's simulator calls (``at_calls``) and at its wall
+    seconds (``at_seconds``); ``instances`` lists, per instance, ``(at_calls,
+    at_seconds, pairs)``."""
+
+    at_calls: int
+    at_seconds: int
+    pairs: int
+    instances: dict[str, tuple[int, int, int]]
+
+    def share(self, equal: str) -> float:
+        """The share of pairs no slower than the baseline at ``equal`` calls or seconds."""
+        won = self.at_calls if equal == "calls" else self.at_seconds
+        return won / self.pairs if self.pairs else math.nan
+
+
+def versus(runs: Sequence[AnytimeRun], baseline: str = "anneal") -> dict[str, Versus]:
+    """Per placer other than ``baseline``: its runs against the baseline's run of the same
+    instance and seed, where both ended feasible. A pair counts at equal calls when the
+    placer's best after the baseline's calls is at most the baseline's final makespan
+    (to :data:`~placegym.train.harness.replay.RTOL`), and at equal seconds when its best
+    reported within the baseline's wall seconds is (a placer not done by then is read as
+    it stood, e.g. a warm-started search that spent part of the time decoding).
+
+    Raises:
+        ValueError: no run of ``baseline``.
+    """
+    base = {(r.instance, r.seed): r for r in runs if r.placer == baseline and r.feasible}
+    if not any(r.placer == baseline for r in runs):
+        raise ValueError(f"baseline: no run of {baseline!r} to compare with")
+    out: dict[str, Versus] = {}
+    for name in dict.fromkeys(r.placer for r in runs if r.placer != baseline):
+        per: dict[str, list[int]] = {}
+        for r in runs:
+            b = base.get((r.instance, r.seed))
+            if r.placer != name or b is None or not r.feasible or not b.trace.best:
+                continue
+            limit = b.trace.best[-1] * (1 + RTOL)
+            at_calls = float(r.trace.best_at(np.asarray([b.calls]))[0])
+            at_seconds = float(r.trace.best_at_seconds(np.asarray([b.seconds]))[0])
+            cell = per.setdefault(r.instance, [0, 0, 0])
+            cell[0] += bool(at_calls <= limit)  # nan (nothing feasible yet) never counts
+            cell[1] += bool(at_seconds <= limit)
+            cell[2] += 1
+        inst = {k: (v[0], v[1], v[2]) for k, v in per.items()}
+        totals = [sum(v[i] for v in inst.values()) for i in range(3)]
+        out[name] = Versus(totals[0], totals[1], totals[2], inst)
+    return out
+
+
 def write_anytime(
     runs: Sequence[AnytimeRun], out: Path, *, budget: int, normalizer: str, title: str
 ) -> Curves:
@@ -528,16 +608,17 @@ def write_anytime(
                 "infeasible",
                 "seconds",
                 "run_calls",
+                "at_seconds",
             ]
         )
         for r in runs:
             why, cost = r.infeasible or "", [r.seconds, r.calls]
-            points = zip(r.trace.calls, r.trace.best, r.trace.feasible)
-            for c, b, ok in points:
+            points = zip(r.trace.calls, r.trace.best, r.trace.feasible, r.trace.seconds)
+            for c, b, ok, t in points:
                 ratio = b / r.reference if ok else ""
-                w.writerow([r.instance, r.placer, r.seed, c, b, ratio, ok, why, *cost])
+                w.writerow([r.instance, r.placer, r.seed, c, b, ratio, ok, why, *cost, t])
             if not r.trace.calls:
-                w.writerow([r.instance, r.placer, r.seed, "", "", "", False, why, *cost])
+                w.writerow([r.instance, r.placer, r.seed, "", "", "", False, why, *cost, ""])
     grid = call_grid(budget)
     cv = curves(runs, grid)
     solved, every = solved_instances(runs)
