@@ -2,6 +2,7 @@
 its recorded results on today's code; ``--agents pretrained:NAME`` puts one in a bench."""
 
 import pytest
+from tiny_suite import tiny  # noqa: F401 (fixture)
 
 import placegym.agents
 from placegym.agents.zoo import available, pretrained
@@ -44,6 +45,8 @@ def test_bench_takes_a_pretrained_agent(tmp_path, capsys):
             "critical_path", "--agents", "pretrained:generalist-memory-v1", "--out",
             str(tmp_path), "--no-progress"]  # fmt: skip
     assert main(args) == 0
+    assert "generalist-memory-v1" in capsys.readouterr().out
+    assert main([*args, "--one-pass"]) == 0  # its greedy column by the one-pass decode
     assert "generalist-memory-v1" in capsys.readouterr().out
     assert main([*args[:-3], "--agents", "pretrained:nope", "--out", str(tmp_path)]) == 2
 
@@ -158,3 +161,39 @@ def test_an_agent_places_on_one_torch_thread_and_puts_the_callers_back(monkeypat
         torch.set_num_threads(before)
     with pytest.raises(ValueError, match=r"threads: must be an integer >= 1 .*got 0"):
         pretrained(name, threads=0)
+
+
+# ---------------------------------------------------------------------- a one-pass agent ships
+def test_an_agent_shipped_one_pass_places_without_a_simulator_call(tiny, tmp_path, monkeypatch):  # noqa: F811
+    import dataclasses
+
+    from placegym.agents import zoo as zoo_pkg
+    from placegym.envs import load_cluster
+    from placegym.envs.workloads import make_graph
+    from placegym.train.checkpoint import CHECKPOINT_FORMAT, save_checkpoint
+    from placegym.train.evaluate import load_agent
+    from placegym.train.experiments import zoo
+    from placegym.train.harness.calls import counting, patched
+
+    shipped = pretrained("generalist-memory-v2")
+    ckpt = tmp_path / "one.pt"
+    payload = {
+        "policy_config": dataclasses.asdict(shipped.policy.config),
+        "policy": shipped.policy.state_dict(),
+        "config": shipped.card["config"],
+        "name": "one",
+        "format": CHECKPOINT_FORMAT,
+    }
+    save_checkpoint(ckpt, payload)
+    card = zoo.add("one", ckpt, "tiny-v0/test", "d", folder=tmp_path, one_pass=True)
+    assert card["one_pass"] is True and card["summary"]["calls"] == 0
+    monkeypatch.setattr(zoo_pkg, "ZOO", tmp_path)
+    agent = pretrained("one")
+    assert agent.one_pass and not pretrained("one", one_pass=False).one_pass
+    assert load_agent("pretrained:one").one_pass and not load_agent(ckpt).one_pass
+    assert load_agent(ckpt, one_pass=True).one_pass
+    assert reproduce(agent) == []
+    graph, cluster = make_graph("ffnn"), load_cluster("p100x4")
+    with patched(), counting() as calls:
+        agent.place(graph, cluster)
+    assert calls.calls == 0

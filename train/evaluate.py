@@ -335,16 +335,36 @@ def load_search_agent(path: str | Path, budget: int, *, threads: int | None = TH
 
 
 def load_agent(
-    path: str | Path, *, mode: str = "greedy", k: int = 16, threads: int | None = THREADS
+    path: str | Path,
+    *,
+    mode: str = "greedy",
+    k: int = 16,
+    threads: int | None = THREADS,
+    one_pass: bool | None = None,
 ) -> AgentPlacer:
     """An :class:`~placegym.agents.doppler.placer.AgentPlacer` from a checkpoint written by
     ``placegym train`` (or a shipped agent, ``pretrained:NAME``: :func:`load_policy`),
     named after its run (``<run>`` greedy, ``<run>-best<k>``, ``<run>-sample``), decoding
     under the memory mask the policy was trained under (``data.memory_mask``), placing
     with ``threads`` torch threads (default 1; None: the process's setting; the caller's
-    count is restored after each placement)."""
+    count is restored after each placement). ``one_pass`` (greedy only): place by the
+    one-pass decode, no simulator call; None: as a shipped agent's card says (its
+    ``one_pass``), else not; a greedy agent loaded otherwise keeps the default."""
     policy, base, mask = _load(path)
     name = {"greedy": base, "best_of_k": f"{base}-best{k}", "sample": f"{base}-sample"}.get(
         mode, base
     )
-    return AgentPlacer(policy, mode=mode, k=k, name=name, memory_mask=mask, threads=threads)
+    if one_pass is None:
+        one_pass = mode == "greedy" and _card_one_pass(path)
+    return AgentPlacer(
+        policy, mode=mode, k=k, name=name, memory_mask=mask, threads=threads, one_pass=one_pass
+    )
+
+
+def _card_one_pass(path: str | Path) -> bool:
+    """Whether ``path`` names a shipped agent whose card says it places in one pass."""
+    if not str(path).startswith(PRETRAINED):
+        return False
+    from placegym.agents.zoo import pretrained
+
+    return pretrained(str(path)[len(PRETRAINED) :]).one_pass

@@ -13,7 +13,9 @@ Each agent is a folder of this package, ``agents/zoo/<name>/`` (package data), h
                       "seed": 0},
      "results": {"<instance>": {"digest": "...", "makespan": 0.0123,
                                 "feasible": true}, ...},
-     "summary": {...}}
+     "summary": {...}, "one_pass": true}
+
+(``one_pass``, optional: the agent places by the one-pass decode unless told otherwise.)
 
 ``results`` are the greedy makespans the agent gets on every instance of
 ``evaluated_on`` (recorded by ``python -m placegym.train.experiments.zoo``); a test
@@ -110,12 +112,16 @@ def available() -> list[str]:
     return sorted(p.parent.name for p in ZOO.glob("*/card.json"))
 
 
-def pretrained(name: str, *, threads: int | None = THREADS, one_pass: bool = False) -> Pretrained:
+def pretrained(
+    name: str, *, threads: int | None = THREADS, one_pass: bool | None = None
+) -> Pretrained:
     """The shipped agent ``name`` (see :func:`available`) as a placer: greedy, decoding
     under the memory mask it was trained under, its card attached (:class:`Pretrained`),
     placing with ``threads`` torch threads (default 1; None: the process's setting);
     with ``one_pass``, by the one-pass decode (no simulator call, no repair; agents
-    that read lookahead prices refuse it).
+    that read lookahead prices refuse it). ``one_pass=None`` takes the card's
+    ``"one_pass"`` (an agent made to place in one pass, e.g. ``onepass-v1``, says true),
+    else False.
 
     Raises:
         ValueError: an unknown name (naming the shipped ones), a file of another format,
@@ -136,6 +142,8 @@ def pretrained(name: str, *, threads: int | None = THREADS, one_pass: bool = Fal
         raise ValueError(f"{folder / 'policy.pt'}: format: expected {POLICY_FORMAT!r}")
     policy = DopplerPolicy(PolicyConfig.from_dict(data["policy_config"]))
     policy.load_state_dict(data["policy"])
+    if one_pass is None:
+        one_pass = bool(card.get("one_pass", False))
     return Pretrained(name, policy, card, threads=threads, one_pass=one_pass)
 
 

@@ -101,6 +101,13 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
         "appended to a name already taken",
     )
     p.add_argument(
+        "--one-pass",
+        action="store_true",
+        help="the agents' greedy columns by the one-pass decode (no simulator call, no "
+        "repair: an over-memory placement stays so); a shipped agent whose card says "
+        "one_pass places so without it",
+    )
+    p.add_argument(
         "--agent-k",
         type=int,
         default=16,
@@ -168,7 +175,7 @@ def torch_threads(args: argparse.Namespace) -> int | None:
 
 
 def agent_placers(
-    paths: list[str], k: int, search: int = 0, threads: int | None = 1
+    paths: list[str], k: int, search: int = 0, threads: int | None = 1, one_pass: bool = False
 ) -> dict[str, Any]:
     """Placers of trained agents: ``<run>`` (greedy), ``<run>-best<k>`` when ``k`` > 1
     (:class:`~placegym.train.harness.placers.BestOf` the greedy placement and ``k - 1``
@@ -176,7 +183,8 @@ def agent_placers(
     ``<run>-search<search>`` per checkpoint; ``<stem>`` (greedy) per MaskablePPO ``.zip``
     (``#2``, ``#3``, ... appended when two share a name). The agents place with
     ``threads`` torch threads (None: the process's setting); a ``.zip`` model runs with
-    the harness's (``--torch-threads``)."""
+    the harness's (``--torch-threads``). ``one_pass``: the greedy columns by the one-pass
+    decode (a shipped agent whose card says so decodes in one pass either way)."""
     if k < 1:
         raise ValueError(f"--agent-k: must be >= 1, got {k}")
     if search < 0:
@@ -193,7 +201,9 @@ def agent_placers(
         if path.endswith(".zip"):  # a MaskablePPO model.save: its greedy placements
             agents: list[Any] = [Sb3Placer(path)]
         else:
-            greedy = load_agent(path, mode="greedy", threads=threads)
+            greedy = load_agent(
+                path, mode="greedy", threads=threads, one_pass=True if one_pass else None
+            )
             agents = [greedy]
             if k > 1:
                 samples = AgentPlacer(
@@ -238,7 +248,9 @@ def user_placers(specs: list[str], budget: int | None, taken: set[str]) -> dict[
 
 def extra_placers(args: argparse.Namespace) -> dict[str, Any]:
     """Agents' and ``--placer`` placers, names unique among themselves and the teachers."""
-    agents = agent_placers(_csv(args.agents), args.agent_k, args.search, torch_threads(args))
+    agents = agent_placers(
+        _csv(args.agents), args.agent_k, args.search, torch_threads(args), args.one_pass
+    )
     taken = set(_csv(args.teachers)) | set(agents)
     return {**agents, **user_placers(args.placer, args.budget, taken)}
 

@@ -60,6 +60,22 @@ TARGETS: dict[str, Target] = {
     "generalist.greedy_vs_best_list": Target(
         "greedy / best of critical_path and heft, geometric mean", 0.85
     ),
+    # the one-pass agent, on every unseen test split (worst training seed)
+    "onepass.beats_both_share": Target(
+        "share of instances where the one-pass greedy beats both critical_path and heft",
+        0.80,
+        ">=",
+    ),
+    "onepass.greedy_vs_best_single": Target(
+        "one-pass greedy / best single-pass placer, geometric mean", 0.95
+    ),
+    "onepass.warm_at_equal_seconds_share": Target(
+        "share of runs where warm-started anneal is at most anneal at equal seconds", 0.80, ">="
+    ),
+    "onepass.over_memory": Target(
+        "one-pass greedy placements over memory where a placement fits", 0
+    ),
+    "onepass.seconds_per_1k_nodes": Target("one-pass decode seconds per 1,000 nodes", 1.0),
 }
 
 

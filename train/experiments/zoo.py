@@ -7,6 +7,7 @@ r"""Ship a trained agent with placegym, and check a shipped one (:mod:`placegym.
         --evaluate generalize-v0/test --description "..."
     python -m placegym.train.experiments.zoo check            # every shipped agent
     python -m placegym.train.experiments.zoo refresh generalist-v2
+    python -m placegym.train.experiments.zoo add onepass-v1 --one-pass ...
 
 ``add`` writes ``agents/zoo/<name>/policy.pt`` (the weights and sizes only) and
 ``card.json``: the training config of the checkpoint, the digests of every instance of the
@@ -50,10 +51,9 @@ def _split(spec: str) -> tuple[str, str]:
     return suite, split
 
 
-def _run(agent: Pretrained | AgentPlacer, suite: str, split: str) -> Results:
-    """The greedy results of ``agent`` (a shipped one decodes under its training mask)."""
-    if not isinstance(agent, AgentPlacer):
-        agent = AgentPlacer(agent.policy, memory_mask=trained_mask(agent.card.get("config")))
+def _run(agent: AgentPlacer, suite: str, split: str) -> Results:
+    """The greedy results of ``agent`` (a shipped one decodes under its training mask, in
+    one pass where its card says so)."""
     return evaluate({"agent": agent}, suite=suite, split=split, seeds=(0,))
 
 
@@ -94,12 +94,16 @@ def add(
     evaluate_on: str,
     description: str,
     folder: Path = ZOO,
+    one_pass: bool = False,
 ) -> dict[str, Any]:
-    """Ship ``checkpoint`` as agent ``name`` (module docstring); returns the card."""
+    """Ship ``checkpoint`` as agent ``name`` (module docstring); returns the card. With
+    ``one_pass`` the agent places by the one-pass decode (no simulator call), its card
+    says so and its results are that decode's."""
     ckpt = load_checkpoint(checkpoint)
     policy = policy_from_checkpoint(ckpt)
     suite, split = _split(evaluate_on)
-    results = _run(AgentPlacer(policy, memory_mask=trained_mask(ckpt.get("config"))), suite, split)
+    mask = trained_mask(ckpt.get("config"))
+    results = _run(AgentPlacer(policy, memory_mask=mask, one_pass=one_pass), suite, split)
     out = folder / name
     out.mkdir(parents=True, exist_ok=True)
     save_policy(policy, out / "policy.pt")
@@ -115,6 +119,8 @@ def add(
         "results": _results(results),
         "summary": _summary(results),
     }
+    if one_pass:
+        card["one_pass"] = True
     (out / "card.json").write_text(json.dumps(card, indent=1) + "\n")
     return card
 
@@ -168,13 +174,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.add_argument("--checkpoint", required=True)
     a.add_argument("--evaluate", required=True, help="SUITE/SPLIT of the recorded results")
     a.add_argument("--description", required=True)
+    a.add_argument(
+        "--one-pass", action="store_true", help="the agent places by the one-pass decode"
+    )
     c = sub.add_parser("check", help="reproduce every shipped agent's recorded results")
     c.add_argument("names", nargs="*", help="agents (default: all)")
     r = sub.add_parser("refresh", help="re-record shipped agents' results with today's code")
     r.add_argument("names", nargs="+", help="agents")
     args = p.parse_args(argv)
     if args.op == "add":
-        card = add(args.name, args.checkpoint, args.evaluate, args.description)
+        card = add(
+            args.name, args.checkpoint, args.evaluate, args.description, one_pass=args.one_pass
+        )
         print(json.dumps(card["summary"]))
         return 0
     if args.op == "refresh":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from placegym.envs import Cluster, Graph, Placement
 from placegym.envs.analysis.memory import memory_may_bind
@@ -20,7 +21,10 @@ from placegym.teachers._memory import MAX_REPAIR_CALLS
 from placegym.train.harness.anytime import SearchFunction, Trace, anneal_search
 from placegym.train.harness.calls import counting, uncounted
 
-__all__ = ["REPAIR_CALLS", "agent_anneal_placer", "agent_search_placer"]
+if TYPE_CHECKING:
+    from placegym.agents.doppler.placer import AgentPlacer
+
+__all__ = ["REPAIR_CALLS", "agent_anneal_placer", "agent_search_placer", "warm_anneal"]
 
 #: The most simulator calls :func:`~placegym.teachers.make_feasible` makes
 #: (:data:`placegym.teachers._memory.MAX_REPAIR_CALLS`), and the search's look-up of the
@@ -80,11 +84,17 @@ def agent_anneal_placer(path: str | Path, threads: int | None = 1) -> tuple[str,
     The agent decodes under the memory mask it was trained under, with ``threads`` torch
     threads (None: the process's setting); its placement is a start like the others,
     ranked after any that fits where it is over memory."""
-    from placegym.agents.doppler.onepass import check_one_pass, one_pass_greedy
-    from placegym.agents.doppler.placer import torch_threads
     from placegym.train.evaluate import load_agent
 
     agent = load_agent(path, threads=threads)
+    return f"{agent.name}-anneal", warm_anneal(agent, threads)
+
+
+def warm_anneal(agent: AgentPlacer, threads: int | None = 1) -> SearchFunction:
+    """:func:`agent_anneal_placer`'s search for a loaded agent (its policy and its mask)."""
+    from placegym.agents.doppler.onepass import check_one_pass, one_pass_greedy
+    from placegym.agents.doppler.placer import torch_threads
+
     try:
         check_one_pass(agent.policy)
         one_pass = True
@@ -100,4 +110,4 @@ def agent_anneal_placer(path: str | Path, threads: int | None = 1) -> tuple[str,
 
         return anneal_search(graph, cluster, budget, seed, trace, proposals=proposals)
 
-    return f"{agent.name}-anneal", search
+    return search

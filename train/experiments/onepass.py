@@ -1,0 +1,381 @@
+"""The one-pass agent's evaluation: its greedy placement, one pass and no simulator call,
+and anneal warm-started by it, per training seed, on unseen test splits, beside the
+heuristics, the fortified lookahead, anneal and random search at equal calls and at
+equal seconds.
+
+::
+
+    python -m placegym.train.experiments.onepass run CHECKPOINT --seed 0
+    python -m placegym.train.experiments.onepass table --out docs/results/onepass
+
+``run`` appends a row per instance of :data:`SPLITS` to ``OUT/results.jsonl`` (an instance
+already there for that seed is skipped: a killed run resumes) and computes the missing
+deterministic baselines into ``OUT/baselines.json``; ``table`` prints the tables from
+those two files alone and writes them to ``OUT/table.md``.
+
+**A row** (one instance, one training seed ``s``), measured in one process, one after
+the other, on one torch thread:
+
+- ``greedy``: the policy's greedy placement by the one-pass decode
+  (:func:`~placegym.agents.doppler.onepass.one_pass_greedy`, under the memory mask the
+  policy was trained under), its makespan / critical_path's (None where it is over
+  memory: then ``greedy_oom``), its wall seconds (``greedy_seconds``: inputs, hints and
+  decode) and the simulator calls it made (``greedy_calls``, counted by
+  :mod:`placegym.train.harness.calls`: 0 by construction, checked);
+- ``anneal``, ``random_search`` (:mod:`placegym.train.harness.anytime`, seed ``s``) and
+  ``warm`` (anneal warm-started by the greedy placement:
+  :func:`~placegym.train.harness.agent_search.warm_anneal`), each with :data:`BUDGET`
+  calls: its trace, ``[calls, seconds, ratio]`` at every improvement (ratio None while
+  infeasible), its final ratio and wall seconds.
+
+**Baselines** (deterministic, once per instance): the ratios of the single-pass placers
+(:data:`~placegym.teachers.SINGLE_PASS`) and of ``fortified_lookahead`` (the teacher),
+with its seconds, and ``fits``: whether any placer here found a placement within
+memory (where none did, no placement is known to fit, and the greedy placement's memory
+is not held against it).
+
+**Tables**: per split, mean ± std over seeds of: the share of instances where greedy is
+faster than both critical_path and heft, greedy / best single-pass placer (geometric
+mean), greedy / fortified lookahead, anneal and random search read at the greedy pass's
+seconds (equal seconds; at its zero calls they have not started), the share of runs where
+warm is no slower than anneal's run of the same seed at anneal's calls and at its
+seconds (:func:`~placegym.train.harness.anytime.versus`), the greedy placements over
+memory where some placement fits, and the decode's seconds per 1,000 nodes (the worst
+instance). Ratios are to critical_path; an infeasible greedy placement counts as a loss
+in the shares, and each geometric mean is over the instances where both of its sides are
+feasible (the greedy placements over memory have their own row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placegym.envs.suites import get_suite
+from placegym.teachers import SINGLE_PASS
+from placegym.train.experiments.per_graph import (
+    cached_baselines,
+    read_rows,
+    teacher_outcome,
+    unit,
+)
+from placegym.train.experiments.targets import verdict
+from placegym.train.stats import geomean
+
+__all__ = ["BUDGET", "SPLITS", "baselines", "onepass_table", "run_seed"]
+
+#: ``(suite, split)`` evaluated, in order: none of their instances is ever trained on.
+SPLITS = (
+    ("generalize-v0", "test"),
+    ("comm-heavy-v0", "test"),
+    ("memory-tight-v0", "test"),
+    ("training-v0", "test"),
+    ("pipedream-v0", "test"),
+)
+#: Simulator calls of every search (anneal, random search, warm-started anneal).
+BUDGET = 3000
+#: The searches of a row, by column.
+SEARCHES = ("anneal", "random_search", "warm")
+
+
+def _ratio(makespan: float | None, feasible: bool, ref: float | None) -> float | None:
+    return None if ref is None or makespan is None or not feasible else makespan / ref
+
+
+def baselines(name: str) -> dict[str, Any]:
+    """The deterministic baselines of instance ``name`` (``SUITE/INSTANCE``; module
+    docstring): ratios to critical_path (None: over memory or failed), the fortified
+    lookahead's seconds and ``fits``."""
+    suite, _, instance = name.partition("/")
+    inst = get_suite(suite).instance(instance)
+    g, c = inst.graph, inst.cluster
+    outs = {h: teacher_outcome(h, g, c) for h in SINGLE_PASS}
+    t0 = time.perf_counter()
+    outs["fortified_lookahead"] = teacher_outcome("fortified_lookahead", g, c)
+    seconds = time.perf_counter() - t0
+    ref = unit(outs["critical_path"])
+    row: dict[str, Any] = {h: _ratio(o.makespan, o.feasible, ref) for h, o in outs.items()}
+    row["fortified_lookahead_seconds"] = seconds
+    row["fits"] = any(o.feasible for o in outs.values())
+    row["nodes"], row["devices"] = g.num_nodes, c.num_devices
+    return row
+
+
+def _trace_row(trace: Any, ref: float | None) -> list[list[float | None]]:
+    return [
+        [c, t, _ratio(b, ok, ref)]
+        for c, b, ok, t in zip(trace.calls, trace.best, trace.feasible, trace.seconds)
+    ]
+
+
+def run_seed(
+    checkpoint: str,
+    seed: int,
+    out: Path,
+    splits: Sequence[tuple[str, str]] = SPLITS,
+    budget: int = BUDGET,
+) -> list[dict[str, Any]]:
+    """Rows of ``checkpoint`` (a training run's checkpoint or ``pretrained:NAME``) with
+    searches of ``budget`` calls seeded ``seed``, on every instance of ``splits`` not yet
+    in ``out/results.jsonl`` for that seed (appended as each is done); returns the new
+    rows."""
+    from placegym.agents.doppler.onepass import one_pass_greedy
+    from placegym.agents.doppler.placer import torch_threads
+    from placegym.train.evaluate import load_agent
+    from placegym.train.harness.agent_search import warm_anneal
+    from placegym.train.harness.anytime import SEARCH_PLACERS, Trace
+    from placegym.train.harness.calls import counting, patched, uncounted
+    from placegym.train.harness.feasibility import simulate_outcome
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "results.jsonl"
+    done = {(r["instance"], r["seed"]) for r in read_rows(path)} if path.is_file() else set()
+    agent = load_agent(checkpoint, threads=1)
+    searches = {**SEARCH_PLACERS, "warm": warm_anneal(agent, threads=1)}
+    new = []
+    with patched():
+        for suite, split in splits:
+            for inst in get_suite(suite).instances(split):
+                name = f"{suite}/{inst.id}"
+                if (name, seed) in done:
+                    continue
+                g, c = inst.graph, inst.cluster
+                with uncounted():
+                    cp = teacher_outcome("critical_path", g, c)
+                ref = unit(cp)
+                t0 = time.perf_counter()
+                with counting() as calls, torch_threads(1):
+                    placement = one_pass_greedy(agent.policy, g, c, agent.memory_mask)
+                seconds = time.perf_counter() - t0
+                if calls.calls:
+                    raise RuntimeError(f"{name}: the one-pass decode made {calls.calls} calls")
+                with uncounted():
+                    greedy = simulate_outcome(g, c, placement)
+                row: dict[str, Any] = {
+                    "instance": name,
+                    "seed": seed,
+                    "checkpoint": str(checkpoint),
+                    "nodes": g.num_nodes,
+                    "devices": c.num_devices,
+                    "greedy": _ratio(greedy.makespan, greedy.feasible, ref),
+                    "greedy_oom": bool(greedy.oom),
+                    "greedy_infeasible": greedy.infeasible,
+                    "greedy_seconds": seconds,
+                    "greedy_calls": calls.calls,
+                    "budget": budget,
+                }
+                for key in SEARCHES:
+                    trace = Trace(budget)
+                    t0 = time.perf_counter()
+                    with counting(budget):
+                        found = searches[key](g, c, budget, seed, trace)
+                    row[f"{key}_seconds"] = time.perf_counter() - t0
+                    with uncounted():
+                        final = simulate_outcome(g, c, found)
+                    row[key] = _ratio(final.makespan, final.feasible, ref)
+                    row[f"{key}_trace"] = _trace_row(trace, ref)
+                new.append(row)
+                with path.open("a") as fh:
+                    fh.write(json.dumps(row) + "\n")
+    cached_baselines(out, [r["instance"] for r in read_rows(path)], baselines)
+    return new
+
+
+def at_seconds(trace: list[list[Any]], seconds: float) -> float | None:
+    """The best ratio a stored trace reached within ``seconds`` (None: none feasible)."""
+    best = None
+    for _, t, ratio in trace:
+        if t > seconds:
+            break
+        best = ratio
+    return best
+
+
+def at_calls(trace: list[list[Any]], calls: int) -> float | None:
+    """The best ratio a stored trace reached within ``calls`` calls."""
+    best = None
+    for c, _, ratio in trace:
+        if c > calls:
+            break
+        best = ratio
+    return best
+
+
+def _le(x: float | None, ref: float | None) -> bool:
+    """``x`` feasible and at most ``ref`` (any feasible ``x`` where ``ref`` is not)."""
+    return x is not None and (ref is None or x <= ref * (1 + 1e-9))
+
+
+def _beats_both(greedy: float | None, b: dict[str, Any]) -> bool:
+    """Feasible and faster than both critical_path and heft (where they are feasible)."""
+    return greedy is not None and all(
+        b[h] is None or greedy < b[h] * (1 - 1e-9) for h in ("critical_path", "heft")
+    )
+
+
+def _best_single(b: dict[str, Any]) -> float | None:
+    ok = [b[h] for h in SINGLE_PASS if b.get(h) is not None]
+    return min(ok) if ok else None
+
+
+def _ms(xs: Sequence[float]) -> str:
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    return f"{np.mean(xs):.3f} ± {np.std(xs):.3f}" if xs else "n/a"
+
+
+def _share(xs: Sequence[float]) -> str:
+    return f"{np.mean(xs):.0%} ± {np.std(xs):.0%}" if xs else "n/a"
+
+
+def _geo(pairs: list[tuple[float | None, float | None]]) -> float:
+    ok = [a / b for a, b in pairs if a is not None and b is not None]
+    return geomean(ok) if ok else math.nan
+
+
+def split_summary(rows: list[dict[str, Any]], base: dict[str, dict]) -> dict[str, list[float]]:
+    """Per figure of the summary table, its value per seed (module docstring)."""
+    figures: dict[str, list[float]] = {}
+    for seed in sorted({r["seed"] for r in rows}):
+        mine = [r for r in rows if r["seed"] == seed]
+        b = [base[r["instance"]] for r in mine]
+        vals = {
+            "beats_both": np.mean([_beats_both(r["greedy"], x) for r, x in zip(mine, b)]),
+            "vs_best_single": _geo([(r["greedy"], _best_single(x)) for r, x in zip(mine, b)]),
+            "vs_fortified": _geo(
+                [(r["greedy"], x["fortified_lookahead"]) for r, x in zip(mine, b)]
+            ),
+            "fortified_vs_best_single": _geo(
+                [(x["fortified_lookahead"], _best_single(x)) for x in b]
+            ),
+            "vs_anneal_at_seconds": _geo(
+                [(r["greedy"], at_seconds(r["anneal_trace"], r["greedy_seconds"])) for r in mine]
+            ),
+            "vs_random_at_seconds": _geo(
+                [
+                    (r["greedy"], at_seconds(r["random_search_trace"], r["greedy_seconds"]))
+                    for r in mine
+                ]
+            ),
+            "vs_anneal_at_budget": _geo([(r["greedy"], r["anneal"]) for r in mine]),
+            "warm_vs_anneal": _geo([(r["warm"], r["anneal"]) for r in mine]),
+            "warm_le_anneal_calls": np.mean(
+                [_le(at_calls(r["warm_trace"], r["budget"]), r["anneal"]) for r in mine]
+            ),
+            "warm_le_anneal_seconds": np.mean(
+                [_le(at_seconds(r["warm_trace"], r["anneal_seconds"]), r["anneal"]) for r in mine]
+            ),
+            "over_memory": float(sum(r["greedy_oom"] and x["fits"] for r, x in zip(mine, b))),
+            "seconds_per_1k": max(1000 * r["greedy_seconds"] / r["nodes"] for r in mine),
+        }
+        for k, v in vals.items():
+            figures.setdefault(k, []).append(float(v))
+    return figures
+
+
+#: The summary's figures: label, format ("ratio", "share", "count", "seconds").
+FIGURES = (
+    ("beats_both", "greedy faster than both critical_path and heft (share)", "share"),
+    ("vs_best_single", "greedy / best single-pass placer (geo. mean)", "ratio"),
+    ("vs_fortified", "greedy / fortified lookahead (geo. mean)", "ratio"),
+    ("fortified_vs_best_single", "fortified lookahead / best single-pass (geo. mean)", "ratio"),
+    ("vs_anneal_at_seconds", "greedy / anneal at the greedy pass's seconds", "ratio"),
+    ("vs_random_at_seconds", "greedy / random search at the greedy pass's seconds", "ratio"),
+    ("vs_anneal_at_budget", f"greedy / anneal at {BUDGET:,} calls", "ratio"),
+    ("warm_vs_anneal", f"warm-started anneal / anneal, both {BUDGET:,} calls", "ratio"),
+    ("warm_le_anneal_calls", "warm-started anneal ≤ anneal at equal calls (share)", "share"),
+    ("warm_le_anneal_seconds", "warm-started anneal ≤ anneal at equal seconds (share)", "share"),
+    ("over_memory", "greedy over memory where a placement fits (instances)", "count"),
+    ("seconds_per_1k", "decode seconds per 1,000 nodes (worst instance)", "seconds"),
+)
+
+#: The targets checked (:data:`~placegym.train.experiments.targets.TARGETS`), by figure.
+CHECKED = {
+    "beats_both": "onepass.beats_both_share",
+    "vs_best_single": "onepass.greedy_vs_best_single",
+    "warm_le_anneal_seconds": "onepass.warm_at_equal_seconds_share",
+    "over_memory": "onepass.over_memory",
+    "seconds_per_1k": "onepass.seconds_per_1k_nodes",
+}
+
+
+def _cell(kind: str, xs: list[float]) -> str:
+    if kind == "share":
+        return _share(xs)
+    if kind == "count":
+        return f"{max(xs):.0f} (worst seed)"
+    if kind == "seconds":
+        return f"{max(xs):.2f} s (worst seed)"
+    return _ms(xs)
+
+
+def onepass_table(rows: list[dict[str, Any]], base: dict[str, dict]) -> str:
+    """The summary table, a column per split (module docstring), then the targets."""
+    splits = list(dict.fromkeys(r["instance"].split("/")[0] for r in rows))
+    per = {
+        s: split_summary([r for r in rows if r["instance"].startswith(s + "/")], base)
+        for s in splits
+    }
+    seeds = sorted({r["seed"] for r in rows})
+    counts = {
+        s: len({r["instance"] for r in rows if r["instance"].startswith(s + "/")}) for s in splits
+    }
+    head = " | ".join(f"{s} ({counts[s]})" for s in splits)
+    lines = [
+        f"Mean ± std over training seeds {', '.join(map(str, seeds))}; ratios to "
+        "critical_path's makespan, lower is better.",
+        "",
+        f"| figure | {head} |",
+        "|---|" + "---|" * len(splits),
+    ]
+    for key, label, kind in FIGURES:
+        cells = " | ".join(_cell(kind, per[s][key]) for s in splits)
+        lines.append(f"| {label} | {cells} |")
+    lines += ["", "| target | " + " | ".join(splits) + " |", "|---|" + "---|" * len(splits)]
+    from placegym.train.experiments.targets import TARGETS
+
+    for key, target in CHECKED.items():
+        kind = next(k for f, _, k in FIGURES if f == key)
+        cells = []
+        for s in splits:
+            xs = per[s][key]
+            worst = max(xs) if TARGETS[target].sense == "<=" else min(xs)
+            cells.append(f"{_cell(kind, [worst]).split(' (')[0]} {verdict(target, worst)}")
+        t = TARGETS[target]
+        lines.append(
+            f"| {t.figure} {t.sense} {t.bound:g} (worst seed) | " + " | ".join(cells) + " |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``run`` or ``table`` (module docstring)."""
+    p = argparse.ArgumentParser(prog="python -m placegym.train.experiments.onepass")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="evaluate a checkpoint with one seed (appends rows)")
+    r.add_argument("checkpoint")
+    r.add_argument("--seed", type=int, required=True)
+    r.add_argument("--out", type=Path, default=Path("docs/results/onepass"))
+    t = sub.add_parser("table", help="print the tables from the stored rows and baselines")
+    t.add_argument("--out", type=Path, default=Path("docs/results/onepass"))
+    args = p.parse_args(argv)
+    if args.cmd == "run":
+        rows = run_seed(args.checkpoint, args.seed, args.out)
+        print(f"{len(rows)} new rows in {args.out / 'results.jsonl'}")
+        return 0
+    rows = read_rows(args.out / "results.jsonl")
+    base = json.loads((args.out / "baselines.json").read_text())
+    text = onepass_table(rows, base)
+    (args.out / "table.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
