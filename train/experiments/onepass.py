@@ -66,7 +66,7 @@ from placegym.train.experiments.per_graph import (
     teacher_outcome,
     unit,
 )
-from placegym.train.experiments.targets import verdict
+from placegym.train.experiments.targets import TARGETS, verdict
 from placegym.train.stats import geomean
 
 __all__ = ["BUDGET", "SPLITS", "baselines", "onepass_table", "run_seed"]
@@ -315,6 +315,12 @@ def _cell(kind: str, xs: list[float]) -> str:
     return _ms(xs)
 
 
+def _value(kind: str, x: float) -> str:
+    return {"share": f"{x:.0%}", "count": f"{x:.0f}", "seconds": f"{x:.2f} s"}.get(
+        kind, f"{x:.3f}"
+    )
+
+
 def onepass_table(rows: list[dict[str, Any]], base: dict[str, dict]) -> str:
     """The summary table, a column per split (module docstring), then the targets."""
     splits = list(dict.fromkeys(r["instance"].split("/")[0] for r in rows))
@@ -338,19 +344,16 @@ def onepass_table(rows: list[dict[str, Any]], base: dict[str, dict]) -> str:
         cells = " | ".join(_cell(kind, per[s][key]) for s in splits)
         lines.append(f"| {label} | {cells} |")
     lines += ["", "| target | " + " | ".join(splits) + " |", "|---|" + "---|" * len(splits)]
-    from placegym.train.experiments.targets import TARGETS
-
-    for key, target in CHECKED.items():
+    for key, name in CHECKED.items():
         kind = next(k for f, _, k in FIGURES if f == key)
-        cells = []
+        target = TARGETS[name]
+        verdicts = []
         for s in splits:
             xs = per[s][key]
-            worst = max(xs) if TARGETS[target].sense == "<=" else min(xs)
-            cells.append(f"{_cell(kind, [worst]).split(' (')[0]} {verdict(target, worst)}")
-        t = TARGETS[target]
-        lines.append(
-            f"| {t.figure} {t.sense} {t.bound:g} (worst seed) | " + " | ".join(cells) + " |"
-        )
+            worst = max(xs) if target.sense == "<=" else min(xs)
+            verdicts.append(f"{_value(kind, worst)} {verdict(name, worst)}")
+        head = f"{target.figure} {target.sense} {target.bound:g} (worst seed)"
+        lines.append(f"| {head} | " + " | ".join(verdicts) + " |")
     return "\n".join(lines)
 
 
