@@ -127,6 +127,21 @@ def test_init_from_checkpoint_and_policy_size_mismatch(tmp_path):
         Trainer(bad)._restore()
 
 
+def test_init_from_a_shipped_agent(tmp_path):
+    from placegym.agents import pretrained
+    from placegym.train.checkpoint import init_weights
+
+    shipped = pretrained("generalist-memory-v2").policy
+    path, weights = init_weights("pretrained:generalist-memory-v2", None, shipped.config)
+    assert path.name == "policy.pt"
+    for k, v in shipped.state_dict().items():
+        torch.testing.assert_close(weights[k], v)
+    with pytest.raises(ValueError, match=r"init: no shipped agent 'nope' \(shipped: "):
+        init_weights("pretrained:nope", None, shipped.config)
+    with pytest.raises(ValueError, match=r"init: the checkpoint's policy sizes .* differ"):
+        init_weights("pretrained:generalist-memory-v2", None, tiny_config(tmp_path).policy)
+
+
 V2_CHECKPOINT = Path(__file__).resolve().parent / "data" / "checkpoint_v2.pt"
 
 

@@ -194,6 +194,10 @@ class Progress:
     best_eval: float = math.inf  # best train greedy geomean ratio (eval.keep_best)
 
 
+#: The prefix naming a shipped agent instead of a checkpoint file (``pretrained:NAME``).
+PRETRAINED = "pretrained:"
+
+
 def init_checkpoint(init: str, base_dir: Path | None) -> tuple[Path, TrainConfig | None]:
     """The checkpoint an ``init`` value names, and the config it names (or None).
 
@@ -242,20 +246,38 @@ def init_weights(
         FileNotFoundError: ``init`` names a config whose run has no final checkpoint yet.
         ValueError: the checkpoint's policy sizes differ from ``policy``'s.
     """
+    if init.startswith(PRETRAINED):  # a shipped agent's weights (placegym.agents.zoo)
+        from placegym.agents.zoo import POLICY_FORMAT, ZOO, available
+
+        name = init[len(PRETRAINED) :]
+        if name not in available():
+            raise ValueError(
+                f"init: no shipped agent {name!r} (shipped: {', '.join(available())})"
+            )
+        path = ZOO / name / "policy.pt"
+        data = torch.load(path, map_location="cpu", weights_only=True)
+        if data.get("format") != POLICY_FORMAT:
+            raise ValueError(f"init: {path}: format: expected {POLICY_FORMAT!r}")
+        ckpt = {"policy_config": data["policy_config"], "policy": data["policy"]}
+        return path, _sized(init, ckpt, policy)
     path, src = init_checkpoint(init, base_dir)
     if src is not None and not path.is_file():
         raise FileNotFoundError(
             f"init: {init} has no final checkpoint {path} yet; train it first "
             "(placegym train does)"
         )
-    ckpt = load_checkpoint(path)
+    return path, _sized(init, load_checkpoint(path), policy)
+
+
+def _sized(init: str, ckpt: dict[str, Any], policy: PolicyConfig) -> dict[str, torch.Tensor]:
+    """The weights of ``ckpt`` when its policy sizes are ``policy``'s."""
     mine = {"hidden": policy.hidden, "layers": policy.layers}
     if {k: ckpt["policy_config"].get(k) for k in mine} != mine:
         raise ValueError(
             f"init: the checkpoint's policy sizes {dict(ckpt['policy_config'])} differ "
             f"from this config's policy {mine}"
         )
-    return path, ckpt["policy"]
+    return ckpt["policy"]
 
 
 class ConfigChanged(ValueError):

@@ -336,8 +336,9 @@ class TrainConfig:
     """Phases to run, in order: ``phase1`` (imitation), ``phase2`` (RL on the simulator),
     ``phase3`` (RL on the real backend); the default runs phases I and II."""
     init: str | None = None
-    """Start from these weights: a checkpoint (``.pt``), or a config (``.yaml``) whose
-    final checkpoint is used (trained first if it does not exist yet): transfer."""
+    """Start from these weights: a checkpoint (``.pt``), a config (``.yaml``) whose
+    final checkpoint is used (trained first if it does not exist yet), or a shipped
+    agent's, ``pretrained:NAME`` (:func:`placegym.agents.pretrained`): transfer."""
     checkpoint_every: int = 10
     """Save a resumable checkpoint every this many updates (and at every phase end)."""
     resume: bool = True

@@ -47,7 +47,7 @@ from placegym.agents.doppler.placer import (
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, simulate
 from placegym.envs.sim.simulator import Dispatch
-from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
+from placegym.train.checkpoint import PRETRAINED, load_checkpoint, policy_from_checkpoint
 from placegym.train.harness.bench import REFERENCE
 from placegym.train.stats import geomean
 
@@ -285,10 +285,6 @@ def results_table(rows: Sequence[dict[str, Any]], k: int, seconds: float) -> str
         f"\ntraining time {seconds:.1f} s (evaluation excluded); best_of_{k}: best of {k} samples"
     )
     return "\n".join(lines)
-
-
-#: The prefix naming a shipped agent instead of a checkpoint file (``pretrained:NAME``).
-PRETRAINED = "pretrained:"
 
 
 def load_policy(path: str | Path) -> tuple[DopplerPolicy, str]:
