@@ -13,7 +13,8 @@ AGENT = "pretrained:generalist-memory-v2"  # a one-pass policy
 
 
 def test_rows_baselines_and_tables(tiny, tmp_path, capsys):  # noqa: F811
-    rows = op.run_seed(AGENT, 0, tmp_path, splits=[("tiny-v0", "test")], budget=60)
+    paths = (tmp_path / "rows.jsonl", tmp_path / "base.json")
+    rows = op.run_seed(AGENT, 0, *paths, splits=[("tiny-v0", "test")], budget=60)
     assert [r["instance"] for r in rows] == ["tiny-v0/dag-ccr4@doppler-unit-4"]
     row = rows[0]
     assert row["greedy_calls"] == 0 and row["greedy"] > 0 and not row["greedy_oom"]
@@ -24,14 +25,14 @@ def test_rows_baselines_and_tables(tiny, tmp_path, capsys):  # noqa: F811
         assert calls == sorted(calls) and calls[-1] <= 60 and seconds == sorted(seconds)
         assert trace[-1][2] == pytest.approx(row[key])  # the final placement, as reported
     assert row["warm"] <= min(row["greedy"], 1.0) * (1 + 1e-9)  # both are among its starts
-    assert op.run_seed(AGENT, 0, tmp_path, splits=[("tiny-v0", "test")], budget=60) == []
-    base = json.loads((tmp_path / "baselines.json").read_text())
+    assert op.run_seed(AGENT, 0, *paths, splits=[("tiny-v0", "test")], budget=60) == []
+    base = json.loads(paths[1].read_text())
     b = base["tiny-v0/dag-ccr4@doppler-unit-4"]
     assert b["critical_path"] == 1.0 and b["fits"] and b["fortified_lookahead"] > 0
-    assert op.main(["table", "--out", str(tmp_path)]) == 0
+    assert op.main(["table", "--rows", str(paths[0]), "--baselines", str(paths[1])]) == 0
     printed = capsys.readouterr().out
     assert "| tiny-v0 (1) |" in printed and "greedy faster than both" in printed
-    assert (tmp_path / "table.md").read_text().strip() == printed.strip()
+    assert printed.strip() == op.onepass_table(rows, base)
 
 
 def test_summary_figures_on_hand_made_rows():

@@ -6,12 +6,14 @@ equal seconds.
 ::
 
     python -m placegym.train.experiments.onepass run CHECKPOINT --seed 0
-    python -m placegym.train.experiments.onepass table --out docs/results/onepass
+    python -m placegym.train.experiments.onepass table
 
-``run`` appends a row per instance of :data:`SPLITS` to ``OUT/results.jsonl`` (an instance
-already there for that seed is skipped: a killed run resumes) and computes the missing
-deterministic baselines into ``OUT/baselines.json``; ``table`` prints the tables from
-those two files alone and writes them to ``OUT/table.md``.
+``run`` appends a row per instance of :data:`SPLITS` to ``--rows`` (default
+``docs/results/onepass.jsonl``; an instance already there for that seed is skipped: a
+killed run resumes) and computes the missing deterministic baselines into
+``--baselines`` (default ``docs/results/onepass.baselines.json``); ``table`` prints the
+tables from those two files alone (the ``onepass`` block of the results page:
+:mod:`placegym.train.experiments.pages`).
 
 **A row** (one instance, one training seed ``s``), measured in one process, one after
 the other, on one torch thread:
@@ -60,12 +62,7 @@ import numpy as np
 
 from placegym.envs.suites import get_suite
 from placegym.teachers import SINGLE_PASS
-from placegym.train.experiments.per_graph import (
-    cached_baselines,
-    read_rows,
-    teacher_outcome,
-    unit,
-)
+from placegym.train.experiments.per_graph import read_rows, teacher_outcome, unit
 from placegym.train.experiments.targets import TARGETS, verdict
 from placegym.train.stats import geomean
 
@@ -81,6 +78,9 @@ SPLITS = (
 )
 #: Simulator calls of every search (anneal, random search, warm-started anneal).
 BUDGET = 3000
+#: Where :func:`run_seed` appends its rows and stores the baselines by default.
+ROWS = Path("docs/results/onepass.jsonl")
+BASELINES = Path("docs/results/onepass.baselines.json")
 #: The searches of a row, by column.
 SEARCHES = ("anneal", "random_search", "warm")
 
@@ -118,14 +118,15 @@ def _trace_row(trace: Any, ref: float | None) -> list[list[float | None]]:
 def run_seed(
     checkpoint: str,
     seed: int,
-    out: Path,
+    path: Path = ROWS,
+    baselines_path: Path = BASELINES,
     splits: Sequence[tuple[str, str]] = SPLITS,
     budget: int = BUDGET,
 ) -> list[dict[str, Any]]:
     """Rows of ``checkpoint`` (a training run's checkpoint or ``pretrained:NAME``) with
     searches of ``budget`` calls seeded ``seed``, on every instance of ``splits`` not yet
-    in ``out/results.jsonl`` for that seed (appended as each is done); returns the new
-    rows."""
+    in ``path`` for that seed (appended as each is done), and the baselines of every
+    instance there into ``baselines_path``; returns the new rows."""
     from placegym.agents.doppler.onepass import one_pass_greedy
     from placegym.agents.doppler.placer import torch_threads
     from placegym.train.evaluate import load_agent
@@ -134,8 +135,7 @@ def run_seed(
     from placegym.train.harness.calls import counting, patched, uncounted
     from placegym.train.harness.feasibility import simulate_outcome
 
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "results.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
     done = {(r["instance"], r["seed"]) for r in read_rows(path)} if path.is_file() else set()
     agent = load_agent(checkpoint, threads=1)
     searches = {**SEARCH_PLACERS, "warm": warm_anneal(agent, threads=1)}
@@ -184,8 +184,19 @@ def run_seed(
                 new.append(row)
                 with path.open("a") as fh:
                     fh.write(json.dumps(row) + "\n")
-    cached_baselines(out, [r["instance"] for r in read_rows(path)], baselines)
+    store_baselines(baselines_path, [r["instance"] for r in read_rows(path)])
     return new
+
+
+def store_baselines(path: Path, names: Sequence[str]) -> dict[str, dict]:
+    """:func:`baselines` of each instance of ``names`` not yet in the JSON file ``path``,
+    written after each (an interrupted run keeps what it computed); returns them all."""
+    base = json.loads(path.read_text()) if path.is_file() else {}
+    for name in dict.fromkeys(names):
+        if name not in base:
+            base[name] = baselines(name)
+            path.write_text(json.dumps(base, indent=1) + "\n")
+    return base
 
 
 def at_seconds(trace: list[list[Any]], seconds: float) -> float | None:
@@ -364,19 +375,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     r = sub.add_parser("run", help="evaluate a checkpoint with one seed (appends rows)")
     r.add_argument("checkpoint")
     r.add_argument("--seed", type=int, required=True)
-    r.add_argument("--out", type=Path, default=Path("docs/results/onepass"))
     t = sub.add_parser("table", help="print the tables from the stored rows and baselines")
-    t.add_argument("--out", type=Path, default=Path("docs/results/onepass"))
+    for q in (r, t):
+        q.add_argument("--rows", type=Path, default=ROWS, help=f"rows file (default {ROWS})")
+        q.add_argument(
+            "--baselines", type=Path, default=BASELINES, help=f"baselines (default {BASELINES})"
+        )
     args = p.parse_args(argv)
     if args.cmd == "run":
-        rows = run_seed(args.checkpoint, args.seed, args.out)
-        print(f"{len(rows)} new rows in {args.out / 'results.jsonl'}")
+        rows = run_seed(args.checkpoint, args.seed, args.rows, args.baselines)
+        print(f"{len(rows)} new rows in {args.rows}")
         return 0
-    rows = read_rows(args.out / "results.jsonl")
-    base = json.loads((args.out / "baselines.json").read_text())
-    text = onepass_table(rows, base)
-    (args.out / "table.md").write_text(text + "\n")
-    print(text)
+    base = json.loads(args.baselines.read_text())
+    print(onepass_table(read_rows(args.rows), base))
     return 0
 
 

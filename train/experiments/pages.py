@@ -271,6 +271,12 @@ def _sb3_recipe(results: Path) -> str:
     return recipe_table(runs, {r["placer"]: r["ratio_to_critical_path"] for r in ffnn})
 
 
+def _onepass(results: Path) -> str:
+    from placegym.train.experiments.onepass import onepass_table
+
+    return onepass_table(*_part(results, "onepass"))
+
+
 _CH = "bench/comm-heavy-v0-test/results.json"
 _ANY = "anytime/comm-heavy-v0-test/anytime_curve.csv"
 _P100 = "bench/p100x4/results.json"
@@ -320,6 +326,7 @@ BLOCKS: dict[str, Block] = {
         for part in ("generalist", "generalist_rollout_memory", "generalist_memory")
     },
     "sb3-recipe": Block((*_SB3, _P100), _sb3_recipe),
+    "onepass": Block(("onepass.jsonl", "onepass.baselines.json"), _onepass),
 }
 
 
