@@ -103,6 +103,7 @@ from placegym.agents.doppler.inputs import (
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.nn.encoder import GraphInputs
 from placegym.envs.analysis.memory import memory_may_bind
+from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
@@ -190,13 +191,21 @@ def plain_hint_placements(
 def unbounded_memory(graph: Graph, cluster: Cluster) -> Cluster:
     """``cluster`` with every device's memory raised to where nothing of ``graph`` can
     exceed it (twice every parameter and output byte, at least its own memory); devices,
-    speeds and links unchanged."""
+    speeds and links unchanged. The same object for the same graph and cluster objects
+    (so what is computed from it, e.g. its durations, is computed once)."""
+    return _unbounded(graph, cluster)
+
+
+def _unbounded_memory(graph: Graph, cluster: Cluster) -> Cluster:
     worst = 2.0 * float(graph.param_bytes.sum() + graph.out_bytes.sum()) + 1.0
     devices = tuple(
         dataclasses.replace(d, memory=max(d.memory, worst), memory_reserve=0.0)
         for d in cluster.devices
     )
     return dataclasses.replace(cluster, devices=devices)
+
+
+_unbounded = IdentityCache(_unbounded_memory, size=4)
 
 
 def one_pass_inputs(

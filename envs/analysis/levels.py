@@ -39,9 +39,24 @@ __all__ = [
 
 def durations_on(graph: Graph, cluster: Cluster, nodes: np.ndarray | int | None = None):
     """Rule-1 durations (no noise, profiled costs where the cluster has them):
-    ``(n, D)`` for all nodes, or ``(D,)`` for one node."""
-    idx = np.arange(graph.num_nodes) if nodes is None else np.asarray(nodes)
+    ``(n, D)`` for all nodes (computed once per graph and cluster object, read-only), or
+    ``(D,)`` for one node."""
+    if nodes is None:
+        return _all_durations(graph, cluster)
+    idx = np.asarray(nodes)
     return node_durations(graph, cluster, idx[..., None], np.arange(cluster.num_devices))
+
+
+def _durations(graph: Graph, cluster: Cluster) -> np.ndarray:
+    idx = np.arange(graph.num_nodes)
+    out = node_durations(graph, cluster, idx[:, None], np.arange(cluster.num_devices))
+    out.setflags(write=False)
+    return out
+
+
+#: The ``(n, D)`` durations per (graph, cluster) object: every rule, bound and level of
+#: a placement reads them (an ``n * D`` array: a few are kept).
+_all_durations = IdentityCache(_durations, size=4)
 
 
 def mean_durations(graph: Graph, cluster: Cluster) -> np.ndarray:
