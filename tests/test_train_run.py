@@ -559,3 +559,33 @@ def test_a_second_run_into_a_held_folder_is_refused_naming_the_holder(tmp_path, 
         first.wait()
     with RunLock(run):  # free again
         pass
+
+
+def test_greedy_rollin_plays_the_learners_argmax_in_phase1(tmp_path, monkeypatch):
+    from placegym.train import players
+
+    seen = []
+    real = players.play_episodes
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs["greedy"], kwargs["teacher_prob"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(players, "play_episodes", spy)
+    over = ["phase1.rollin=greedy", "phase1.eps_start=0", "phase1.eps_end=0", "phase1.updates=2"]
+    cfg = apply_overrides(tiny_config(tmp_path, phases=["phase1"]), over)
+    records = []
+    real_update = Trainer._imitation_step
+
+    def keep(self, *args):
+        out = real_update(self, *args)
+        records.append(out[0])
+        return out
+
+    monkeypatch.setattr(Trainer, "_imitation_step", keep)
+    Trainer(cfg).run()
+    assert (True, 0.0) in seen and records
+    for batch in records:  # no teacher step, argmax actions: the episodes of a graph agree
+        assert all(np.array_equal(r.plc_action, batch[0].plc_action) for r in batch)
+    with pytest.raises(ValueError, match=r"phase1.rollin: expected one of sample, greedy"):
+        apply_overrides(cfg, ["phase1.rollin=argmax"])

@@ -148,6 +148,7 @@ def _validate_phase1(p: ImitationConfig) -> None:
     for key in ("eps_start", "eps_end", "eps_decay"):
         v = getattr(p, key)
         _check(0 <= v <= 1, f"phase1.{key}", "must be in [0, 1]", v)
+    _one_of(p.rollin, ("sample", "greedy"), "phase1.rollin")
     _finite(p.regret_coef, "phase1.regret_coef", "must be >= 0", p.regret_coef >= 0)
     _finite(p.price_coef, "phase1.price_coef", "must be >= 0", p.price_coef >= 0)
     _finite(

@@ -196,6 +196,11 @@ class ImitationConfig(PhaseConfig):
     """Roll-in probability at the end of the decay (0 = the learner's own actions)."""
     eps_decay: float = 0.5
     """Fraction of the updates over which the roll-in probability decays linearly."""
+    rollin: str = "sample"
+    """The learner's action in the roll-in steps the teacher does not take: ``sample``
+    (drawn from the policy, as DOPPLER) or ``greedy`` (its argmax), so that the labelled
+    states are those its greedy placement visits. Greedy episodes of one graph differ
+    only by the teacher's steps: give ``eps_end`` > 0, or one episode per graph."""
 
 
 @dataclass

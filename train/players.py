@@ -53,6 +53,8 @@ class Job:
         teacher_prob: probability of a teacher roll-in step (phase I), else 0.
         record_teacher: record the teacher's tie sets.
         teacher: ``phase1`` (the phase's teacher), ``plans`` (self-imitation's) or None.
+        greedy: the learner's own steps take its greedy action (phase I's
+            ``rollin: greedy``), else a sample.
     """
 
     groups: list[int]
@@ -62,6 +64,7 @@ class Job:
     teacher_prob: float = 0.0
     record_teacher: bool = False
     teacher: str | None = None
+    greedy: bool = False
 
 
 #: An update's environments and the :class:`Job` of their episodes.
@@ -80,6 +83,7 @@ def draw_job(
     teacher_prob: float = 0.0,
     record_teacher: bool = False,
     teacher: str | None = None,
+    greedy: bool = False,
 ) -> Batch:
     """One update's batch, drawn with ``rng``: ``pcfg.graphs_per_update`` graphs (all
     when there are no more), ``pcfg.episodes_per_graph`` environments of each from
@@ -98,7 +102,7 @@ def draw_job(
         groups += [gi] * pcfg.episodes_per_graph
     seeds = rng.integers(2**31 - 1, size=len(envs)).tolist()
     streams = rng.integers(2**63 - 1, size=len(envs)).tolist()
-    job = Job(groups, seeds, streams, reward, teacher_prob, record_teacher, teacher)
+    job = Job(groups, seeds, streams, reward, teacher_prob, record_teacher, teacher, greedy)
     return envs, job
 
 
@@ -176,6 +180,7 @@ class InProcessPlayer:
             teacher_prob=job.teacher_prob,
             record_teacher=job.record_teacher,
             graph_cache=pool.graph_cache,
+            greedy=job.greedy,
         )
 
     def close(self) -> None:

@@ -347,7 +347,14 @@ class Trainer:
         eps = epsilon(
             self.progress.update, pcfg.updates, pcfg.eps_start, pcfg.eps_end, pcfg.eps_decay
         )
-        envs, job = self._draw(pcfg, pool, teacher_prob=eps, record_teacher=True, teacher="phase1")
+        envs, job = self._draw(
+            pcfg,
+            pool,
+            teacher_prob=eps,
+            record_teacher=True,
+            teacher="phase1",
+            greedy=pcfg.rollin == "greedy",
+        )
         records = self._player().play(self.policy, envs, job, pool, teacher)
         metrics = imitation_update(
             self.policy,

@@ -100,6 +100,7 @@ class RolloutWorker:
             teacher_prob=job.teacher_prob,
             record_teacher=job.record_teacher,
             graph_cache=pool.graph_cache,
+            greedy=job.greedy,
         )
 
 
