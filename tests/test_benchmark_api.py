@@ -128,6 +128,16 @@ def test_counting_every_entry_point_nested_and_restored():
         with pytest.raises(BudgetExceeded, match=r"stopped at 1 of 10 simulator calls \(16"):
             batch_alias(g, c, np.zeros((16, 8), dtype=int), np.tile(g.topological_order, (16, 1)))
     assert tight.calls == 1 and tight.exceeded  # the refused batch simulated nothing
+    from placegym.envs.analysis.memory import checkpoints
+    from placegym.envs.suites import get_suite
+
+    step = get_suite("training-v0").instance("moe-8x2x4-s0-train@v100x8-mem0.6-r1-2")
+    sg, sc = step.graph, step.cluster
+    with counting() as rows:  # with a recompute set the batch simulates row by row inside
+        devs = np.zeros((3, sg.num_nodes), dtype=int)
+        ords = np.tile(sg.topological_order, (3, 1))
+        batch_alias(sg, sc, devs, ords, recompute=checkpoints(sg, 2))
+    assert rows.calls == 3
     # the originals are back everywhere, in modules that imported them by name too
     import placegym.teachers.anneal as anneal
 

@@ -7,7 +7,9 @@ in this process, by any code and on any thread, is charged to the active counter
 
 - :func:`~placegym.envs.sim.simulator.simulate` and
   :func:`~placegym.envs.sim.simulator.simulate_makespan`: one call each;
-- :func:`~placegym.envs.sim.simulator.simulate_batch` of ``B`` placements: ``B`` calls.
+- :func:`~placegym.envs.sim.simulator.simulate_batch` of ``B`` placements: ``B`` calls;
+- an entry point's own calls of another (``simulate_batch`` with a recompute set
+  simulates each row with ``simulate``): nothing more.
 
 So a teacher that simulates inside (``anneal``, ``lookahead``, ``metis``' refinement), an
 agent whose environment simulates each finished episode, and a search placer's own
@@ -135,14 +137,25 @@ def _batch_rows(args: tuple, kwargs: dict) -> int:
     return int(shape[0]) if len(shape) == 2 else 0
 
 
+#: Per thread, how deep it is inside counted entry points: an entry point that calls
+#: another (``simulate_batch`` with a recompute set runs ``simulate`` per row) is charged
+#: once, at the outermost call.
+_INSIDE = threading.local()
+
+
 def _counted(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     batch = name == "simulate_batch"
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _ACTIVE:
+        depth = getattr(_INSIDE, "depth", 0)
+        if _ACTIVE and depth == 0:
             _charge(_batch_rows(args, kwargs) if batch else 1)
-        return fn(*args, **kwargs)
+        _INSIDE.depth = depth + 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _INSIDE.depth = depth
 
     return wrapper
 
