@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from placegym.envs.analysis.levels import b_level
+from placegym.envs.analysis.memory import memory_may_bind
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
@@ -172,6 +173,8 @@ class WholeRun:
         recomputation without recompute nodes."""
         if again and not self.recompute.size:
             return math.inf
+        if not (again or zero) and not memory_may_bind(self.graph, self.cluster):
+            return 0.0  # no placement exceeds memory: what the simulation would find
         worst = 0.0
         for devs, peak, resident in self.memory(again)[b]:
             need = peak

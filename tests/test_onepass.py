@@ -162,6 +162,16 @@ def test_one_pass_makes_no_simulator_call(monkeypatch):
         assert calls  # the counter sees the plain decode's calls
 
 
+def test_one_pass_makes_no_simulator_call_on_a_training_step(monkeypatch):
+    # live tensors bind: NEST's hint on the unbounded copy of the cluster used to
+    # simulate its whole run to price an overflow that cannot happen there
+    inst = _instance("pipedream-v0", "resnet18-train@p100x2-live1.05")
+    placer = pretrained("generalist-memory-v2")
+    with counted_simulations(monkeypatch) as calls:
+        one_pass_greedy(placer.policy, inst.graph, inst.cluster, "live")
+        assert calls == []
+
+
 def test_one_pass_equals_the_placer_where_it_makes_no_simulator_call(monkeypatch):
     inst = _instance("generalize-v0", "random_dag-96-s0@p100x4")
     graph, cluster = inst.graph, inst.cluster
