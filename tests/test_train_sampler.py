@@ -78,3 +78,33 @@ def test_bad_sampler_options_are_refused_naming_the_key(tmp_path, data, top, mat
     raw.update(top)
     with pytest.raises(ValueError, match=match):
         config_from_dict(raw)
+
+
+def test_the_shipped_one_pass_recipe_trains_from_the_zoo_on_fresh_instances(tmp_path):
+    import torch
+
+    from placegym.agents import pretrained
+    from placegym.train.config import apply_overrides, load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "onepass.yaml")
+    cfg = apply_overrides(
+        cfg,
+        [
+            f"out={tmp_path / 'run'}",
+            "phase2.updates=1",
+            "phase2.episodes_per_graph=2",
+            "eval.every=0",
+            "data.graphs=[]",
+            "data.sampler={nodes: [20, 40], devices: [2, 4]}",
+            "wandb.mode=disabled",
+            "progress=false",
+        ],
+    )
+    assert cfg.init == "pretrained:generalist-memory-v2" and cfg.phases == ["phase2"]
+    trainer = Trainer(cfg)
+    trainer._restore()  # the shipped generalist's weights, before any update
+    start = pretrained("generalist-memory-v2").policy.state_dict()
+    for k, v in start.items():
+        torch.testing.assert_close(trainer.policy.state_dict()[k], v)
+    trainer.run()
+    assert (tmp_path / "run" / "checkpoints" / "final.pt").is_file()
