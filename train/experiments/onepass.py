@@ -39,7 +39,9 @@ is not held against it).
 **Tables**: per split, mean ± std over seeds of: the share of instances where greedy is
 faster than both critical_path and heft, greedy / best single-pass placer (geometric
 mean), greedy / fortified lookahead, anneal and random search read at the greedy pass's
-seconds (equal seconds; at its zero calls they have not started), the share of runs where
+seconds (equal seconds; at its zero calls they have not started; an instance where the
+search has no feasible placement yet by then, its heuristic starts still running, is
+left out of that mean and counted in the next row), the share of runs where
 warm is no slower than anneal's run of the same seed at anneal's calls and at its
 seconds (:func:`~placegym.train.harness.anytime.versus`), the greedy placements over
 memory where some placement fits, and the decode's seconds per 1,000 nodes (the worst
@@ -274,6 +276,9 @@ def split_summary(rows: list[dict[str, Any]], base: dict[str, dict]) -> dict[str
                     for r in mine
                 ]
             ),
+            "anneal_not_ready": float(
+                sum(at_seconds(r["anneal_trace"], r["greedy_seconds"]) is None for r in mine)
+            ),
             "vs_anneal_at_budget": _geo([(r["greedy"], r["anneal"]) for r in mine]),
             "warm_vs_anneal": _geo([(r["warm"], r["anneal"]) for r in mine]),
             "warm_le_anneal_calls": np.mean(
@@ -298,6 +303,7 @@ FIGURES = (
     ("fortified_vs_best_single", "fortified lookahead / best single-pass (geo. mean)", "ratio"),
     ("vs_anneal_at_seconds", "greedy / anneal at the greedy pass's seconds", "ratio"),
     ("vs_random_at_seconds", "greedy / random search at the greedy pass's seconds", "ratio"),
+    ("anneal_not_ready", "anneal without a placement at the greedy pass's seconds", "count"),
     ("vs_anneal_at_budget", f"greedy / anneal at {BUDGET:,} calls", "ratio"),
     ("warm_vs_anneal", f"warm-started anneal / anneal, both {BUDGET:,} calls", "ratio"),
     ("warm_le_anneal_calls", "warm-started anneal ≤ anneal at equal calls (share)", "share"),
