@@ -75,3 +75,4 @@ def test_summary_figures_on_hand_made_rows():
     assert fig["warm_le_anneal_seconds"] == [0.0] * 3
     assert fig["over_memory"] == [0.0, 0.0, 1.0]
     assert fig["seconds_per_1k"] == [pytest.approx(0.4)] * 3
+    assert fig["slowest_decode"] == [pytest.approx(0.2)] * 3

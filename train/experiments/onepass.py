@@ -44,8 +44,10 @@ search has no feasible placement yet by then, its heuristic starts still running
 left out of that mean and counted in the next row), the share of runs where
 warm is no slower than anneal's run of the same seed at anneal's calls and at its
 seconds (:func:`~placegym.train.harness.anytime.versus`), the greedy placements over
-memory where some placement fits, and the decode's seconds per 1,000 nodes (the worst
-instance). Ratios are to critical_path; an infeasible greedy placement counts as a loss
+memory where some placement fits, and the decode's seconds per 1,000 nodes (its
+seconds over the split's instances per 1,000 of their nodes; a small graph's fixed costs,
+the hints and the encoder, dominate its own rate) and the slowest instance's seconds.
+Ratios are to critical_path; an infeasible greedy placement counts as a loss
 in the shares, and each geometric mean is over the instances where both of its sides are
 feasible (the greedy placements over memory have their own row).
 """
@@ -288,7 +290,10 @@ def split_summary(rows: list[dict[str, Any]], base: dict[str, dict]) -> dict[str
                 [_le(at_seconds(r["warm_trace"], r["anneal_seconds"]), r["anneal"]) for r in mine]
             ),
             "over_memory": float(sum(r["greedy_oom"] and x["fits"] for r, x in zip(mine, b))),
-            "seconds_per_1k": max(1000 * r["greedy_seconds"] / r["nodes"] for r in mine),
+            "seconds_per_1k": 1000
+            * sum(r["greedy_seconds"] for r in mine)
+            / sum(r["nodes"] for r in mine),
+            "slowest_decode": max(r["greedy_seconds"] for r in mine),
         }
         for k, v in vals.items():
             figures.setdefault(k, []).append(float(v))
@@ -309,7 +314,8 @@ FIGURES = (
     ("warm_le_anneal_calls", "warm-started anneal ≤ anneal at equal calls (share)", "share"),
     ("warm_le_anneal_seconds", "warm-started anneal ≤ anneal at equal seconds (share)", "share"),
     ("over_memory", "greedy over memory where a placement fits (instances)", "count"),
-    ("seconds_per_1k", "decode seconds per 1,000 nodes (worst instance)", "seconds"),
+    ("seconds_per_1k", "decode seconds per 1,000 nodes (all the split's instances)", "seconds"),
+    ("slowest_decode", "slowest decode of an instance", "seconds"),
 )
 
 #: The targets checked (:data:`~placegym.train.experiments.targets.TARGETS`), by figure.
