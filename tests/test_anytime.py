@@ -15,9 +15,9 @@ from placegym.train.harness.anytime import (
     random_search,
     register_search_placer,
     run_anytime,
-    versus,
     write_anytime,
 )
+from placegym.train.harness.anytime_report import versus
 
 
 def test_trace_contract():

@@ -184,7 +184,7 @@ def test_search_placers_in_bench_and_anytime(workdir, tiny, capsys):  # noqa: F8
     assert lines["sampler"][-2:] == ["48", "4/4"]  # 12 calls x 2 instances x 2 seeds
     assert lines["OnOne"][-2:] == ["0", "4/4"]
     csv = (workdir / "any" / "anytime.csv").read_text().splitlines()
-    assert csv[0].endswith(",infeasible,seconds,run_calls")
+    assert csv[0].endswith(",infeasible,seconds,run_calls,at_seconds")
     sampler = [x.split(",") for x in csv if ",sampler," in x]
     assert {int(x[3]) for x in sampler} <= set(range(4, 13, 4))  # bests at batch ends
     from placegym.train.harness.anytime import SEARCH_PLACERS

@@ -16,7 +16,7 @@ and feasible runs (``feasible``: runs whose final placement is feasible / all).
 :func:`~placegym.train.harness.agent_search.agent_anneal_placer`). With ``anneal`` among
 the placers, a second table counts, per placer, the runs that end no slower than anneal's
 run of the same instance and seed, read at anneal's calls and at anneal's wall seconds
-(:func:`~placegym.train.harness.anytime.versus`).
+(:func:`~placegym.train.harness.anytime_report.versus`).
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ def cmd_anytime(args: argparse.Namespace) -> int:
         register_search_placer,
         run_anytime,
         solved_instances,
-        versus,
         write_anytime,
     )
+    from placegym.train.harness.anytime_report import versus
     from placegym.train.harness.feasibility import over
     from placegym.train.harness.plugins import load_placers
 

@@ -43,7 +43,7 @@ seconds (equal seconds; at its zero calls they have not started; an instance whe
 search has no feasible placement yet by then, its heuristic starts still running, is
 left out of that mean and counted in the next row), the share of runs where
 warm is no slower than anneal's run of the same seed at anneal's calls and at its
-seconds (:func:`~placegym.train.harness.anytime.versus`), the greedy placements over
+seconds (:func:`~placegym.train.harness.anytime_report.versus`), the greedy placements over
 memory where some placement fits, and the decode's seconds per 1,000 nodes (its
 seconds over the split's instances per 1,000 of their nodes; a small graph's fixed costs,
 the hints and the encoder, dominate its own rate) and the slowest instance's seconds.
@@ -205,21 +205,22 @@ def store_baselines(path: Path, names: Sequence[str]) -> dict[str, dict]:
 
 def at_seconds(trace: list[list[Any]], seconds: float) -> float | None:
     """The best ratio a stored trace reached within ``seconds`` (None: none feasible)."""
-    best = None
-    for _, t, ratio in trace:
-        if t > seconds:
-            break
-        best = ratio
-    return best
+    return _at(trace, 1, seconds)
 
 
 def at_calls(trace: list[list[Any]], calls: int) -> float | None:
     """The best ratio a stored trace reached within ``calls`` calls."""
+    return _at(trace, 0, calls)
+
+
+def _at(trace: list[list[Any]], column: int, limit: float) -> float | None:
+    """The last ratio of a stored trace whose ``column`` (0 calls, 1 seconds) is within
+    ``limit`` (None before the first)."""
     best = None
-    for c, _, ratio in trace:
-        if c > calls:
+    for point in trace:
+        if point[column] > limit:
             break
-        best = ratio
+        best = point[2]
     return best
 
 

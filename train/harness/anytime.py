@@ -87,6 +87,7 @@ from placegym.envs import Cluster, Graph, Placement, simulate_batch
 from placegym.envs.analysis.memory import memory_may_bind, units
 from placegym.envs.suites import Suite
 from placegym.teachers.anneal import STARTS
+from placegym.train.harness.anytime_report import Curves, plot_curves
 from placegym.train.harness.calls import BudgetExceeded, counting, patched, uncounted
 from placegym.train.harness.feasibility import count, simulate_outcome
 from placegym.train.harness.placers import (
@@ -493,9 +494,6 @@ def call_grid(budget: int, points: int = 200) -> np.ndarray:
     return np.unique(np.round(np.logspace(0, math.log10(max(budget, 1)), points)).astype(int))
 
 
-Curves = dict[str, tuple[np.ndarray, np.ndarray]]
-
-
 def solved_instances(runs: Sequence[AnytimeRun]) -> tuple[list[str], list[str]]:
     """``(instances on which every run ended feasible, every instance)``, in run order:
     the curves' instances."""
@@ -529,59 +527,6 @@ def curves(runs: Sequence[AnytimeRun], grid: np.ndarray) -> Curves:
             per_seed.append(np.exp(np.log(ratios).mean(axis=0)))
         arr = np.stack(per_seed)
         out[name] = (arr.mean(axis=0), arr.std(axis=0))
-    return out
-
-
-@dataclass(frozen=True)
-class Versus:
-    """How one placer's runs compare with a baseline's runs of the same instance and seed
-    (:func:`versus`): how many of the ``pairs`` end no slower than the baseline's final
-    makespan when read at the baseline's simulator calls (``at_calls``) and at its wall
-    seconds (``at_seconds``); ``instances`` lists, per instance, ``(at_calls,
-    at_seconds, pairs)``."""
-
-    at_calls: int
-    at_seconds: int
-    pairs: int
-    instances: dict[str, tuple[int, int, int]]
-
-    def share(self, equal: str) -> float:
-        """The share of pairs no slower than the baseline at ``equal`` calls or seconds."""
-        won = self.at_calls if equal == "calls" else self.at_seconds
-        return won / self.pairs if self.pairs else math.nan
-
-
-def versus(runs: Sequence[AnytimeRun], baseline: str = "anneal") -> dict[str, Versus]:
-    """Per placer other than ``baseline``: its runs against the baseline's run of the same
-    instance and seed, where both ended feasible. A pair counts at equal calls when the
-    placer's best after the baseline's calls is at most the baseline's final makespan
-    (to :data:`~placegym.train.harness.replay.RTOL`), and at equal seconds when its best
-    reported within the baseline's wall seconds is (a placer not done by then is read as
-    it stood, e.g. a warm-started search that spent part of the time decoding).
-
-    Raises:
-        ValueError: no run of ``baseline``.
-    """
-    base = {(r.instance, r.seed): r for r in runs if r.placer == baseline and r.feasible}
-    if not any(r.placer == baseline for r in runs):
-        raise ValueError(f"baseline: no run of {baseline!r} to compare with")
-    out: dict[str, Versus] = {}
-    for name in dict.fromkeys(r.placer for r in runs if r.placer != baseline):
-        per: dict[str, list[int]] = {}
-        for r in runs:
-            b = base.get((r.instance, r.seed))
-            if r.placer != name or b is None or not r.feasible or not b.trace.best:
-                continue
-            limit = b.trace.best[-1] * (1 + RTOL)
-            at_calls = float(r.trace.best_at(np.asarray([b.calls]))[0])
-            at_seconds = float(r.trace.best_at_seconds(np.asarray([b.seconds]))[0])
-            cell = per.setdefault(r.instance, [0, 0, 0])
-            cell[0] += bool(at_calls <= limit)  # nan (nothing feasible yet) never counts
-            cell[1] += bool(at_seconds <= limit)
-            cell[2] += 1
-        inst = {k: (v[0], v[1], v[2]) for k, v in per.items()}
-        totals = [sum(v[i] for v in inst.values()) for i in range(3)]
-        out[name] = Versus(totals[0], totals[1], totals[2], inst)
     return out
 
 
@@ -631,29 +576,3 @@ def write_anytime(
                     w.writerow([name, int(c), m, s, normalizer, len(solved), len(every)])
     plot_curves(cv, grid, out / "anytime.png", normalizer=normalizer, title=title)
     return cv
-
-
-def plot_curves(cv: Curves, grid: np.ndarray, path: Path, *, normalizer: str, title: str) -> None:
-    """Mean ± std band per placer, calls on a log axis."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
-    ax = fig.add_subplot()
-    for name, (mean, std) in cv.items():
-        ok = np.isfinite(mean)
-        (line,) = ax.plot(grid[ok], mean[ok], label=name)
-        ax.fill_between(
-            grid[ok], (mean - std)[ok], (mean + std)[ok], alpha=0.2, color=line.get_color()
-        )
-    ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle="--")
-    starts = len(START_TEACHERS)
-    ax.axvline(starts, color="0.6", linewidth=0.8, linestyle=":")
-    ax.annotate(
-        "heuristic starts", (starts, 1.0), xytext=(3, 3), textcoords="offset points", fontsize=7
-    )
-    ax.set_xscale("log")
-    ax.set_xlabel("simulator calls")
-    ax.set_ylabel(f"best makespan / {normalizer} (geo. mean)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
-    fig.savefig(path, dpi=110)
