@@ -60,7 +60,10 @@ from placegym.train.experiments.per_graph import (
     _known,
     _ms,
     agent_why,
-    best_feasible,
+    at_most,
+    beats_both,
+    best_list,
+    best_single,
     cached_baselines,
     collect_rows,
     feasibility,
@@ -182,27 +185,6 @@ def _count(xs: Sequence[int]) -> str:
     return f"{np.mean(xs):.1f} ± {np.std(xs):.1f}"
 
 
-def _beats_both(ratio: float | None, b: dict[str, Any]) -> bool:
-    """``ratio`` (None: infeasible, never a win) below both feasible ones of critical_path
-    and heft (an infeasible one is beaten by any feasible placement)."""
-    if ratio is None:
-        return False
-    best = _best_list(b)
-    return best is None or ratio < best * (1 - 1e-9)
-
-
-def _best_list(b: dict[str, Any]) -> float | None:
-    """min(critical_path, heft) over the feasible ones; None where neither is."""
-    h = best_feasible(b, ("critical_path", "heft"))
-    return None if h is None else b[h]
-
-
-def _best_single(b: dict[str, Any]) -> float | None:
-    """The least ratio of the feasible single-pass placers; None where none is."""
-    h = best_feasible(b, SINGLE_PASS)
-    return None if h is None else b[h]
-
-
 def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
@@ -215,7 +197,7 @@ def _solved(n: str, mine: list[dict[str, Any]], b: dict[str, Any]) -> bool:
     base = all(why(b, k) is None for k in ("anneal", "lookahead"))
     fortified = b.get("fortified") is None and "fortified" not in (b.get("infeasible") or {})
     base = base and (fortified or why(b, "fortified") is None)
-    return agent and base and _best_list(b) is not None and _best_single(b) is not None
+    return agent and base and best_list(b) is not None and best_single(b) is not None
 
 
 def generalist_table(
@@ -273,10 +255,10 @@ def generalist_table(
                 solved.append(n)
             out.append(
                 f"| {n.split('/', 1)[1]} | {cells['greedy']} | "
-                f"{sum(_beats_both(r['greedy'], b) for r in mine)} of {len(mine)} | "
+                f"{sum(beats_both(r['greedy'], b) for r in mine)} of {len(mine)} | "
                 f"{cells['search']} | {cells['anneal']} | {cells['random_search']} | "
-                f"{cells['lookahead']} | {cells['fortified']} | {_num(_best_list(b))} | "
-                f"{_num(_best_single(b))} | {_known(b)} | "
+                f"{cells['lookahead']} | {cells['fortified']} | {_num(best_list(b))} | "
+                f"{_num(best_single(b))} | {_known(b)} | "
                 f"{_bound(b)} | {mine[0]['greedy_calls']:,} |"
             )
         k = len(names)
@@ -320,7 +302,7 @@ def _summary(names, seeds, by, base, solved, at="@3000") -> list[str]:
     """Per seed, then mean ± std over seeds: beats-both and at-most counts over every
     instance (an infeasible agent column loses), geometric means over ``solved`` (the
     instances every compared column solved)."""
-    best_list = {n: _solved_value(_best_list(base[n])) for n in solved}
+    lists = {n: _solved_value(best_list(base[n])) for n in solved}
     anneal = {n: float(np.mean(base[n]["anneal"])) for n in solved}
     wins, vs_list, vs_cp, search_vs_anneal, search_le, search_list = [], [], [], [], [], []
     single_le, vs_single = [], []
@@ -330,31 +312,31 @@ def _summary(names, seeds, by, base, solved, at="@3000") -> list[str]:
             continue
         greedy = {n: by[(n, s)]["greedy"] for n in names}
         search = {n: by[(n, s)]["search"] for n in names}
-        wins.append(sum(_beats_both(greedy[n], base[n]) for n in names))
-        vs_list.append(geomean([greedy[n] / best_list[n] for n in solved]))
+        wins.append(sum(beats_both(greedy[n], base[n]) for n in names))
+        vs_list.append(geomean([greedy[n] / lists[n] for n in solved]))
         vs_cp.append(geomean([greedy[n] for n in solved]))
-        single_le.append(sum(_at_most(greedy[n], _best_single(base[n])) for n in names))
+        single_le.append(sum(at_most(greedy[n], best_single(base[n])) for n in names))
         vs_single.append(
-            geomean([greedy[n] / _solved_value(_best_single(base[n])) for n in solved])
+            geomean([greedy[n] / _solved_value(best_single(base[n])) for n in solved])
         )
         search_vs_anneal.append(geomean([search[n] / anneal[n] for n in solved]))
-        search_le.append(sum(_at_most(search[n], _anneal(base[n])) for n in names))
-        search_list.append(geomean([search[n] / best_list[n] for n in solved]))
+        search_le.append(sum(at_most(search[n], _anneal(base[n])) for n in names))
+        search_list.append(geomean([search[n] / lists[n] for n in solved]))
     if not wins:
         return ["(no training seed has rows for every instance)"]
     k = len(names)
     gm = geomeans_over(len(solved), k)
-    look = geomean([base[n]["lookahead"] / best_list[n] for n in solved])
-    look_wins = sum(_beats_both(_ok(base[n], "lookahead"), base[n]) for n in names)
-    anneal_list = geomean([anneal[n] / best_list[n] for n in solved])
+    look = geomean([base[n]["lookahead"] / lists[n] for n in solved])
+    look_wins = sum(beats_both(_ok(base[n], "lookahead"), base[n]) for n in names)
+    anneal_list = geomean([anneal[n] / lists[n] for n in solved])
     share = float(np.mean(wins)) / k
     beat, best = TARGETS["generalist.beats_both_share"], TARGETS["generalist.greedy_vs_best_list"]
     teachers = (
         f"- lookahead teacher: faster than both on {look_wins} of {k}, {look:.3f} of the best list"
     )
     if all(base[n].get("fortified") is not None for n in solved) and solved:
-        fort = geomean([base[n]["fortified"] / best_list[n] for n in solved])
-        fort_wins = sum(_beats_both(_ok(base[n], "fortified"), base[n]) for n in names)
+        fort = geomean([base[n]["fortified"] / lists[n] for n in solved])
+        fort_wins = sum(beats_both(_ok(base[n], "fortified"), base[n]) for n in names)
         teachers += f"; fortified: faster than both on {fort_wins} of {k}, {fort:.3f}"
     lines = [
         f"- zero-shot greedy faster than both critical_path and heft on "
@@ -391,11 +373,6 @@ def _anneal(b: dict[str, Any]) -> float | None:
     return None if why(b, "anneal") is not None else float(np.mean(b["anneal"]))
 
 
-def _at_most(x: float | None, ref: float | None) -> bool:
-    """``x`` feasible and at most ``ref`` (any feasible ``x`` where ``ref`` is not)."""
-    return x is not None and (ref is None or x <= ref * (1 + 1e-9))
-
-
 def generalist_report(
     out: Path,
     *,
@@ -417,7 +394,9 @@ def generalist_report(
 
     rows = collect_rows(folder, results, missing)
     base = cached_baselines(
-        folder, [r["instance"] for r in rows], lambda n: generalist_baselines(n, study.budget)
+        folder / "baselines.json",
+        [r["instance"] for r in rows],
+        lambda n: generalist_baselines(n, study.budget),
     )
     text = f"## {study.title} (ratios to critical_path, lower is better)\n\n"
     text += generalist_table(rows, base, study)

@@ -66,7 +66,16 @@ import numpy as np
 
 from placegym.envs.suites import get_suite
 from placegym.teachers import SINGLE_PASS
-from placegym.train.experiments.per_graph import read_rows, teacher_outcome, unit
+from placegym.train.experiments.per_graph import (
+    at_most,
+    beats_both,
+    best_single,
+    cached_baselines,
+    ratio_of,
+    read_rows,
+    teacher_outcome,
+    unit,
+)
 from placegym.train.experiments.targets import TARGETS, verdict
 from placegym.train.stats import geomean
 
@@ -89,10 +98,6 @@ BASELINES = Path("docs/results/onepass.baselines.json")
 SEARCHES = ("anneal", "random_search", "warm")
 
 
-def _ratio(makespan: float | None, feasible: bool, ref: float | None) -> float | None:
-    return None if ref is None or makespan is None or not feasible else makespan / ref
-
-
 def baselines(name: str) -> dict[str, Any]:
     """The deterministic baselines of instance ``name`` (``SUITE/INSTANCE``; module
     docstring): ratios to critical_path (None: over memory or failed), the fortified
@@ -104,8 +109,8 @@ def baselines(name: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     outs["fortified_lookahead"] = teacher_outcome("fortified_lookahead", g, c)
     seconds = time.perf_counter() - t0
-    ref = unit(outs["critical_path"])
-    row: dict[str, Any] = {h: _ratio(o.makespan, o.feasible, ref) for h, o in outs.items()}
+    cp = outs["critical_path"]
+    row: dict[str, Any] = {h: ratio_of(o, cp) for h, o in outs.items()}
     row["fortified_lookahead_seconds"] = seconds
     row["fits"] = any(o.feasible for o in outs.values())
     row["nodes"], row["devices"] = g.num_nodes, c.num_devices
@@ -113,8 +118,10 @@ def baselines(name: str) -> dict[str, Any]:
 
 
 def _trace_row(trace: Any, ref: float | None) -> list[list[float | None]]:
+    """``[calls, seconds, ratio]`` of each point of ``trace`` (ratio None where the best
+    or critical_path is infeasible)."""
     return [
-        [c, t, _ratio(b, ok, ref)]
+        [c, t, None if ref is None or not ok else b / ref]
         for c, b, ok, t in zip(trace.calls, trace.best, trace.feasible, trace.seconds)
     ]
 
@@ -168,7 +175,7 @@ def run_seed(
                     "checkpoint": str(checkpoint),
                     "nodes": g.num_nodes,
                     "devices": c.num_devices,
-                    "greedy": _ratio(greedy.makespan, greedy.feasible, ref),
+                    "greedy": ratio_of(greedy, cp),
                     "greedy_oom": bool(greedy.oom),
                     "greedy_infeasible": greedy.infeasible,
                     "greedy_seconds": seconds,
@@ -183,24 +190,13 @@ def run_seed(
                     row[f"{key}_seconds"] = time.perf_counter() - t0
                     with uncounted():
                         final = simulate_outcome(g, c, found)
-                    row[key] = _ratio(final.makespan, final.feasible, ref)
+                    row[key] = ratio_of(final, cp)
                     row[f"{key}_trace"] = _trace_row(trace, ref)
                 new.append(row)
                 with path.open("a") as fh:
                     fh.write(json.dumps(row) + "\n")
-    store_baselines(baselines_path, [r["instance"] for r in read_rows(path)])
+    cached_baselines(baselines_path, [r["instance"] for r in read_rows(path)], baselines)
     return new
-
-
-def store_baselines(path: Path, names: Sequence[str]) -> dict[str, dict]:
-    """:func:`baselines` of each instance of ``names`` not yet in the JSON file ``path``,
-    written after each (an interrupted run keeps what it computed); returns them all."""
-    base = json.loads(path.read_text()) if path.is_file() else {}
-    for name in dict.fromkeys(names):
-        if name not in base:
-            base[name] = baselines(name)
-            path.write_text(json.dumps(base, indent=1) + "\n")
-    return base
 
 
 def at_seconds(trace: list[list[Any]], seconds: float) -> float | None:
@@ -224,23 +220,6 @@ def _at(trace: list[list[Any]], column: int, limit: float) -> float | None:
     return best
 
 
-def _le(x: float | None, ref: float | None) -> bool:
-    """``x`` feasible and at most ``ref`` (any feasible ``x`` where ``ref`` is not)."""
-    return x is not None and (ref is None or x <= ref * (1 + 1e-9))
-
-
-def _beats_both(greedy: float | None, b: dict[str, Any]) -> bool:
-    """Feasible and faster than both critical_path and heft (where they are feasible)."""
-    return greedy is not None and all(
-        b[h] is None or greedy < b[h] * (1 - 1e-9) for h in ("critical_path", "heft")
-    )
-
-
-def _best_single(b: dict[str, Any]) -> float | None:
-    ok = [b[h] for h in SINGLE_PASS if b.get(h) is not None]
-    return min(ok) if ok else None
-
-
 def _ms(xs: Sequence[float]) -> str:
     xs = [x for x in xs if x is not None and math.isfinite(x)]
     return f"{np.mean(xs):.3f} ± {np.std(xs):.3f}" if xs else "n/a"
@@ -262,13 +241,13 @@ def split_summary(rows: list[dict[str, Any]], base: dict[str, dict]) -> dict[str
         mine = [r for r in rows if r["seed"] == seed]
         b = [base[r["instance"]] for r in mine]
         vals = {
-            "beats_both": np.mean([_beats_both(r["greedy"], x) for r, x in zip(mine, b)]),
-            "vs_best_single": _geo([(r["greedy"], _best_single(x)) for r, x in zip(mine, b)]),
+            "beats_both": np.mean([beats_both(r["greedy"], x) for r, x in zip(mine, b)]),
+            "vs_best_single": _geo([(r["greedy"], best_single(x)) for r, x in zip(mine, b)]),
             "vs_fortified": _geo(
                 [(r["greedy"], x["fortified_lookahead"]) for r, x in zip(mine, b)]
             ),
             "fortified_vs_best_single": _geo(
-                [(x["fortified_lookahead"], _best_single(x)) for x in b]
+                [(x["fortified_lookahead"], best_single(x)) for x in b]
             ),
             "vs_anneal_at_seconds": _geo(
                 [(r["greedy"], at_seconds(r["anneal_trace"], r["greedy_seconds"])) for r in mine]
@@ -285,10 +264,13 @@ def split_summary(rows: list[dict[str, Any]], base: dict[str, dict]) -> dict[str
             "vs_anneal_at_budget": _geo([(r["greedy"], r["anneal"]) for r in mine]),
             "warm_vs_anneal": _geo([(r["warm"], r["anneal"]) for r in mine]),
             "warm_le_anneal_calls": np.mean(
-                [_le(at_calls(r["warm_trace"], r["budget"]), r["anneal"]) for r in mine]
+                [at_most(at_calls(r["warm_trace"], r["budget"]), r["anneal"]) for r in mine]
             ),
             "warm_le_anneal_seconds": np.mean(
-                [_le(at_seconds(r["warm_trace"], r["anneal_seconds"]), r["anneal"]) for r in mine]
+                [
+                    at_most(at_seconds(r["warm_trace"], r["anneal_seconds"]), r["anneal"])
+                    for r in mine
+                ]
             ),
             "over_memory": float(sum(r["greedy_oom"] and x["fits"] for r, x in zip(mine, b))),
             "seconds_per_1k": 1000

@@ -265,6 +265,32 @@ def best_feasible(b: dict[str, Any], placers: Sequence[str]) -> str | None:
     return min(ok, key=lambda h: b[h]) if ok else None
 
 
+def best_list(b: dict[str, Any]) -> float | None:
+    """min(critical_path, heft) over the feasible ones in ``b``; None where neither is."""
+    h = best_feasible(b, ("critical_path", "heft"))
+    return None if h is None else b[h]
+
+
+def best_single(b: dict[str, Any]) -> float | None:
+    """The least ratio of the feasible single-pass placers in ``b``; None where none is."""
+    h = best_feasible(b, SINGLE_PASS)
+    return None if h is None else b[h]
+
+
+def beats_both(ratio: float | None, b: dict[str, Any]) -> bool:
+    """``ratio`` (None: infeasible, never a win) below both feasible ones of critical_path
+    and heft (an infeasible one is beaten by any feasible placement)."""
+    if ratio is None:
+        return False
+    best = best_list(b)
+    return best is None or ratio < best * (1 - 1e-9)
+
+
+def at_most(x: float | None, ref: float | None) -> bool:
+    """``x`` feasible and at most ``ref`` (any feasible ``x`` where ``ref`` is not)."""
+    return x is not None and (ref is None or x <= ref * (1 + 1e-9))
+
+
 def agent_why(rows: Sequence[dict[str, Any]], column: str) -> str | None:
     """Why ``column`` is infeasible on some seed of ``rows`` (None: on none)."""
     return next((w for w in (why(r, column) for r in rows) if w is not None), None)
@@ -408,11 +434,10 @@ def collect_rows(
 
 
 def cached_baselines(
-    folder: Path, names: Sequence[str], compute: Callable[[str], dict]
+    cache: Path, names: Sequence[str], compute: Callable[[str], dict]
 ) -> dict[str, dict]:
-    """``compute(name)`` of each instance in ``names``, cached in ``folder/baselines.json``
+    """``compute(name)`` of each instance in ``names``, cached in the JSON file ``cache``
     (written after each new instance, so an interrupted report keeps what it computed)."""
-    cache = folder / "baselines.json"
     base = json.loads(cache.read_text()) if cache.is_file() else {}
     for name in dict.fromkeys(names):
         if name not in base:
@@ -438,7 +463,7 @@ def per_graph_report(
                     yield [run_seed(name, seed, folder / "runs")]
 
     rows = collect_rows(folder, results, missing)
-    base = cached_baselines(folder, [r["instance"] for r in rows], baselines)
+    base = cached_baselines(folder / "baselines.json", [r["instance"] for r in rows], baselines)
     text = "## Per-graph agents (ratios to critical_path, lower is better)\n\n"
     text += per_graph_table(rows, base)
     (folder / "table.md").write_text(text + "\n")
