@@ -247,7 +247,7 @@ def init_weights(
         ValueError: the checkpoint's policy sizes differ from ``policy``'s.
     """
     if init.startswith(PRETRAINED):  # a shipped agent's weights (placegym.agents.zoo)
-        from placegym.agents.zoo import POLICY_FORMAT, ZOO, available
+        from placegym.agents.zoo import ZOO, available, load_policy_file
 
         name = init[len(PRETRAINED) :]
         if name not in available():
@@ -255,21 +255,21 @@ def init_weights(
                 f"init: no shipped agent {name!r} (shipped: {', '.join(available())})"
             )
         path = ZOO / name / "policy.pt"
-        data = torch.load(path, map_location="cpu", weights_only=True)
-        if data.get("format") != POLICY_FORMAT:
-            raise ValueError(f"init: {path}: format: expected {POLICY_FORMAT!r}")
-        ckpt = {"policy_config": data["policy_config"], "policy": data["policy"]}
-        return path, _sized(init, ckpt, policy)
+        try:
+            data = load_policy_file(path)
+        except ValueError as e:
+            raise ValueError(f"init: {e}") from None
+        return path, _sized(data, policy)
     path, src = init_checkpoint(init, base_dir)
     if src is not None and not path.is_file():
         raise FileNotFoundError(
             f"init: {init} has no final checkpoint {path} yet; train it first "
             "(placegym train does)"
         )
-    return path, _sized(init, load_checkpoint(path), policy)
+    return path, _sized(load_checkpoint(path), policy)
 
 
-def _sized(init: str, ckpt: dict[str, Any], policy: PolicyConfig) -> dict[str, torch.Tensor]:
+def _sized(ckpt: dict[str, Any], policy: PolicyConfig) -> dict[str, torch.Tensor]:
     """The weights of ``ckpt`` when its policy sizes are ``policy``'s."""
     mine = {"hidden": policy.hidden, "layers": policy.layers}
     if {k: ckpt["policy_config"].get(k) for k in mine} != mine:

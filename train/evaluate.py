@@ -290,22 +290,23 @@ def results_table(rows: Sequence[dict[str, Any]], k: int, seconds: float) -> str
 def load_policy(path: str | Path) -> tuple[DopplerPolicy, str]:
     """The policy of a checkpoint written by ``placegym train`` and its run name, or of a
     shipped agent named ``pretrained:NAME`` (:func:`placegym.agents.pretrained`) and NAME."""
-    policy, name, _ = _load(path)
+    policy, name, _, _ = _load(path)
     return policy, name
 
 
-def _load(path: str | Path) -> tuple[DopplerPolicy, str, bool | str]:
-    """:func:`load_policy` and the memory mask the policy was trained under
-    (:func:`trained_mask`)."""
+def _load(path: str | Path) -> tuple[DopplerPolicy, str, bool | str, bool]:
+    """:func:`load_policy`, the memory mask the policy was trained under
+    (:func:`trained_mask`) and whether it places in one pass by default (a shipped
+    agent's card says so; a checkpoint never)."""
     if str(path).startswith(PRETRAINED):
         from placegym.agents.zoo import pretrained
 
         name = str(path)[len(PRETRAINED) :]
         agent = pretrained(name)
-        return agent.policy, name, agent.memory_mask
+        return agent.policy, name, agent.memory_mask, agent.one_pass
     ckpt = load_checkpoint(path)
     name = str(ckpt.get("name") or Path(path).stem)
-    return policy_from_checkpoint(ckpt), name, trained_mask(ckpt.get("config"))
+    return policy_from_checkpoint(ckpt), name, trained_mask(ckpt.get("config")), False
 
 
 def load_search_agent(path: str | Path, budget: int, *, threads: int | None = THREADS) -> Any:
@@ -318,7 +319,7 @@ def load_search_agent(path: str | Path, budget: int, *, threads: int | None = TH
     if budget < 1:
         raise ValueError(f"budget: must be >= 1, got {budget}")
     check_threads(threads)
-    policy, base, mask = _load(path)
+    policy, base, mask, _ = _load(path)
     cfg = SearchConfig(budget=budget, memory_mask=mask)
 
     class ThreadedSearch(PolicySearch):
@@ -346,21 +347,12 @@ def load_agent(
     count is restored after each placement). ``one_pass`` (greedy only): place by the
     one-pass decode, no simulator call; None: as a shipped agent's card says (its
     ``one_pass``), else not; a greedy agent loaded otherwise keeps the default."""
-    policy, base, mask = _load(path)
+    policy, base, mask, card_one_pass = _load(path)
     name = {"greedy": base, "best_of_k": f"{base}-best{k}", "sample": f"{base}-sample"}.get(
         mode, base
     )
     if one_pass is None:
-        one_pass = mode == "greedy" and _card_one_pass(path)
+        one_pass = mode == "greedy" and card_one_pass
     return AgentPlacer(
         policy, mode=mode, k=k, name=name, memory_mask=mask, threads=threads, one_pass=one_pass
     )
-
-
-def _card_one_pass(path: str | Path) -> bool:
-    """Whether ``path`` names a shipped agent whose card says it places in one pass."""
-    if not str(path).startswith(PRETRAINED):
-        return False
-    from placegym.agents.zoo import pretrained
-
-    return pretrained(str(path)[len(PRETRAINED) :]).one_pass

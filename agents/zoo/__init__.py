@@ -52,6 +52,7 @@ __all__ = [
     "ZOO",
     "Pretrained",
     "available",
+    "load_policy_file",
     "pretrained",
     "save_policy",
 ]
@@ -137,14 +138,25 @@ def pretrained(
     card = json.loads((folder / "card.json").read_text())
     if card.get("format") != CARD_FORMAT:
         raise ValueError(f"{folder / 'card.json'}: format: expected {CARD_FORMAT!r}")
-    data = torch.load(folder / "policy.pt", map_location="cpu", weights_only=True)
-    if not isinstance(data, dict) or data.get("format") != POLICY_FORMAT:
-        raise ValueError(f"{folder / 'policy.pt'}: format: expected {POLICY_FORMAT!r}")
+    data = load_policy_file(folder / "policy.pt")
     policy = DopplerPolicy(PolicyConfig.from_dict(data["policy_config"]))
     policy.load_state_dict(data["policy"])
     if one_pass is None:
         one_pass = bool(card.get("one_pass", False))
     return Pretrained(name, policy, card, threads=threads, one_pass=one_pass)
+
+
+def load_policy_file(path: Path) -> dict[str, Any]:
+    """A shipped ``policy.pt`` (its ``policy_config`` and ``policy`` weights), loaded with
+    ``weights_only=True``.
+
+    Raises:
+        ValueError: a file of another format, naming it.
+    """
+    data = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(data, dict) or data.get("format") != POLICY_FORMAT:
+        raise ValueError(f"{path}: format: expected {POLICY_FORMAT!r}")
+    return data
 
 
 def save_policy(policy: DopplerPolicy, path: Path) -> None:
