@@ -107,6 +107,12 @@ def test_overrides_parse_yaml_values_and_numbers():
         ("phase2.lr_schedule=step", r"phase2\.lr_schedule: expected one of constant"),
         ("phase1.teacher=oracle", r"phase1\.teacher: expected one of .*got 'oracle'"),
         ("phase2.episodes_per_graph=1", r"phase2\.episodes_per_graph: must be >= 2"),
+        (
+            "phase2.baseline=critic",
+            r"phase2\.baseline: expected one of mean, greedy, got 'critic'",
+        ),
+        ("phase2.temperature=0", r"phase2\.temperature: must be > 0, got 0"),
+        ("phase3.temperature=.nan", r"phase3\.temperature: must be > 0, got nan"),
         ("phase1.eps_end=2", r"phase1\.eps_end: must be in \[0, 1\], got 2"),
         ("data.graphs=[]", r"data\.graphs: expected at least one graph"),
         ("data.graphs=ffnn", r"data\.graphs: expected a list, got 'ffnn'"),
@@ -122,6 +128,15 @@ def test_overrides_parse_yaml_values_and_numbers():
 def test_bad_overrides_name_the_key_and_value(override, message):
     with pytest.raises(ValueError, match=message):
         apply_overrides(TrainConfig(), [override])
+
+
+def test_a_greedy_baseline_needs_one_sampled_episode_per_graph():
+    cfg = apply_overrides(
+        TrainConfig(),
+        ["phase2.baseline=greedy", "phase2.episodes_per_graph=1", "phase2.temperature=0.25"],
+    )
+    assert (cfg.phase2.baseline, cfg.phase2.episodes_per_graph) == ("greedy", 1)
+    assert cfg.phase2.temperature == 0.25
 
 
 def test_phase3_settings_and_their_errors(tmp_path):

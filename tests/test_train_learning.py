@@ -1,5 +1,7 @@
 """Phase I imitation and phase II RL on tiny hand-made problems with obvious answers."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -7,7 +9,9 @@ from dagger import imitate
 from simcases import graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
+from placegym.agents.doppler.episodes import EpisodeRecord, frontier_logits, play_episodes
+from placegym.agents.doppler.inputs import graph_inputs
+from placegym.agents.doppler.scoring import score
 from placegym.envs import PlacementEnv, simulate
 from placegym.teachers import get_teacher
 from placegym.train.config import RLConfig
@@ -112,6 +116,98 @@ def test_group_advantages_terminal_and_reward_to_go():
     assert float(torch.cat(adv).std(unbiased=False)) == pytest.approx(1.0, rel=1e-5)
     with pytest.raises(ValueError, match="mixes episode lengths"):
         group_advantages([recs[0], _record([0, 1.0])], [0, 0], reward_to_go=False, normalize=False)
+
+
+def test_group_advantages_against_a_baseline_episode():
+    recs = [_record([0, 0, 0, 1.0]), _record([0, 0, 0, 0.0]), _record([0, 0.5, 0, 0.0])]
+    greedy = {7: _record([0, 0, 0, 0.25]), 8: _record([0, 0, 0.5, 0.0])}
+    # one episode of a group is enough when the group has its baseline episode
+    adv = group_advantages(recs, [7, 7, 8], reward_to_go=False, normalize=False, baselines=greedy)
+    np.testing.assert_allclose(adv[0].numpy(), [0.75] * 4)
+    np.testing.assert_allclose(adv[1].numpy(), [-0.25] * 4)
+    np.testing.assert_allclose(adv[2].numpy(), [0.0] * 4)  # returns 0.5 = 0.5
+    # reward-to-go: [0.5, 0.5, 0, 0] against the baseline's [0.5, 0.5, 0.5, 0]
+    adv = group_advantages([recs[2]], [8], reward_to_go=True, normalize=False, baselines=greedy)
+    np.testing.assert_allclose(adv[0].numpy(), [0.0, 0.0, -0.5, 0.0])
+    with pytest.raises(ValueError, match="group 8 has no baseline episode"):
+        group_advantages(
+            recs, [7, 7, 8], reward_to_go=False, normalize=False, baselines={7: greedy[7]}
+        )
+    with pytest.raises(ValueError, match="mixes episode lengths"):
+        group_advantages(
+            recs[:1], [7], reward_to_go=False, normalize=False, baselines={7: _record([0, 1.0])}
+        )
+
+
+def test_tempered_sampling_and_scoring_agree():
+    """Episodes sampled at a temperature are drawn from softmax(logits / T), and score()
+    at that T gives their log-probabilities: at T = 1 the draws are the untempered ones,
+    and as T falls the samples become the greedy episode (whose log-probability at a low
+    T is near 0)."""
+    torch.manual_seed(0)
+    # distinct durations and device speeds: no two actions tie for the greedy choice
+    g = graph(
+        [1.0, 2.3, 1.7, 3.1, 0.9],
+        [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)],
+        out_bytes=[0.3, 0.7, 0.2, 0.5, 0.1],
+    )
+    unit = unit_cluster(2)
+    cluster = dataclasses.replace(
+        unit, devices=(unit.devices[0], dataclasses.replace(unit.devices[1], flops=1.7))
+    )
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=1))
+    env = PlacementEnv(g, cluster)
+
+    def actions(recs):
+        return [(r.sel_action.tolist(), r.plc_action.tolist()) for r in recs]
+
+    plain = play_episodes(policy, [env], [0], rng=np.random.default_rng(3))
+    at_one = play_episodes(policy, [env], [0], rng=np.random.default_rng(3), temperature=1.0)
+    assert actions(plain) == actions(at_one)
+    greedy = play_episodes(policy, [env], [0], rng=np.random.default_rng(0), greedy=True)
+    cold = play_episodes(
+        policy, [PlacementEnv(g, cluster) for _ in range(8)], list(range(8)),
+        rng=np.random.default_rng(1), temperature=1e-4,
+    )  # fmt: skip
+    assert all(a == actions(greedy)[0] for a in actions(cold))
+    with torch.no_grad():
+        cold_logp = score(policy, cold[:1], temperature=1e-4)[0].logp
+        warm_logp = score(policy, cold[:1])[0].logp
+        half = score(policy, cold[:1], temperature=0.5)[0]
+    assert float(cold_logp.sum()) == pytest.approx(0.0, abs=1e-4)
+    assert float(warm_logp.sum()) < float(half.logp.sum()) < 0.0
+    # at T the log-probabilities are those of softmax(logits / T): log π_T(a) = z_a / T - lse
+    obs, _ = env.reset(seed=0)
+    inputs = graph_inputs(policy, obs, g, cluster)
+    frontier = np.flatnonzero(cold[0].sel_mask[0])
+    with torch.no_grad():
+        z = frontier_logits(policy, inputs, policy.encode(inputs), cold[0].sel_dyn[:1], [frontier])
+    want = torch.log_softmax(torch.from_numpy(z[0]) / 0.5, 0)
+    taken = int(np.flatnonzero(frontier == cold[0].sel_action[0])[0])
+    assert float(half.logp[0]) == pytest.approx(float(want[taken]), abs=1e-5)
+
+
+def test_self_critical_rl_improves_on_a_tiny_problem():
+    """baseline: greedy (the greedy episode's return as baseline) at a temperature: the
+    greedy pass itself reaches the optimum of the fork-join (from 0.3 below it)."""
+    torch.manual_seed(0)
+    g, cluster = fork_join(), unit_cluster(2)
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=1))
+    cfg = RLConfig(
+        lr=1e-2, lr_schedule="constant", entropy_coef=0.0, baseline="greedy", temperature=0.7
+    )
+    opt, _ = make_optimizer(policy.parameters(), cfg.lr, "constant", 30, 1.0)
+    envs = [PlacementEnv(g, cluster) for _ in range(8)]
+    rng = np.random.default_rng(1)
+    greedy_returns = []
+    for _ in range(30):
+        base = play_episodes(policy, envs[:1], [0], rng=rng, greedy=True)[0]
+        greedy_returns.append(base.ret)
+        records = play_episodes(policy, envs, list(range(8)), rng=rng, temperature=0.7)
+        rl_update(policy, opt, records, [0] * 8, cfg, rng, baselines={0: base})
+    assert greedy_returns[0] < -0.2
+    # the critical-path reference is optimal here: return 0 is the optimum
+    assert greedy_returns[-5:] == pytest.approx([0.0] * 5, abs=1e-9)
 
 
 def test_nest_shaped_reward_to_go_sums_to_the_relative_return():

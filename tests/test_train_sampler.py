@@ -108,3 +108,32 @@ def test_the_shipped_one_pass_recipe_trains_from_the_zoo_on_fresh_instances(tmp_
         torch.testing.assert_close(trainer.policy.state_dict()[k], v)
     trainer.run()
     assert (tmp_path / "run" / "checkpoints" / "final.pt").is_file()
+
+
+def test_a_greedy_baseline_plays_one_greedy_episode_per_fresh_graph(tmp_path, monkeypatch):
+    """phase2.baseline=greedy: each update plays the policy's greedy episode of each drawn
+    graph before the samples (at phase2.temperature) and logs how many samples beat it."""
+    import json
+
+    from placegym.agents.doppler import episodes
+
+    raw = sampler_config(tmp_path).to_dict()
+    raw["phases"] = ["phase2"]
+    raw["phase2"].update(baseline="greedy", temperature=0.5, episodes_per_graph=1)
+    cfg = config_from_dict(raw)
+    calls: list[tuple[int, bool, float]] = []
+    play = episodes.play_episodes
+
+    def spy(policy, envs, seeds, **kw):
+        calls.append((len(envs), kw.get("greedy", False), kw.get("temperature", 1.0)))
+        return play(policy, envs, seeds, **kw)
+
+    monkeypatch.setattr("placegym.train.trainer.play_episodes", spy)
+    monkeypatch.setattr("placegym.train.players.play_episodes", spy)
+    Trainer(cfg).run()
+    # per update: the 2 graphs' greedy episodes, then their 2 samples at T = 0.5
+    assert calls[:4] == [(2, True, 1.0), (2, False, 0.5), (2, True, 1.0), (2, False, 0.5)]
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    logged = [r for r in rows if "charts/beats_greedy" in r]
+    assert len(logged) == 2
+    assert all(0.0 <= r["charts/beats_greedy"] <= 1.0 for r in logged)

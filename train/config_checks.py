@@ -161,8 +161,13 @@ def _validate_phase1(p: ImitationConfig) -> None:
 
 def _validate_rl(p: RLConfig, name: str) -> None:
     """Checks of the policy-gradient fields of phases II and III."""
-    why = " (the baseline is the mean return of a graph's episodes)"
-    _validate_phase(p, name, 2, why)
+    _one_of(p.baseline, ("mean", "greedy"), f"{name}.baseline")
+    if p.baseline == "mean":
+        why = " (the baseline is the mean return of a graph's episodes)"
+        _validate_phase(p, name, 2, why)
+    else:
+        _validate_phase(p, name, 1)
+    _finite(p.temperature, f"{name}.temperature", "must be > 0", p.temperature > 0)
     _one_of(p.algo, ("reinforce", "ppo"), f"{name}.algo")
     _finite(p.entropy_coef, f"{name}.entropy_coef", "must be >= 0", p.entropy_coef >= 0)
     _check(p.ppo_epochs >= 1, f"{name}.ppo_epochs", "must be >= 1", p.ppo_epochs)

@@ -211,11 +211,24 @@ class RLConfig(PhaseConfig):
     updates: int = 200
     """Gradient updates (REINFORCE) or PPO iterations."""
     episodes_per_graph: int = 16
-    """Sampled episodes per graph per update; their mean return is the baseline."""
+    """Sampled episodes per graph per update; with ``baseline: mean`` their mean return
+    is the baseline."""
     lr: float = 3e-4
     """Adam learning rate at the start of the phase."""
     lr_schedule: str = "cosine"
     """``constant``, ``linear`` or ``cosine`` decay to ``lr * lr_end_factor``."""
+    baseline: str = "mean"
+    """Each episode's baseline: ``mean`` (the mean return of its graph's episodes in the
+    batch, DOPPLER's) or ``greedy`` (the return of the policy's own greedy episode of the
+    graph, played once per graph and update before the samples and not learned from: the
+    self-critical baseline of Rennie et al., 2017, the rollout baseline of Kool et al.,
+    2019). With ``greedy`` a sample's advantage is positive exactly when it beats the
+    greedy pass, the placement the agent ships."""
+    temperature: float = 1.0
+    """Softmax temperature of the sampled episodes: actions are drawn from
+    ``softmax(logits / temperature)``, and the gradient is that tempered policy's (its
+    log-probabilities and entropy are scored at the same temperature). Below 1 the
+    samples stay near the greedy pass, whose neighbours the advantages then compare."""
     algo: str = "reinforce"
     """``reinforce`` (DOPPLER's recipe) or ``ppo`` (value-free clipped surrogate)."""
     entropy_coef: float = 0.01

@@ -55,6 +55,8 @@ class Job:
         teacher: ``phase1`` (the phase's teacher), ``plans`` (self-imitation's) or None.
         greedy: the learner's own steps take its greedy action (phase I's
             ``rollin: greedy``), else a sample.
+        temperature: softmax temperature of the sampled steps (phases II and III's
+            ``temperature``).
     """
 
     groups: list[int]
@@ -65,6 +67,7 @@ class Job:
     record_teacher: bool = False
     teacher: str | None = None
     greedy: bool = False
+    temperature: float = 1.0
 
 
 #: An update's environments and the :class:`Job` of their episodes.
@@ -84,6 +87,7 @@ def draw_job(
     record_teacher: bool = False,
     teacher: str | None = None,
     greedy: bool = False,
+    temperature: float = 1.0,
 ) -> Batch:
     """One update's batch, drawn with ``rng``: ``pcfg.graphs_per_update`` graphs (all
     when there are no more), ``pcfg.episodes_per_graph`` environments of each from
@@ -102,7 +106,9 @@ def draw_job(
         groups += [gi] * pcfg.episodes_per_graph
     seeds = rng.integers(2**31 - 1, size=len(envs)).tolist()
     streams = rng.integers(2**63 - 1, size=len(envs)).tolist()
-    job = Job(groups, seeds, streams, reward, teacher_prob, record_teacher, teacher, greedy)
+    job = Job(
+        groups, seeds, streams, reward, teacher_prob, record_teacher, teacher, greedy, temperature
+    )
     return envs, job
 
 
@@ -181,6 +187,7 @@ class InProcessPlayer:
             record_teacher=job.record_teacher,
             graph_cache=pool.graph_cache,
             greedy=job.greedy,
+            temperature=job.temperature,
         )
 
     def close(self) -> None:

@@ -3,7 +3,13 @@
 DOPPLER's recipe: each update samples several episodes of each drawn graph with the
 current policy; the **baseline** of an episode is the mean return of the episodes of the
 same graph in the batch (a per-graph, per-update control variate that needs no value
-network and is unbiased across graphs of very different difficulty).
+network and is unbiased across graphs of very different difficulty). With
+``baseline="greedy"`` it is instead the return of the policy's greedy episode of the
+graph (the self-critical baseline: Rennie et al., 2017; Kool et al., 2019), given to
+:func:`group_advantages` as ``baselines``: a sample is reinforced exactly when it beats
+the greedy pass. Episodes sampled at a ``temperature`` are scored at that temperature
+(:func:`~placegym.agents.doppler.scoring.score`), so the gradient is the tempered
+policy's.
 
 - Terminal rewards (``reward="relative"``): every step of an episode gets the advantage
   ``R - mean(R of its graph's episodes)``.
@@ -29,7 +35,7 @@ the entropy bonus and the policy term have comparable scales on graphs of any si
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -42,7 +48,7 @@ from placegym.train.config import RLConfig
 from placegym.train.losses import ImitationTerm, entropy_by_phase, mean_steps
 from placegym.train.optim import clipped_step
 
-__all__ = ["group_advantages", "ppo_update", "reinforce_update", "rl_update"]
+__all__ = ["baseline_metrics", "group_advantages", "ppo_update", "reinforce_update", "rl_update"]
 
 
 def group_advantages(
@@ -51,40 +57,67 @@ def group_advantages(
     *,
     reward_to_go: bool,
     normalize: bool,
+    baselines: Mapping[int, EpisodeRecord] | None = None,
 ) -> list[Tensor]:
-    """Per-step advantages ``(2S,)`` of each record against its group's mean.
+    """Per-step advantages ``(2S,)`` of each record against its group's mean, or against
+    its group's baseline episode.
 
     Args:
         records: episodes; records of one group must have the same number of steps.
         groups: group id of each record (its graph).
         reward_to_go: use ``G_t`` (shaped rewards) instead of the whole return.
         normalize: divide by the standard deviation over all steps of the batch.
+        baselines: per group id, the episode whose return (``G_t`` with
+            ``reward_to_go``) is the baseline of the group's records (the greedy
+            episode); None: the mean of the group's records.
 
     Raises:
-        ValueError: a group of one episode (no baseline), or unequal lengths in a group.
+        ValueError: a group of one episode (no baseline), a group with no baseline
+            episode, or unequal lengths in a group (its baseline episode included).
     """
     if len(records) != len(groups):
         raise ValueError(f"groups: expected {len(records)} ids, got {len(groups)}")
-    returns = []
-    for r in records:
-        g = np.cumsum(r.rewards[::-1])[::-1] if reward_to_go else np.full_like(r.rewards, r.ret)
-        returns.append(g)
+    returns = [_returns(r, reward_to_go) for r in records]
     adv: list[np.ndarray] = [np.empty(0)] * len(records)
     for gid in dict.fromkeys(groups):
         members = [i for i, g in enumerate(groups) if g == gid]
-        if len(members) < 2:
+        base = None
+        if baselines is not None:
+            if gid not in baselines:
+                raise ValueError(f"baselines: group {gid!r} has no baseline episode")
+            base = _returns(baselines[gid], reward_to_go)
+        elif len(members) < 2:
             raise ValueError(f"groups: group {gid!r} has one episode; the baseline needs >= 2")
-        lengths = {len(returns[i]) for i in members}
+        lengths = {len(returns[i]) for i in members} | ({len(base)} if base is not None else set())
         if len(lengths) != 1:
             raise ValueError(f"groups: group {gid!r} mixes episode lengths {sorted(lengths)}")
         stacked = np.stack([returns[i] for i in members])
-        centred = stacked - stacked.mean(axis=0, keepdims=True)
+        centred = stacked - (stacked.mean(axis=0, keepdims=True) if base is None else base)
         for i, row in zip(members, centred):
             adv[i] = row
     if normalize:
         std = float(np.concatenate(adv).std())
         adv = [a / (std + 1e-8) for a in adv]
     return [torch.from_numpy(a.astype(np.float32)) for a in adv]
+
+
+def baseline_metrics(
+    records: Sequence[EpisodeRecord], groups: Sequence[int], baselines: Mapping[int, EpisodeRecord]
+) -> dict[str, float]:
+    """``charts/greedy_return``: the mean return of the baseline (greedy) episodes;
+    ``charts/beats_greedy``: the share of ``records`` whose return is above their
+    group's baseline episode's."""
+    beats = [r.ret > baselines[g].ret for r, g in zip(records, groups)]
+    return {
+        "charts/greedy_return": float(np.mean([b.ret for b in baselines.values()])),
+        "charts/beats_greedy": float(np.mean(beats)),
+    }
+
+
+def _returns(record: EpisodeRecord, reward_to_go: bool) -> np.ndarray:
+    """Per-step return of ``record``: ``G_t``, or its whole return at every step."""
+    r = record.rewards
+    return np.cumsum(r[::-1])[::-1] if reward_to_go else np.full_like(r, record.ret)
 
 
 def _pg_terms(scores: list[Scores], adv: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
@@ -101,7 +134,7 @@ def reinforce_update(
     imitation: ImitationTerm | None = None,
 ) -> dict[str, float]:
     """One REINFORCE step with entropy bonus and gradient clipping; returns metrics."""
-    scores = score(policy, records)
+    scores = score(policy, records, temperature=cfg.temperature)
     policy_loss, entropy = _pg_terms(scores, advantages)
     loss = policy_loss - cfg.entropy_coef * entropy
     extra = {}
@@ -133,7 +166,7 @@ def ppo_update(
 ) -> dict[str, float]:
     """PPO epochs over minibatches of whole episodes (order drawn from ``rng``)."""
     with torch.no_grad():
-        old = [s.logp for s in score(policy, records)]
+        old = [s.logp for s in score(policy, records, temperature=cfg.temperature)]
     stats: list[dict[str, float]] = []
     n_mb = min(cfg.ppo_minibatches, len(records))
     for _ in range(cfg.ppo_epochs):
@@ -163,7 +196,7 @@ def _ppo_step(
     imitation: ImitationTerm | None = None,
 ) -> dict[str, float]:
     """One clipped-surrogate gradient step on the episodes ``mb``."""
-    scores = score(policy, [records[i] for i in mb])
+    scores = score(policy, [records[i] for i in mb], temperature=cfg.temperature)
     ratio = [torch.exp(s.logp - old[i]) for s, i in zip(scores, mb)]
     lo, hi = 1 - cfg.ppo_clip, 1 + cfg.ppo_clip
     surr = [
@@ -202,8 +235,10 @@ def rl_update(
     *,
     reward_to_go: bool = False,
     imitation: ImitationTerm | None = None,
+    baselines: Mapping[int, EpisodeRecord] | None = None,
 ) -> dict[str, float]:
-    """Advantages against the per-graph mean, then one REINFORCE step or a PPO round.
+    """Advantages against the per-graph mean (or ``baselines``), then one REINFORCE step
+    or a PPO round.
 
     Args:
         policy: the policy to update.
@@ -215,9 +250,14 @@ def rl_update(
         reward_to_go: per-step returns (shaped rewards, ``reward="nest"``) instead of the
             whole return at every step.
         imitation: an imitation term added to the loss (self-imitation), or None.
+        baselines: per graph index, its baseline episode (``baseline: greedy``), or None.
     """
     adv = group_advantages(
-        records, groups, reward_to_go=reward_to_go, normalize=cfg.normalize_advantages
+        records,
+        groups,
+        reward_to_go=reward_to_go,
+        normalize=cfg.normalize_advantages,
+        baselines=baselines,
     )
     if cfg.algo == "ppo":
         return ppo_update(policy, optimizer, records, adv, cfg, rng, imitation)

@@ -52,9 +52,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from placegym.agents.doppler.episodes import EpisodeRecord
+from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
 from placegym.agents.doppler.policy import DopplerPolicy
-from placegym.envs import Cluster
+from placegym.envs import Cluster, PlacementEnv
 from placegym.train.checkpoint import (
     Interrupted,
     Progress,
@@ -85,8 +85,15 @@ from placegym.train.evaluator import RunEvaluator
 from placegym.train.imitation import epsilon, imitation_update
 from placegym.train.optim import make_optimizer
 from placegym.train.phase3 import real_pool, sim_real_metrics
-from placegym.train.players import Batch, EpisodePlayer, InProcessPlayer, draw_job, phase1_teacher
-from placegym.train.rl import rl_update
+from placegym.train.players import (
+    Batch,
+    EpisodePlayer,
+    InProcessPlayer,
+    Job,
+    draw_job,
+    phase1_teacher,
+)
+from placegym.train.rl import baseline_metrics, rl_update
 from placegym.train.self_imitation import SelfImitation
 from placegym.train.tracking import Tracker, progress_postfix
 
@@ -390,7 +397,11 @@ class Trainer:
             reward="nest" if reward_to_go else "relative",
             record_teacher=si is not None and si.labels_batch,
             teacher=None if si is None else "plans",
+            temperature=pcfg.temperature,
         )
+        baselines = None
+        if pcfg.baseline == "greedy":
+            baselines = self._greedy_baselines(envs, job, pool)
         teacher = None if si is None else si.plans
         player = self._player(real=cluster is not None)
         records = player.play(self.policy, envs, job, pool, teacher, plans=si)
@@ -408,9 +419,31 @@ class Trainer:
             self.rng,
             reward_to_go=reward_to_go,
             imitation=term,
+            baselines=baselines,
         )
         metrics.update(extra)
+        if baselines is not None:
+            metrics.update(baseline_metrics(records, job.groups, baselines))
         return records, metrics
+
+    def _greedy_baselines(
+        self, envs: list[PlacementEnv], job: Job, pool: EnvPool
+    ) -> dict[int, EpisodeRecord]:
+        """``baseline: greedy``: per graph of the batch, the policy's greedy episode,
+        played here on the graph's first environment with its first episode's reset seed
+        (before the samples, which reset it again); its inputs are not kept."""
+        first = {g: i for i, g in reversed(list(enumerate(job.groups)))}
+        order = list(first)
+        played = play_episodes(
+            self.policy,
+            [envs[first[g]] for g in order],
+            [job.seeds[first[g]] for g in order],
+            rng=np.random.default_rng(0),  # greedy: no draw is made
+            greedy=True,
+            graph_cache=pool.graph_cache,
+            keep_inputs=False,
+        )
+        return dict(zip(order, played))
 
     def _real_step(
         self, pcfg: RealRLConfig, opt: torch.optim.Optimizer

@@ -101,6 +101,7 @@ class RolloutWorker:
             record_teacher=job.record_teacher,
             graph_cache=pool.graph_cache,
             greedy=job.greedy,
+            temperature=job.temperature,
         )
 
 

@@ -212,8 +212,12 @@ def play_episodes(
     record_teacher: bool = False,
     graph_cache: IdentityCache[GraphInputs] | None = None,
     keep_inputs: bool = True,
+    temperature: float = 1.0,
 ) -> list[EpisodeRecord]:
     """One episode per env (``env.reset(seed=seeds[i])``); see the module docstring.
+
+    Sampled actions are drawn from ``softmax(logits / temperature)`` (``temperature``
+    has no effect on greedy and teacher steps; at 1 the logits are used as they are).
 
     With ``keep_inputs=False`` (evaluation: records that are never scored) only the last
     SEL and PLC step's inputs (``sel_dyn``, ``sel_mask``, ``plc_placed``, ``plc_dev``,
@@ -277,7 +281,7 @@ def play_episodes(
             teacher is not None and teacher_prob > 0 and lv.rng.random() < teacher_prob
             for lv in lives
         ]
-        actions = _decide(policy, lives, use, greedy, teacher, record_teacher)
+        actions = _decide(policy, lives, use, greedy, teacher, record_teacher, temperature)
         for lv, action, t in zip(lives, actions, use):
             if not keep_inputs:
                 _drop_old_inputs(lv.buf)
@@ -297,6 +301,7 @@ def _decide(
     greedy: bool,
     teacher: Teacher | None,
     record_teacher: bool,
+    temperature: float = 1.0,
 ) -> list[int]:
     """One action per live env: record each env's step inputs, ask the teacher where it
     acts (or its tie set is recorded), and batch the policy's forwards per graph."""
@@ -333,7 +338,7 @@ def _decide(
             groups.setdefault((select, id(lv.enc), j if greedy else -1), []).append(j)
     for (select, _, _), members in groups.items():
         chosen = (_select_batch if select else _place_batch)(
-            policy, [lives[j] for j in members], greedy
+            policy, [lives[j] for j in members], greedy, temperature
         )
         for j, a in zip(members, chosen):
             actions[j] = a
@@ -426,7 +431,9 @@ def plc_tie_key(dev: np.ndarray) -> np.ndarray:
     return dev[:, _EST_START]
 
 
-def _select_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> list[int]:
+def _select_batch(
+    policy: DopplerPolicy, lives: list[_Live], greedy: bool, temperature: float = 1.0
+) -> list[int]:
     """SEL actions of envs sharing one encoding: one scoring call over all frontiers."""
     nodes = [np.flatnonzero(lv.buf["sel_mask"][-1]) for lv in lives]
     dyn = np.stack([lv.buf["sel_dyn"][-1] for lv in lives])
@@ -439,11 +446,19 @@ def _select_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> li
     legal = np.arange(sizes.max()) < sizes[:, None]
     padded = np.zeros(legal.shape, dtype=parts[0].dtype)
     padded[legal] = np.concatenate(parts)
-    picks = sample_rows(padded, legal, [lv.rng.random() for lv in lives])
+    picks = sample_rows(_tempered(padded, temperature), legal, [lv.rng.random() for lv in lives])
     return [int(v[i]) for v, i in zip(nodes, picks)]
 
 
-def _place_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> list[int]:
+def _tempered(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """``logits / temperature`` (``logits`` themselves at 1, so that the draws at 1 are
+    bit for bit those of an untempered policy)."""
+    return logits if temperature == 1.0 else logits / temperature
+
+
+def _place_batch(
+    policy: DopplerPolicy, lives: list[_Live], greedy: bool, temperature: float = 1.0
+) -> list[int]:
     """PLC actions of envs sharing one encoding (and so one graph): one batched call."""
     by_d: dict[int, list[int]] = {}
     for j, lv in enumerate(lives):
@@ -460,7 +475,8 @@ def _place_batch(policy: DopplerPolicy, lives: list[_Live], greedy: bool) -> lis
         )
         if not greedy:
             legal = np.stack([lv.buf["plc_mask"][-1] for lv in ls])
-            picks = sample_rows(logits, legal, [lv.rng.random() for lv in ls])
+            draws = [lv.rng.random() for lv in ls]
+            picks = sample_rows(_tempered(logits, temperature), legal, draws)
             for j, pick in zip(members, picks):
                 out[j] = int(pick)
             continue

@@ -55,9 +55,12 @@ def score(
     policy: DopplerPolicy,
     records: list[EpisodeRecord],
     price_temperature: float | None = None,
+    temperature: float = 1.0,
 ) -> list[Scores]:
     """Recompute log-probs (with gradients) for ``records``; encoders run once per graph
-    and the heads once per graph over all its records' steps (concatenated). With a
+    and the heads once per graph over all its records' steps (concatenated), of the
+    policy at ``temperature`` (``softmax(logits / temperature)``, as the episodes were
+    sampled with :func:`~placegym.agents.doppler.episodes.play_episodes`). With a
     ``price_temperature`` (and records with regrets), also :attr:`Scores.plc_price_ce`."""
     groups: dict[int, list[int]] = {}
     for i, r in enumerate(records):
@@ -66,7 +69,7 @@ def score(
     for members in groups.values():
         rs = [records[i] for i in members]
         enc = policy.encode(rs[0].graph)
-        for i, sc in zip(members, _score_graph(policy, enc, rs, price_temperature)):
+        for i, sc in zip(members, _score_graph(policy, enc, rs, price_temperature, temperature)):
             out[i] = sc
     return out  # type: ignore[return-value]
 
@@ -80,6 +83,7 @@ def _score_graph(
     enc: Encoding,
     rs: list[EpisodeRecord],
     price_temperature: float | None = None,
+    temperature: float = 1.0,
 ) -> list[Scores]:
     """Scores of records of one graph; their steps are stacked (``s`` steps each)."""
     s, m = len(rs[0].sel_action), len(rs)
@@ -94,6 +98,8 @@ def _score_graph(
         sel = policy.sel_scores(enc, node, x)
     else:
         sel = torch.zeros(len(node))
+    if temperature != 1.0:
+        sel = sel / temperature
     logp_all = segment_log_softmax(sel, step, total)
     chosen = node == _cat(rs, "sel_action")[step]
     sel_logp = torch.zeros(total, dtype=logp_all.dtype).index_add(
@@ -103,6 +109,8 @@ def _score_graph(
         0, step, logp_all.exp() * logp_all
     )
     plc = policy.plc_logits(enc, _cat(rs, "plc_node"), _cat(rs, "plc_placed"), _cat(rs, "plc_dev"))
+    if temperature != 1.0:
+        plc = plc / temperature
     plc = plc.masked_fill(~_cat(rs, "plc_mask"), -torch.inf)
     plc_logp_all = torch.log_softmax(plc, dim=-1)
     plc_logp = plc_logp_all.gather(1, _cat(rs, "plc_action")[:, None]).squeeze(1)
