@@ -364,8 +364,9 @@ class NestTables:
         t.memory = [np.min([cluster.memory[devs] for devs in bs], axis=0) for bs in blocks]
         for nodes in graph.groups.values():  # no run boundary inside a group's stages
             t.cuttable[stage[nodes].min() + 1 : stage[nodes].max() + 1] = False
+        rings = [_ring_link(t.devices(b, 0), cluster) for b in range(nk)]
         for s, st in enumerate(stages):
-            t._fill_stage(s, st, dur, recompute_factor)
+            t._fill_stage(s, st, dur, recompute_factor, rings)
         t._fill_links()
         t.whole_run = WholeRun(
             graph,
@@ -380,7 +381,9 @@ class NestTables:
         )
         return t
 
-    def _fill_stage(self, s: int, st: _Stage, dur: DurationFn, rho: float) -> None:
+    def _fill_stage(
+        self, s: int, st: _Stage, dur: DurationFn, rho: float, rings: list[tuple[float, float]]
+    ) -> None:
         g, c, nodes = self.graph, self.cluster, st.nodes
         into = self.stage[g.edges[:, 1]] == s
         again = np.isin(nodes, self.recompute)
@@ -391,7 +394,7 @@ class NestTables:
             self.params[s].append(np.bincount(lv, weights=g.param_bytes[nodes], minlength=k))
             self.acts[s].append(_activations(g, self.loc[b], nodes, into, k))
             self.gather_buf[s].append(_max_by(lv, g.param_bytes[nodes], k))
-            gather = _gather_times(g.param_bytes[nodes], lv, devs, c)
+            gather = _gather_times(g.param_bytes[nodes], lv, k, *rings[b])
             redo = np.bincount(lv[again], weights=dur(nodes[again], devs[lv[again]]), minlength=k)
             for o in range(4):
                 busy = comp + rho * redo if o & RECOMPUTE else comp
@@ -518,14 +521,21 @@ def _activations(
     return made + read
 
 
-def _gather_times(params: np.ndarray, lv: np.ndarray, devs: np.ndarray, c: Cluster) -> np.ndarray:
-    """Per local device: ring all-gather time of its nodes' parameters over the block."""
+def _ring_link(devs: np.ndarray, c: Cluster) -> tuple[float, float]:
+    """The ring's link over the block ``devs``: its slowest pair's latency and bandwidth
+    (0 and inf for one device)."""
     k = devs.size
     if k < 2:
-        return np.zeros(k)
+        return 0.0, np.inf
     sub = np.ix_(devs, devs)
     off = ~np.eye(k, dtype=bool)
-    lat = c.pair_latency[sub][off].max()
-    bw = c.pair_bandwidth[sub][off].min()
+    return float(c.pair_latency[sub][off].max()), float(c.pair_bandwidth[sub][off].min())
+
+
+def _gather_times(params: np.ndarray, lv: np.ndarray, k: int, lat: float, bw: float) -> np.ndarray:
+    """Per local device: ring all-gather time of its nodes' parameters over a block of
+    ``k`` devices whose ring link is ``(lat, bw)`` (:func:`_ring_link`)."""
+    if k < 2:
+        return np.zeros(k)
     per = np.where(params > 0, (k - 1) * lat + params * (k - 1) / k / bw, 0.0)
     return np.bincount(lv, weights=per, minlength=k)

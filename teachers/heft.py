@@ -60,7 +60,9 @@ def heft_schedule(
         best = (np.inf, nd, 0.0)
         for check in (fits, None) if fits is not None else (None,):
             for d in np.lexsort((np.arange(nd), bound)).tolist():
-                if bound[d] > best[0]:
+                # in (bound, index) order no later device beats the best: its finish is
+                # at least its bound, and on an equal finish its index is larger
+                if bound[d] > best[0] or (bound[d] == best[0] and d > best[1]):
                     break
                 if not legal[d] or (check is not None and not check(d)):
                     continue

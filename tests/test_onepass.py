@@ -27,6 +27,7 @@ from placegym.agents.doppler.onepass import (
 )
 from placegym.agents.doppler.placer import AgentPlacer, torch_threads
 from placegym.envs import load_cluster
+from placegym.envs.analysis.levels import durations_on
 from placegym.envs.analysis.memory import memory_may_bind
 from placegym.envs.sim import _kernel
 from placegym.envs.sim import simulator as sim
@@ -218,6 +219,7 @@ def test_plain_hints_are_the_teachers_where_memory_cannot_bind(monkeypatch):
     roomy = unbounded_memory(graph, cluster)
     assert not memory_may_bind(graph, roomy)
     assert np.array_equal(roomy.pair_bandwidth, cluster.pair_bandwidth)
+    assert durations_on(graph, roomy) is durations_on(graph, cluster)  # computed once
     with counted_simulations(monkeypatch) as calls:
         hints = plain_hint_placements(graph, cluster, ONE_PASS_HINTS)
         assert calls == []

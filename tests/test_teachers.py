@@ -216,6 +216,17 @@ def test_heft_inserts_into_idle_gaps():
     assert s.makespan == 6.0 and s.start.tolist() == start.tolist()
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_heft_on_many_identical_devices_is_its_rule_over_every_device(seed):
+    """32 identical devices: most devices tie on every bound, and HEFT's device search
+    stops early; its device map is still the rule's minimum of (finish, index) over all."""
+    from placegym.envs.workloads import make_graph
+
+    g = make_graph("random_dag", nodes=80, seed=seed)
+    c = unit_cluster(32, bandwidth=1e10, latency=1e-4, flops=1e11)
+    assert get_teacher("heft_rule").place(g, c).device.tolist() == heft_schedule(g, c)[0].tolist()
+
+
 def test_insertion_start_follows_heft_state_by_state():
     # the graph of test_heft_inserts_into_idle_gaps, played through PlacementState
     g = graph([2, 3, 3, 1], [[0, 1], [0, 2]], out_bytes=[1, 0, 0, 0])

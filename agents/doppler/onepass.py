@@ -102,6 +102,7 @@ from placegym.agents.doppler.inputs import (
 )
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.nn.encoder import GraphInputs
+from placegym.envs.analysis.levels import share_durations
 from placegym.envs.analysis.memory import memory_may_bind
 from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
@@ -202,7 +203,9 @@ def _unbounded_memory(graph: Graph, cluster: Cluster) -> Cluster:
         dataclasses.replace(d, memory=max(d.memory, worst), memory_reserve=0.0)
         for d in cluster.devices
     )
-    return dataclasses.replace(cluster, devices=devices)
+    out = dataclasses.replace(cluster, devices=devices)
+    share_durations(graph, out, cluster)  # memory is all that differs
+    return out
 
 
 _unbounded = IdentityCache(_unbounded_memory, size=4)

@@ -32,6 +32,7 @@ __all__ = [
     "durations_on",
     "mean_comm",
     "mean_durations",
+    "share_durations",
     "step_costs",
     "t_level",
 ]
@@ -57,6 +58,13 @@ def _durations(graph: Graph, cluster: Cluster) -> np.ndarray:
 #: The ``(n, D)`` durations per (graph, cluster) object: every rule, bound and level of
 #: a placement reads them (an ``n * D`` array: a few are kept).
 _all_durations = IdentityCache(_durations, size=4)
+
+
+def share_durations(graph: Graph, cluster: Cluster, like: Cluster) -> None:
+    """Take ``like``'s durations of ``graph`` (computed once) as ``cluster``'s: for a
+    ``cluster`` that differs from ``like`` only where no duration reads (e.g. its
+    devices' memory), so that its ``(n, D)`` durations are not computed again."""
+    _all_durations.put(graph, cluster, value=durations_on(graph, like))
 
 
 def mean_durations(graph: Graph, cluster: Cluster) -> np.ndarray:
