@@ -64,11 +64,6 @@ def test_the_fixed_graphs_are_then_only_evaluated_on(tmp_path):
     [
         ({"sampler": {"bogus": 1}}, {}, r"data\.sampler\.bogus: unknown \(options: seed, nodes"),
         ({"sampler": {"nodes": [1, 2]}}, {}, r"data\.sampler\.nodes: expected"),
-        (
-            {"sampler": {"nodes": [20, 60]}},
-            {"workers": 2},
-            r"workers: must be 0 with data\.sampler",
-        ),
         ({"sampler": {}, "graphs": []}, {}, r"data\.graphs: expected at least one graph"),
     ],
 )

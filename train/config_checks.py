@@ -97,7 +97,6 @@ def _validate_sampler(cfg: TrainConfig) -> None:
         InstanceSampler(**kwargs)
     except ValueError as e:
         raise ValueError(f"data.sampler.{e}") from None
-    _check(cfg.workers == 0, "workers", "must be 0 with data.sampler", cfg.workers)
     coef = cfg.phase2.self_imitation.coef
     _check(coef == 0, "phase2.self_imitation.coef", "must be 0 with data.sampler", coef)
 

@@ -57,6 +57,9 @@ class Job:
             ``rollin: greedy``), else a sample.
         temperature: softmax temperature of the sampled steps (phases II and III's
             ``temperature``).
+        instances: with ``data.sampler``, the sampler index of each graph the
+            ``groups`` index (a Ray actor draws the same instances from its own
+            sampler); None for the training graphs.
     """
 
     groups: list[int]
@@ -68,6 +71,7 @@ class Job:
     teacher: str | None = None
     greedy: bool = False
     temperature: float = 1.0
+    instances: list[int] | None = None
 
 
 #: An update's environments and the :class:`Job` of their episodes.

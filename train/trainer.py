@@ -42,6 +42,7 @@ weights as an uninterrupted one (CPU, same thread count); another config is refu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -336,10 +337,14 @@ class Trainer:
         if self.sampler is None or job.get("cluster") is not None:
             return draw_job(self.rng, self.graphs, self.clusters, pcfg, pool, **job)
         first = self.progress.global_update * pcfg.graphs_per_update
-        drawn = [self.sampler.draw(first + i) for i in range(pcfg.graphs_per_update)]
+        index = [first + i for i in range(pcfg.graphs_per_update)]
+        drawn = [self.sampler.draw(i) for i in index]
         self.drawn = [inst.id for inst in drawn]
         graphs = [inst.graph for inst in drawn]
-        return draw_job(self.rng, graphs, [inst.cluster for inst in drawn], pcfg, pool, **job)
+        envs, batch = draw_job(
+            self.rng, graphs, [inst.cluster for inst in drawn], pcfg, pool, **job
+        )
+        return envs, dataclasses.replace(batch, instances=index)
 
     def _update_pool(self, pool: EnvPool) -> EnvPool:
         """``pool``, or with ``data.sampler`` a new pool like it for this update's fresh

@@ -5,7 +5,11 @@ one generator seed per episode: a :class:`~placegym.train.players.Job`); with
 ``workers`` > 0 its :class:`RayPlayer` plays the episodes on N Ray actors instead of in
 this process (:class:`~placegym.train.players.InProcessPlayer`). Each
 actor holds a copy of the training graphs, their clusters, its own environments and a
-policy whose weights are replaced by the learner's at every update. The batch is split by
+policy whose weights are replaced by the learner's at every update. With
+``data.sampler`` (fresh instances every update) each actor holds a sampler of the run's
+options and seed instead, and draws the update's instances by their index
+(:attr:`Job.instances`): the same graphs, made where they are played, and a fresh pool of
+environments for each update (as the trainer's), so nothing accumulates. The batch is split by
 graph (the episodes of one graph stay together, round robin over the actors), and every
 episode draws only from its own generator, so each graph's episodes meet the same
 batched forwards and the same draws as in one process: the records, and so the weights
@@ -53,7 +57,8 @@ class RolloutWorker:
         clusters: the cluster of each graph.
         env_kwargs: keyword arguments of the environments (``memory_mask``, ``dispatch``).
         threads: torch CPU threads (the trainer's).
-        seed: the run's seed (seeded teachers).
+        seed: the run's seed (seeded teachers, the sampler).
+        sampler: the options of ``data.sampler`` (None: the training graphs).
     """
 
     def __init__(
@@ -64,11 +69,18 @@ class RolloutWorker:
         env_kwargs: dict[str, Any],
         threads: int,
         seed: int,
+        sampler: dict[str, Any] | None = None,
     ) -> None:
         torch.set_num_threads(threads)
         self.policy = DopplerPolicy(policy)
         self.graphs, self.clusters, self.seed = graphs, clusters, seed
+        self.env_kwargs = env_kwargs
         self.pools = {r: EnvPool(reward=r, **env_kwargs) for r in ("relative", "nest")}
+        self.sampler = None
+        if sampler is not None:
+            from placegym.envs.suites.sampler import InstanceSampler
+
+            self.sampler = InstanceSampler(**{"seed": seed, **sampler})
         self.teachers: dict[str, Teacher] = {}
         self._si: SelfImitation | None = None
 
@@ -88,9 +100,17 @@ class RolloutWorker:
         self.policy.load_state_dict(weights)
         self.policy.train()
         pool = self.pools[job.reward]
+        graphs, clusters = self.graphs, self.clusters
+        if job.instances is not None:  # this update's fresh instances, by index
+            if self.sampler is None:
+                raise ValueError("job.instances: this worker has no sampler (data.sampler)")
+            pool = EnvPool(reward=job.reward, **self.env_kwargs)
+            drawn = {gi: self.sampler.draw(job.instances[gi]) for gi in set(job.groups)}
+            graphs = {gi: inst.graph for gi, inst in drawn.items()}  # type: ignore[assignment]
+            clusters = {gi: inst.cluster for gi, inst in drawn.items()}  # type: ignore[assignment]
         envs = []
         for gi, count in _runs(job.groups):
-            envs += pool.get(self.graphs[gi], self.clusters[gi], count)
+            envs += pool.get(graphs[gi], clusters[gi], count)
         return play_episodes(
             self.policy,
             envs,
@@ -185,6 +205,7 @@ class RayPlayer:
             env_kwargs={"memory_mask": cfg.data.memory_mask, "dispatch": cfg.data.dispatch},
             threads=cfg.threads,
             seed=cfg.seed,
+            sampler=dict(cfg.data.sampler) if cfg.data.sampler else None,
         )
 
     def set_phase1(self, pcfg: ImitationConfig) -> None:
@@ -224,9 +245,10 @@ class RayPlayer:
             if gi not in first:  # reset, so that it names its graph as after a rollout
                 first[gi] = env
                 env.reset(seed=seed)
-            known = pool.graph_cache.get(self.graphs[gi], self.clusters[gi])
+            g, c = first[gi].graph, first[gi].cluster  # this update's graph gi
+            known = pool.graph_cache.get(g, c)
             if known is None:  # one GraphInputs per graph, as in process
-                pool.graph_cache.put(self.graphs[gi], self.clusters[gi], value=r.graph)
+                pool.graph_cache.put(g, c, value=r.graph)
             else:
                 r.graph = known
         return records
