@@ -129,6 +129,15 @@ def test_group_advantages_against_a_baseline_episode():
     # reward-to-go: [0.5, 0.5, 0, 0] against the baseline's [0.5, 0.5, 0.5, 0]
     adv = group_advantages([recs[2]], [8], reward_to_go=True, normalize=False, baselines=greedy)
     np.testing.assert_allclose(adv[0].numpy(), [0.0, 0.0, -0.5, 0.0])
+    # per group: each graph's advantages over their own spread (group 7: 0.75, -0.25)
+    recs2 = [*recs, _record([0, 0, 0, 40.0])]
+    adv = group_advantages(
+        recs2, [7, 7, 8, 8], reward_to_go=False, normalize=True, baselines=greedy, per_group=True
+    )
+    np.testing.assert_allclose(adv[0].numpy(), [1.5] * 4, rtol=1e-6)  # 0.75 / 0.5
+    np.testing.assert_allclose(adv[1].numpy(), [-0.5] * 4, rtol=1e-6)
+    np.testing.assert_allclose(adv[2].numpy(), [0.0] * 4, atol=1e-12)
+    np.testing.assert_allclose(adv[3].numpy(), [2.0] * 4, rtol=1e-6)  # 39.5 / 19.75
     with pytest.raises(ValueError, match="group 8 has no baseline episode"):
         group_advantages(
             recs, [7, 7, 8], reward_to_go=False, normalize=False, baselines={7: greedy[7]}

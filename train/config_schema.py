@@ -235,6 +235,11 @@ class RLConfig(PhaseConfig):
     """Weight of the entropy bonus (mean entropy per step)."""
     normalize_advantages: bool = True
     """Divide advantages by their standard deviation over the batch."""
+    normalize_per_graph: bool = False
+    """With ``normalize_advantages``: divide each graph's advantages by their own
+    standard deviation instead of the batch's, so that a graph whose returns spread
+    widely (a placement many times slower than the reference) does not drown the
+    others' signal in the update."""
     ppo_epochs: int = 4
     """PPO: passes over each batch."""
     ppo_minibatches: int = 2

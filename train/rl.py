@@ -58,6 +58,7 @@ def group_advantages(
     reward_to_go: bool,
     normalize: bool,
     baselines: Mapping[int, EpisodeRecord] | None = None,
+    per_group: bool = False,
 ) -> list[Tensor]:
     """Per-step advantages ``(2S,)`` of each record against its group's mean, or against
     its group's baseline episode.
@@ -67,6 +68,7 @@ def group_advantages(
         groups: group id of each record (its graph).
         reward_to_go: use ``G_t`` (shaped rewards) instead of the whole return.
         normalize: divide by the standard deviation over all steps of the batch.
+        per_group: with ``normalize``, by that over the steps of each group instead.
         baselines: per group id, the episode whose return (``G_t`` with
             ``reward_to_go``) is the baseline of the group's records (the greedy
             episode); None: the mean of the group's records.
@@ -95,7 +97,13 @@ def group_advantages(
         centred = stacked - (stacked.mean(axis=0, keepdims=True) if base is None else base)
         for i, row in zip(members, centred):
             adv[i] = row
-    if normalize:
+    if normalize and per_group:
+        for gid in dict.fromkeys(groups):
+            members = [i for i, g in enumerate(groups) if g == gid]
+            std = float(np.concatenate([adv[i] for i in members]).std())
+            for i in members:
+                adv[i] = adv[i] / (std + 1e-8)
+    elif normalize:
         std = float(np.concatenate(adv).std())
         adv = [a / (std + 1e-8) for a in adv]
     return [torch.from_numpy(a.astype(np.float32)) for a in adv]
@@ -258,6 +266,7 @@ def rl_update(
         reward_to_go=reward_to_go,
         normalize=cfg.normalize_advantages,
         baselines=baselines,
+        per_group=cfg.normalize_per_graph,
     )
     if cfg.algo == "ppo":
         return ppo_update(policy, optimizer, records, adv, cfg, rng, imitation)
