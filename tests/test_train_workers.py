@@ -105,8 +105,17 @@ def test_negative_workers_are_refused(tmp_path):
 
 @pytest.mark.skipif(not isolated(), reason="needs unshare -n (a network namespace)")
 def test_training_on_ray_workers_ends_with_the_serial_weights(tmp_path):
+    ref, out = _serial_and_ray(tmp_path, _config(tmp_path))
+    assert out["progress"]["episodes"] == ref["progress"]["episodes"] == 3 * 4 + 4 * 6
+    assert out["best_plans"] == ref["best_plans"] and ref["best_plans"]
+    for k in ref["policy"]:
+        torch.testing.assert_close(out["policy"][k], ref["policy"][k], rtol=0, atol=0)
+
+
+def _serial_and_ray(tmp_path: Path, raw: dict) -> tuple[dict, dict]:
+    """The final checkpoints of ``raw`` trained in process and on 2 Ray workers (the
+    CLI in a loopback-only namespace)."""
     pytest.importorskip("ray")
-    raw = _config(tmp_path)
     serial = Trainer(config_from_dict(raw))
     serial.run()
     (tmp_path / "run.yaml").write_text(config_from_dict(raw).to_yaml())
@@ -117,18 +126,13 @@ def test_training_on_ray_workers_ends_with_the_serial_weights(tmp_path):
     assert ray.returncode == 0, ray.stderr[-3000:]
     assert "rollouts on 2 Ray workers" in ray.stdout
     ref = load_checkpoint(serial.ckpt_dir / "final.pt")
-    out = load_checkpoint(tmp_path / "ray" / "checkpoints" / "final.pt")
-    assert out["progress"]["episodes"] == ref["progress"]["episodes"] == 3 * 4 + 4 * 6
-    assert out["best_plans"] == ref["best_plans"] and ref["best_plans"]
-    for k in ref["policy"]:
-        torch.testing.assert_close(out["policy"][k], ref["policy"][k], rtol=0, atol=0)
+    return ref, load_checkpoint(tmp_path / "ray" / "checkpoints" / "final.pt")
 
 
 @pytest.mark.skipif(not isolated(), reason="needs unshare -n (a network namespace)")
 def test_ray_workers_draw_the_samplers_fresh_instances_and_end_with_the_serial_weights(tmp_path):
     """data.sampler with workers: each actor draws the update's instances by index from
     its own sampler; the records, and so the weights, are the in-process run's."""
-    pytest.importorskip("ray")
     raw = _config(tmp_path)
     raw["data"] = {
         "graphs": [],
@@ -142,17 +146,7 @@ def test_ray_workers_draw_the_samplers_fresh_instances_and_end_with_the_serial_w
     }
     raw["phase1"].update(updates=2)
     raw["phase2"] = {"updates": 2, "episodes_per_graph": 2, "graphs_per_update": 2, "lr": 0.01}
-    serial = Trainer(config_from_dict(raw))
-    serial.run()
-    (tmp_path / "run.yaml").write_text(config_from_dict(raw).to_yaml())
-    cli = [sys.executable, "-m", "placegym.train.cli", "train", str(tmp_path / "run.yaml")]
-    overrides = ["workers=2", f"out={tmp_path / 'ray'}"]
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "disabled"}
-    ray = run_isolated([*cli, *overrides], env)
-    assert ray.returncode == 0, ray.stderr[-3000:]
-    assert "rollouts on 2 Ray workers" in ray.stdout
-    ref = load_checkpoint(serial.ckpt_dir / "final.pt")
-    out = load_checkpoint(tmp_path / "ray" / "checkpoints" / "final.pt")
+    ref, out = _serial_and_ray(tmp_path, raw)
     assert out["progress"]["episodes"] == ref["progress"]["episodes"] == 2 * 4 + 2 * 4
     for k in ref["policy"]:
         torch.testing.assert_close(out["policy"][k], ref["policy"][k], rtol=0, atol=0)
