@@ -8,15 +8,17 @@ import numpy as np
 
 from placegym.envs.analysis.levels import b_level
 from placegym.envs.analysis.memory import Room
+from placegym.envs.analysis.room import units
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.state import PlacementState
+from placegym.teachers import _rule_kernel
 from placegym.teachers._common import IdentityCache
 from placegym.teachers._memory import make_feasible, room_ties, rule_room, with_room
 from placegym.teachers.base import StepTeacher, ties
 
-__all__ = ["CriticalPathTeacher"]
+__all__ = ["CriticalPathTeacher", "rule_completions"]
 
 
 class CriticalPathTeacher(StepTeacher):
@@ -68,7 +70,7 @@ class CriticalPathTeacher(StepTeacher):
         recompute set where it has one, repaired where still over memory (class
         docstring)."""
         room, fits = self._rooms(graph, cluster)
-        placement = with_room(super().place(graph, cluster), room)
+        placement = with_room(self._roll(graph, cluster, room), room)
         return placement if fits else make_feasible(graph, cluster, placement)
 
     def b_level(self, graph: Graph, cluster: Cluster) -> np.ndarray:
@@ -84,9 +86,23 @@ class CriticalPathTeacher(StepTeacher):
     def _reserve_room(self, graph: Graph, cluster: Cluster) -> tuple[Room | None, bool]:
         return rule_room(graph, cluster, lambda room: self._roll(graph, cluster, room))
 
+    #: ``kind`` of this class's rule in :mod:`~placegym.teachers._rule_kernel`, read from
+    #: the class itself only (a subclass that does not set it rolls out in Python).
+    compiled_rule: ClassVar[int | None] = _rule_kernel.CRITICAL_PATH
+
     def _roll(self, graph: Graph, cluster: Cluster, room: Room | None) -> Placement:
-        """The rollout of the rule with PLC in ``room`` (first of each tie set)."""
+        """The rollout of the rule with PLC in ``room`` (first of each tie set): after
+        the first step, by the compiled rule (:func:`rule_completions`, the same
+        placement) when this class has one."""
         state = PlacementState(graph, cluster)
+        kind = type(self).__dict__.get("compiled_rule")
+        if kind is not None and not state.done:
+            state.select(int(self.select_actions(state)[0]))
+            first = np.array([self._place_in(state, room)[0]], dtype=np.int64)
+            devices, orders = rule_completions(
+                state, first, kind, self.b_level(graph, cluster), room
+            )
+            return Placement(device=devices[0], order=orders[0])
         while not state.done:
             state.select(int(self.select_actions(state)[0]))
             state.place(int(self._place_in(state, room)[0]))
@@ -117,3 +133,49 @@ class CriticalPathTeacher(StepTeacher):
         if state.selected < 0:
             raise ValueError("state: phase is 'select', no node awaits a device")
         return self._place_in(state, self.room(state.graph, state.cluster))
+
+
+def rule_completions(
+    state: PlacementState, legal: np.ndarray, kind: int, levels: np.ndarray, room: Room | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(devices, orders)`` ``(len(legal), n)``: ``state`` with its selected node on each
+    of ``legal``, completed by the compiled rule ``kind``
+    (:func:`~placegym.teachers._rule_kernel.complete_candidates`) with SEL by ``levels``
+    (the b-levels), its co-location groups kept and PLC in ``room`` (None: the state's
+    legal devices), as the rule does through the state."""
+    graph, cluster = state.graph, state.cluster
+    costs = state.costs
+    k = state.num_placed
+    placed = np.asarray(state.order[:k], dtype=np.int64)
+    prefix = np.stack([placed, state.device[placed]], axis=1)
+    pptr, pidx = graph.producer_csr
+    sptr, sidx = graph.consumer_csr
+    u = room.units if room is not None else units(graph)
+    return _rule_kernel.complete_candidates(
+        kind,
+        prefix,
+        state.selected,
+        np.ascontiguousarray(legal, dtype=np.int64),
+        levels,
+        costs.duration,
+        pptr,
+        pidx,
+        sptr,
+        sidx,
+        graph.out_bytes,
+        graph.param_bytes,
+        cluster.memory,
+        state.memory_mask,
+        costs.latency,
+        costs.inv_bandwidth,
+        u.of,
+        u.nbytes,
+        u.by_size,
+        room is not None,
+        cluster.memory if room is None else np.ascontiguousarray(room.capacity),
+        room is not None and room.live,
+        graph.in_bytes,
+        graph.out_bytes if room is None else room.future,
+        np.ones(len(pidx), dtype=bool) if room is None else room.keeps,
+        np.ones(len(pidx), dtype=bool) if room is None else room.counts,
+    )

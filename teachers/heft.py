@@ -12,6 +12,7 @@ from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.state import PlacementState, Timeline
+from placegym.teachers import _rule_kernel
 from placegym.teachers._common import Resident, priority_order
 from placegym.teachers._memory import make_feasible, reserve_room, with_room
 from placegym.teachers.base import PlanTeacher
@@ -157,6 +158,7 @@ class HeftRuleTeacher(CriticalPathTeacher):
     """
 
     name: ClassVar[str] = "heft_rule"
+    compiled_rule: ClassVar[int | None] = _rule_kernel.HEFT_RULE
 
     def device_scores(self, state: PlacementState) -> np.ndarray:
         """``(D,)`` what PLC minimises: the selected node's insertion-based finish."""

@@ -113,3 +113,30 @@ def test_the_kernel_ties_as_the_teachers_do():
     from placegym.teachers import _rule_kernel, base
 
     assert _rule_kernel.TIE_RTOL == base.TIE_RTOL
+
+
+@pytest.mark.parametrize("base", ["critical_path", "heft_rule"])
+@pytest.mark.parametrize(
+    "case",
+    ["random_dag@v100x8", "tied@unit3", "memory-tight-v0/moe-8x2x4-s0@v100x8-mem0.7-r1-2"],
+)
+def test_the_rules_rollout_is_the_python_rollout(base, case):
+    """critical_path and heft_rule roll their rule out with the compiled kernel after the
+    first step (and under memory pressure in their room): the placement of the rule
+    stepped through PlacementState, recompute set and repair included."""
+    from placegym.envs.suites import get_suite
+
+    if case.startswith("memory-tight"):
+        suite, _, inst_id = case.partition("/")
+        inst = get_suite(suite).instance(inst_id)
+        g, c = inst.graph, inst.cluster
+    elif case.startswith("tied"):
+        g, c = tied_graph(np.random.default_rng(3)), unit_cluster(3)
+    else:
+        g, c = make_graph("random_dag", nodes=120, seed=4), get_preset("v100x8")
+    fast = get_teacher(base)
+    slow = type(f"Python_{base}", (type(fast),), {"compiled_rule": None})()
+    a, b = fast.place(g, c), slow.place(g, c)
+    assert a.device.tolist() == b.device.tolist()
+    assert a.order.tolist() == b.order.tolist()
+    assert a.recompute.tolist() == b.recompute.tolist()

@@ -14,7 +14,8 @@ decode would take more than :data:`OLD_LIMIT_S` (its first :data:`PROBE_STEPS` s
 extrapolated: its cost per step does not fall as the placement fills), it is not run to
 the end and the row says so, with the estimate; elsewhere the two placements must be
 equal. Targets of the new decode: at most 1 s per 1,000 nodes on every graph, at most
-10 s on the largest (``nest-scale-v0``'s 9,313 nodes on 1,024 devices).
+10 s on the largest (``nest-scale-v0``'s 9,313 nodes on 1,024 devices), its set-up (the
+hints' placements, the encoders) included: what ``place`` costs there.
 """
 
 from __future__ import annotations
@@ -82,9 +83,9 @@ def test_one_pass_decode_speed():
     )
     print(
         "| instance | nodes | devices | old set-up s | new set-up s | old s | new s "
-        "| old s/1k nodes | new s/1k nodes | speed-up |"
+        "| old s/1k nodes | new s/1k nodes | speed-up | new set-up + decode s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     worst, largest = 0.0, 0.0
     with torch_threads(1), torch.no_grad():
         warm = _instance(*CASES[0])  # compile and load every kernel once
@@ -93,8 +94,9 @@ def test_one_pass_decode_speed():
             inst = _instance(suite, inst_id)
             g, c = inst.graph, inst.cluster
             n = g.num_nodes
-            dec, setup = _timed(lambda g=g, c=c: Decoder(policy, g, c, mask))
+            # the new set-up first: it computes what a lone place() computes (durations)
             _, new_setup = _timed(lambda g=g, c=c: OnePassDecoder(policy, g, c, mask))
+            dec, setup = _timed(lambda g=g, c=c: Decoder(policy, g, c, mask))
             fast = OnePassDecoder(policy, g, c, mask, inputs=dec.inputs)
             new, t_new = _timed(fast.greedy)
             estimate = _old_probe(dec, min(PROBE_STEPS, n)) * n / min(PROBE_STEPS, n)
@@ -110,10 +112,11 @@ def test_one_pass_decode_speed():
                 old_rate = f"~{1000 * estimate / n:.1f} (est.)"
                 ratio = f"~{estimate / t_new:.0f}x (est.)"
             rate = 1000 * t_new / n
-            worst, largest = max(worst, rate), t_new if n == 9313 else largest
+            total = new_setup + t_new
+            worst, largest = max(worst, rate), total if n == 9313 else largest
             print(
                 f"| {inst_id} | {n} | {c.num_devices} | {setup:.2f} | {new_setup:.2f} "
-                f"| {old_cell} | {t_new:.2f} | {old_rate} | {rate:.3f} | {ratio} |"
+                f"| {old_cell} | {t_new:.2f} | {old_rate} | {rate:.3f} | {ratio} | {total:.2f} |"
             )
     print(
         f"old: Decoder.greedy, skipped where its first {PROBE_STEPS} steps extrapolate past "
@@ -122,4 +125,4 @@ def test_one_pass_decode_speed():
         "set-up's inputs)"
     )
     assert worst <= 1.0, f"new decode: {worst:.3f} s per 1,000 nodes (target 1 s)"
-    assert largest <= 10.0, f"new decode: {largest:.2f} s on 9,313 nodes (target 10 s)"
+    assert largest <= 10.0, f"new set-up + decode: {largest:.2f} s on 9,313 nodes (target 10 s)"
