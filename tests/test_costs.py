@@ -203,3 +203,13 @@ def test_lower_bounds_and_ccr_rescaling_hold_with_profiles():
     mixed = two_kinds(half, launch=(1e-6, 0.0), bandwidth=1e9, latency=1e-6, count=4, flops=1e9)
     for target in (0.5, 2.0):
         assert ccr(scale_to_ccr(g, mixed, target), mixed) == pytest.approx(target, rel=1e-9)
+
+
+def test_b_levels_are_computed_once_and_each_call_gets_its_own_copy():
+    from placegym.envs import get_preset
+
+    g, c = make_graph("random_dag", nodes=30, seed=1), get_preset("v100x8")
+    first = b_level(g, c)
+    first[:] = -1.0  # a caller's copy: the next call is not changed
+    again = b_level(g, c)
+    assert (again > 0).all() and again is not first

@@ -117,6 +117,22 @@ def test_bad_time_fields_give_one_error_naming_node_and_kind(time, message):
         load_graph(doc(time))
 
 
+def test_devices_of_equal_speed_and_another_kind_keep_their_own_durations():
+    """Durations are computed once per distinct device (speeds, launch, cost class) and
+    spread: cpu, acc and a kind-less device of the same speed, twice each, keep their
+    own profiled or roofline durations."""
+    c = cpu_acc(
+        launch=0.25,
+        extra=[("cpu2", 1e3, "cpu"), ("acc2", 1e3, "acc"), ("p1", 1e3, None), ("p2", 1e3, None)],
+    )
+    g = load_graph(doc({"cpu": 1.0, "*": 2.0}, {"cpu": 1.0}, 3.0, None))
+    # 100 FLOP at 1000 FLOP/s: roofline 0.1 s
+    want = np.array([[1.0, 2.0] * 2 + [2.0] * 2, [1.0, 0.1] * 2 + [0.1] * 2, [3.0] * 6, [0.1] * 6])
+    np.testing.assert_array_equal(durations_on(g, c), want + 0.25)
+    grid = node_durations(g, c, np.arange(4)[:, None], np.arange(6))
+    np.testing.assert_array_equal(durations_on(g, c), grid)
+
+
 def test_a_v1_document_refuses_per_kind_times():
     with pytest.raises(ValueError, match=r"nodes\[0\]\.time: needs the format tag"):
         load_graph(doc({"cpu": 1.0}, fmt="placegym.graph/v1"))

@@ -22,7 +22,7 @@ import numpy as np
 
 from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
-from placegym.envs.core.costs import node_durations
+from placegym.envs.core.costs import cost_table, node_durations
 from placegym.envs.core.graph import Graph
 
 __all__ = [
@@ -32,7 +32,7 @@ __all__ = [
     "durations_on",
     "mean_comm",
     "mean_durations",
-    "share_durations",
+    "share_costs",
     "step_costs",
     "t_level",
 ]
@@ -49,8 +49,22 @@ def durations_on(graph: Graph, cluster: Cluster, nodes: np.ndarray | int | None 
 
 
 def _durations(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """The ``(n, D)`` durations, computed once per distinct device (speeds, launch
+    overhead, cost class: a 1,024-device cluster of one GPU type is one column) and
+    spread to every device: the same values, in one ``(n, D)`` pass."""
     idx = np.arange(graph.num_nodes)
-    out = node_durations(graph, cluster, idx[:, None], np.arange(cluster.num_devices))
+    key = np.stack(
+        [
+            cluster.flops,
+            cluster.mem_bandwidth,
+            cluster.launch_overhead,
+            cost_table(graph, cluster)[1].astype(np.float64),
+        ],
+        axis=1,
+    )
+    _, first, which = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    columns = node_durations(graph, cluster, idx[:, None], first)
+    out = np.take(columns, which.ravel(), axis=1)
     out.setflags(write=False)
     return out
 
@@ -60,11 +74,12 @@ def _durations(graph: Graph, cluster: Cluster) -> np.ndarray:
 _all_durations = IdentityCache(_durations, size=4)
 
 
-def share_durations(graph: Graph, cluster: Cluster, like: Cluster) -> None:
-    """Take ``like``'s durations of ``graph`` (computed once) as ``cluster``'s: for a
-    ``cluster`` that differs from ``like`` only where no duration reads (e.g. its
-    devices' memory), so that its ``(n, D)`` durations are not computed again."""
+def share_costs(graph: Graph, cluster: Cluster, like: Cluster) -> None:
+    """Take ``like``'s durations and b-levels of ``graph`` (computed once) as
+    ``cluster``'s: for a ``cluster`` that differs from ``like`` only where neither reads
+    (e.g. its devices' memory), so that they are not computed again."""
     _all_durations.put(graph, cluster, value=durations_on(graph, like))
+    _b_levels.put(graph, cluster, value=_b_levels(graph, like))
 
 
 def mean_durations(graph: Graph, cluster: Cluster) -> np.ndarray:
@@ -84,7 +99,12 @@ def mean_comm(graph: Graph, cluster: Cluster) -> np.ndarray:
 
 
 def b_level(graph: Graph, cluster: Cluster) -> np.ndarray:
-    """``(n,)`` longest mean-cost path from each node to a sink, its own compute included."""
+    """``(n,)`` longest mean-cost path from each node to a sink, its own compute included
+    (computed once per graph and cluster object; each call returns its own copy)."""
+    return _b_levels(graph, cluster).copy()
+
+
+def _b_level(graph: Graph, cluster: Cluster) -> np.ndarray:
     w = mean_durations(graph, cluster).tolist()
     comm = mean_comm(graph, cluster).tolist()
     ptr, idx = graph.consumer_csr
@@ -96,7 +116,13 @@ def b_level(graph: Graph, cluster: Cluster) -> np.ndarray:
             if bl[c] > best:
                 best = bl[c]
         bl[v] = w[v] + (comm[v] + best if ptr[v + 1] > ptr[v] else 0.0)
-    return np.array(bl)
+    out = np.array(bl)
+    out.setflags(write=False)
+    return out
+
+
+#: The b-levels per (graph, cluster) object (every list rule ranks by them).
+_b_levels = IdentityCache(_b_level, size=4)
 
 
 def t_level(graph: Graph, cluster: Cluster) -> np.ndarray:
