@@ -55,7 +55,7 @@ import numpy as np
 
 from placegym.envs.analysis.levels import step_costs
 from placegym.envs.analysis.memory import memory_may_bind
-from placegym.envs.analysis.room import Room, Units, room_mask, units, working_set
+from placegym.envs.analysis.room import Room, Units, room_mask, units
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
@@ -199,12 +199,13 @@ class PlacementState:
         self._insertion: _Insertion | None = None  # built on the first insertion_start
         # co-location groups: each group's device once a member is placed (None: no groups)
         self._group_device: dict[int, int] | None = {} if graph.groups else None
-        # memory_mask="room" where memory may bind: (units, working sets), per-unit device,
+        # memory_mask="room" where memory may bind: (units, each node's working set where
+        # it takes time: working_set's row, made per node), per-unit device,
         # committed resident bytes and largest working set per device (None: not needed)
         self._room: tuple[Units, np.ndarray] | None = None
         if self.mask_mode == "room" and memory_may_bind(graph, cluster):
             u = units(graph)
-            self._room = (u, working_set(graph, self.costs.duration))
+            self._room = (u, graph.out_bytes + graph.in_bytes)
             self._unit_dev = np.full(u.count, -1, dtype=np.int64)
             self._committed = np.zeros(d)
             self._ws_max = np.zeros(d) if reserve is None else reserve.copy()
@@ -298,7 +299,7 @@ class PlacementState:
         return room_mask(
             fits,
             need,
-            ws[v],
+            np.where(self.costs.duration[v] > 0, ws[v], 0.0),  # working_set(...)[v]
             u.unopened(self._unit_dev >= 0, int(u.of[v])),
             self.cluster.memory,
             self._committed,
@@ -380,7 +381,8 @@ class PlacementState:
             if self._unit_dev[unit] < 0:  # opened: its whole unit's bytes are committed
                 self._unit_dev[unit] = device
                 self._committed[device] += u.nbytes[unit]
-            self._ws_max[device] = max(self._ws_max[device], ws[v, device])
+            held = ws[v] if self.costs.duration[v, device] > 0 else 0.0  # working_set
+            self._ws_max[device] = max(self._ws_max[device], held)
         self.selected = -1
         self._num_placed += 1
         left = self._unplaced_producers
