@@ -76,3 +76,25 @@ def test_summary_figures_on_hand_made_rows():
     assert fig["over_memory"] == [0.0, 0.0, 1.0]
     assert fig["seconds_per_1k"] == [pytest.approx(0.4)] * 3
     assert fig["slowest_decode"] == [pytest.approx(0.2)] * 3
+
+
+def test_an_agent_is_evaluated_under_another_mask_when_asked(monkeypatch):
+    """run --memory-mask: the shipped generalist (trained under room) decodes under the
+    mask the fine-tuned policies were trained under, in its greedy pass and its warm
+    start alike (both read the agent's mask)."""
+    from placegym.train.evaluate import load_agent
+
+    assert load_agent(AGENT).memory_mask == "room"
+    assert load_agent(AGENT, memory_mask="live").memory_mask == "live"
+    seen = []
+
+    def spy(checkpoint, seed, *args, **kw):
+        seen.append(kw.get("memory_mask"))
+        return []
+
+    monkeypatch.setattr(op, "run_seed", spy)
+    assert op.main(["run", AGENT, "--seed", "0", "--memory-mask", "live"]) == 0
+    assert op.main(["run", AGENT, "--seed", "0"]) == 0
+    assert seen == ["live", None]
+    with pytest.raises(SystemExit):
+        op.main(["run", AGENT, "--seed", "0", "--memory-mask", "roomy"])

@@ -338,6 +338,7 @@ def load_agent(
     k: int = 16,
     threads: int | None = THREADS,
     one_pass: bool | None = None,
+    memory_mask: bool | str | None = None,
 ) -> AgentPlacer:
     """An :class:`~placegym.agents.doppler.placer.AgentPlacer` from a checkpoint written by
     ``placegym train`` (or a shipped agent, ``pretrained:NAME``: :func:`load_policy`),
@@ -346,8 +347,11 @@ def load_agent(
     with ``threads`` torch threads (default 1; None: the process's setting; the caller's
     count is restored after each placement). ``one_pass`` (greedy only): place by the
     one-pass decode, no simulator call; None: as a shipped agent's card says (its
-    ``one_pass``), else not; a greedy agent loaded otherwise keeps the default."""
+    ``one_pass``), else not; a greedy agent loaded otherwise keeps the default.
+    ``memory_mask``: decode under this mask instead (e.g. to compare a shipped agent with
+    policies trained under another)."""
     policy, base, mask, card_one_pass = _load(path)
+    mask = mask if memory_mask is None else memory_mask
     name = {"greedy": base, "best_of_k": f"{base}-best{k}", "sample": f"{base}-sample"}.get(
         mode, base
     )

@@ -8,6 +8,9 @@ equal seconds.
     python -m placegym.train.experiments.onepass run CHECKPOINT --seed 0
     python -m placegym.train.experiments.onepass table
 
+(``run --memory-mask live`` decodes under that mask instead of the policy's training
+mask: a shipped agent beside policies trained under another.)
+
 ``run`` appends a row per instance of :data:`SPLITS` to ``--rows`` (default
 ``docs/results/onepass.jsonl``; an instance already there for that seed is skipped: a
 killed run resumes) and computes the missing deterministic baselines into
@@ -133,11 +136,13 @@ def run_seed(
     baselines_path: Path = BASELINES,
     splits: Sequence[tuple[str, str]] = SPLITS,
     budget: int = BUDGET,
+    memory_mask: str | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of ``checkpoint`` (a training run's checkpoint or ``pretrained:NAME``) with
     searches of ``budget`` calls seeded ``seed``, on every instance of ``splits`` not yet
     in ``path`` for that seed (appended as each is done), and the baselines of every
-    instance there into ``baselines_path``; returns the new rows."""
+    instance there into ``baselines_path``; returns the new rows. ``memory_mask``: decode
+    under this mask instead of the policy's training mask."""
     from placegym.agents.doppler.onepass import one_pass_greedy
     from placegym.agents.doppler.placer import torch_threads
     from placegym.train.evaluate import load_agent
@@ -148,7 +153,7 @@ def run_seed(
 
     path.parent.mkdir(parents=True, exist_ok=True)
     done = {(r["instance"], r["seed"]) for r in read_rows(path)} if path.is_file() else set()
-    agent = load_agent(checkpoint, threads=1)
+    agent = load_agent(checkpoint, threads=1, memory_mask=memory_mask)
     searches = {**SEARCH_PLACERS, "warm": warm_anneal(agent, threads=1)}
     new = []
     with patched():
@@ -327,8 +332,11 @@ def _value(kind: str, x: float) -> str:
     )
 
 
-def onepass_table(rows: list[dict[str, Any]], base: dict[str, dict]) -> str:
-    """The summary table, a column per split (module docstring), then the targets."""
+def onepass_table(
+    rows: list[dict[str, Any]], base: dict[str, dict], over: str = "training seeds"
+) -> str:
+    """The summary table, a column per split (module docstring), then the targets;
+    ``over``: what the rows' seeds are (the searches' seeds of a policy not trained here)."""
     splits = list(dict.fromkeys(r["instance"].split("/")[0] for r in rows))
     per = {
         s: split_summary([r for r in rows if r["instance"].startswith(s + "/")], base)
@@ -340,7 +348,7 @@ def onepass_table(rows: list[dict[str, Any]], base: dict[str, dict]) -> str:
     }
     head = " | ".join(f"{s} ({counts[s]})" for s in splits)
     lines = [
-        f"Mean ± std over training seeds {', '.join(map(str, seeds))}; ratios to "
+        f"Mean ± std over {over} {', '.join(map(str, seeds))}; ratios to "
         "critical_path's makespan, lower is better.",
         "",
         f"| figure | {head} |",
@@ -370,6 +378,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     r = sub.add_parser("run", help="evaluate a checkpoint with one seed (appends rows)")
     r.add_argument("checkpoint")
     r.add_argument("--seed", type=int, required=True)
+    r.add_argument(
+        "--memory-mask",
+        choices=("resident", "room", "live"),
+        help="decode under this mask (default: the policy's training mask)",
+    )
     t = sub.add_parser("table", help="print the tables from the stored rows and baselines")
     for q in (r, t):
         q.add_argument("--rows", type=Path, default=ROWS, help=f"rows file (default {ROWS})")
@@ -378,7 +391,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     args = p.parse_args(argv)
     if args.cmd == "run":
-        rows = run_seed(args.checkpoint, args.seed, args.rows, args.baselines)
+        rows = run_seed(
+            args.checkpoint, args.seed, args.rows, args.baselines, memory_mask=args.memory_mask
+        )
         print(f"{len(rows)} new rows in {args.rows}")
         return 0
     base = json.loads(args.baselines.read_text())

@@ -277,6 +277,15 @@ def _onepass(results: Path) -> str:
     return onepass_table(*_part(results, "onepass"))
 
 
+def _onepass_start(results: Path) -> str:
+    """The one-pass evaluation of the generalist the recipe starts from (its own rows,
+    the one-pass baselines)."""
+    from placegym.train.experiments.onepass import onepass_table
+
+    rows = _read_rows(results / "onepass-generalist.jsonl")
+    return onepass_table(rows, _part(results, "onepass")[1], over="search seeds")
+
+
 _CH = "bench/comm-heavy-v0-test/results.json"
 _ANY = "anytime/comm-heavy-v0-test/anytime_curve.csv"
 _P100 = "bench/p100x4/results.json"
@@ -327,6 +336,9 @@ BLOCKS: dict[str, Block] = {
     },
     "sb3-recipe": Block((*_SB3, _P100), _sb3_recipe),
     "onepass": Block(("onepass.jsonl", "onepass.baselines.json"), _onepass),
+    "onepass-generalist": Block(
+        ("onepass-generalist.jsonl", "onepass.baselines.json"), _onepass_start
+    ),
 }
 
 
