@@ -81,8 +81,10 @@ def group_advantages(
         raise ValueError(f"groups: expected {len(records)} ids, got {len(groups)}")
     returns = [_returns(r, reward_to_go) for r in records]
     adv: list[np.ndarray] = [np.empty(0)] * len(records)
-    for gid in dict.fromkeys(groups):
-        members = [i for i, g in enumerate(groups) if g == gid]
+    by_group: dict[int, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_group.setdefault(g, []).append(i)
+    for gid, members in by_group.items():
         base = None
         if baselines is not None:
             if gid not in baselines:
@@ -98,8 +100,7 @@ def group_advantages(
         for i, row in zip(members, centred):
             adv[i] = row
     if normalize and per_group:
-        for gid in dict.fromkeys(groups):
-            members = [i for i, g in enumerate(groups) if g == gid]
+        for members in by_group.values():
             std = float(np.concatenate([adv[i] for i in members]).std())
             for i in members:
                 adv[i] = adv[i] / (std + 1e-8)

@@ -100,17 +100,17 @@ class RolloutWorker:
         self.policy.load_state_dict(weights)
         self.policy.train()
         pool = self.pools[job.reward]
-        graphs, clusters = self.graphs, self.clusters
-        if job.instances is not None:  # this update's fresh instances, by index
+        if job.instances is None:
+            source = {gi: (self.graphs[gi], self.clusters[gi]) for gi in set(job.groups)}
+        else:  # this update's fresh instances, by index
             if self.sampler is None:
                 raise ValueError("job.instances: this worker has no sampler (data.sampler)")
             pool = EnvPool(reward=job.reward, **self.env_kwargs)
             drawn = {gi: self.sampler.draw(job.instances[gi]) for gi in set(job.groups)}
-            graphs = {gi: inst.graph for gi, inst in drawn.items()}  # type: ignore[assignment]
-            clusters = {gi: inst.cluster for gi, inst in drawn.items()}  # type: ignore[assignment]
+            source = {gi: (inst.graph, inst.cluster) for gi, inst in drawn.items()}
         envs = []
         for gi, count in _runs(job.groups):
-            envs += pool.get(graphs[gi], clusters[gi], count)
+            envs += pool.get(*source[gi], count)
         return play_episodes(
             self.policy,
             envs,

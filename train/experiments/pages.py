@@ -232,8 +232,12 @@ def draw_anytime(path: Path, png: Path, title: str) -> None:
     plot_curves(cv, grid, png, normalizer=info["normalizer"], title=title)
 
 
-def _part(results: Path, part: str) -> tuple[list[dict[str, Any]], dict[str, dict]]:
-    rows = _read_rows(results / f"{part}.jsonl")
+def _part(
+    results: Path, part: str, rows_file: str | None = None
+) -> tuple[list[dict[str, Any]], dict[str, dict]]:
+    """The rows of ``part`` (or of ``rows_file``) and ``part``'s baselines, every row's
+    instance among them."""
+    rows = _read_rows(results / (rows_file or f"{part}.jsonl"))
     base = json.loads((results / f"{part}.baselines.json").read_text())
     missing = sorted({r["instance"] for r in rows} - set(base))
     if missing:
@@ -282,8 +286,8 @@ def _onepass_start(results: Path) -> str:
     the one-pass baselines)."""
     from placegym.train.experiments.onepass import onepass_table
 
-    rows = _read_rows(results / "onepass-generalist.jsonl")
-    return onepass_table(rows, _part(results, "onepass")[1], over="search seeds")
+    rows, base = _part(results, "onepass", "onepass-generalist.jsonl")
+    return onepass_table(rows, base, over="search seeds")
 
 
 _CH = "bench/comm-heavy-v0-test/results.json"
