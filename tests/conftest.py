@@ -34,3 +34,12 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _training_on_the_cpu(request, monkeypatch):
+    """Outside tests marked ``gpu``, torch sees no CUDA device, so that a config's
+    ``device: auto`` trains on the CPU on every machine: the tests that compare weights
+    bit for bit (resume, Ray against in-process) hold on a GPU machine too."""
+    if request.node.get_closest_marker("gpu") is None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

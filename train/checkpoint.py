@@ -19,6 +19,11 @@ key                 content
                     ``order`` (int lists), ``makespan`` (may be absent or empty)
 ==================  ==========================================================
 
+Every tensor of a checkpoint is on the CPU (:func:`cpu_state`: a learner trained on a GPU
+saves copies), and :func:`load_checkpoint` maps whatever it reads there: a checkpoint
+loads on any machine, and a run resumes on another device than it was saved on (Adam's
+state goes to the device of the weights it steps when the optimiser loads it).
+
 Versions: v2 gave the PLC head the sibling share (v1 files are refused: their weights
 do not fit); v3 reshaped ``config`` (phase II's ``imitation_*`` keys became its
 ``self_imitation`` section; ``improve_*`` and phase III's RL-only keys went).
@@ -32,8 +37,8 @@ the new checkpoint, never a torn one.
 A run resumes only with the config it was trained with: :func:`check_resume` compares
 the config of a resume with the checkpoint's and raises :class:`ConfigChanged` naming the
 keys that differ (old -> new), but for the keys that cannot change what the run computes
-(:data:`RESUME_FREE_KEYS`: the name, folder, progress bars, W&B, threads, Ray workers,
-checkpoint interval, Gantt images).
+(:data:`RESUME_FREE_KEYS`: the name, folder, progress bars, W&B, threads, the training
+device, Ray workers, checkpoint interval, Gantt images).
 
 A Ctrl-C during training becomes :class:`Interrupted`, whose message is the one line
 ``placegym train`` prints: the update reached and the checkpoint the same command
@@ -46,6 +51,7 @@ import dataclasses
 import json
 import math
 import os
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -68,13 +74,16 @@ CHECKPOINT_FORMAT = "placegym.checkpoint/v3"
 _V2 = "placegym.checkpoint/v2"
 
 #: Config keys (dotted; a section stands for all its keys) that a resume may change:
-#: they cannot change the weights or results of the run.
+#: they cannot change the weights or results of the run (``threads`` and ``device`` but
+#: for floating-point rounding: the same computation in another order or on other
+#: hardware).
 RESUME_FREE_KEYS = (
     "name",
     "out",
     "resume",
     "progress",
     "threads",
+    "device",
     "workers",
     "checkpoint_every",
     "restarts",
@@ -91,6 +100,7 @@ __all__ = [
     "check_resume",
     "config_changes",
     "convert_v2_config",
+    "cpu_state",
     "init_checkpoint",
     "init_weights",
     "load_checkpoint",
@@ -212,6 +222,25 @@ def init_checkpoint(init: str, base_dir: Path | None) -> tuple[Path, TrainConfig
     return path, None
 
 
+def cpu_state(value: Any) -> Any:
+    """``value`` (a ``state_dict``, nested dicts, lists and tuples of tensors and
+    primitives) with every tensor on the CPU: a tensor there already is kept as it is
+    (not copied), one elsewhere is copied there; the containers are new (an
+    ``OrderedDict`` stays one, with the ``_metadata`` of a module's ``state_dict``)."""
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, OrderedDict):
+        out = OrderedDict((k, cpu_state(v)) for k, v in value.items())
+        if hasattr(value, "_metadata"):
+            out._metadata = value._metadata  # type: ignore[attr-defined]
+        return out
+    if isinstance(value, dict):
+        return {k: cpu_state(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(cpu_state(v) for v in value)
+    return value
+
+
 def training_checkpoint(
     cfg: TrainConfig,
     policy: DopplerPolicy,
@@ -222,14 +251,15 @@ def training_checkpoint(
     plans: dict[int, dict[str, Any]],
 ) -> dict[str, Any]:
     """The payload of a training run's checkpoint (the keys of the module docstring);
-    ``opt`` and ``sched`` are None between phases and at the end."""
+    ``opt`` and ``sched`` are None between phases and at the end. The weights and the
+    optimiser's state are on the CPU (:func:`cpu_state`) wherever ``policy`` is."""
     return {
         "format": CHECKPOINT_FORMAT,
         "name": cfg.name,
         "config": cfg.to_dict(),
         "policy_config": asdict(cfg.policy),
-        "policy": policy.state_dict(),
-        "optimizer": None if opt is None else opt.state_dict(),
+        "policy": cpu_state(policy.state_dict()),
+        "optimizer": None if opt is None else cpu_state(opt.state_dict()),
         "scheduler": None if sched is None else sched.state_dict(),
         "progress": asdict(progress),
         "rng": rng_state(rng),

@@ -1,16 +1,25 @@
 """Range and choice checks of a training config (:func:`validate`), each naming the dotted
 key and the offending value; :mod:`placegym.train.config` runs them on every config it
-builds (the config's dataclasses are :mod:`placegym.train.config_schema`'s)."""
+builds (the config's dataclasses are :mod:`placegym.train.config_schema`'s).
+
+``device`` is checked in two steps: :func:`validate` checks its form (``auto``, ``cpu``,
+``cuda`` or ``cuda:N``) wherever a config is built, and :func:`resolve_device` checks that
+this machine has the device when training starts. A config names a device of the machine
+that trains it, not of every machine that reads it: a checkpoint's config, or an ``init``
+config, written on a GPU machine still loads on a CPU one."""
 
 from __future__ import annotations
 
 import inspect
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
 from placegym.envs.mdp.state import MEMORY_MASKS
 
 if TYPE_CHECKING:
+    import torch
+
     from placegym.train.config_schema import (
         GraphEntry,
         ImitationConfig,
@@ -21,7 +30,15 @@ if TYPE_CHECKING:
         TrainConfig,
     )
 
-__all__ = ["LR_SCHEDULES", "MAX_LR", "MAX_SEED", "TRAINING_PHASES", "validate"]
+__all__ = [
+    "DEVICES",
+    "LR_SCHEDULES",
+    "MAX_LR",
+    "MAX_SEED",
+    "TRAINING_PHASES",
+    "resolve_device",
+    "validate",
+]
 
 TRAINING_PHASES = ("phase1", "phase2", "phase3")
 LR_SCHEDULES = ("constant", "linear", "cosine")
@@ -30,6 +47,9 @@ LR_SCHEDULES = ("constant", "linear", "cosine")
 MAX_LR = 1.0
 #: The largest seed (torch and numpy take seeds below 2**63; restarts add to it).
 MAX_SEED = 2**32 - 1
+#: The forms of ``device`` (``N`` a CUDA device index).
+DEVICES = ("auto", "cpu", "cuda", "cuda:N")
+_DEVICE = re.compile(r"auto|cpu|cuda(:(0|[1-9][0-9]*))?")
 
 
 def _check(ok: bool, where: str, expect: str, value: Any) -> None:
@@ -56,6 +76,8 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.checkpoint_every >= 1, "checkpoint_every", "must be >= 1", cfg.checkpoint_every)
     _check(cfg.threads >= 1, "threads", "must be >= 1", cfg.threads)
     _check(cfg.workers >= 0, "workers", "must be >= 0", cfg.workers)
+    device_ok = isinstance(cfg.device, str) and _DEVICE.fullmatch(cfg.device) is not None
+    _check(device_ok, "device", f"expected {', '.join(DEVICES)}", cfg.device)
     _check(cfg.restarts >= 1, "restarts", "must be >= 1", cfg.restarts)
     progress_ok = isinstance(cfg.progress, bool) or cfg.progress == "auto"
     _check(progress_ok, "progress", "expected true, false or auto", cfg.progress)
@@ -82,6 +104,39 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.eval.every >= 0, "eval.every", "must be >= 0", cfg.eval.every)
     _check(cfg.eval.k >= 1, "eval.k", "must be >= 1", cfg.eval.k)
     _one_of(cfg.wandb.mode, ("auto", "online", "offline", "disabled"), "wandb.mode")
+
+
+def resolve_device(device: str) -> torch.device:
+    """The torch device that ``device`` (a config's ``device``) names on this machine:
+    ``auto`` is the current CUDA device when ``torch.cuda.is_available()``, else the CPU;
+    ``cuda`` the current CUDA device; ``cuda:N`` that one; ``cpu`` the CPU. A CUDA device
+    comes back with its index (``cuda:0``).
+
+    Raises:
+        ValueError: naming ``device`` and the value: not one of :data:`DEVICES`; CUDA asked
+            for where torch sees none; an index at or beyond this machine's device count.
+    """
+    import torch
+
+    _check(
+        _DEVICE.fullmatch(device) is not None, "device", f"expected {', '.join(DEVICES)}", device
+    )
+    if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError(
+            f"device: {device!r} needs CUDA, which torch does not see on this machine "
+            f"(torch.cuda.is_available() is False; torch {torch.__version__}); use cpu, "
+            "or auto (a GPU where there is one)"
+        )
+    count = torch.cuda.device_count()
+    index = torch.cuda.current_device() if device in ("auto", "cuda") else int(device[5:])
+    if index >= count:
+        devices = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
+        raise ValueError(
+            f"device: {device!r} is not a CUDA device of this machine (it has {devices})"
+        )
+    return torch.device("cuda", index)
 
 
 def _validate_sampler(cfg: TrainConfig) -> None:

@@ -368,6 +368,17 @@ class TrainConfig:
     """Continue from the run folder's latest checkpoint when there is one."""
     threads: int = 1
     """torch CPU threads (small per-step forwards are fastest single-threaded)."""
+    device: str = "auto"
+    """Where the learner trains (its weights, Adam, the scoring and the backward pass of
+    every loss): ``auto`` (the current CUDA device when torch sees one, else the CPU),
+    ``cpu``, ``cuda`` (the current CUDA device) or ``cuda:N``. Episodes (rollouts, greedy
+    baselines, self-imitation's plan episodes, evaluation) always play on the CPU, whose
+    tiny per-step forwards are fastest there: off the CPU, a CPU copy of the policy plays
+    them and takes the learner's weights after every update. On the CPU the two are one
+    policy, and the run is that of a CPU-only machine. A CUDA device that this machine
+    lacks is refused when training starts
+    (:func:`~placegym.train.config_checks.resolve_device`); a run may resume on another
+    device than it was saved on."""
     workers: int = 0
     """Ray actors that play the simulator phases' episodes (:mod:`placegym.train.workers`;
     needs ``placegym[ray]``); 0 plays them in this process. Either way, same weights."""

@@ -34,6 +34,7 @@ from typing import Any
 
 from placegym.train.checkpoint import check_resume, init_checkpoint
 from placegym.train.config import TrainConfig, resolve_path
+from placegym.train.config_checks import resolve_device
 from placegym.train.evaluate import results_table, train_greedy_ratio
 from placegym.train.runlock import RunLock
 from placegym.train.trainer import Trainer
@@ -103,7 +104,10 @@ def train(cfg: TrainConfig, base_dir: Path | None = None) -> list[dict[str, Any]
     Raises:
         RunBusy: another process trains in the run folder.
         ConfigChanged: the run exists with another config (a resume must keep it).
+        ValueError: ``cfg.device`` names a device this machine lacks (before anything,
+            the ``init`` config included, is trained).
     """
+    resolve_device(cfg.device)
     train_init_first(cfg, base_dir)
     with RunLock(cfg.run_dir):  # restarts train in sub-folders: one lock holds them all
         if cfg.restarts == 1:

@@ -43,7 +43,7 @@ from torch import Tensor
 
 from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.agents.doppler.policy import DopplerPolicy
-from placegym.agents.doppler.scoring import Scores, score
+from placegym.agents.doppler.scoring import Scores, policy_device, score
 from placegym.train.config import RLConfig
 from placegym.train.losses import ImitationTerm, entropy_by_phase, mean_steps
 from placegym.train.optim import clipped_step
@@ -129,6 +129,14 @@ def _returns(record: EpisodeRecord, reward_to_go: bool) -> np.ndarray:
     return np.cumsum(r[::-1])[::-1] if reward_to_go else np.full_like(r, record.ret)
 
 
+def _on_policy_device(policy: DopplerPolicy, advantages: Sequence[Tensor]) -> list[Tensor]:
+    """``advantages`` (from :func:`group_advantages`, on the CPU) on the device of
+    ``policy``, where :func:`~placegym.agents.doppler.scoring.score` puts the scores
+    (the same tensors when that is the CPU)."""
+    device = policy_device(policy)
+    return [a.to(device) for a in advantages]
+
+
 def _pg_terms(scores: list[Scores], adv: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
     policy_loss = -mean_steps([s.logp * a for s, a in zip(scores, adv)])
     return policy_loss, mean_steps([s.entropy for s in scores])
@@ -142,7 +150,9 @@ def reinforce_update(
     cfg: RLConfig,
     imitation: ImitationTerm | None = None,
 ) -> dict[str, float]:
-    """One REINFORCE step with entropy bonus and gradient clipping; returns metrics."""
+    """One REINFORCE step with entropy bonus and gradient clipping; returns metrics
+    (``advantages`` on any device: they are copied to the policy's)."""
+    advantages = _on_policy_device(policy, advantages)
     scores = score(policy, records, temperature=cfg.temperature)
     policy_loss, entropy = _pg_terms(scores, advantages)
     loss = policy_loss - cfg.entropy_coef * entropy
@@ -173,7 +183,9 @@ def ppo_update(
     rng: np.random.Generator,
     imitation: ImitationTerm | None = None,
 ) -> dict[str, float]:
-    """PPO epochs over minibatches of whole episodes (order drawn from ``rng``)."""
+    """PPO epochs over minibatches of whole episodes (order drawn from ``rng``;
+    ``advantages`` on any device: they are copied to the policy's)."""
+    advantages = _on_policy_device(policy, advantages)
     with torch.no_grad():
         old = [s.logp for s in score(policy, records, temperature=cfg.temperature)]
     stats: list[dict[str, float]] = []

@@ -6,11 +6,21 @@
    played anywhere, :mod:`placegym.train.players`).
    Evaluation uses its own generators seeded from ``seed``, so evaluating never changes
    the training trajectory.
-2. **Resume or init**: the run folder's ``checkpoints/latest.pt`` when present (policy,
+2. **Devices**: the learner (the policy Adam steps: scoring, losses, backward) lives on
+   ``device`` (:func:`~placegym.train.config_checks.resolve_device`; ``auto``: a GPU
+   when torch sees one); every episode (rollouts, greedy baselines, self-imitation's plan
+   episodes, evaluation) is played by the **actor**, a policy on the CPU, whose tiny
+   per-step forwards are fastest there. On the CPU the actor *is* the learner (one
+   object: nothing is copied, the run is that of a CPU-only machine); elsewhere it is a
+   CPU copy that takes the learner's weights after each update (after its last optimiser
+   step, before any episode is played again), after a resume or init, and when
+   ``eval.keep_best`` brings back the best weights. Ray workers receive the actor's
+   (CPU) weights. Checkpoints hold CPU tensors, so a run resumes on any device.
+3. **Resume or init**: the run folder's ``checkpoints/latest.pt`` when present (policy,
    optimiser, scheduler, random states, counters, self-imitation plans), else the
    ``init`` weights (:func:`~placegym.train.checkpoint.init_weights`; the run layer,
    :func:`placegym.train.restarts.train`, trains an ``init`` config first), else fresh.
-3. **Phases** (``phases`` in order), each with its own Adam and learning-rate schedule, a
+4. **Phases** (``phases`` in order), each with its own Adam and learning-rate schedule, a
    tqdm bar, metrics every update, a checkpoint every ``checkpoint_every`` updates and at
    the phase end, and an evaluation every ``eval.every`` updates. An update draws a batch
    (:func:`~placegym.train.players.draw_job`: graphs, ``episodes_per_graph`` environments
@@ -24,7 +34,7 @@
      (:class:`~placegym.train.self_imitation.SelfImitation`);
    - phase III: the same RL on measured makespans of the real backend, logging the
      sim-vs-real gap ``charts/sim_real_gap`` (:mod:`placegym.train.phase3`).
-4. **Final**: evaluation against the teachers on training and held-out graphs
+5. **Final**: evaluation against the teachers on training and held-out graphs
    (:class:`~placegym.train.evaluator.RunEvaluator`), a markdown table (printed and written
    to ``results.md``, with ``results.json``), ``checkpoints/final.pt`` logged as a W&B
    artifact.
@@ -42,6 +52,7 @@ weights as an uninterrupted one (CPU, same thread count); another config is refu
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
@@ -74,6 +85,7 @@ from placegym.train.config import (
     SimRLConfig,
     TrainConfig,
 )
+from placegym.train.config_checks import resolve_device
 from placegym.train.data import load_graphs
 from placegym.train.evaluate import (
     EnvPool,
@@ -133,20 +145,50 @@ def _divergence(
 class Trainer:
     """Runs the phases of ``cfg`` (see the module docstring).
 
+    Attributes:
+        device: the learner's device (``cfg.device`` resolved on this machine).
+        policy: the learner, on :attr:`device`: the weights Adam steps, the scores and
+            the losses, the weights checkpoints save.
+        actor: the policy on the CPU that plays every episode: :attr:`policy` itself
+            when the two are not split, else a copy holding the learner's weights as of
+            the last update (see the module docstring).
+
     Args:
         cfg: the run configuration.
         base_dir: folder of the config file, for relative ``init``, cluster and graph
             paths.
+        split_actor: whether the actor is a CPU copy of the learner (True) or the
+            learner itself (False); None (the default): a copy exactly when
+            :attr:`device` is not the CPU. True on the CPU runs the split's code path
+            (copies, weight syncs) on one machine: a test seam; its weights are those of
+            the run without it.
+
+    Raises:
+        ValueError: ``cfg.device`` names a device this machine lacks, or
+            ``split_actor`` is False for a learner off the CPU.
     """
 
-    def __init__(self, cfg: TrainConfig, *, base_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        *,
+        base_dir: Path | None = None,
+        split_actor: bool | None = None,
+    ) -> None:
         self.cfg, self.base_dir = cfg, base_dir
         self.run_dir = cfg.run_dir
         self.ckpt_dir = self.run_dir / "checkpoints"
+        self.device = resolve_device(cfg.device)
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(cfg.threads)
         self.rng = np.random.default_rng(cfg.seed)
-        self.policy = DopplerPolicy(cfg.policy)
+        self.actor = DopplerPolicy(cfg.policy)  # made on the CPU, from the seeded generator
+        if split_actor is None:
+            split_actor = self.device.type != "cpu"
+        elif not split_actor and self.device.type != "cpu":
+            raise ValueError(f"split_actor: a learner on {self.device} needs its CPU actor")
+        # the learner: a copy (no draw from the generator) moved to its device, or the actor
+        self.policy = copy.deepcopy(self.actor).to(self.device) if split_actor else self.actor
         self.train_set = load_graphs(cfg.data.graphs, cfg.data.cluster, base_dir)
         self.heldout_set = load_graphs(cfg.data.heldout, cfg.data.cluster, base_dir)
         self.graphs = [t.graph for t in self.train_set]
@@ -182,6 +224,8 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(cfg.to_yaml())
         self.tracker = Tracker.for_run(cfg, self.progress.global_update)
+        split = "" if self.actor is self.policy else " (episodes on cpu)"
+        print(f"training on {self.device}{split}")
         self._session = 0
         try:
             if self.progress.global_update == 0:
@@ -219,12 +263,20 @@ class Trainer:
             self.progress = Progress(**ckpt["progress"])
             self._saved_plans = ckpt.get("best_plans") or {}
             print(f"resuming {latest} at update {self.progress.global_update}")
+            self._sync_actor()
             return {"optimizer": ckpt["optimizer"], "scheduler": ckpt["scheduler"]}
         if self.cfg.init:
             path, weights = init_weights(self.cfg.init, self.base_dir, self.cfg.policy)
             self.policy.load_state_dict(weights)
             print(f"initialised from {path}")
+        self._sync_actor()
         return None
+
+    def _sync_actor(self) -> None:
+        """Copy the learner's weights into the CPU actor (nothing to do when they are one
+        policy)."""
+        if self.actor is not self.policy:
+            self.actor.load_state_dict(self.policy.state_dict())
 
     # ------------------------------------------------------------------ phases
     def _run_phase(
@@ -289,11 +341,14 @@ class Trainer:
         return lambda opt: self._real_step(pcfg, opt)
 
     def _update(self, phase: str, step: Step, opt: torch.optim.Optimizer) -> dict[str, float]:
-        """Take one update and log its metrics (``charts/``, ``losses/``)."""
+        """Take one update and log its metrics (``charts/``, ``losses/``); the actor then
+        holds the learner's new weights."""
         t0 = time.perf_counter()
         lr = opt.param_groups[0]["lr"]
         self.policy.train()
+        self.actor.train()
         records, metrics = step(opt)
+        self._sync_actor()
         secs = time.perf_counter() - t0
         p = self.progress
         p.update, p.global_update = p.update + 1, p.global_update + 1
@@ -367,7 +422,7 @@ class Trainer:
             teacher="phase1",
             greedy=pcfg.rollin == "greedy",
         )
-        records = self._player().play(self.policy, envs, job, pool, teacher)
+        records = self._player().play(self.actor, envs, job, pool, teacher)
         metrics = imitation_update(
             self.policy,
             opt,
@@ -409,11 +464,11 @@ class Trainer:
             baselines = self._greedy_baselines(envs, job, pool)
         teacher = None if si is None else si.plans
         player = self._player(real=cluster is not None)
-        records = player.play(self.policy, envs, job, pool, teacher, plans=si)
+        records = player.play(self.actor, envs, job, pool, teacher, plans=si)
         term, extra = None, dict[str, float]()
         if si is not None:
             term, extra = si.step(
-                self.policy, envs, job.groups, records, rng=self.rng, graph_cache=pool.graph_cache
+                self.actor, envs, job.groups, records, rng=self.rng, graph_cache=pool.graph_cache
             )
         metrics = rl_update(
             self.policy,
@@ -440,7 +495,7 @@ class Trainer:
         first = {g: i for i, g in reversed(list(enumerate(job.groups)))}
         order = list(first)
         played = play_episodes(
-            self.policy,
+            self.actor,
             [envs[first[g]] for g in order],
             [job.seeds[first[g]] for g in order],
             rng=np.random.default_rng(0),  # greedy: no draw is made
@@ -480,7 +535,7 @@ class Trainer:
         """Evaluate on every training and held-out graph (:class:`RunEvaluator`); keep
         the best weights (``eval.keep_best``)."""
         step = self.progress.global_update
-        ev = self.evaluator.evaluate(self.policy, step, self._tracker)
+        ev = self.evaluator.evaluate(self.actor, step, self._tracker)
         self.last_eval, self._eval_step = ev.rows, step
         score = ev.metrics.get("eval/train/greedy_ratio_geomean", math.inf)
         if self.cfg.eval.keep_best and score < self.progress.best_eval:
@@ -495,6 +550,7 @@ class Trainer:
         current = train_greedy_ratio(self.last_eval)
         if self.cfg.eval.keep_best and best.is_file() and self.progress.best_eval < current:
             self.policy.load_state_dict(load_checkpoint(best)["policy"])
+            self._sync_actor()
             print(f"keep_best: final weights from {best} (greedy {self.progress.best_eval:.3f})")
             self._evaluate()
         final = self._save("final.pt", None, None)

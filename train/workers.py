@@ -226,13 +226,15 @@ class RayPlayer:
         plans: SelfImitation | None = None,
     ) -> list[EpisodeRecord]:
         """The records of ``job`` in batch order, played by the actors with ``policy``'s
-        weights (``teacher`` is rebuilt there: :meth:`set_phase1`, and ``plans`` are sent
-        when the job imitates them); the records share ``pool``'s graph inputs and the
-        first environment of each graph is reset, as after an in-process rollout."""
+        weights (sent as CPU tensors, wherever ``policy`` is; ``teacher`` is rebuilt
+        there: :meth:`set_phase1`, and ``plans`` are sent when the job imitates them); the
+        records share ``pool``'s graph inputs and the first environment of each graph is
+        reset, as after an in-process rollout."""
         if plans is not None and job.teacher == "plans":
             self.set_plans(plans.cfg, plans.state(self.graphs, self.clusters))
         ray = self._ray
-        weights = ray.put({k: v.detach().clone() for k, v in policy.state_dict().items()})
+        state = policy.state_dict()  # the actors' policies are on the CPU
+        weights = ray.put({k: v.detach().cpu().clone() for k, v in state.items()})
         parts = _split(job, len(self.actors))
         refs = [a.play.remote(weights, sub) for a, (_, sub) in zip(self.actors, parts)]
         slots: list[EpisodeRecord | None] = [None] * len(job.groups)

@@ -19,7 +19,12 @@ played). Which of them the policy reads, and in which order, is declared in
 
 The compiled kernels (:mod:`placegym.agents.doppler._kernels`) compute
 :func:`sel_context`, :func:`sibling_share` and :func:`placed_sums` bit for bit as the
-``torch`` formulations kept in the tests.
+``torch`` formulations kept in the tests. They run on the CPU whatever the device of
+their tensors (:func:`_host`: the tensors themselves on the CPU, copies from elsewhere)
+and return their results on the device of the inputs (a learner on a GPU pays a copy
+each way; :func:`placed_sums`'s kernel never builds the ``(S · n, H)`` gather that a
+``torch`` formulation on the GPU would). Every other function computes on the device of
+its tensors.
 """
 
 from __future__ import annotations
@@ -70,6 +75,12 @@ _EST_FINISH = 5  # node_dynamic column: estimated finish / CP (0 if unassigned)
 _EDGE_COMM = 0  # edge_attr column: transfer time of the edge / CP
 
 
+def _host(x: Tensor) -> np.ndarray:
+    """``x`` as a ``numpy`` array for a compiled kernel: its own memory when it is on the
+    CPU, else a copy there (no gradient either way)."""
+    return x.detach().cpu().numpy()
+
+
 # ---------------------------------------------------------------------- SEL
 def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tensor:
     """Readiness of scored (state, node) pairs, from the states' node_dynamic.
@@ -90,14 +101,14 @@ def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tens
         - input: ``dyn (S, n, 6)``, ``step (K,)`` and ``node (K,)`` long
         - output: ``(K, 3)``
     """
-    src, dst = g.edge_index.numpy()
+    src, dst = _host(g.edge_index)
     out, ok = readiness_kernel(
-        np.ascontiguousarray(dyn[..., _EST_FINISH].numpy()),
+        np.ascontiguousarray(_host(dyn[..., _EST_FINISH])),
         src,
         dst,
-        np.ascontiguousarray(g.edge_attr[:, _EDGE_COMM].numpy()),
-        step.numpy(),
-        node.numpy(),
+        np.ascontiguousarray(_host(g.edge_attr[:, _EDGE_COMM])),
+        _host(step),
+        _host(node),
     )
     if not ok:
         raise ValueError(
@@ -105,7 +116,7 @@ def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tens
             f"[{int(step.min())}, {int(step.max())}] and nodes in "
             f"[{int(node.min())}, {int(node.max())}]"
         )
-    return torch.from_numpy(out)
+    return torch.from_numpy(out).to(dyn.device)
 
 
 def sel_rules(g: GraphInputs, step: Tensor, node: Tensor, picks: Tensor | None = None) -> Tensor:
@@ -115,7 +126,7 @@ def sel_rules(g: GraphInputs, step: Tensor, node: Tensor, picks: Tensor | None =
     ``b_max`` (the critical-path teacher's SEL tie set); ``picks`` is not read."""
     b = g.x[node, _B_LEVEL]
     states = int(step.max()) + 1 if len(step) else 0
-    top = torch.full((states,), -torch.inf, dtype=b.dtype)
+    top = torch.full((states,), -torch.inf, dtype=b.dtype, device=b.device)
     top = top.scatter_reduce(0, step, b, reduce="amax", include_self=True)[step]
     gap = top - b
     return torch.stack([gap, (gap <= RULE_RTOL * top.abs()).to(b.dtype)], dim=-1)
@@ -135,11 +146,11 @@ def sel_pick(g: GraphInputs, step: Tensor, node: Tensor, picks: Tensor | None = 
         raise ValueError("g: sel_pick needs the graph inputs' b_level (PolicyConfig.prices)")
     b = g.b_level[node]
     states = int(step.max()) + 1 if len(step) else 0
-    top = torch.full((states,), -torch.inf, dtype=b.dtype)
+    top = torch.full((states,), -torch.inf, dtype=b.dtype, device=b.device)
     top = top.scatter_reduce(0, step, b, reduce="amax", include_self=True)[step]
     tied = (b - top).abs() <= TIE_RTOL * top.abs().clamp_min(1e-300)
     big = torch.iinfo(node.dtype).max
-    first = torch.full((states,), big, dtype=node.dtype)
+    first = torch.full((states,), big, dtype=node.dtype, device=node.device)
     first = first.scatter_reduce(0, step, torch.where(tied, node, big), reduce="amin")[step]
     return (node == first).to(g.x.dtype).unsqueeze(-1)
 
@@ -198,14 +209,14 @@ def sibling_share(
     """
     s = placed.shape[0]
     if g is None or g.siblings is None:
-        return torch.zeros(s, d, dtype=dtype)
+        return torch.zeros(s, d, dtype=dtype, device=placed.device)
     ptr, idx, weight = g.siblings
     share, ok = sibling_kernel(
-        ptr.numpy(), idx.numpy(), weight.to(dtype).numpy(), node.numpy(), placed.numpy(), d
+        _host(ptr), _host(idx), _host(weight.to(dtype)), _host(node), _host(placed), d
     )
     if not ok:
         _bad_states(node, placed, d)
-    return torch.from_numpy(share)
+    return torch.from_numpy(share).to(placed.device)
 
 
 def _bad_states(node: Tensor | None, placed: Tensor, d: int) -> None:
@@ -223,8 +234,8 @@ def _sum_placed(
     placed: Tensor, values: Tensor, d: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The kernel's sums and counts, and ``placed`` as the array it read."""
-    p = np.ascontiguousarray(placed.numpy())
-    sums, count, ok = placed_sums_kernel(p, np.ascontiguousarray(values.detach().numpy()), d)
+    p = np.ascontiguousarray(_host(placed))
+    sums, count, ok = placed_sums_kernel(p, np.ascontiguousarray(_host(values)), d)
     if not ok:
         _bad_states(None, placed, d)
     return sums, count, p
@@ -236,14 +247,15 @@ class _PlacedSums(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]:
         sums, count, ctx.placed = _sum_placed(placed, values, d)
-        counts = torch.from_numpy(count)
+        counts = torch.from_numpy(count).to(values.device)
         ctx.mark_non_differentiable(counts)
-        return torch.from_numpy(sums), counts
+        return torch.from_numpy(sums).to(values.device), counts
 
     @staticmethod
     def backward(ctx: Any, grad_sums: Tensor, _grad_count: Tensor) -> tuple[None, Tensor, None]:
-        grad = np.ascontiguousarray(grad_sums.numpy())
-        return None, torch.from_numpy(placed_sums_grad_kernel(ctx.placed, grad)), None
+        grad = np.ascontiguousarray(_host(grad_sums))
+        out = torch.from_numpy(placed_sums_grad_kernel(ctx.placed, grad))
+        return None, out.to(grad_sums.device), None
 
 
 def placed_sums(placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]:
@@ -261,7 +273,7 @@ def placed_sums(placed: Tensor, values: Tensor, d: int) -> tuple[Tensor, Tensor]
     if torch.is_grad_enabled() and values.requires_grad:
         return _PlacedSums.apply(placed, values, d)
     sums, count, _ = _sum_placed(placed, values, d)  # episodes: no autograd node
-    return torch.from_numpy(sums), torch.from_numpy(count)
+    return torch.from_numpy(sums).to(values.device), torch.from_numpy(count).to(values.device)
 
 
 def device_affinity(enc: Encoding, node: Tensor, onehot: Tensor) -> Tensor:

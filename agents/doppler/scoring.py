@@ -7,6 +7,14 @@ the log-probability of the teacher's tie set and the expected regret where the r
 hold them (:class:`Scores`): the inputs of REINFORCE, PPO and imitation alike. Steps of
 a phase the policy does not learn (``learns_selection`` / ``learns_placement`` False)
 score log-probability 0 and entropy 0.
+
+Device: the scores are computed on the device of the policy's parameters
+(:func:`policy_device`). The SEL columns, data alone, are assembled on the CPU from the
+records (as while the episodes were played) and copied there as one ``(K, F)`` tensor;
+the PLC inputs and the other arrays of the records are copied there, and so are the
+graph inputs (:meth:`~placegym.agents.nn.encoder.GraphInputs.to`: a copy, the records'
+own inputs stay on the CPU). For a policy on the CPU nothing is copied: every tensor is
+the one the CPU computation has always made.
 """
 
 from __future__ import annotations
@@ -21,15 +29,16 @@ from placegym.agents.doppler.encoding import Encoding
 from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.agents.doppler.policy import DopplerPolicy
 
-__all__ = ["Scores", "score", "segment_log_softmax", "segment_logsumexp"]
+__all__ = ["Scores", "policy_device", "score", "segment_log_softmax", "segment_logsumexp"]
 
 
 def segment_log_softmax(logits: Tensor, segment: Tensor, num_segments: int) -> Tensor:
     """Log-softmax of ``logits`` within each segment (``segment`` ids, any order)."""
-    top = torch.full((num_segments,), -torch.inf, dtype=logits.dtype)
+    top = torch.full((num_segments,), -torch.inf, dtype=logits.dtype, device=logits.device)
     top = top.scatter_reduce(0, segment, logits.detach(), reduce="amax", include_self=True)
     z = logits - top[segment]
-    total = torch.zeros(num_segments, dtype=logits.dtype).index_add(0, segment, z.exp())
+    zeros = torch.zeros(num_segments, dtype=logits.dtype, device=logits.device)
+    total = zeros.index_add(0, segment, z.exp())
     return z - total.log()[segment]
 
 
@@ -51,6 +60,12 @@ class Scores:
     plc_price_ce: Tensor | None = None
 
 
+def policy_device(policy: torch.nn.Module) -> torch.device:
+    """The device of ``policy``'s parameters (the CPU for a policy without any)."""
+    param = next(policy.parameters(), None)
+    return torch.device("cpu") if param is None else param.device
+
+
 def score(
     policy: DopplerPolicy,
     records: list[EpisodeRecord],
@@ -61,21 +76,28 @@ def score(
     and the heads once per graph over all its records' steps (concatenated), of the
     policy at ``temperature`` (``softmax(logits / temperature)``, as the episodes were
     sampled with :func:`~placegym.agents.doppler.episodes.play_episodes`). With a
-    ``price_temperature`` (and records with regrets), also :attr:`Scores.plc_price_ce`."""
+    ``price_temperature`` (and records with regrets), also :attr:`Scores.plc_price_ce`.
+    The scores are on the policy's device (:func:`policy_device`; the module docstring
+    says what is copied there), wherever the records were played."""
+    device = policy_device(policy)
     groups: dict[int, list[int]] = {}
     for i, r in enumerate(records):
         groups.setdefault(id(r.graph), []).append(i)
     out: list[Scores | None] = [None] * len(records)
     for members in groups.values():
         rs = [records[i] for i in members]
-        enc = policy.encode(rs[0].graph)
-        for i, sc in zip(members, _score_graph(policy, enc, rs, price_temperature, temperature)):
+        enc = policy.encode(rs[0].graph.to(device))  # a copy there; the records' unchanged
+        scores = _score_graph(policy, enc, rs, price_temperature, temperature, device)
+        for i, sc in zip(members, scores):
             out[i] = sc
     return out  # type: ignore[return-value]
 
 
-def _cat(records: list[EpisodeRecord], key: str) -> Tensor:
-    return torch.from_numpy(np.concatenate([getattr(r, key) for r in records]))
+def _cat(records: list[EpisodeRecord], key: str, device: torch.device | None = None) -> Tensor:
+    """The records' arrays ``key``, concatenated, as a tensor (on ``device``, when given;
+    else on the CPU, sharing the concatenation's memory)."""
+    x = torch.from_numpy(np.concatenate([getattr(r, key) for r in records]))
+    return x if device is None else x.to(device)
 
 
 def _score_graph(
@@ -84,36 +106,43 @@ def _score_graph(
     rs: list[EpisodeRecord],
     price_temperature: float | None = None,
     temperature: float = 1.0,
+    device: torch.device | None = None,
 ) -> list[Scores]:
-    """Scores of records of one graph; their steps are stacked (``s`` steps each)."""
+    """Scores of records of one graph; their steps are stacked (``s`` steps each). The
+    SEL columns are assembled on the CPU (from the records' CPU graph inputs), the rest
+    on ``device`` (default the CPU), that of ``enc``."""
+    device = torch.device("cpu") if device is None else device
     s, m = len(rs[0].sel_action), len(rs)
     total = s * m  # stacked SEL steps (= PLC steps)
-    step, node = (
+    cpu_step, cpu_node = (
         torch.from_numpy(x) for x in np.nonzero(np.concatenate([r.sel_mask for r in rs]))
     )
+    step, node = cpu_step.to(device), cpu_node.to(device)
     learns_sel = getattr(policy, "learns_selection", True)
     if learns_sel:
         picks = _cat(rs, "sel_pick") if rs[0].sel_pick is not None else None
-        x = policy.sel_inputs(rs[0].graph, _cat(rs, "sel_dyn"), step, node, picks)
-        sel = policy.sel_scores(enc, node, x)
+        x = policy.sel_inputs(rs[0].graph, _cat(rs, "sel_dyn"), cpu_step, cpu_node, picks)
+        sel = policy.sel_scores(enc, node, x.to(device))
     else:
-        sel = torch.zeros(len(node))
+        sel = torch.zeros(len(node), device=device)
     if temperature != 1.0:
         sel = sel / temperature
     logp_all = segment_log_softmax(sel, step, total)
-    chosen = node == _cat(rs, "sel_action")[step]
-    sel_logp = torch.zeros(total, dtype=logp_all.dtype).index_add(
-        0, step[chosen], logp_all[chosen]
+    chosen = node == _cat(rs, "sel_action", device)[step]
+    zeros = torch.zeros(total, dtype=logp_all.dtype, device=device)
+    sel_logp = zeros.index_add(0, step[chosen], logp_all[chosen])
+    sel_ent = -zeros.index_add(0, step, logp_all.exp() * logp_all)
+    plc = policy.plc_logits(
+        enc,
+        _cat(rs, "plc_node", device),
+        _cat(rs, "plc_placed", device),
+        _cat(rs, "plc_dev", device),
     )
-    sel_ent = -torch.zeros(total, dtype=logp_all.dtype).index_add(
-        0, step, logp_all.exp() * logp_all
-    )
-    plc = policy.plc_logits(enc, _cat(rs, "plc_node"), _cat(rs, "plc_placed"), _cat(rs, "plc_dev"))
     if temperature != 1.0:
         plc = plc / temperature
-    plc = plc.masked_fill(~_cat(rs, "plc_mask"), -torch.inf)
+    plc = plc.masked_fill(~_cat(rs, "plc_mask", device), -torch.inf)
     plc_logp_all = torch.log_softmax(plc, dim=-1)
-    plc_logp = plc_logp_all.gather(1, _cat(rs, "plc_action")[:, None]).squeeze(1)
+    plc_logp = plc_logp_all.gather(1, _cat(rs, "plc_action", device)[:, None]).squeeze(1)
     plc_ent = -(plc_logp_all.exp() * plc_logp_all.nan_to_num(neginf=0.0)).sum(dim=1)
     if not learns_sel:  # SEL by a fixed rule: probability 1
         sel_logp = sel_ent = torch.zeros_like(plc_logp)
@@ -123,10 +152,10 @@ def _score_graph(
     entropy = torch.stack([sel_ent, plc_ent], dim=1).reshape(m, 2 * s)
     teacher_logp = None
     if all(r.sel_teacher is not None and r.plc_teacher is not None for r in rs):
-        in_ties = _cat(rs, "sel_teacher")[step, node]
+        in_ties = _cat(rs, "sel_teacher", device)[step, node]
         t_sel = segment_logsumexp(logp_all.masked_fill(~in_ties, -torch.inf), step, total)
         t_plc = torch.logsumexp(
-            plc_logp_all.masked_fill(~_cat(rs, "plc_teacher"), -torch.inf), dim=1
+            plc_logp_all.masked_fill(~_cat(rs, "plc_teacher", device), -torch.inf), dim=1
         )
         if not learns_sel:
             t_sel = torch.zeros_like(t_plc)
@@ -136,10 +165,10 @@ def _score_graph(
     regret = price_ce = None
     if all(r.plc_regret is not None for r in rs):
         probs = plc_logp_all.exp()  # 0 on illegal devices, whose regret is 0 too
-        regrets = _cat(rs, "plc_regret").to(probs.dtype)
+        regrets = _cat(rs, "plc_regret", device).to(probs.dtype)
         regret = (probs * regrets).sum(dim=1).reshape(m, s)
         if price_temperature is not None:
-            legal = _cat(rs, "plc_mask")
+            legal = _cat(rs, "plc_mask", device)
             target = torch.softmax(
                 (-regrets / price_temperature).masked_fill(~legal, -torch.inf), 1
             )
@@ -159,10 +188,10 @@ def _score_graph(
 
 def segment_logsumexp(x: Tensor, segment: Tensor, num_segments: int) -> Tensor:
     """``log Σ exp(x)`` within each segment (entries may be ``-inf``)."""
-    top = torch.full((num_segments,), -torch.inf, dtype=x.dtype)
+    top = torch.full((num_segments,), -torch.inf, dtype=x.dtype, device=x.device)
     top = top.scatter_reduce(0, segment, x.detach(), reduce="amax", include_self=True)
     safe_top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-    total = torch.zeros(num_segments, dtype=x.dtype).index_add(
+    total = torch.zeros(num_segments, dtype=x.dtype, device=x.device).index_add(
         0, segment, (x - safe_top[segment]).exp()
     )
     return total.log() + safe_top

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,6 +65,22 @@ class GraphInputs:
     def num_nodes(self) -> int:
         """Number of nodes ``n``."""
         return int(self.x.shape[0])
+
+    def to(self, device: torch.device | str) -> GraphInputs:
+        """These inputs with every tensor on ``device`` (the floats ``scale`` and
+        ``price_scale`` as they are): ``self`` when every tensor is there already, else a
+        new :class:`GraphInputs` holding copies of the tensors that were elsewhere;
+        ``self`` is never changed (the episodes' cached inputs stay on the CPU while a
+        learner on a GPU encodes a copy)."""
+        device = torch.device(device)
+        moved: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Tensor) and value.device != device:
+                moved[f.name] = value.to(device)
+            elif isinstance(value, tuple) and any(t.device != device for t in value):
+                moved[f.name] = tuple(t.to(device) for t in value)
+        return dataclasses.replace(self, **moved) if moved else self
 
     @classmethod
     def from_obs(cls, obs: dict) -> GraphInputs:
