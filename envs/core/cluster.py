@@ -279,10 +279,13 @@ class Cluster:
         if self.level_matrix is not None:
             return self.level_matrix
         p = self.paths
-        depth = p.shape[1]
-        same = p[:, None, :] == p[None, :, :]
-        prefix = np.cumprod(same, axis=2).sum(axis=2) if depth else np.zeros((len(p), len(p)))
-        return _ro((depth - prefix).astype(np.int64))
+        d, depth = p.shape
+        level = np.full((d, d), depth, dtype=np.int64)  # depth less the shared prefix
+        same = np.ones((d, d), dtype=bool)
+        for k in range(depth):
+            same &= p[:, None, k] == p[None, :, k]
+            level -= same
+        return _ro(level)
 
     @cached_property
     def pair_latency(self) -> np.ndarray:
