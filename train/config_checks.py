@@ -142,14 +142,14 @@ def resolve_device(device: str) -> torch.device:
 def _validate_sampler(cfg: TrainConfig) -> None:
     """``data.sampler`` builds an instance sampler; nothing keeps per-graph state."""
     from placegym.envs.suites.sampler import InstanceSampler
+    from placegym.train.config_schema import instance_sampler
 
     options = list(inspect.signature(InstanceSampler).parameters)
     known = f"unknown (options: {', '.join(options)})"
     for key in cfg.data.sampler:
         _check(key in options, f"data.sampler.{key}", known, key)
-    kwargs = {"seed": cfg.seed, **cfg.data.sampler}
     try:
-        InstanceSampler(**kwargs)
+        instance_sampler(cfg.seed, cfg.data.sampler)
     except ValueError as e:
         raise ValueError(f"data.sampler.{e}") from None
     coef = cfg.phase2.self_imitation.coef

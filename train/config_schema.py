@@ -20,6 +20,7 @@ from placegym.agents.doppler.config import PolicyConfig
 
 if typing.TYPE_CHECKING:
     from placegym.envs import Graph
+    from placegym.envs.suites.sampler import InstanceSampler
 
 __all__ = [
     "DataConfig",
@@ -33,8 +34,25 @@ __all__ = [
     "SimRLConfig",
     "TrainConfig",
     "WandbConfig",
+    "instance_sampler",
     "resolve_path",
 ]
+
+
+def instance_sampler(seed: int, options: dict[str, Any] | None) -> InstanceSampler | None:
+    """The instance sampler of ``data.sampler`` ``options`` (:attr:`DataConfig.sampler`;
+    its ``seed`` defaults to the run's ``seed``), built alike wherever a run draws
+    instances (the trainer, each Ray actor, the config check); None when ``options`` is
+    empty.
+
+    Raises:
+        ValueError: an option the sampler refuses (its message names the option).
+    """
+    if not options:
+        return None
+    from placegym.envs.suites.sampler import InstanceSampler
+
+    return InstanceSampler(**{"seed": seed, **options})
 
 
 def resolve_path(path: str | Path, base: Path | None) -> Path:
@@ -124,8 +142,9 @@ class DataConfig:
     ``graphs_per_update`` new instances, those of indices ``global update ×
     graphs_per_update + i`` (so a resumed run draws what it would have drawn), each on its
     own cluster; ``graphs`` (which may then be empty) are only evaluated on, the
-    validation set ``eval.keep_best`` selects on. Not with Ray workers or phase II
-    self-imitation, which keep per-graph state."""
+    validation set ``eval.keep_best`` selects on. Each Ray worker draws the same
+    instances from its own sampler (:func:`instance_sampler`). Not with phase II
+    self-imitation, which keeps per-graph state."""
     memory_mask: bool | str = True
     """The environments' memory mask (:class:`~placegym.envs.mdp.env.PlacementEnv`): true masks
     devices whose memory the node's parameters would overflow; ``room`` also those that

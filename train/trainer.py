@@ -86,6 +86,7 @@ from placegym.train.config import (
     TrainConfig,
 )
 from placegym.train.config_checks import resolve_device
+from placegym.train.config_schema import instance_sampler
 from placegym.train.data import load_graphs
 from placegym.train.evaluate import (
     EnvPool,
@@ -195,11 +196,8 @@ class Trainer:
         self.clusters = [t.cluster for t in self.train_set]
         env_kw = {"memory_mask": cfg.data.memory_mask, "dispatch": cfg.data.dispatch}
         self.pools = {r: EnvPool(reward=r, **env_kw) for r in ("relative", "nest")}
-        self.sampler = None  # fresh training instances per update (data.sampler)
-        if cfg.data.sampler:
-            from placegym.envs.suites.sampler import InstanceSampler
-
-            self.sampler = InstanceSampler(**{"seed": cfg.seed, **cfg.data.sampler})
+        # fresh training instances per update (data.sampler), else None
+        self.sampler = instance_sampler(cfg.seed, cfg.data.sampler)
         self.evaluator = RunEvaluator(cfg, self.train_set, self.heldout_set)
         self.progress = Progress()
         self.tracker: Tracker | None = None

@@ -41,6 +41,7 @@ from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.envs import Cluster, Graph, PlacementEnv
 from placegym.teachers.base import Teacher
 from placegym.train.config import ImitationConfig, SelfImitationConfig, TrainConfig
+from placegym.train.config_schema import instance_sampler
 from placegym.train.evaluate import EnvPool
 from placegym.train.players import Job, episode_rngs, phase1_teacher
 from placegym.train.self_imitation import SelfImitation
@@ -76,11 +77,7 @@ class RolloutWorker:
         self.graphs, self.clusters, self.seed = graphs, clusters, seed
         self.env_kwargs = env_kwargs
         self.pools = {r: EnvPool(reward=r, **env_kwargs) for r in ("relative", "nest")}
-        self.sampler = None
-        if sampler is not None:
-            from placegym.envs.suites.sampler import InstanceSampler
-
-            self.sampler = InstanceSampler(**{"seed": seed, **sampler})
+        self.sampler = instance_sampler(seed, sampler)
         self.teachers: dict[str, Teacher] = {}
         self._si: SelfImitation | None = None
 
