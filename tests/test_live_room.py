@@ -4,6 +4,7 @@ its compiled twin, recomputation where only it fits, and the placements it makes
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,13 +12,14 @@ from simcases import graph, unit_cluster
 
 from placegym.envs import Placement, simulate
 from placegym.envs.analysis.memory import (
+    CHECKPOINT_EVERY,
     Room,
     checkpoints,
     fit_certificate,
     memory_may_bind,
     stash_infeasibility,
 )
-from placegym.envs.mdp.state import PlacementState
+from placegym.envs.mdp.state import PlacementState, mask_recompute
 from placegym.envs.suites import get_suite
 from placegym.envs.workloads.training import to_training_step
 from placegym.teachers import get_teacher, make_teacher
@@ -239,3 +241,51 @@ def test_the_live_mask_takes_a_reserve_and_allows_every_device_where_memory_cann
     s = PlacementState(g, roomy, memory_mask="live")
     s.select(int(s.frontier()[0]))
     assert s.place_mask().all()
+
+
+def test_the_live_mask_recomputes_the_first_checkpoints_where_nothing_fits_without():
+    g, c = pipedream("resnet18-train@p100x2-recompute1.1")
+    assert stash_infeasibility(g, c) is not None
+    first = checkpoints(g, CHECKPOINT_EVERY[0])
+    assert first.size and np.array_equal(mask_recompute(g, c, "live"), first)
+    for mask in (True, False, "resident", "room"):  # only the live room counts stashes
+        assert mask_recompute(g, c, mask).size == 0
+    s = PlacementState(g, c, memory_mask="live")
+    assert np.array_equal(s.recompute, first)
+    cp = get_teacher("critical_path")
+    while not s.done:  # critical_path's rule, with the live mask's legal devices
+        s.select(int(cp.select_actions(s)[0]))
+        legal = np.flatnonzero(s.place_mask())
+        s.place(int(legal[np.argmin(s.earliest_start()[legal])]))
+    p = s.to_placement()
+    assert np.array_equal(p.recompute, first)
+    p.check(g, c)  # a valid recompute set
+    plain = Placement(p.device, p.order)
+    assert simulate(g, c, plain).oom  # provably: nothing fits without recompute
+    assert simulate(g, c, p).memory_excess.max() < simulate(g, c, plain).memory_excess.max()
+    # a training step that fits without recompute keeps every stash
+    g2, c2 = pipedream("resnet18-train@p100x4-live1.05")
+    assert mask_recompute(g2, c2, "live").size == 0
+    assert PlacementState(g2, c2, memory_mask="live").recompute.size == 0
+
+
+def test_the_environment_simulates_and_reports_the_live_masks_recompute_set():
+    from placegym.agents.doppler.placer import episode_placement
+    from placegym.envs import PlacementEnv
+
+    g, c = pipedream("resnet18-train@p100x2-recompute1.1")
+    rc = mask_recompute(g, c, "live")
+    env = PlacementEnv(g, c, memory_mask="live")
+    obs, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    done = False
+    while not done:
+        legal = np.flatnonzero(info["action_mask"])
+        obs, _, done, _, info = env.step(int(rng.choice(legal)))
+    assert np.array_equal(info["recompute"], rc)
+    p = Placement(info["placement"], info["order"], rc)
+    s = simulate(g, c, p)
+    assert info["makespan"] == s.makespan and info["oom"] == s.oom
+
+    record = SimpleNamespace(info=info)  # what episode_placement reads of a record
+    assert np.array_equal(episode_placement(record).recompute, rc)

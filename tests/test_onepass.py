@@ -26,9 +26,10 @@ from placegym.agents.doppler.onepass import (
     unbounded_memory,
 )
 from placegym.agents.doppler.placer import AgentPlacer, torch_threads
-from placegym.envs import load_cluster
+from placegym.envs import load_cluster, simulate
 from placegym.envs.analysis.levels import durations_on
 from placegym.envs.analysis.memory import memory_may_bind
+from placegym.envs.mdp.state import mask_recompute
 from placegym.envs.sim import _kernel
 from placegym.envs.sim import simulator as sim
 from placegym.envs.suites import get_suite
@@ -67,7 +68,11 @@ def _instance(suite: str, inst_id: str):
 
 
 def _same(a, b) -> bool:
-    return np.array_equal(a.device, b.device) and np.array_equal(a.order, b.order)
+    return (
+        np.array_equal(a.device, b.device)
+        and np.array_equal(a.order, b.order)
+        and np.array_equal(a.recompute, b.recompute)
+    )
 
 
 def _check_equal(policy, graph, cluster, mask) -> None:
@@ -171,6 +176,21 @@ def test_one_pass_makes_no_simulator_call_on_a_training_step(monkeypatch):
     with counted_simulations(monkeypatch) as calls:
         one_pass_greedy(placer.policy, inst.graph, inst.cluster, "live")
         assert calls == []
+
+
+def test_one_pass_recomputes_where_the_live_mask_must(monkeypatch):
+    # no placement of this training step fits without recompute: the live mask's
+    # placements recompute the first checkpoint set, found without a simulator call
+    inst = _instance("pipedream-v0", "resnet18-train@p100x2-recompute1.1")
+    graph, cluster = inst.graph, inst.cluster
+    placer = pretrained("generalist-memory-v2")
+    with counted_simulations(monkeypatch) as calls:
+        p = one_pass_greedy(placer.policy, graph, cluster, "live")
+        assert calls == []
+    assert p.recompute.size
+    assert np.array_equal(p.recompute, mask_recompute(graph, cluster, "live"))
+    assert not simulate(graph, cluster, p).oom
+    _check_equal(placer.policy, graph, cluster, "live")
 
 
 def test_one_pass_equals_the_placer_where_it_makes_no_simulator_call(monkeypatch):

@@ -40,7 +40,7 @@ from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.observation import ObservationBuilder
-from placegym.envs.mdp.state import PlacementState
+from placegym.envs.mdp.state import PlacementState, mask_recompute
 from placegym.envs.sim.simulator import BatchResult, Dispatch, simulate_batch
 from placegym.teachers.lookahead import LookaheadTeacher
 
@@ -93,6 +93,13 @@ class Decoder:
         self.pricer: LookaheadTeacher | None = None
         if self.inputs.price_scale is not None:
             self.pricer = new_pricer(policy, cache_size=1 << 30)
+
+    @property
+    def recompute(self) -> np.ndarray:
+        """The recompute set every placement decoded under the decoder's mask carries
+        (:func:`~placegym.envs.mdp.state.mask_recompute`: empty but under ``"live"`` on a
+        training step that provably needs one)."""
+        return mask_recompute(self.graph, self.cluster, self.memory_mask)
 
     def fresh(self, reserve: np.ndarray | None = None) -> _Entry:
         """An entry of the empty placement; with a ``reserve``, under the ``"room"`` mask
@@ -334,7 +341,10 @@ def _sampled(
         raise ValueError("policy: expected one that chooses its SEL and PLC actions")
     dec = Decoder(policy, graph, cluster, memory_mask)
     devs = dec.sample(k, 1.0, np.random.default_rng(seed))
-    res = simulate_batch(graph, cluster, devs, dec._orders, dispatch=dispatch, memory=memory)
+    rc = dec.recompute if dec.recompute.size else None  # as the environments simulate them
+    res = simulate_batch(
+        graph, cluster, devs, dec._orders, dispatch=dispatch, memory=memory, recompute=rc
+    )
     return devs, dec._orders, res
 
 
@@ -360,7 +370,8 @@ def best_of_samples(
     if memory and not res.oom.all():
         key = np.where(res.oom, np.inf, makespans)
     best = int(np.argmin(key))
-    return Placement(devs[best], orders[best]), float(makespans[best])
+    rc = mask_recompute(graph, cluster, memory_mask)
+    return Placement(devs[best], orders[best], rc), float(makespans[best])
 
 
 def reserved_greedy(

@@ -24,8 +24,8 @@ It differs in how each state's inputs are obtained:
 - **no simulator and no lookahead**: nothing is simulated while placing, neither prices
   (refused: ``PolicyConfig.prices``) nor the reserves of
   :func:`~placegym.agents.doppler.decoder.reserved_greedy`: the decode runs under the
-  policy's memory mask alone (with ``memory_mask="room"`` or ``"live"``, the room masks
-  of :class:`~placegym.envs.mdp.state.PlacementState`). Hints are the teachers' placements
+  policy's memory mask alone (the room masks and the recompute set of a ``"room"`` or
+  ``"live"`` :class:`~placegym.envs.mdp.state.PlacementState`). Hints are the teachers' placements
   where memory cannot bind (no teacher simulates there); where it may, the teachers'
   own placements are made to fit by simulation, and :func:`plain_hint_placements`
   gives instead their placements on a copy of the cluster whose memory cannot bind,

@@ -145,8 +145,12 @@ class EnvPool:
 
 
 def episode_placement(r: EpisodeRecord) -> Placement:
-    """The placement an episode ended with."""
-    return Placement(device=np.asarray(r.info["placement"]), order=np.asarray(r.info["order"]))
+    """The placement an episode ended with (its recompute set included)."""
+    return Placement(
+        device=np.asarray(r.info["placement"]),
+        order=np.asarray(r.info["order"]),
+        recompute=np.asarray(r.info.get("recompute", ()), dtype=np.int64),
+    )
 
 
 class AgentPlacer:

@@ -42,6 +42,9 @@ placement scores its makespan plus the serial upper bound, so the best is feasib
 whenever a feasible placement was seen (the memory-aware ``starts`` are, where their
 rules reach one); if none was, the best is repaired by
 :func:`~placegym.teachers.make_feasible` (stage ``repair``, its calls beyond the budget).
+Every candidate carries the recompute set of the decoder's mask
+(:func:`~placegym.envs.mdp.state.mask_recompute`: under ``"live"`` on a training step
+that provably needs one; the starts too, in place of their own).
 :attr:`SearchResult.curve` ``[i]`` is the best makespan after ``i + 1`` calls (an anytime
 curve). All draws come from
 ``numpy.random.default_rng(seed)``: same checkpoint, graph, cluster, config and seed, same
@@ -182,8 +185,12 @@ class _Calls:
     """The simulator-call budget: simulates candidates, keeps the best, records the
     anytime curve, and never simulates a placement twice."""
 
-    def __init__(self, graph: Graph, cluster: Cluster, budget: int) -> None:
+    def __init__(
+        self, graph: Graph, cluster: Cluster, budget: int, recompute: np.ndarray | None = None
+    ) -> None:
         self.graph, self.cluster, self.budget = graph, cluster, budget
+        # every candidate's recompute set (the decoder's mask's; default none)
+        self.recompute = np.zeros(0, dtype=np.int64) if recompute is None else recompute
         self.curve: list[float] = []
         self.best: tuple[float, float, np.ndarray, np.ndarray] | None = None  # score, ms
         self.seen: dict[bytes, float] = {}  # placement -> makespan (nan: not yet known)
@@ -213,7 +220,10 @@ class _Calls:
     def simulate(self, devs: np.ndarray, ords: np.ndarray) -> np.ndarray:
         """Scores of rows already filtered by :meth:`new`: the makespan, plus the serial
         upper bound when over memory (so the best is feasible whenever one was seen)."""
-        res = simulate_batch(self.graph, self.cluster, devs, ords, memory=self.memory)
+        rc = self.recompute if self.recompute.size else None
+        res = simulate_batch(
+            self.graph, self.cluster, devs, ords, memory=self.memory, recompute=rc
+        )
         scores = res.makespan + self.penalty * res.oom
         self._keep(devs, ords, scores, res.makespan)
         return scores
@@ -288,7 +298,8 @@ class _Improver:
         (the chain costs one call after each accepted step), else uniform."""
         cfg, rng, n = self.cfg, self.rng, self.dec.graph.num_nodes
         if cfg.guide > 0 and self.chain is None and self.calls.left > 1:
-            schedule = simulate(self.dec.graph, self.dec.cluster, Placement(self.dev, self.order))
+            incumbent = Placement(self.dev, self.order, self.calls.recompute)
+            schedule = simulate(self.dec.graph, self.dec.cluster, incumbent)
             self.chain = critical_chain(schedule)
             self.calls.count_extra()
         if self.chain is not None and len(self.chain) and rng.random() < cfg.guide:
@@ -391,7 +402,7 @@ def policy_search(
     was_training = policy.training
     policy.eval()
     dec = Decoder(policy, graph, cluster, cfg.memory_mask)
-    calls = _Calls(graph, cluster, cfg.budget)
+    calls = _Calls(graph, cluster, cfg.budget, dec.recompute)
     stages: dict[str, int] = {}
 
     def stage(name: str, devs: np.ndarray, ords: np.ndarray) -> None:
@@ -433,7 +444,7 @@ def policy_search(
     stages["improve"] = len(calls.curve) - used
     policy.train(was_training)
     score, ms, dev, order = calls.best  # type: ignore[misc]
-    best = Placement(device=dev.copy(), order=order.copy())
+    best = Placement(device=dev.copy(), order=order.copy(), recompute=calls.recompute)
     if score > ms:  # every placement seen was over memory: repair the best of them
         best, ms = _repair(graph, cluster, best, calls)
     stages["repair"] = len(calls.curve) - used - stages["improve"]

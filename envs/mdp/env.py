@@ -130,7 +130,10 @@ class PlacementEnv(gym.Env[dict, int]):
     tensors beyond one node's working set can still exceed memory. With
     ``memory_mask="live"``, the devices with room for the live bytes of the partial
     placement too (outputs awaiting consumers, so a training step's stash, and the working
-    sets to come: the teachers' rule, :class:`~placegym.envs.analysis.room.Room`).
+    sets to come: the teachers' rule, :class:`~placegym.envs.analysis.room.Room`); on a
+    training step that provably fits no placement without recompute, the placement
+    recomputes the teachers' first checkpoint set and the room counts it
+    (:func:`~placegym.envs.mdp.state.mask_recompute`).
     ``memory_mask=False`` masks no device for memory.
     Once the episode has terminated, the mask is that of
     its start state (the graph's sources), which is where a vector env's autoreset goes
@@ -175,7 +178,9 @@ class PlacementEnv(gym.Env[dict, int]):
     ## Episode End
     ``terminated`` when every node is placed; ``info`` then has ``makespan`` (the
     simulated or measured one, whatever the memory), ``reference_makespan``,
-    ``placement`` (device per node), ``order``, ``peak_memory``, ``oom`` and
+    ``placement`` (device per node), ``order``, ``recompute`` (the forward nodes it
+    recomputes, :func:`~placegym.envs.mdp.state.mask_recompute`; empty but under
+    ``memory_mask="live"``), ``peak_memory``, ``oom`` and
     ``infeasible`` (None, or why the placement is infeasible: the device over memory and
     by how much). ``truncated`` after ``step_limit_factor × 2n`` steps (default 4 × 2n, so
     up to 6n illegal steps beside the 2n legal ones) without the end, so that a policy
@@ -464,6 +469,7 @@ class PlacementEnv(gym.Env[dict, int]):
             reference_makespan=self.reference_makespan,
             placement=state.device.copy(),
             order=np.array(state.order),
+            recompute=placement.recompute.copy(),
             peak_memory=s.peak_memory,
             oom=s.oom,
             infeasible=s.infeasibility,

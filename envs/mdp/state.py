@@ -26,7 +26,14 @@ that process and the quantities that teachers and observations need:
     consumers, so a training step's stash, the node's working set and the largest
     working set still to run on the device, plus the packing of the resident bytes to
     come); where no device has room, the ``True`` rule applies. It costs ``O(E + n)``
-    per PLC step where memory may bind, nothing elsewhere;
+    per PLC step where memory may bind, nothing elsewhere. On a training step that no
+    placement fits without recompute
+    (:func:`~placegym.envs.analysis.memory.stash_infeasibility`, a static proof), the
+    placement recomputes the teachers' first checkpoint set
+    (:func:`~placegym.envs.analysis.memory.checkpoints` of spacing
+    ``CHECKPOINT_EVERY[0]``: every other candidate forward node keeps its stash), the room
+    counts that set's stashes as freed, and the finished placement carries it
+    (:func:`mask_recompute`, :attr:`PlacementState.recompute`);
   - ``False``: every device.
 
   ``memory_reserve`` (``"room"`` and ``"live"``): ``(D,)`` bytes each device keeps free
@@ -54,7 +61,12 @@ from typing import Any, Literal
 import numpy as np
 
 from placegym.envs.analysis.levels import step_costs
-from placegym.envs.analysis.memory import memory_may_bind
+from placegym.envs.analysis.memory import (
+    CHECKPOINT_EVERY,
+    checkpoints,
+    memory_may_bind,
+    stash_infeasibility,
+)
 from placegym.envs.analysis.room import Room, Units, room_mask, units
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
@@ -64,7 +76,10 @@ Phase = Literal["select", "place"]
 #: The values of ``memory_mask`` besides the booleans (True is ``"resident"``).
 MEMORY_MASKS = ("resident", "room", "live")
 
-__all__ = ["MEMORY_MASKS", "PlacementState", "Timeline", "memory_mask_mode"]
+__all__ = ["MEMORY_MASKS", "PlacementState", "Timeline", "mask_recompute", "memory_mask_mode"]
+
+_NO_RECOMPUTE = np.zeros(0, dtype=np.int64)
+_NO_RECOMPUTE.setflags(write=False)
 
 
 def memory_mask_mode(value: bool | str) -> str:
@@ -80,6 +95,22 @@ def memory_mask_mode(value: bool | str) -> str:
     raise ValueError(
         f"memory_mask: expected True, False, 'resident', 'room' or 'live', got {value!r}"
     )
+
+
+def mask_recompute(graph: Graph, cluster: Cluster, memory_mask: bool | str) -> np.ndarray:
+    """The recompute set (ascending forward node ids, read-only) of every placement made
+    under ``memory_mask``: with ``"live"`` on a training step that provably fits no
+    placement without recompute (where memory may bind and
+    :func:`~placegym.envs.analysis.memory.stash_infeasibility` says why), the checkpoints
+    of spacing ``CHECKPOINT_EVERY[0]``, the teachers' first; else empty (module
+    docstring)."""
+    if memory_mask_mode(memory_mask) != "live" or not memory_may_bind(graph, cluster):
+        return _NO_RECOMPUTE
+    if stash_infeasibility(graph, cluster) is None:
+        return _NO_RECOMPUTE
+    out = checkpoints(graph, CHECKPOINT_EVERY[0])
+    out.setflags(write=False)
+    return out
 
 
 class Timeline:
@@ -164,7 +195,10 @@ class PlacementState:
         param_used: ``(D,)`` resident parameter bytes placed on each device.
         costs: the :class:`~placegym.envs.analysis.levels.CostTable` (durations per device).
         memory_mask: whether a memory rule masks devices (``memory_mask`` is not False).
-        mask_mode: ``"off"``, ``"resident"`` or ``"room"`` (module docstring).
+        mask_mode: ``"off"``, ``"resident"``, ``"room"`` or ``"live"`` (module
+            docstring).
+        recompute: the forward nodes the placement recomputes (:func:`mask_recompute`:
+            empty but under ``"live"`` on a training step that needs it), read-only.
     """
 
     def __init__(
@@ -209,11 +243,17 @@ class PlacementState:
             self._unit_dev = np.full(u.count, -1, dtype=np.int64)
             self._committed = np.zeros(d)
             self._ws_max = np.zeros(d) if reserve is None else reserve.copy()
-        # memory_mask="live" where memory may bind: the teachers' live room (stateless)
+        # memory_mask="live" where memory may bind: the teachers' live room (stateless),
+        # with the recompute set the placement carries
         self._live: Room | None = None
+        self.recompute = mask_recompute(graph, cluster, memory_mask)
         if self.mask_mode == "live" and memory_may_bind(graph, cluster):
             self._live = Room(
-                graph, cluster, np.zeros(d) if reserve is None else reserve, live=True
+                graph,
+                cluster,
+                np.zeros(d) if reserve is None else reserve,
+                live=True,
+                recompute=self.recompute,
             )
 
     # ------------------------------------------------------------------ phase and masks
@@ -493,12 +533,14 @@ class PlacementState:
 
     # ------------------------------------------------------------------ results
     def to_placement(self) -> Placement:
-        """The finished placement (device and selection order). Raises if not done."""
+        """The finished placement (device, selection order and :attr:`recompute`).
+        Raises if not done."""
         if not self.done:
             raise ValueError(
                 f"to_placement: {self.num_placed} of {self.graph.num_nodes} nodes placed"
             )
-        return Placement(device=self.device.copy(), order=np.array(self.order, dtype=np.int64))
+        order = np.array(self.order, dtype=np.int64)
+        return Placement(device=self.device.copy(), order=order, recompute=self.recompute)
 
     def copy(self) -> PlacementState:
         """An independent copy of the state."""
