@@ -17,8 +17,9 @@ editable. Never part of ``make test``'s requirements. Steps, about 5 minutes on 
 5. ``sharing``: the sharing probe on ``cuda:0#4`` must find the streams shared.
 6. ``phase3``: a few phase III updates on ``cuda:0,cpu#2`` from a fresh policy.
 7. ``gpu_tests`` (with ``--with-tests``, a few minutes more): ``pytest -m gpu
-   tests/test_backend_gpu.py``, which repeats the checks above as assertions and adds
-   the SM-partition and several-GPU tests.
+   tests/test_backend_gpu.py tests/test_train_device.py``, which repeats the checks above
+   as assertions and adds the SM-partition and several-GPU tests, and training with the
+   learner on ``cuda`` (``device``; its scores against the CPU's).
 
 The report (``--out``/report.json) has every figure; the exit code is 1 when a step
 fails or misses its target. ``--dry-run`` runs the same steps on CPU workers at tiny
@@ -221,15 +222,20 @@ def check_phase3(s: Setup, out: Path) -> dict[str, Any]:
     return {"exit_code": rc, "updates": len(gaps), "sim_real_gap": gaps, "ok": rc == 0 and gaps}
 
 
+#: The test files whose ``gpu`` tests ``--with-tests`` runs.
+GPU_TESTS = ("tests/test_backend_gpu.py", "tests/test_train_device.py")
+
+
 def check_gpu_tests(s: Setup, wanted: bool) -> dict[str, Any]:
-    """``pytest -m gpu tests/test_backend_gpu.py`` when ``wanted`` and pytest is there."""
+    """``pytest -m gpu`` on the GPU test files (:data:`GPU_TESTS`) when ``wanted`` and
+    pytest is there."""
     if s.dry_run or not wanted:
         return {"skipped": "dry run" if s.dry_run else "not asked (--with-tests)", "ok": True}
     try:
         import pytest  # noqa: F401
     except ImportError:
         return {"skipped": "pytest is not installed", "ok": True}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-s", "-m", "gpu", "tests/test_backend_gpu.py"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-s", "-m", "gpu", *GPU_TESTS]
     rc = subprocess.run(cmd, cwd=ROOT, check=False).returncode
     return {"exit_code": rc, "ok": rc == 0}
 
