@@ -43,6 +43,22 @@ def graph(flops, edges, out_bytes=None, param_bytes=None) -> Graph:
     )
 
 
+def fork_join() -> Graph:
+    """0 -> {1, 2, 3, 4} -> 5 with equal branches (the training tests' small graph);
+    spreading the branches over two devices beats one device once the transfers are
+    paid."""
+    return graph(
+        [1.0, 2.0, 2.0, 2.0, 2.0, 1.0],
+        [(0, 1), (0, 2), (0, 3), (0, 4), (1, 5), (2, 5), (3, 5), (4, 5)],
+        out_bytes=[0.5] * 6,
+    )
+
+
+def diamond_graph() -> Graph:
+    """0 -> {1, 2} -> 3 -> 4, no tensor bytes."""
+    return graph([1.0, 3.0, 1.0, 2.0, 1.0], [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)])
+
+
 def placement(device, order) -> Placement:
     return Placement(device=np.asarray(device), order=np.asarray(order))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from simcases import graph, unit_cluster
+from simcases import diamond_graph, fork_join, unit_cluster
 from test_train_robustness import one_error_line
 from test_train_run import _metric_rows
 
@@ -29,12 +29,8 @@ CUDA = torch.cuda.is_available()
 
 
 def _graphs():
-    fork = graph(
-        [1.0, 2.0, 2.0, 2.0, 2.0, 1.0],
-        [(0, 1), (0, 2), (0, 3), (0, 4), (1, 5), (2, 5), (3, 5), (4, 5)],
-        out_bytes=[0.5] * 6,
-    )
-    diamond = graph([1.0, 3.0, 1.0, 2.0, 1.0], [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)])
+    fork = fork_join()
+    diamond = diamond_graph()
     return [fork, diamond]
 
 

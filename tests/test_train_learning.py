@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from dagger import imitate
-from simcases import graph, unit_cluster
+from simcases import fork_join, graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.doppler.episodes import EpisodeRecord, frontier_logits, play_episodes
@@ -19,16 +19,6 @@ from placegym.train.evaluate import evaluate_policy
 from placegym.train.imitation import teacher_agreement
 from placegym.train.optim import make_optimizer
 from placegym.train.rl import group_advantages, rl_update
-
-
-def fork_join():
-    """0 -> {1, 2, 3, 4} -> 5 with equal branches; spreading the branches over both
-    devices beats one device once the transfers are paid."""
-    return graph(
-        [1.0, 2.0, 2.0, 2.0, 2.0, 1.0],
-        [(0, 1), (0, 2), (0, 3), (0, 4), (1, 5), (2, 5), (3, 5), (4, 5)],
-        out_bytes=[0.5] * 6,
-    )
 
 
 def independent(n=6):

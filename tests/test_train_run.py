@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from simcases import graph, unit_cluster
+from simcases import fork_join, unit_cluster
 
 from placegym.envs import load_cluster, simulate
 from placegym.envs.workloads import chainmm
@@ -23,11 +23,7 @@ QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 def tiny_config(tmp_path: Path, algo: str = "reinforce", **extra):
     """Phase I (4 updates) and phase II (5) on a 6-node graph over a 2-device unit cluster."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    g = graph(
-        [1.0, 2.0, 2.0, 2.0, 2.0, 1.0],
-        [(0, 1), (0, 2), (0, 3), (0, 4), (1, 5), (2, 5), (3, 5), (4, 5)],
-        out_bytes=[0.5] * 6,
-    )
+    g = fork_join()
     g.save(tmp_path / "fork.json")
     unit_cluster(2).save(tmp_path / "unit.json")
     raw = {

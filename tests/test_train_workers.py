@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from netns import isolated, run_isolated
-from simcases import graph, unit_cluster
+from simcases import diamond_graph, fork_join, graph, unit_cluster
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.doppler.episodes import play_episodes
@@ -23,12 +23,8 @@ from placegym.train.workers import Job, _split
 
 
 def _graphs():
-    fork = graph(
-        [1.0, 2.0, 2.0, 2.0, 2.0, 1.0],
-        [(0, 1), (0, 2), (0, 3), (0, 4), (1, 5), (2, 5), (3, 5), (4, 5)],
-        out_bytes=[0.5] * 6,
-    )
-    diamond = graph([1.0, 3.0, 1.0, 2.0, 1.0], [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)])
+    fork = fork_join()
+    diamond = diamond_graph()
     chain = graph([2.0, 1.0, 2.0, 1.0], [(0, 1), (1, 2), (2, 3)], out_bytes=[1.0] * 4)
     return [fork, diamond, chain]
 
