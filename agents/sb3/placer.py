@@ -170,7 +170,11 @@ class Sb3Placer:
                 obs, deterministic=True, action_masks=info["action_mask"]
             )
             obs, _, done, _, info = env.step(int(action))
-        return Placement(device=np.asarray(info["placement"]), order=np.asarray(info["order"]))
+        return Placement(
+            device=np.asarray(info["placement"]),
+            order=np.asarray(info["order"]),
+            recompute=np.asarray(info["recompute"], dtype=np.int64),
+        )
 
     def __call__(self, graph: Graph, cluster: Cluster, seed: int) -> Placement:
         """:meth:`place` (the benchmark's placer signature)."""
