@@ -154,3 +154,21 @@ def test_an_over_memory_search_is_repaired_and_counts_the_repair(policy):
     assert not s.oom and res.makespan == s.makespan
     assert res.stages["greedy"] == 1 and res.stages["repair"] >= 2
     assert res.calls == 1 + res.stages["repair"] and res.curve[-1] == res.makespan
+
+
+def test_the_search_carries_the_live_masks_recompute_set(policy):
+    # a training step that fits nothing without recompute: every candidate (the starts,
+    # the decodes, the annealing moves guided by a chain of the extended graph) carries
+    # the live mask's recompute set, and the best found fits
+    from placegym.envs.mdp.state import mask_recompute
+    from placegym.envs.suites import get_suite
+
+    suite = get_suite("pipedream-v0")
+    inst = next(i for i in suite.instances("test") if i.id == "resnet18-train@p100x2-recompute1.1")
+    g, c = inst.graph, inst.cluster
+    cfg = SearchConfig(budget=40, memory_mask="live", beam=2, samples=4)
+    result = policy_search(policy, g, c, cfg, seed=0)
+    assert np.array_equal(result.placement.recompute, mask_recompute(g, c, "live"))
+    s = simulate(g, c, result.placement)
+    assert not s.oom and s.makespan == pytest.approx(result.makespan)
+    assert result.stages["improve"] > 0

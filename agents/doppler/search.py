@@ -299,8 +299,8 @@ class _Improver:
         cfg, rng, n = self.cfg, self.rng, self.dec.graph.num_nodes
         if cfg.guide > 0 and self.chain is None and self.calls.left > 1:
             incumbent = Placement(self.dev, self.order, self.calls.recompute)
-            schedule = simulate(self.dec.graph, self.dec.cluster, incumbent)
-            self.chain = critical_chain(schedule)
+            found = critical_chain(simulate(self.dec.graph, self.dec.cluster, incumbent))
+            self.chain = found[found < n]  # recompute nodes are their forward node's
             self.calls.count_extra()
         if self.chain is not None and len(self.chain) and rng.random() < cfg.guide:
             return int(self.chain[rng.integers(len(self.chain))])
