@@ -341,9 +341,14 @@ def _sampled(
         raise ValueError("policy: expected one that chooses its SEL and PLC actions")
     dec = Decoder(policy, graph, cluster, memory_mask)
     devs = dec.sample(k, 1.0, np.random.default_rng(seed))
-    rc = dec.recompute if dec.recompute.size else None  # as the environments simulate them
-    res = simulate_batch(
-        graph, cluster, devs, dec._orders, dispatch=dispatch, memory=memory, recompute=rc
+    res = simulate_batch(  # with the mask's recompute set, as the environments simulate
+        graph,
+        cluster,
+        devs,
+        dec._orders,
+        dispatch=dispatch,
+        memory=memory,
+        recompute=dec.recompute,
     )
     return devs, dec._orders, res
 

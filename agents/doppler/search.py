@@ -220,9 +220,8 @@ class _Calls:
     def simulate(self, devs: np.ndarray, ords: np.ndarray) -> np.ndarray:
         """Scores of rows already filtered by :meth:`new`: the makespan, plus the serial
         upper bound when over memory (so the best is feasible whenever one was seen)."""
-        rc = self.recompute if self.recompute.size else None
         res = simulate_batch(
-            self.graph, self.cluster, devs, ords, memory=self.memory, recompute=rc
+            self.graph, self.cluster, devs, ords, memory=self.memory, recompute=self.recompute
         )
         scores = res.makespan + self.penalty * res.oom
         self._keep(devs, ords, scores, res.makespan)

@@ -68,6 +68,7 @@ from placegym.envs.analysis.memory import (
     stash_infeasibility,
 )
 from placegym.envs.analysis.room import Room, Units, room_mask, units
+from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
@@ -104,13 +105,23 @@ def mask_recompute(graph: Graph, cluster: Cluster, memory_mask: bool | str) -> n
     :func:`~placegym.envs.analysis.memory.stash_infeasibility` says why), the checkpoints
     of spacing ``CHECKPOINT_EVERY[0]``, the teachers' first; else empty (module
     docstring)."""
-    if memory_mask_mode(memory_mask) != "live" or not memory_may_bind(graph, cluster):
+    if memory_mask_mode(memory_mask) != "live":
         return _NO_RECOMPUTE
-    if stash_infeasibility(graph, cluster) is None:
+    return _live_recompute(graph, cluster)
+
+
+def _first_checkpoints(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """:func:`mask_recompute` under ``"live"``."""
+    if not memory_may_bind(graph, cluster) or stash_infeasibility(graph, cluster) is None:
         return _NO_RECOMPUTE
     out = checkpoints(graph, CHECKPOINT_EVERY[0])
     out.setflags(write=False)
     return out
+
+
+#: The live mask's recompute set per (graph, cluster) object: every state of an
+#: environment's episodes, and every decoder, reads it.
+_live_recompute = IdentityCache(_first_checkpoints, size=32)
 
 
 class Timeline:
