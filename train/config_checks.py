@@ -76,8 +76,7 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.checkpoint_every >= 1, "checkpoint_every", "must be >= 1", cfg.checkpoint_every)
     _check(cfg.threads >= 1, "threads", "must be >= 1", cfg.threads)
     _check(cfg.workers >= 0, "workers", "must be >= 0", cfg.workers)
-    device_ok = isinstance(cfg.device, str) and _DEVICE.fullmatch(cfg.device) is not None
-    _check(device_ok, "device", f"expected {', '.join(DEVICES)}", cfg.device)
+    _check_device_form(cfg.device)
     _check(cfg.restarts >= 1, "restarts", "must be >= 1", cfg.restarts)
     progress_ok = isinstance(cfg.progress, bool) or cfg.progress == "auto"
     _check(progress_ok, "progress", "expected true, false or auto", cfg.progress)
@@ -106,6 +105,12 @@ def validate(cfg: TrainConfig) -> None:
     _one_of(cfg.wandb.mode, ("auto", "online", "offline", "disabled"), "wandb.mode")
 
 
+def _check_device_form(value: Any) -> None:
+    """``device`` is one of the forms of :data:`DEVICES` (else the named error)."""
+    ok = isinstance(value, str) and _DEVICE.fullmatch(value) is not None
+    _check(ok, "device", f"expected {', '.join(DEVICES)}", value)
+
+
 def resolve_device(device: str) -> torch.device:
     """The torch device that ``device`` (a config's ``device``) names on this machine:
     ``auto`` is the current CUDA device when ``torch.cuda.is_available()``, else the CPU;
@@ -118,9 +123,7 @@ def resolve_device(device: str) -> torch.device:
     """
     import torch
 
-    _check(
-        _DEVICE.fullmatch(device) is not None, "device", f"expected {', '.join(DEVICES)}", device
-    )
+    _check_device_form(device)
     if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
