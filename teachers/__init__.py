@@ -26,6 +26,7 @@ _REGISTRY: dict[str, str] = {
     "critical_path": "placegym.teachers.critical_path:CriticalPathTeacher",
     "heft": "placegym.teachers.heft:HeftTeacher",
     "heft_rule": "placegym.teachers.heft:HeftRuleTeacher",
+    "heft_lookahead": "placegym.teachers.heft:HeftLookaheadTeacher",
     "nest": "placegym.teachers.nest:NestTeacher",
     "anneal": "placegym.teachers.anneal:AnnealTeacher",
     "device_anneal": "placegym.teachers.device_anneal:DeviceAnnealTeacher",

@@ -6,19 +6,28 @@ from typing import ClassVar
 
 import numpy as np
 
-from placegym.envs.analysis.levels import b_level, durations_on
+from placegym.envs.analysis.levels import CostTable, b_level, durations_on
 from placegym.envs.analysis.memory import Room
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.state import PlacementState, Timeline
 from placegym.teachers import _rule_kernel
-from placegym.teachers._common import Resident, priority_order
+from placegym.teachers._common import IdentityCache, Resident, priority_order
 from placegym.teachers._memory import make_feasible, reserve_room, with_room
-from placegym.teachers.base import PlanTeacher
+from placegym.teachers._successor_kernel import successor_kernel
+from placegym.teachers.base import PlanTeacher, ties
 from placegym.teachers.critical_path import CriticalPathTeacher
 
-__all__ = ["HeftRuleTeacher", "HeftTeacher", "heft_schedule"]
+__all__ = [
+    "HeftLookaheadTeacher",
+    "HeftRuleTeacher",
+    "HeftTeacher",
+    "heft_schedule",
+    "successor_finish",
+    "successor_scores",
+    "successor_tail",
+]
 
 
 def _arrival(graph: Graph, cluster: Cluster, v: int, dev: np.ndarray, aft: np.ndarray):
@@ -167,4 +176,127 @@ class HeftRuleTeacher(CriticalPathTeacher):
     def place_actions(self, state: PlacementState) -> np.ndarray:
         """The legal devices (with room, under memory pressure) where the selected node
         finishes earliest with insertion."""
+        return super().place_actions(state)
+
+
+#: Devices a successor is tried on per candidate device in :func:`successor_finish`
+#: (all of them on clusters of at most this many devices).
+LOOKAHEAD_WIDTH = 16
+
+
+def successor_finish(state: PlacementState, tail: np.ndarray, width: int = LOOKAHEAD_WIDTH):
+    """``(D,)`` per device ``r``: the estimated finish of the selected node's slowest
+    successor path if the node goes on ``r`` (the one-step lookahead of HEFT's
+    lookahead variant, Bittencourt, Sakellariou and Madeira, 2010).
+
+    With the node on ``r`` at its insertion-based finish ``f(r)``
+    (:meth:`~placegym.envs.mdp.state.PlacementState.insertion_start`), each successor
+    ``c`` is given its earliest finish over the devices ``r'``:
+    ``max(f(r) + latency(r, r') + bytes / bandwidth(r, r'), inputs(c, r'), busy(r'))
+    + duration(c, r')``, where ``inputs`` is the arrival of ``c``'s other placed inputs
+    (insertion-based finishes) and ``busy`` the device's last insertion-based finish
+    (``c`` itself is not inserted into a gap). The device's value is the largest,
+    over the successors, of that finish plus ``tail[c]`` (the rest of ``c``'s path to
+    a sink, e.g. its b-level less its own mean compute); a sink's is ``f(r)``. On a
+    cluster of more than ``width`` devices ``r'`` ranges over ``r`` itself and the
+    ``width`` devices of earliest ``max(inputs, busy) + duration`` of ``c`` only, so
+    a step costs ``O(successors * D * width)`` (:func:`successor_scores`).
+    """
+    v = state.selected
+    costs = state.costs
+    finish = state.insertion_start() + costs.duration[v]
+    succ = costs.successors[v]
+    if len(succ) == 0:
+        return finish
+    busy = state.insertion_busy_until()
+    ready = [np.maximum(state.input_arrival(c, insertion=True), busy) for c in succ]
+    out_bytes = float(state.graph.out_bytes[v])
+    return successor_scores(finish, succ, ready, costs, out_bytes, tail, width)
+
+
+def _links_t(costs: CostTable) -> tuple[np.ndarray, np.ndarray]:
+    return np.ascontiguousarray(costs.latency.T), np.ascontiguousarray(costs.inv_bandwidth.T)
+
+
+#: The transposed link tables of a cost table (what the compiled step reads row by row).
+_transposed = IdentityCache(_links_t)
+
+
+def successor_scores(
+    finish: np.ndarray,
+    succ: list[int],
+    ready: list[np.ndarray],
+    costs: CostTable,
+    out_bytes: float,
+    tail: np.ndarray,
+    width: int = LOOKAHEAD_WIDTH,
+) -> np.ndarray:
+    """:func:`successor_finish` from its parts: the node's finish ``(D,)`` on each
+    device, its successors ``succ`` and, for each, ``ready (D,)``: the later of its
+    other inputs' arrival and the device's last finish; the node's output bytes and the
+    state's step costs (durations and links). Past ``width`` devices, a successor's
+    candidates are its ``width`` devices of least ``ready + duration``, ties by index.
+    Compiled (:mod:`~placegym.teachers._successor_kernel`)."""
+    out = np.empty(len(finish))
+    successor_kernel(
+        np.ascontiguousarray(finish, dtype=np.float64),
+        np.asarray(succ, dtype=np.int64),
+        np.array(ready, dtype=np.float64).reshape(len(succ), len(finish)),
+        costs.duration,
+        *_transposed(costs),
+        float(out_bytes),
+        tail,
+        int(width),
+        out,
+    )
+    return out
+
+
+def _successor_tail(graph: Graph, cluster: Cluster) -> np.ndarray:
+    return b_level(graph, cluster) - durations_on(graph, cluster).mean(axis=1)
+
+
+#: ``(n,)`` per node, the rest of its path to a sink after its own compute: its
+#: b-level less its mean compute (cached per (graph, cluster) pair); the ``tail`` of
+#: :func:`successor_finish` in :class:`HeftLookaheadTeacher`.
+successor_tail = IdentityCache(_successor_tail)
+
+
+class HeftLookaheadTeacher(HeftRuleTeacher):
+    """HEFT's lookahead variant, answered state by state (Bittencourt, Sakellariou and
+    Madeira, 2010): a single pass that places each node where its successors can
+    finish earliest.
+
+    Rule:
+        - **SEL**: the frontier nodes of maximum b-level, as
+          :class:`~placegym.teachers.critical_path.CriticalPathTeacher`.
+        - **PLC**: the legal devices of least :func:`successor_finish`, with ``tail``
+          each node's b-level less its mean compute: for each device, the latest of the
+          selected node's successors' estimated finish plus the rest of their path to a
+          sink, the successor on its best device given the node there. A sink is placed
+          by its insertion-based finish, as :class:`HeftRuleTeacher`.
+
+    Memory, groups and tie sets as :class:`HeftRuleTeacher`. No simulator call while
+    placing (only where memory may bind, to raise the room's reserve, as the other
+    rules). A step costs ``O(successors * D * min(D, LOOKAHEAD_WIDTH))``.
+    """
+
+    name: ClassVar[str] = "heft_lookahead"
+    compiled_rule: ClassVar[int | None] = None
+
+    def device_scores(self, state: PlacementState) -> np.ndarray:
+        """``(D,)`` what PLC minimises: :func:`successor_finish` of the selected node."""
+        return successor_finish(state, successor_tail(state.graph, state.cluster))
+
+    def _place_in(self, state: PlacementState, room: Room | None) -> np.ndarray:
+        best = super()._place_in(state, room)
+        if len(best) < 2:
+            return best
+        own = state.insertion_start() + state.costs.duration[state.selected]
+        return ties(own, best, best="min")
+
+    def place_actions(self, state: PlacementState) -> np.ndarray:
+        """The legal devices (with room, under memory pressure) of least
+        :func:`successor_finish`, and among those the ones where the selected node
+        itself finishes earliest (insertion-based)."""
         return super().place_actions(state)

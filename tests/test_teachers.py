@@ -20,6 +20,7 @@ MINE = [
     "critical_path",
     "heft",
     "heft_rule",
+    "heft_lookahead",
     "random",
     "round_robin",
     "single_device",

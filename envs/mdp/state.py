@@ -443,11 +443,19 @@ class PlacementState:
                 self._frontier[c] = True
 
     # ------------------------------------------------------------------ estimates
-    def input_arrival(self, node: int | None = None) -> np.ndarray:
+    def input_arrival(self, node: int | None = None, *, insertion: bool = False) -> np.ndarray:
         """``(D,)`` estimated time all of ``node``'s (placed) inputs are on each device
-        (default: the selected node)."""
+        (default: the selected node), from the list-schedule finishes of its producers
+        or, with ``insertion``, from their insertion-based ones (:meth:`insertion_start`)."""
         v = self.selected if node is None else node
-        return self._no_earlier_than(np.zeros(self.cluster.num_devices), v)
+        finish = self._insertion_schedule().finish if insertion else None
+        return self._no_earlier_than(np.zeros(self.cluster.num_devices), v, finish)
+
+    def insertion_busy_until(self) -> np.ndarray:
+        """``(D,)`` the last finish on each device of the insertion-based schedule of the
+        placed nodes (:meth:`insertion_start`; 0 on an idle device)."""
+        lines = self._insertion_schedule().lines
+        return np.array([line.finish[-1] if line.finish else 0.0 for line in lines])
 
     def _no_earlier_than(
         self, floor: np.ndarray, v: int, finish: np.ndarray | None = None
