@@ -108,6 +108,7 @@ CONFIGS = [
     PolicyConfig(hidden=16, layers=2, siblings=False, positions=True, rules=True),
     PolicyConfig(hidden=8, layers=1, hints=("critical_path", "heft"), insertion=True),
     PolicyConfig(hidden=16, layers=1, hints=("metis",), rules=True, topology=True),
+    PolicyConfig(hidden=8, layers=1, hints=("nest",), rules=True, insertion=True, successors=True),
 ]
 
 
@@ -122,7 +123,7 @@ def _random_case(seed: int):
     return graph, cluster
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(len(CONFIGS) + 2))
 def test_one_pass_decodes_random_policies_on_random_graphs(seed):
     graph, cluster = _random_case(seed)
     torch.manual_seed(seed)
@@ -143,6 +144,7 @@ def test_one_pass_decodes_on_many_devices():
         positions=True,
         rules=True,
         insertion=True,
+        successors=True,
         topology=True,
     )
     _check_equal(DopplerPolicy(config).eval(), graph, cluster, True)

@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "Intervals",
     "arrival_kernel",
     "device_sum_kernel",
     "insert_interval_kernel",
@@ -347,3 +348,31 @@ def sel_columns_kernel(x, nodes, dyn, local, remote, now, b, rules, rtol):  # pr
             gap = top - b[i]
             x[i, c + 3] = gap
             x[i, c + 4] = 1.0 if gap <= tol else 0.0
+
+
+class Intervals:
+    """The busy intervals of every device (``Timeline`` s of HEFT's insertion rule) in
+    one pool: device ``k``'s ``size[k]`` intervals, sorted by start, at ``off[k]``, in a
+    block of ``cap[k]`` slots (moved to the pool's end, twice as large, when full)."""
+
+    def __init__(self, d: int, cap: int = 8) -> None:
+        self.ts = np.zeros(d * cap)
+        self.tf = np.zeros(d * cap)
+        self.off = np.arange(d, dtype=np.int64) * cap
+        self.size = np.zeros(d, dtype=np.int64)
+        self.cap = np.full(d, cap, dtype=np.int64)
+        self.end = d * cap
+
+    def insert(self, k: int, start: float, finish: float) -> None:
+        if self.size[k] == self.cap[k]:
+            cap = int(2 * self.cap[k])
+            if self.end + cap > len(self.ts):
+                grow = max(len(self.ts), cap)
+                self.ts = np.concatenate([self.ts, np.zeros(grow)])
+                self.tf = np.concatenate([self.tf, np.zeros(grow)])
+            lo, m = int(self.off[k]), int(self.size[k])
+            self.ts[self.end : self.end + m] = self.ts[lo : lo + m]
+            self.tf[self.end : self.end + m] = self.tf[lo : lo + m]
+            self.off[k], self.cap[k] = self.end, cap
+            self.end += cap
+        insert_interval_kernel(self.ts, self.tf, self.off, self.size, k, start, finish)

@@ -24,6 +24,7 @@ __all__ = [
     "SEL_CONTEXT",
     "SEL_PICK",
     "SEL_RULES",
+    "SUCCESSOR_FEATURES",
     "TOPOLOGY_CHANNELS",
     "TOPOLOGY_ROUNDS",
     "PolicyConfig",
@@ -47,6 +48,9 @@ LINK_FEATURES, TOPOLOGY_CHANNELS, TOPOLOGY_ROUNDS = 2, 2, 2
 #: Device columns of :func:`~placegym.agents.doppler.features.insertion_features`
 #: (``PolicyConfig.insertion``).
 INSERTION_FEATURES = 3
+#: Device columns of :func:`~placegym.agents.doppler.features.successor_features`
+#: (``PolicyConfig.successors``).
+SUCCESSOR_FEATURES = 2
 #: Device columns of :func:`~placegym.agents.doppler.features.price_features`
 #: (``PolicyConfig.prices``).
 PRICE_FEATURES = 2
@@ -114,6 +118,15 @@ class PolicyConfig:
             (:func:`~placegym.agents.doppler.features.insertion_features`, added to the
             device rows per state), beside the list-schedule estimate of the observation
             that the critical-path rule reads.
+        successors: PLC also reads the one-step lookahead of HEFT's lookahead variant
+            per device: how late the selected node's successor paths would finish if it
+            went there (:func:`~placegym.teachers.heft.successor_finish`, each successor
+            on its best device, plus the rest of its path to a sink), as its lead over
+            the least one and whether it is the least
+            (:func:`~placegym.agents.doppler.features.successor_features`, added to the
+            device rows per state; the ``heft_lookahead`` teacher's rule). Computed from
+            the state alone: no simulator call, ``O(successors * D * min(D, 16))`` a step.
+            Needs ``insertion`` (it extends that schedule).
         prices: PLC also reads, per device, what the rest of the placement would cost
             there: the simulated makespan of ``heft_rule``'s completion of the state
             with the selected node on the device, as its lead over the least one and
@@ -159,6 +172,7 @@ class PolicyConfig:
     hint_quality: bool = False
     topology: bool = False
     insertion: bool = False
+    successors: bool = False
     prices: bool = False
     price_starts: tuple[str, ...] = ()
     price_follow: bool = False
@@ -179,6 +193,8 @@ class PolicyConfig:
             raise ValueError(
                 f"hints: expected distinct single-pass teachers, got {list(self.hints)}"
             )
+        if self.successors and not self.insertion:
+            raise ValueError("successors: needs insertion, got insertion=False")
         if self.hint_quality and not self.hints:
             raise ValueError("hint_quality: needs hints, got none")
         starts = self.price_starts

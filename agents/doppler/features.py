@@ -48,6 +48,7 @@ from placegym.agents.nn.encoder import GraphInputs
 from placegym.envs.mdp.observation import FEATURE_MAX
 from placegym.envs.mdp.state import PlacementState
 from placegym.teachers.base import TIE_RTOL, Teacher
+from placegym.teachers.heft import successor_finish, successor_tail
 from placegym.teachers.lookahead import LookaheadTeacher
 
 if TYPE_CHECKING:
@@ -331,6 +332,26 @@ def insertion_features(state: PlacementState, scale: float) -> np.ndarray:
             lead <= RULE_RTOL * abs(first),
         ],
         axis=-1,
+    ).astype(np.float32)
+
+
+def successor_features(state: PlacementState, scale: float) -> np.ndarray:
+    """``(D, 2)`` float32 per device, for the selected node (``PolicyConfig.successors``):
+    :func:`~placegym.teachers.heft.successor_finish` there (with the b-level tails of
+    :class:`~placegym.teachers.heft.HeftLookaheadTeacher`) minus the least over the
+    devices, / ``scale``, and whether it is within
+    :data:`~placegym.agents.doppler.config.RULE_RTOL` of the least (the tie set of
+    ``heft_lookahead``'s rule; devices the mask forbids are the caller's to drop)."""
+    score = successor_finish(state, successor_tail(state.graph, state.cluster))
+    return successor_columns(score, scale)
+
+
+def successor_columns(score: np.ndarray, scale: float) -> np.ndarray:
+    """:func:`successor_features` from the successor finish ``score (D,)``."""
+    first = score.min()
+    lead = score - first
+    return np.stack(
+        [np.minimum(lead / scale, FEATURE_MAX), lead <= RULE_RTOL * abs(first)], axis=-1
     ).astype(np.float32)
 
 

@@ -58,6 +58,7 @@ from placegym.agents.doppler.config import (
     SEL_CONTEXT,
     SEL_PICK,
     SEL_RULES,
+    SUCCESSOR_FEATURES,
     TOPOLOGY_CHANNELS,
     TOPOLOGY_ROUNDS,
 )
@@ -74,6 +75,7 @@ from placegym.agents.doppler.features import (
     sel_pick,
     sel_rules,
     sibling_share,
+    successor_features,
 )
 from placegym.agents.doppler.hints import (
     HINT_FEATURES,
@@ -255,6 +257,14 @@ DEVICE_INPUTS: tuple[DeviceInput, ...] = (
         columns=price_features,
         prepare=lambda src: {"price_scale": src.unit},
     ),
+    DeviceInput(
+        name="successors",
+        flag="successors",
+        width=SUCCESSOR_FEATURES,
+        source="successor_scale",
+        columns=lambda state, unit, pricer: successor_features(state, unit),
+        prepare=lambda src: {"successor_scale": src.unit},
+    ),
 )
 
 
@@ -429,7 +439,8 @@ def plc_devices(
     columns of each :data:`DEVICE_INPUTS` entry whose field the graph inputs set (the
     :func:`~placegym.agents.doppler.features.insertion_features` with a ``scale``, the
     :func:`~placegym.agents.doppler.features.price_features` with a ``price_scale``,
-    priced by ``pricer``); a new array."""
+    priced by ``pricer``, the :func:`~placegym.agents.doppler.features.
+    successor_features` with a ``successor_scale``); a new array."""
     parts = [devices]
     for entry in DEVICE_INPUTS:
         unit = getattr(graph, entry.source)

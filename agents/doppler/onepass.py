@@ -78,18 +78,19 @@ import torch
 from torch import Tensor
 
 from placegym.agents.doppler._kernels import (
+    Intervals,
     arrival_kernel,
     device_sum_kernel,
-    insert_interval_kernel,
     insertion_columns_kernel,
     insertion_kernel,
     plc_columns_kernel,
     sel_columns_kernel,
     sibling_kernel,
 )
-from placegym.agents.doppler.config import RULE_RTOL
+from placegym.agents.doppler.config import INSERTION_FEATURES, RULE_RTOL
 from placegym.agents.doppler.decoder import decodes_like_episodes
 from placegym.agents.doppler.episodes import greedy_pick
+from placegym.agents.doppler.features import successor_columns
 from placegym.agents.doppler.hints import hint_placements
 from placegym.agents.doppler.inputs import (
     DEVICE_INPUTS,
@@ -111,6 +112,7 @@ from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.observation import FEATURE_MAX, ObservationBuilder
 from placegym.envs.mdp.state import PlacementState
+from placegym.teachers.heft import successor_scores, successor_tail
 
 __all__ = [
     "ONE_PASS_HINTS",
@@ -133,7 +135,7 @@ _PLC_SUPPORTED = ("hints", "rules", "topology")
 #: SEL inputs (:data:`~placegym.agents.doppler.inputs.SEL_INPUTS`) and device columns
 #: (:data:`~placegym.agents.doppler.inputs.DEVICE_INPUTS`) it computes.
 _SEL_SUPPORTED = ("rules",)
-_DEVICE_SUPPORTED = ("insertion",)
+_DEVICE_SUPPORTED = ("insertion", "successors")
 _B_LEVEL, _EST_FINISH, _EDGE_COMM = 3, 5, 0  # node_static, node_dynamic, edge_attr columns
 _EST_START = 0  # device column: estimated start of the selected node / CP
 
@@ -269,34 +271,6 @@ def _plc_columns(config: Any) -> dict[str, int]:
     return out
 
 
-class _Intervals:
-    """The busy intervals of every device (``Timeline`` s of HEFT's insertion rule) in
-    one pool: device ``k``'s ``size[k]`` intervals, sorted by start, at ``off[k]``, in a
-    block of ``cap[k]`` slots (moved to the pool's end, twice as large, when full)."""
-
-    def __init__(self, d: int, cap: int = 8) -> None:
-        self.ts = np.zeros(d * cap)
-        self.tf = np.zeros(d * cap)
-        self.off = np.arange(d, dtype=np.int64) * cap
-        self.size = np.zeros(d, dtype=np.int64)
-        self.cap = np.full(d, cap, dtype=np.int64)
-        self.end = d * cap
-
-    def insert(self, k: int, start: float, finish: float) -> None:
-        if self.size[k] == self.cap[k]:
-            cap = int(2 * self.cap[k])
-            if self.end + cap > len(self.ts):
-                grow = max(len(self.ts), cap)
-                self.ts = np.concatenate([self.ts, np.zeros(grow)])
-                self.tf = np.concatenate([self.tf, np.zeros(grow)])
-            lo, m = int(self.off[k]), int(self.size[k])
-            self.ts[self.end : self.end + m] = self.ts[lo : lo + m]
-            self.tf[self.end : self.end + m] = self.tf[lo : lo + m]
-            self.off[k], self.cap[k] = self.end, cap
-            self.end += cap
-        insert_interval_kernel(self.ts, self.tf, self.off, self.size, k, start, finish)
-
-
 class OnePassDecoder:
     """The greedy placement of ``policy`` on ``graph`` and ``cluster`` in one pass
     (module docstring): encoders once, then per step incremental features and one small
@@ -424,10 +398,12 @@ class _Run:
         self.no_hint = np.zeros(0, dtype=np.int64)
         # insertion: busy intervals per device and each placed node's finish there
         self.scale = dec.inputs.scale
-        self.intervals = _Intervals(d) if self.scale is not None else None
+        self.intervals = Intervals(d) if self.scale is not None else None
         self.ins_finish = np.full(n, np.nan)
         self.ins_start = np.zeros(d)
         self.ready = np.zeros(d)
+        self.succ_scale = dec.inputs.successor_scale  # successors: HEFT's lookahead
+        self.tail = successor_tail(graph, cluster) if self.succ_scale is not None else None
 
     # ------------------------------------------------------------------ SEL
     def select(self) -> int:
@@ -473,6 +449,23 @@ class _Run:
         insertion_kernel(iv.ts, iv.tf, iv.off, iv.size, self.ready, dur, self.ins_start)
         insertion_columns_kernel(self.ins_start, dur, self.scale, FEATURE_MAX, RULE_RTOL, out)
 
+    def successor_columns(self, v: int, out: np.ndarray) -> None:
+        """Write :func:`~placegym.agents.doppler.features.successor_features` of ``v``
+        (:func:`~placegym.teachers.heft.successor_scores` of the schedule kept here, after
+        :meth:`insertion_columns`) into ``out (D, 2)``."""
+        iv, dec, succ = self.intervals, self.dec, self.state.costs.successors[v]
+        assert iv is not None and self.tail is not None and self.succ_scale is not None
+        busy = np.where(iv.size > 0, iv.tf[np.maximum(iv.off + iv.size - 1, 0)], 0.0)
+        finish, ready = self.ins_start + self.duration[v], []
+        for c in succ:  # each successor's other inputs, as PlacementState.input_arrival
+            r = np.empty(self.d)
+            arrival_kernel(dec._pptr, dec._pidx, c, self.state.device, self.ins_finish,
+                           self.out_bytes, self.latency, self.inv_bw, r)  # fmt: skip
+            ready.append(np.maximum(r, busy))
+        nbytes = float(self.out_bytes[v])
+        score = successor_scores(finish, succ, ready, self.state.costs, nbytes, self.tail)
+        out[:] = successor_columns(score if succ else finish, self.succ_scale)
+
     def place(self, v: int) -> int:
         """The greedy PLC action for ``v``: the columns of :func:`~placegym.agents.
         doppler.inputs.plc_columns` written into one ``(1, D, W)`` buffer (element-wise
@@ -484,7 +477,9 @@ class _Run:
         dev_np = self.dev_rows
         dev_np[:, :obs_width] = self.obs.devices
         if self.intervals is not None:
-            self.insertion_columns(v, dev_np[:, obs_width:])
+            self.insertion_columns(v, dev_np[:, obs_width : obs_width + INSERTION_FEATURES])
+        if self.succ_scale is not None:
+            self.successor_columns(v, dev_np[:, obs_width + INSERTION_FEATURES :])
         buf = self.plc_buf
         x = buf.numpy()[0]
         col_dev = 2 * h + 1  # node embedding, mean device embedding, log1p(count)

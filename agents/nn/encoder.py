@@ -43,6 +43,9 @@ class GraphInputs:
         price_scale: the same time unit for
             :func:`placegym.agents.doppler.features.price_features`
             (``PolicyConfig.prices``), or None when the policy does not read them.
+        successor_scale: the same time unit for
+            :func:`placegym.agents.doppler.features.successor_features`
+            (``PolicyConfig.successors``), or None when the policy does not read them.
         b_level: ``(n,)`` float64 exact b-levels (``PolicyConfig.prices``: SEL's
             :func:`placegym.agents.doppler.features.sel_pick`), or None.
     """
@@ -59,6 +62,7 @@ class GraphInputs:
     links: Tensor | None = None
     scale: float | None = None
     price_scale: float | None = None
+    successor_scale: float | None = None
     b_level: Tensor | None = None
 
     @property
@@ -67,8 +71,8 @@ class GraphInputs:
         return int(self.x.shape[0])
 
     def to(self, device: torch.device | str) -> GraphInputs:
-        """These inputs with every tensor on ``device`` (the floats ``scale`` and
-        ``price_scale`` as they are): ``self`` when every tensor is there already, else a
+        """These inputs with every tensor on ``device`` (the float time units as they
+        are): ``self`` when every tensor is there already, else a
         new :class:`GraphInputs` holding copies of the tensors that were elsewhere;
         ``self`` is never changed (the episodes' cached inputs stay on the CPU while a
         learner on a GPU encodes a copy)."""
