@@ -33,6 +33,11 @@ def test_rows_baselines_and_tables(tiny, tmp_path, capsys):  # noqa: F811
     printed = capsys.readouterr().out
     assert "| tiny-v0 (1) |" in printed and "greedy faster than both" in printed
     assert printed.strip() == op.onepass_table(rows, base)
+    assert b["heft_lookahead"] > 0 and "heft_lookahead faster than both" in printed
+    stored = dict(b)
+    del b["heft_lookahead"]  # baselines stored before heft_lookahead was measured
+    paths[1].write_text(json.dumps(base))
+    assert op.extra_baselines(paths[1])["tiny-v0/dag-ccr4@doppler-unit-4"] == stored
 
 
 def test_summary_figures_on_hand_made_rows():
@@ -64,6 +69,7 @@ def test_summary_figures_on_hand_made_rows():
             "round_robin": 1.5,
             "single_device": 2.0,
             "fortified_lookahead": 0.9,
+            "heft_lookahead": 0.94,
             "fits": True,
         }
     }
@@ -74,6 +80,8 @@ def test_summary_figures_on_hand_made_rows():
     assert fig["warm_le_anneal_calls"] == [1.0] * 3
     assert fig["warm_le_anneal_seconds"] == [0.0] * 3
     assert fig["over_memory"] == [0.0, 0.0, 1.0]
+    assert fig["vs_heft_lookahead"][:2] == pytest.approx([0.9 / 0.94, 0.97 / 0.94])
+    assert fig["heft_lookahead_beats_both"] == [1.0] * 3  # 0.94 < 0.95
     assert fig["seconds_per_1k"] == [pytest.approx(0.4)] * 3
     assert fig["slowest_decode"] == [pytest.approx(0.2)] * 3
 
