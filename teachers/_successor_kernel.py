@@ -61,3 +61,73 @@ def successor_kernel(
             x = best[k] + t
             if x > out[k]:
                 out[k] = x
+
+
+@njit(cache=True)
+def successor_columns_kernel(
+    v,
+    succ_ptr,
+    succ_idx,
+    pred_ptr,
+    pred_idx,
+    device,
+    ins_finish,
+    nbytes,
+    latency,
+    inv_bw,
+    latency_t,
+    inv_bw_t,
+    dur,
+    tail,
+    width,
+    finish,
+    iv_finish,
+    iv_off,
+    iv_size,
+    scale,
+    feature_max,
+    rtol,
+    out,
+):  # pragma: no cover - compiled
+    """``out (D, 2)`` float32: the ``successors`` columns of node ``v`` whose insertion-
+    based finish on each device is ``finish``, from an insertion schedule kept as arrays
+    (each placed node's finish ``ins_finish``, each device's busy intervals' finishes
+    ``iv_finish[iv_off[k] : iv_off[k] + iv_size[k]]``, sorted): each successor's ready
+    time is the later of its placed inputs' arrival (``PlacementState.input_arrival``
+    with ``insertion``) and the device's last finish, then :func:`successor_kernel`;
+    the columns are the lead over the least, / ``scale``, capped at ``feature_max``, and
+    whether it is within ``rtol`` of the least (the same float64 operations as
+    ``successor_columns``)."""
+    nd = finish.shape[0]
+    lo, hi = succ_ptr[v], succ_ptr[v + 1]
+    m = hi - lo
+    score = np.empty(nd)
+    if m == 0:
+        for k in range(nd):
+            score[k] = finish[k]
+    else:
+        succ = succ_idx[lo:hi]
+        ready = np.empty((m, nd))
+        for i in range(m):
+            c = succ[i]
+            for k in range(nd):
+                b = iv_finish[iv_off[k] + iv_size[k] - 1] if iv_size[k] > 0 else 0.0
+                ready[i, k] = max(0.0, b)
+            for j in range(pred_ptr[c], pred_ptr[c + 1]):
+                u = pred_idx[j]
+                a = device[u]
+                if a < 0:
+                    continue
+                f, b = ins_finish[u], nbytes[u]
+                for k in range(nd):
+                    x = f + latency[a, k] + b * inv_bw[a, k]
+                    if x > ready[i, k]:
+                        ready[i, k] = x
+        successor_kernel(
+            finish, succ, ready, dur, latency_t, inv_bw_t, nbytes[v], tail, width, score
+        )
+    first = score.min()
+    for k in range(nd):
+        lead = score[k] - first
+        out[k, 0] = min(lead / scale, feature_max)
+        out[k, 1] = 1.0 if lead <= rtol * abs(first) else 0.0

@@ -27,6 +27,7 @@ __all__ = [
     "successor_finish",
     "successor_scores",
     "successor_tail",
+    "transposed_links",
 ]
 
 
@@ -219,7 +220,7 @@ def _links_t(costs: CostTable) -> tuple[np.ndarray, np.ndarray]:
 
 
 #: The transposed link tables of a cost table (what the compiled step reads row by row).
-_transposed = IdentityCache(_links_t)
+transposed_links = IdentityCache(_links_t)
 
 
 def successor_scores(
@@ -243,7 +244,7 @@ def successor_scores(
         np.asarray(succ, dtype=np.int64),
         np.array(ready, dtype=np.float64).reshape(len(succ), len(finish)),
         costs.duration,
-        *_transposed(costs),
+        *transposed_links(costs),
         float(out_bytes),
         tail,
         int(width),

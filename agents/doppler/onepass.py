@@ -90,7 +90,6 @@ from placegym.agents.doppler._kernels import (
 from placegym.agents.doppler.config import INSERTION_FEATURES, RULE_RTOL
 from placegym.agents.doppler.decoder import decodes_like_episodes
 from placegym.agents.doppler.episodes import greedy_pick
-from placegym.agents.doppler.features import successor_columns
 from placegym.agents.doppler.hints import hint_placements
 from placegym.agents.doppler.inputs import (
     DEVICE_INPUTS,
@@ -112,7 +111,8 @@ from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.observation import FEATURE_MAX, ObservationBuilder
 from placegym.envs.mdp.state import PlacementState
-from placegym.teachers.heft import successor_scores, successor_tail
+from placegym.teachers._successor_kernel import successor_columns_kernel
+from placegym.teachers.heft import LOOKAHEAD_WIDTH, successor_tail, transposed_links
 
 __all__ = [
     "ONE_PASS_HINTS",
@@ -324,6 +324,7 @@ class OnePassDecoder:
         self._in_edge = order.astype(np.int64)
         self._in_ptr = np.searchsorted(dst[order], np.arange(n + 1)).astype(np.int64)
         self._pptr, self._pidx = (np.asarray(a, dtype=np.int64) for a in graph.producer_csr)
+        self._cptr_cidx = tuple(np.asarray(a, dtype=np.int64) for a in graph.consumer_csr)
         self._siblings = None
         if policy.config.siblings and g.siblings is not None:
             ptr, idx, weight = g.siblings
@@ -451,20 +452,16 @@ class _Run:
 
     def successor_columns(self, v: int, out: np.ndarray) -> None:
         """Write :func:`~placegym.agents.doppler.features.successor_features` of ``v``
-        (:func:`~placegym.teachers.heft.successor_scores` of the schedule kept here, after
-        :meth:`insertion_columns`) into ``out (D, 2)``."""
-        iv, dec, succ = self.intervals, self.dec, self.state.costs.successors[v]
+        (the same operations, on the schedule kept here, after :meth:`insertion_columns`)
+        into ``out (D, 2)``."""
+        iv, dec, costs = self.intervals, self.dec, self.state.costs
         assert iv is not None and self.tail is not None and self.succ_scale is not None
-        busy = np.where(iv.size > 0, iv.tf[np.maximum(iv.off + iv.size - 1, 0)], 0.0)
-        finish, ready = self.ins_start + self.duration[v], []
-        for c in succ:  # each successor's other inputs, as PlacementState.input_arrival
-            r = np.empty(self.d)
-            arrival_kernel(dec._pptr, dec._pidx, c, self.state.device, self.ins_finish,
-                           self.out_bytes, self.latency, self.inv_bw, r)  # fmt: skip
-            ready.append(np.maximum(r, busy))
-        nbytes = float(self.out_bytes[v])
-        score = successor_scores(finish, succ, ready, self.state.costs, nbytes, self.tail)
-        out[:] = successor_columns(score if succ else finish, self.succ_scale)
+        successor_columns_kernel(
+            v, *dec._cptr_cidx, dec._pptr, dec._pidx, self.state.device, self.ins_finish,
+            self.out_bytes, self.latency, self.inv_bw, *transposed_links(costs),
+            self.duration, self.tail, LOOKAHEAD_WIDTH, self.ins_start + self.duration[v],
+            iv.tf, iv.off, iv.size, self.succ_scale, FEATURE_MAX, RULE_RTOL, out,
+        )  # fmt: skip
 
     def place(self, v: int) -> int:
         """The greedy PLC action for ``v``: the columns of :func:`~placegym.agents.
