@@ -1,11 +1,34 @@
 """The compiled step of :func:`~placegym.teachers.heft.successor_scores` (numba, cached
 on disk): one implementation for the ``heft_lookahead`` teacher, the policy's
-``successors`` columns and the one-pass decode, so all three agree bit for bit."""
+``successors`` columns and the one-pass decode, so all three agree bit for bit; with the
+inputs' arrival kernel that the one-pass decode reads too (what a compiled function
+calls lives in its file: numba's disk cache is invalidated per source file)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+
+@njit(cache=True)
+def arrival_kernel(ptr, idx, v, device, finish, nbytes, latency, inv_bw, out):  # pragma: no cover
+    """``out (D,)``: the arrival on each device of every placed input of ``v``,
+    ``finish[u] + latency[a] + nbytes[u] * inv_bw[a]`` from producer ``u`` on ``a``,
+    their max with 0 (``PlacementState._no_earlier_than`` with a zero floor): ``ptr, idx``
+    the producer CSR."""
+    d = out.shape[0]
+    for k in range(d):
+        out[k] = 0.0
+    for j in range(ptr[v], ptr[v + 1]):
+        u = idx[j]
+        a = device[u]
+        if a < 0:
+            continue
+        f, b = finish[u], nbytes[u]
+        for k in range(d):
+            x = f + latency[a, k] + b * inv_bw[a, k]
+            if x > out[k]:
+                out[k] = x
 
 
 @njit(cache=True)
@@ -109,20 +132,13 @@ def successor_columns_kernel(
         succ = succ_idx[lo:hi]
         ready = np.empty((m, nd))
         for i in range(m):
-            c = succ[i]
-            for k in range(nd):
-                b = iv_finish[iv_off[k] + iv_size[k] - 1] if iv_size[k] > 0 else 0.0
-                ready[i, k] = max(0.0, b)
-            for j in range(pred_ptr[c], pred_ptr[c + 1]):
-                u = pred_idx[j]
-                a = device[u]
-                if a < 0:
-                    continue
-                f, b = ins_finish[u], nbytes[u]
-                for k in range(nd):
-                    x = f + latency[a, k] + b * inv_bw[a, k]
-                    if x > ready[i, k]:
-                        ready[i, k] = x
+            row = ready[i]
+            arrival_kernel(
+                pred_ptr, pred_idx, succ[i], device, ins_finish, nbytes, latency, inv_bw, row
+            )
+            for k in range(nd):  # no earlier than the device's last finish
+                if iv_size[k] > 0:
+                    row[k] = max(row[k], iv_finish[iv_off[k] + iv_size[k] - 1])
         successor_kernel(
             finish, succ, ready, dur, latency_t, inv_bw_t, nbytes[v], tail, width, score
         )

@@ -29,7 +29,6 @@ from numba import njit
 
 __all__ = [
     "Intervals",
-    "arrival_kernel",
     "device_sum_kernel",
     "insert_interval_kernel",
     "insertion_columns_kernel",
@@ -161,27 +160,6 @@ def readiness_kernel(est, src, dst, comm, step, node):  # pragma: no cover - com
 # ---------------------------------------------------------------------- one-pass decode
 # The incremental bookkeeping of :mod:`placegym.agents.doppler.onepass`: each kernel
 # reproduces, bit for bit, a quantity that the step-by-step decode recomputes per state.
-
-
-@njit(cache=True)
-def arrival_kernel(ptr, idx, v, device, finish, nbytes, latency, inv_bw, out):  # pragma: no cover
-    """``out (D,)``: the arrival on each device of every placed input of ``v``,
-    ``finish[u] + latency[a] + nbytes[u] * inv_bw[a]`` from producer ``u`` on ``a``,
-    their max with 0 (``PlacementState._no_earlier_than`` with a zero floor): ``ptr, idx``
-    the producer CSR."""
-    d = out.shape[0]
-    for k in range(d):
-        out[k] = 0.0
-    for j in range(ptr[v], ptr[v + 1]):
-        u = idx[j]
-        a = device[u]
-        if a < 0:
-            continue
-        f, b = finish[u], nbytes[u]
-        for k in range(d):
-            x = f + latency[a, k] + b * inv_bw[a, k]
-            if x > out[k]:
-                out[k] = x
 
 
 @njit(cache=True, inline="always")

@@ -79,7 +79,6 @@ from torch import Tensor
 
 from placegym.agents.doppler._kernels import (
     Intervals,
-    arrival_kernel,
     device_sum_kernel,
     insertion_columns_kernel,
     insertion_kernel,
@@ -111,7 +110,7 @@ from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.observation import FEATURE_MAX, ObservationBuilder
 from placegym.envs.mdp.state import PlacementState
-from placegym.teachers._successor_kernel import successor_columns_kernel
+from placegym.teachers._successor_kernel import arrival_kernel, successor_columns_kernel
 from placegym.teachers.heft import LOOKAHEAD_WIDTH, successor_tail, transposed_links
 
 __all__ = [
