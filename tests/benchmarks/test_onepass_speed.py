@@ -1,8 +1,9 @@
 """The one-pass greedy decode against the step-by-step one (``make bench``): seconds per
 1,000 nodes on one torch thread, graphs of 600 to 9,313 nodes on 3 to 1,024 devices.
 
-Both decode ``generalist-memory-v2`` (no lookahead prices, room mask) from the same
-graph inputs: :meth:`Decoder.greedy <placegym.agents.doppler.decoder.Decoder.greedy>`
+Both decode :data:`AGENT` (``onepass-v1``: the zoo's one-pass agent, live mask, with
+HEFT's lookahead columns) from the same graph inputs:
+:meth:`Decoder.greedy <placegym.agents.doppler.decoder.Decoder.greedy>`
 (old: every state's features recomputed, ``O(n · D)`` a step for the hint shares and the
 embedding sums) and :class:`~placegym.agents.doppler.onepass.OnePassDecoder` (new:
 incremental features). Figures are thread CPU seconds (the machine is shared), the
@@ -36,6 +37,8 @@ from placegym.envs.suites import get_suite
 
 pytestmark = pytest.mark.benchmark
 
+#: The shipped agent decoded.
+AGENT = "onepass-v1"
 #: (suite, instance) of the rows, by size.
 CASES = [
     ("published-v0", "throughput-operator-resnet50_inference"),
@@ -76,10 +79,10 @@ def _timed(fn):
 
 
 def test_one_pass_decode_speed():
-    agent = pretrained("generalist-memory-v2")
+    agent = pretrained(AGENT)
     policy, mask = agent.policy, agent.memory_mask
     print(
-        f"\n\ngeneralist-memory-v2 greedy decode, one torch thread, thread CPU s ({load_note()})"
+        f"\n\n{AGENT} greedy decode ({mask} mask), one torch thread, thread CPU s ({load_note()})"
     )
     print(
         "| instance | nodes | devices | old set-up s | new set-up s | old s | new s "

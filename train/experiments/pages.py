@@ -290,6 +290,14 @@ def _onepass_start(results: Path) -> str:
     return onepass_table(rows, base, over="search seeds")
 
 
+def _onepass_successors(results: Path) -> str:
+    """The one-pass evaluation of the policy with HEFT's lookahead columns (its own rows,
+    the one-pass baselines)."""
+    from placegym.train.experiments.onepass import onepass_table
+
+    return onepass_table(*_part(results, "onepass", "onepass-successors.jsonl"))
+
+
 _CH = "bench/comm-heavy-v0-test/results.json"
 _ANY = "anytime/comm-heavy-v0-test/anytime_curve.csv"
 _P100 = "bench/p100x4/results.json"
@@ -342,6 +350,9 @@ BLOCKS: dict[str, Block] = {
     "onepass": Block(("onepass.jsonl", "onepass.baselines.json"), _onepass),
     "onepass-generalist": Block(
         ("onepass-generalist.jsonl", "onepass.baselines.json"), _onepass_start
+    ),
+    "onepass-successors": Block(
+        ("onepass-successors.jsonl", "onepass.baselines.json"), _onepass_successors
     ),
 }
 
