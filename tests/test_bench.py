@@ -120,6 +120,7 @@ def test_the_default_teachers_are_every_placer_but_the_exact_and_phase_i_ones():
         "device_anneal",
         "best_list",
         "heft_rule",
+        "heft_lookahead",
         "lookahead",
         "fortified_lookahead",
     }

@@ -323,7 +323,8 @@ class OnePassDecoder:
         self._in_edge = order.astype(np.int64)
         self._in_ptr = np.searchsorted(dst[order], np.arange(n + 1)).astype(np.int64)
         self._pptr, self._pidx = (np.asarray(a, dtype=np.int64) for a in graph.producer_csr)
-        self._cptr_cidx = tuple(np.asarray(a, dtype=np.int64) for a in graph.consumer_csr)
+        cptr, cidx = graph.consumer_csr
+        self._cptr_cidx = (np.asarray(cptr, dtype=np.int64), np.asarray(cidx, dtype=np.int64))
         self._siblings = None
         if policy.config.siblings and g.siblings is not None:
             ptr, idx, weight = g.siblings
@@ -453,13 +454,14 @@ class _Run:
         """Write :func:`~placegym.agents.doppler.features.successor_features` of ``v``
         (the same operations, on the schedule kept here, after :meth:`insertion_columns`)
         into ``out (D, 2)``."""
-        iv, dec, costs = self.intervals, self.dec, self.state.costs
+        iv, dec = self.intervals, self.dec
         assert iv is not None and self.tail is not None and self.succ_scale is not None
+        (cptr, cidx), (lat_t, ibw_t) = dec._cptr_cidx, transposed_links(self.state.costs)
         successor_columns_kernel(
-            v, *dec._cptr_cidx, dec._pptr, dec._pidx, self.state.device, self.ins_finish,
-            self.out_bytes, self.latency, self.inv_bw, *transposed_links(costs),
-            self.duration, self.tail, LOOKAHEAD_WIDTH, self.ins_start + self.duration[v],
-            iv.tf, iv.off, iv.size, self.succ_scale, FEATURE_MAX, RULE_RTOL, out,
+            v, cptr, cidx, dec._pptr, dec._pidx, self.state.device, self.ins_finish,
+            self.out_bytes, self.latency, self.inv_bw, lat_t, ibw_t, self.duration, self.tail,
+            LOOKAHEAD_WIDTH, self.ins_start + self.duration[v], iv.tf, iv.off, iv.size,
+            self.succ_scale, FEATURE_MAX, RULE_RTOL, out,
         )  # fmt: skip
 
     def place(self, v: int) -> int:
