@@ -289,3 +289,49 @@ def test_the_environment_simulates_and_reports_the_live_masks_recompute_set():
 
     record = SimpleNamespace(info=info)  # what episode_placement reads of a record
     assert np.array_equal(episode_placement(record).recompute, rc)
+
+
+def _numpy_free(room, device, param_used, v):
+    """The capacity left of ``Room._state`` written with numpy (bincounts, held,
+    _waits): what the compiled ``live_free`` must equal bit for bit."""
+    u, pb = room.units, room.graph.param_bytes
+    placed = np.flatnonzero(device >= 0)
+    unit_dev = np.full(u.count, -1, dtype=np.int64)
+    unit_dev[u.of[placed]] = device[placed]
+    done = np.bincount(u.of[placed], weights=pb[placed], minlength=u.count)
+    open_ = unit_dev >= 0
+    pending = np.bincount(
+        unit_dev[open_], weights=(u.nbytes - done)[open_], minlength=len(room.capacity)
+    )
+    free = room.capacity - param_used - pending
+    if room.live:
+        runs_on = unit_dev[u.of]
+        rest = (device < 0) & (runs_on >= 0)
+        rest[v] = False
+        free = free - room.held(device) - room._waits(device, runs_on, rest)
+    return free
+
+
+@pytest.mark.parametrize(
+    "iid", ["resnet18-train@p100x2-live1.05", "resnet18-train@p100x2-recompute1.1"]
+)
+@pytest.mark.parametrize("live", [False, True])
+def test_the_compiled_room_state_is_the_numpy_one(iid, live):
+    g, c = pipedream(iid)
+    rng = np.random.default_rng(0)
+    recompute = mask_recompute(g, c, "live") if live else None
+    room = Room(g, c, np.full(c.num_devices, 1e6), live=live, recompute=recompute)
+    state = PlacementState(g, c)
+    seen = 0
+    while not state.done:
+        v = int(state.frontier()[rng.integers(len(state.frontier()))])
+        state.select(v)
+        free, _, items = room._state(state.device, state.param_used, v)
+        assert free.tobytes() == _numpy_free(room, state.device, state.param_used, v).tobytes()
+        opened = np.zeros(room.units.count, dtype=bool)
+        opened[room.units.of[state.device >= 0]] = True
+        unopened = room.units.unopened(opened, int(room.units.of[v]))
+        assert items.tobytes() == unopened.tobytes()
+        seen += 1
+        state.place(int(rng.choice(np.flatnonzero(state.place_mask()))))
+    assert seen == g.num_nodes

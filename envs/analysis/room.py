@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placegym.envs.analysis._live_kernel import live_free
 from placegym.envs.analysis._memory_kernel import packs_into
 from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
@@ -155,7 +156,7 @@ class Room:
         n = graph.num_nodes
         ptr, src = graph.producer_csr
         dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
-        self._src, self._dst = src, dst
+        self._src, self._dst, self._ptr = src, dst, np.asarray(ptr, dtype=np.int64)
         stash = np.isin(src, self.recompute) & (dst == src + n // 2)
         #: ``(E,)`` whether each input edge keeps its producer's output live until the
         #: consumer runs (all but the stash edges of recomputed nodes).
@@ -216,31 +217,29 @@ class Room:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(free, take, items)`` of :meth:`checker`: each device's capacity left, what
         ``v`` takes on each device (its resident bytes, and with ``live`` its working
-        set), and the unopened units' bytes (descending, > 0)."""
+        set), and the unopened units' bytes (descending, > 0). ``free`` is compiled
+        (:func:`~placegym.envs.analysis._live_kernel.live_free`): capacity less placed and
+        pending resident bytes, with ``live`` less :meth:`held` and the largest working
+        set to come (:meth:`_waits`), in their float operations and order; ``items`` as
+        :meth:`Units.unopened`."""
         u, pb = self.units, self.graph.param_bytes
-        placed = np.flatnonzero(device >= 0)
-        unit_dev = np.full(u.count, -1, dtype=np.int64)
-        unit_dev[u.of[placed]] = device[placed]
-        done = np.bincount(u.of[placed], weights=pb[placed], minlength=u.count)
-        open_ = unit_dev >= 0
-        pending = np.bincount(
-            unit_dev[open_], weights=(u.nbytes - done)[open_], minlength=len(self.capacity)
-        )
-        free = self.capacity - param_used - pending
+        unit_dev, items = np.empty(u.count, dtype=np.int64), np.empty(u.count)
+        free = np.empty(len(self.capacity))
+        count = live_free(
+            v, device, u.of, u.nbytes, pb, self.capacity, param_used, self.graph.out_bytes,
+            self.future, self._src, self._ptr, self.keeps, self.counts, self.live,
+            u.by_size, unit_dev, free, items,
+        )  # fmt: skip
         mine = int(u.of[v])
         need = float(u.nbytes[mine]) if unit_dev[mine] < 0 else float(pb[v])
         extra = np.zeros(len(free))
         if self.live:
-            runs_on = unit_dev[u.of]
-            rest = (device < 0) & (runs_on >= 0)
-            rest[v] = False
-            free = free - self.held(device) - self._waits(device, runs_on, rest)
             extra = self.working(device, v)
             if unit_dev[mine] < 0:  # v opens its unit: its other nodes will run there
                 others = u.members[mine][u.members[mine] != v]
                 if others.size:
                     extra = np.maximum(extra, self._opening(device, others))
-        return free, need + extra, u.unopened(open_, mine)
+        return free, need + extra, items[:count]
 
     def checker(self, device: np.ndarray, param_used: np.ndarray, v: int) -> Callable[[int], bool]:
         """``fits(d)``: whether device ``d`` has room for ``v`` in the partial placement
