@@ -59,7 +59,7 @@ the heads and ``O(E · D)`` in the estimates; on one torch thread the benchmark
 the suites' graphs of 600 to 9,313 nodes and up to 1,024 devices, and the set-up (the
 hints' placements, the encoders) plus the decode of the largest, against targets of
 1 s per 1,000 nodes and 10 s (on 1,024 devices under ``"live"`` it misses both: the
-live mask's ``O(E + n)`` a step dominates there).
+PLC head on every device and the live mask's ``O(E + n)`` compiled pass a step).
 
 Policies it refuses (``ValueError`` naming the field): lookahead prices (``prices``:
 simulated per device), hint qualities (``hint_quality``: the hints simulated per graph),
