@@ -1,5 +1,6 @@
 """The compiled twins of :mod:`placegym.envs.analysis.room`'s packing check and room (its
-live part too).
+live part too), and the compiled capacity left that the room's own mask reads
+(:func:`live_free`).
 
 The compiled rule completions (:mod:`placegym.teachers._rule_kernel`) call these inside
 their own kernels; :func:`placegym.envs.analysis.room.packs` is :func:`packs_into` too,
@@ -11,9 +12,10 @@ compile again.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
-__all__ = ["fits_on", "live_room", "packs_into", "room_state"]
+__all__ = ["fits_on", "live_free", "live_room", "packs_into", "room_state", "waits_into"]
 
 
 @njit(cache=True)
@@ -139,18 +141,7 @@ def live_room(
         if device[u] >= 0 and waiting[u] > 0:
             extra[device[u]] += out_bytes[u]
     mine = unit_of[v]
-    for w in range(n):  # the largest working set to come on each device
-        if w == v or device[w] >= 0:
-            continue
-        e = unit_dev[unit_of[w]]
-        if e < 0:
-            continue
-        x = future[w]
-        for k in range(pptr[w], pptr[w + 1]):
-            if pcount[k] and device[pidx[k]] == e:
-                x = x - out_bytes[pidx[k]]
-        if x > waits[e]:
-            waits[e] = x
+    waits_into(v, device, unit_of, unit_dev, future, out_bytes, pptr, pidx, pcount, waits)
     for d in range(nd):
         free[d] = free[d] - extra[d] - waits[d]
     for d in range(nd):  # v's working set
@@ -174,3 +165,78 @@ def live_room(
                 x = future[w] - local[d]
                 if x > extra[d]:
                     extra[d] = x
+
+
+@njit(cache=True)
+def waits_into(
+    v, device, unit_of, unit_dev, future, out_bytes, pptr, pidx, pcount, waits
+):  # pragma: no cover - compiled
+    """Raise ``waits (D,)`` to the largest working set to come on each device: of each
+    unplaced node but ``v`` of an open unit (on its unit's device ``unit_dev``), its
+    ``future`` bytes less its counted inputs (``pcount``) already on that device."""
+    for w in range(device.shape[0]):
+        if w == v or device[w] >= 0:
+            continue
+        e = unit_dev[unit_of[w]]
+        if e < 0:
+            continue
+        x = future[w]
+        for k in range(pptr[w], pptr[w + 1]):
+            if pcount[k] and device[pidx[k]] == e:
+                x = x - out_bytes[pidx[k]]
+        if x > waits[e]:
+            waits[e] = x
+
+
+@njit(cache=True)
+def live_free(
+    v, device, unit_of, unit_bytes, param_bytes, capacity, param_used, out_bytes,
+    future, src, ptr, keeps, counts, live, by_size, unit_dev, free, items,
+):  # pragma: no cover - compiled  # fmt: skip
+    """:meth:`Room._state <placegym.envs.analysis.room.Room>`'s capacity left, in the
+    float64 operations and order of its numpy definition (:meth:`Room.held`,
+    :meth:`Room._waits`), so the mask is unchanged. Writes each unit's device into
+    ``unit_dev (U,)`` (-1: unopened) and into ``free (D,)`` each device's capacity less
+    its placed and pending resident bytes (units' bytes summed by ascending node,
+    pending by ascending unit), and with ``live`` less the held outputs (placed nodes
+    with a kept edge to an unplaced consumer, by ascending node), then less the largest
+    working set to come (:func:`waits_into`; ``src``, ``ptr``: the producer CSR).
+    Returns how many unopened units' bytes (but ``v``'s unit, > 0, in ``by_size``
+    order) it wrote into ``items``."""
+    n, nu, nd = device.shape[0], unit_bytes.shape[0], free.shape[0]
+    done = np.zeros(nu)
+    for u in range(nu):
+        unit_dev[u] = -1
+    for w in range(n):
+        if device[w] >= 0:
+            unit_dev[unit_of[w]] = device[w]
+            done[unit_of[w]] += param_bytes[w]
+    pending = np.zeros(nd)
+    for u in range(nu):
+        if unit_dev[u] >= 0:
+            pending[unit_dev[u]] += unit_bytes[u] - done[u]
+    for d in range(nd):
+        free[d] = capacity[d] - param_used[d] - pending[d]
+    mine, count = unit_of[v], 0
+    for i in range(nu):
+        u = by_size[i]
+        if unit_dev[u] < 0 and u != mine and unit_bytes[u] > 0:
+            items[count] = unit_bytes[u]
+            count += 1
+    if not live:
+        return count
+    waiting = np.zeros(n, dtype=np.bool_)
+    for w in range(n):
+        if device[w] < 0:
+            for k in range(ptr[w], ptr[w + 1]):
+                if keeps[k] and device[src[k]] >= 0:
+                    waiting[src[k]] = True
+    held = np.zeros(nd)
+    for w in range(n):
+        if waiting[w]:
+            held[device[w]] += out_bytes[w]
+    waits = np.zeros(nd)
+    waits_into(v, device, unit_of, unit_dev, future, out_bytes, ptr, src, counts, waits)
+    for d in range(nd):
+        free[d] = free[d] - held[d] - waits[d]
+    return count

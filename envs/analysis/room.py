@@ -30,8 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placegym.envs.analysis._live_kernel import live_free
-from placegym.envs.analysis._memory_kernel import packs_into
+from placegym.envs.analysis._memory_kernel import live_free, packs_into
 from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
@@ -218,7 +217,7 @@ class Room:
         """``(free, take, items)`` of :meth:`checker`: each device's capacity left, what
         ``v`` takes on each device (its resident bytes, and with ``live`` its working
         set), and the unopened units' bytes (descending, > 0). ``free`` is compiled
-        (:func:`~placegym.envs.analysis._live_kernel.live_free`): capacity less placed and
+        (:func:`~placegym.envs.analysis._memory_kernel.live_free`): capacity less placed and
         pending resident bytes, with ``live`` less :meth:`held` and the largest working
         set to come (:meth:`_waits`), in their float operations and order; ``items`` as
         :meth:`Units.unopened`."""
