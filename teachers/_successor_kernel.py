@@ -1,4 +1,4 @@
-"""The compiled step of :func:`~placegym.teachers.heft.successor_scores` (numba, cached
+"""The compiled step of :func:`~placegym.teachers.heft.successor_finish` (numba, cached
 on disk): one implementation for the ``heft_lookahead`` teacher, the policy's
 ``successors`` columns and the one-pass decode, so all three agree bit for bit; with the
 inputs' arrival kernel that the one-pass decode reads too (what a compiled function
@@ -120,7 +120,7 @@ def successor_columns_kernel(
     with ``insertion``) and the device's last finish, then :func:`successor_kernel`;
     the columns are the lead over the least, / ``scale``, capped at ``feature_max``, and
     whether it is within ``rtol`` of the least (the same float64 operations as
-    ``successor_columns``)."""
+    :func:`~placegym.agents.doppler.features.successor_features`)."""
     nd = finish.shape[0]
     lo, hi = succ_ptr[v], succ_ptr[v + 1]
     m = hi - lo

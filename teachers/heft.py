@@ -25,7 +25,6 @@ __all__ = [
     "HeftTeacher",
     "heft_schedule",
     "successor_finish",
-    "successor_scores",
     "successor_tail",
     "transposed_links",
 ]
@@ -201,7 +200,9 @@ def successor_finish(state: PlacementState, tail: np.ndarray, width: int = LOOKA
     a sink, e.g. its b-level less its own mean compute); a sink's is ``f(r)``. On a
     cluster of more than ``width`` devices ``r'`` ranges over ``r`` itself and the
     ``width`` devices of earliest ``max(inputs, busy) + duration`` of ``c`` only, so
-    a step costs ``O(successors * D * width)`` (:func:`successor_scores`).
+    a step costs ``O(successors * D * width)`` (compiled:
+    :mod:`~placegym.teachers._successor_kernel`; past ``width`` devices, a successor's
+    candidates are its ``width`` devices of least ``ready + duration``, ties by index).
     """
     v = state.selected
     costs = state.costs
@@ -210,9 +211,20 @@ def successor_finish(state: PlacementState, tail: np.ndarray, width: int = LOOKA
     if len(succ) == 0:
         return finish
     busy = state.insertion_busy_until()
-    ready = [np.maximum(state.input_arrival(c, insertion=True), busy) for c in succ]
-    out_bytes = float(state.graph.out_bytes[v])
-    return successor_scores(finish, succ, ready, costs, out_bytes, tail, width)
+    ready = np.array([np.maximum(state.input_arrival(c, insertion=True), busy) for c in succ])
+    out = np.empty(len(finish))
+    successor_kernel(
+        finish,
+        np.asarray(succ, dtype=np.int64),
+        ready,
+        costs.duration,
+        *transposed_links(costs),
+        float(state.graph.out_bytes[v]),
+        tail,
+        int(width),
+        out,
+    )
+    return out
 
 
 def _links_t(costs: CostTable) -> tuple[np.ndarray, np.ndarray]:
@@ -221,36 +233,6 @@ def _links_t(costs: CostTable) -> tuple[np.ndarray, np.ndarray]:
 
 #: The transposed link tables of a cost table (what the compiled step reads row by row).
 transposed_links = IdentityCache(_links_t)
-
-
-def successor_scores(
-    finish: np.ndarray,
-    succ: list[int],
-    ready: list[np.ndarray],
-    costs: CostTable,
-    out_bytes: float,
-    tail: np.ndarray,
-    width: int = LOOKAHEAD_WIDTH,
-) -> np.ndarray:
-    """:func:`successor_finish` from its parts: the node's finish ``(D,)`` on each
-    device, its successors ``succ`` and, for each, ``ready (D,)``: the later of its
-    other inputs' arrival and the device's last finish; the node's output bytes and the
-    state's step costs (durations and links). Past ``width`` devices, a successor's
-    candidates are its ``width`` devices of least ``ready + duration``, ties by index.
-    Compiled (:mod:`~placegym.teachers._successor_kernel`)."""
-    out = np.empty(len(finish))
-    successor_kernel(
-        np.ascontiguousarray(finish, dtype=np.float64),
-        np.asarray(succ, dtype=np.int64),
-        np.array(ready, dtype=np.float64).reshape(len(succ), len(finish)),
-        costs.duration,
-        *transposed_links(costs),
-        float(out_bytes),
-        tail,
-        int(width),
-        out,
-    )
-    return out
 
 
 def _successor_tail(graph: Graph, cluster: Cluster) -> np.ndarray:

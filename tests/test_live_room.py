@@ -292,8 +292,8 @@ def test_the_environment_simulates_and_reports_the_live_masks_recompute_set():
 
 
 def _numpy_free(room, device, param_used, v):
-    """The capacity left of ``Room._state`` written with numpy (bincounts, held,
-    _waits): what the compiled ``live_free`` must equal bit for bit."""
+    """The capacity left of ``Room._state`` written with numpy (bincounts, held, the
+    working sets to come): what the compiled ``live_free`` must equal bit for bit."""
     u, pb = room.units, room.graph.param_bytes
     placed = np.flatnonzero(device >= 0)
     unit_dev = np.full(u.count, -1, dtype=np.int64)
@@ -308,7 +308,14 @@ def _numpy_free(room, device, param_used, v):
         runs_on = unit_dev[u.of]
         rest = (device < 0) & (runs_on >= 0)
         rest[v] = False
-        free = free - room.held(device) - room._waits(device, runs_on, rest)
+        # the largest working set to come per device, less its inputs already there
+        src, dst, out = room._src, room._dst, room.graph.out_bytes
+        fut = room.future.copy()
+        there = room.counts & rest[dst] & (device[src] == runs_on[dst])
+        np.subtract.at(fut, dst[there], out[src[there]])
+        waits = np.zeros(len(room.capacity))
+        np.maximum.at(waits, runs_on[rest], fut[rest])
+        free = free - room.held(device) - waits
     return free
 
 

@@ -343,11 +343,6 @@ def successor_features(state: PlacementState, scale: float) -> np.ndarray:
     :data:`~placegym.agents.doppler.config.RULE_RTOL` of the least (the tie set of
     ``heft_lookahead``'s rule; devices the mask forbids are the caller's to drop)."""
     score = successor_finish(state, successor_tail(state.graph, state.cluster))
-    return successor_columns(score, scale)
-
-
-def successor_columns(score: np.ndarray, scale: float) -> np.ndarray:
-    """:func:`successor_features` from the successor finish ``score (D,)``."""
     first = score.min()
     lead = score - first
     return np.stack(

@@ -408,6 +408,7 @@ class _Run:
         self.ready = np.zeros(d)
         self.succ_scale = dec.inputs.successor_scale  # successors: HEFT's lookahead
         self.tail = successor_tail(graph, cluster) if self.succ_scale is not None else None
+        self.links_t = transposed_links(costs)
 
     # ------------------------------------------------------------------ SEL
     def select(self) -> int:
@@ -459,7 +460,7 @@ class _Run:
         into ``out (D, 2)``."""
         iv, dec = self.intervals, self.dec
         assert iv is not None and self.tail is not None and self.succ_scale is not None
-        (cptr, cidx), (lat_t, ibw_t) = dec._cptr_cidx, transposed_links(self.state.costs)
+        (cptr, cidx), (lat_t, ibw_t) = dec._cptr_cidx, self.links_t
         successor_columns_kernel(
             v, cptr, cidx, dec._pptr, dec._pidx, self.state.device, self.ins_finish,
             self.out_bytes, self.latency, self.inv_bw, lat_t, ibw_t, self.duration, self.tail,

@@ -194,15 +194,15 @@ def live_free(
     future, src, ptr, keeps, counts, live, by_size, unit_dev, free, items,
 ):  # pragma: no cover - compiled  # fmt: skip
     """:meth:`Room._state <placegym.envs.analysis.room.Room>`'s capacity left, in the
-    float64 operations and order of its numpy definition (:meth:`Room.held`,
-    :meth:`Room._waits`), so the mask is unchanged. Writes each unit's device into
-    ``unit_dev (U,)`` (-1: unopened) and into ``free (D,)`` each device's capacity less
-    its placed and pending resident bytes (units' bytes summed by ascending node,
-    pending by ascending unit), and with ``live`` less the held outputs (placed nodes
-    with a kept edge to an unplaced consumer, by ascending node), then less the largest
-    working set to come (:func:`waits_into`; ``src``, ``ptr``: the producer CSR).
-    Returns how many unopened units' bytes (but ``v``'s unit, > 0, in ``by_size``
-    order) it wrote into ``items``."""
+    float64 operations and order of its numpy definition (:meth:`Room.held` and
+    bincounts; ``tests/test_live_room.py`` compares the two), so the mask is unchanged.
+    Writes each unit's device into ``unit_dev (U,)`` (-1: unopened) and into ``free
+    (D,)`` each device's capacity less its placed and pending resident bytes (units'
+    bytes summed by ascending node, pending by ascending unit), and with ``live`` less
+    the held outputs (placed nodes with a kept edge to an unplaced consumer, by
+    ascending node), then less the largest working set to come (:func:`waits_into`;
+    ``src``, ``ptr``: the producer CSR). Returns how many unopened units' bytes (but
+    ``v``'s unit, > 0, in ``by_size`` order) it wrote into ``items``."""
     n, nu, nd = device.shape[0], unit_bytes.shape[0], free.shape[0]
     done = np.zeros(nu)
     for u in range(nu):

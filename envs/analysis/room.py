@@ -186,17 +186,6 @@ class Room:
         local = np.bincount(device[src], weights=g.out_bytes[src], minlength=nd)
         return g.out_bytes[v] + g.in_bytes[v] - local
 
-    def _waits(self, device: np.ndarray, runs_on: np.ndarray, rest: np.ndarray) -> np.ndarray:
-        """``(D,)`` the largest working set to come of the ``rest`` (unplaced nodes of
-        open units, each to run on ``runs_on``), less its inputs held there already."""
-        src, dst, out = self._src, self._dst, self.graph.out_bytes
-        fut = self.future.copy()
-        there = self.counts & rest[dst] & (device[src] == runs_on[dst])
-        np.subtract.at(fut, dst[there], out[src[there]])
-        waits = np.zeros(len(self.capacity))
-        np.maximum.at(waits, runs_on[rest], fut[rest])
-        return waits
-
     def _opening(self, device: np.ndarray, others: np.ndarray) -> np.ndarray:
         """``(D,)`` the largest working set of ``others`` (the rest of a unit being
         opened) on each device, less their inputs placed there already."""
@@ -219,8 +208,7 @@ class Room:
         set), and the unopened units' bytes (descending, > 0). ``free`` is compiled
         (:func:`~placegym.envs.analysis._memory_kernel.live_free`): capacity less placed and
         pending resident bytes, with ``live`` less :meth:`held` and the largest working
-        set to come (:meth:`_waits`), in their float operations and order; ``items`` as
-        :meth:`Units.unopened`."""
+        set to come (class docstring); ``items`` as :meth:`Units.unopened`."""
         u, pb = self.units, self.graph.param_bytes
         unit_dev, items = np.empty(u.count, dtype=np.int64), np.empty(u.count)
         free = np.empty(len(self.capacity))
