@@ -272,3 +272,51 @@ def test_placers_refuse_one_pass_where_it_cannot_apply():
     policy = DopplerPolicy(PolicyConfig(hidden=8))
     with pytest.raises(ValueError, match="one_pass: decodes the greedy mode only"):
         AgentPlacer(policy, mode="sample", one_pass=True)
+
+
+def test_parted_head_is_the_whole_head_up_to_rounding():
+    # the PLC head's first layer by parts (node, kept mean embeddings, shared device
+    # mean, per-device columns) against the whole row, as a decode updates its rows
+    from placegym.agents.doppler.heads import PartedHead, forward, head_layers
+    from placegym.agents.doppler.inputs import device_width, plc_width
+
+    torch.manual_seed(3)
+    config = PolicyConfig(hidden=16, layers=1, hints=("nest",), rules=True, insertion=True)
+    policy = DopplerPolicy(config).eval()
+    layers = head_layers(policy.plc_head)
+    h, f, d = config.hidden, device_width(config), 300
+    x = torch.randn(d, plc_width(config))
+    col_mean = 2 * h + 1 + f
+    x[:, col_mean : col_mean + f] = x[:, 2 * h + 1 : col_mean].mean(dim=0)
+    node_h = torch.randn(5, h).numpy()
+    head = PartedHead(layers, node_h, h=h, col_mean=col_mean, col_rest=col_mean + f, d=d)
+    with torch.no_grad():
+        for step, (v, dirty) in enumerate([(0, -1), (3, 7), (1, d), (4, 0)]):
+            if 0 <= dirty < d:
+                x[dirty, h : 2 * h] = torch.randn(h)  # a node placed there
+            x[:, :h] = torch.from_numpy(node_h[v])
+            x[:, 2 * h + 1 : col_mean] = torch.randn(d, f)  # this step's device rows
+            x[:, col_mean : col_mean + f] = x[:, 2 * h + 1 : col_mean].mean(dim=0)
+            whole = forward(layers, x).squeeze(-1)
+            parted = head(x, v, dirty)
+            assert torch.allclose(parted, whole, rtol=1e-5, atol=1e-5), step
+    with pytest.raises(ValueError, match="first layer of a parted head must be linear"):
+        PartedHead([None, *layers], node_h, h=h, col_mean=col_mean, col_rest=col_mean + f, d=d)
+
+
+def test_one_pass_decodes_on_a_thousand_devices_with_the_head_by_parts(monkeypatch):
+    from placegym.agents.doppler import heads
+
+    calls = []
+    inner = heads.PartedHead.__call__
+    monkeypatch.setattr(
+        heads.PartedHead, "__call__", lambda self, *a: calls.append(1) or inner(self, *a)
+    )
+    graph = make_graph("random_dag", nodes=40, seed=11)
+    cluster = load_cluster("tpuv4-fattree-1024")
+    assert cluster.num_devices >= heads.PARTED_MIN_DEVICES
+    torch.manual_seed(11)
+    config = PolicyConfig(hidden=16, layers=1, hints=("critical_path",), rules=True,
+                          insertion=True, successors=True)  # fmt: skip
+    _check_equal(DopplerPolicy(config).eval(), graph, cluster, True)
+    assert len(calls) == graph.num_nodes

@@ -5,8 +5,11 @@
 prices, **exactly** as :meth:`Decoder.greedy <placegym.agents.doppler.decoder.Decoder.
 greedy>` (hence :func:`~placegym.agents.doppler.episodes.play_episodes` with
 ``greedy=True``) decodes it from the same graph inputs, under the same memory mask: the
-same placement, bit for bit (the heads read bit-identical inputs of the same shapes).
-It differs in how each state's inputs are obtained:
+same placement, bit for bit (the heads read bit-identical inputs of the same shapes;
+from :data:`~placegym.agents.doppler.heads.PARTED_MIN_DEVICES` devices the PLC head's
+first layer is evaluated by parts, :class:`~placegym.agents.doppler.heads.PartedHead`,
+whose logits equal the whole head's up to float32 rounding). It differs in how each
+state's inputs are obtained:
 
 - **encoders once**: both encoders, the static part of the SEL head and the graph
   inputs are computed once per decode (:meth:`OnePassDecoder.__init__`);
@@ -40,7 +43,8 @@ intervals a device's gap search passes):
   plus ``O(F)`` to write its inputs;
 - PLC: ``O(k · D + s + D · (H² + K + I))``: the arrival of the node's inputs on every
   device (list-schedule and insertion-based estimates), its sibling shares, the gap
-  search per device and the head on every device (with ``topology``, plus its
+  search per device and the head on every device (``O(D · (W - 2H) · H + D · H²)``
+  by parts on many devices, ``W`` its input width; with ``topology``, plus its
   ``O(D² · H)`` message passing; with ``successors``, plus ``O(o · (k' · D + D ·
   min(D, 16)))`` for HEFT's lookahead, ``k'`` a consumer's producers, compiled);
 - placing the node: ``O(k · D + o · k + K + H)``: the state's and the observation's
@@ -59,8 +63,8 @@ the heads and ``O(E · D)`` in the estimates; on one torch thread the benchmark
 the suites' graphs of 600 to 9,313 nodes and up to 1,024 devices, and the set-up (the
 hints' placements, the encoders) plus the decode of the largest, against targets of
 1 s per 1,000 nodes and 10 s (on 1,024 devices under ``"live"`` the largest is at the
-edge of 10 s: the PLC head on every device and the live mask's ``O(E + n)`` compiled
-pass a step dominate there).
+edge of 10 s before the head was evaluated by parts: the PLC head on every device and
+the live mask's ``O(E + n)`` compiled pass a step dominate there).
 
 Policies it refuses (``ValueError`` naming the field): lookahead prices (``prices``:
 simulated per device), hint qualities (``hint_quality``: the hints simulated per graph),
@@ -79,7 +83,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
 
 from placegym.agents.doppler._kernels import (
     Intervals,
@@ -93,6 +96,7 @@ from placegym.agents.doppler._kernels import (
 from placegym.agents.doppler.config import INSERTION_FEATURES, RULE_RTOL
 from placegym.agents.doppler.decoder import decodes_like_episodes
 from placegym.agents.doppler.episodes import greedy_pick
+from placegym.agents.doppler.heads import PARTED_MIN_DEVICES, PartedHead, forward, head_layers
 from placegym.agents.doppler.hints import hint_placements
 from placegym.agents.doppler.inputs import (
     DEVICE_INPUTS,
@@ -232,35 +236,6 @@ def one_pass_inputs(
     return graph_inputs(policy, obs, graph, cluster, hint_placements=plain)
 
 
-#: One layer of a head as :func:`_forward` runs it: ``(weight, bias)`` of a linear
-#: layer, or None for a ReLU.
-_Layer = tuple[Tensor, Tensor | None] | None
-
-
-def _layers(module: torch.nn.Module) -> list[_Layer]:
-    """The layers of a head (``Linear`` and ``ReLU`` modules, nested ``Sequential`` s
-    flattened) in the order its forward applies them.
-
-    Raises:
-        ValueError: any other module.
-    """
-    if isinstance(module, torch.nn.Sequential):
-        return [layer for child in module for layer in _layers(child)]
-    if isinstance(module, torch.nn.Linear):
-        return [(module.weight, module.bias)]
-    if isinstance(module, torch.nn.ReLU):
-        return [None]
-    raise ValueError(f"policy: a one-pass head runs Linear and ReLU layers, got {module!r}")
-
-
-def _forward(layers: list[_Layer], x: Tensor) -> Tensor:
-    """The head of ``layers`` on ``x``: the same kernels as the modules' forwards,
-    without their call overhead."""
-    for layer in layers:
-        x = torch.relu(x) if layer is None else torch.nn.functional.linear(x, *layer)
-    return x
-
-
 def _plc_columns(config: Any) -> dict[str, int]:
     """The first column of each optional PLC input in the head's input (-1 where not
     enabled) and its width (``NAME_width``): after the fixed columns (``inputs.
@@ -338,9 +313,9 @@ class OnePassDecoder:
         config = policy.config
         self._sel_width, self._plc_width = sel_width(config), plc_width(config)
         self._dev_width = device_width(config)
-        self._sel_dyn = _layers(policy.sel_dynamic)
-        self._sel_tail = _layers(policy.sel_tail)
-        self._plc_head = _layers(policy.plc_head)
+        self._sel_dyn = head_layers(policy.sel_dynamic)
+        self._sel_tail = head_layers(policy.sel_tail)
+        self._plc_head = head_layers(policy.plc_head)
 
     @torch.inference_mode()
     def greedy(self) -> Placement:
@@ -410,6 +385,19 @@ class _Run:
         self.succ_scale = dec.inputs.successor_scale  # successors: HEFT's lookahead
         self.tail = successor_tail(graph, cluster) if self.succ_scale is not None else None
         self.links_t = transposed_links(costs)
+        col_mean = 2 * h + 1 + self.dev_width  # the head by parts on many devices
+        self.parted = (
+            PartedHead(
+                self.plc_head,
+                dec._plc_h,
+                h=h,
+                col_mean=col_mean,
+                col_rest=col_mean + self.dev_width,
+                d=d,
+            )
+            if d >= PARTED_MIN_DEVICES
+            else None
+        )
 
     # ------------------------------------------------------------------ SEL
     def select(self) -> int:
@@ -431,7 +419,7 @@ class _Run:
             np.float32(RULE_RTOL),
         )
         node_t = torch.from_numpy(nodes)
-        scores = _forward(self.sel_tail, dec.enc.sel_static[node_t] + _forward(self.sel_dyn, buf))
+        scores = forward(self.sel_tail, dec.enc.sel_static[node_t] + forward(self.sel_dyn, buf))
         return int(nodes[greedy_pick(scores.squeeze(-1).numpy(), -b)])
 
     # ------------------------------------------------------------------ PLC
@@ -517,7 +505,12 @@ class _Run:
             agg = torch.from_numpy(x[:, h : 2 * h].copy()).unsqueeze(0)
             topo = policy.device_topology(dec.inputs.links, dev, count, agg)
             x[:, col : col + width] = topo.numpy()[0]
-        logits = _forward(self.plc_head, buf).squeeze(-1)[0].numpy()
+        head = self.parted
+        logits = (
+            forward(self.plc_head, buf).squeeze(-1)[0]
+            if head is None
+            else head(buf[0], v, self.dirty)
+        ).numpy()
         self.dirty = d  # no device's embeddings changed yet (commit names it)
         legal = np.flatnonzero(self.state.place_mask())
         return int(legal[greedy_pick(logits[legal], dev_np[legal, _EST_START])])
