@@ -82,6 +82,12 @@ def test_summary_figures_on_hand_made_rows():
     assert fig["over_memory"] == [0.0, 0.0, 1.0]
     assert fig["vs_heft_lookahead"][:2] == pytest.approx([0.9 / 0.94, 0.97 / 0.94])
     assert fig["heft_lookahead_beats_both"] == [1.0] * 3  # 0.94 < 0.95
+    # the per-instance choice among heft_lookahead, nest and metis (metis infeasible)
+    assert fig["choice_vs_best_single"] == [pytest.approx(0.94 / 0.95)] * 3
+    assert fig["choice_beats_both"] == [1.0] * 3
+    base["s/a"]["nest"] = 0.8  # nest fastest: the choice, and below the best single-pass
+    nest_wins = op.split_summary([row(0, 0.9)], base)
+    assert nest_wins["choice_vs_best_single"] == [pytest.approx(1.0)]
     assert fig["seconds_per_1k"] == [pytest.approx(0.4)] * 3
     assert fig["slowest_decode"] == [pytest.approx(0.2)] * 3
 

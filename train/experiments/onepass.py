@@ -75,6 +75,7 @@ from placegym.teachers import SINGLE_PASS
 from placegym.train.experiments.per_graph import (
     at_most,
     beats_both,
+    best_feasible,
     best_single,
     cached_baselines,
     ratio_of,
@@ -106,6 +107,17 @@ SEARCHES = ("anneal", "random_search", "warm")
 #: single-pass placer's minimum (which stays over :data:`~placegym.teachers.SINGLE_PASS`):
 #: ``heft_lookahead``, the rule a policy with ``PolicyConfig.successors`` imitates.
 EXTRA = ("heft_lookahead",)
+#: The cheap placers whose fastest per instance (by simulation) is the choice the tables
+#: report as a bound: the candidates of ``configs/onepass_choice.yaml``'s ``best_list``
+#: teacher. Choosing among them per instance, and following that placer on every node,
+#: cannot do better than this.
+CHOICE = ("heft_lookahead", "nest", "metis")
+
+
+def choice_of(b: dict[str, Any]) -> float | None:
+    """The least ratio in ``b`` of the feasible :data:`CHOICE` placers (None: none)."""
+    h = best_feasible(b, CHOICE)
+    return None if h is None else b[h]
 
 
 def baselines(name: str) -> dict[str, Any]:
@@ -291,6 +303,12 @@ def split_summary(rows: list[dict[str, Any]], base: dict[str, dict]) -> dict[str
                 if all("heft_lookahead" in x for x in b)
                 else [math.nan]
             ),
+            "choice_vs_best_single": _geo([(choice_of(x), best_single(x)) for x in b]),
+            "choice_beats_both": np.mean(
+                [beats_both(choice_of(x), x) for x in b]
+                if all("heft_lookahead" in x for x in b)
+                else [math.nan]
+            ),
             "vs_anneal_at_seconds": _geo(
                 [(r["greedy"], at_seconds(r["anneal_trace"], r["greedy_seconds"])) for r in mine]
             ),
@@ -335,6 +353,16 @@ FIGURES = (
     (
         "heft_lookahead_beats_both",
         "heft_lookahead faster than both critical_path and heft (share)",
+        "share",
+    ),
+    (
+        "choice_vs_best_single",
+        "per instance the fastest of heft_lookahead, nest, metis / best single-pass",
+        "ratio",
+    ),
+    (
+        "choice_beats_both",
+        "per instance the fastest of heft_lookahead, nest, metis faster than both (share)",
         "share",
     ),
     ("vs_anneal_at_seconds", "greedy / anneal at the greedy pass's seconds", "ratio"),
