@@ -107,10 +107,10 @@ SEARCHES = ("anneal", "random_search", "warm")
 #: single-pass placer's minimum (which stays over :data:`~placegym.teachers.SINGLE_PASS`):
 #: ``heft_lookahead``, the rule a policy with ``PolicyConfig.successors`` imitates.
 EXTRA = ("heft_lookahead",)
-#: The cheap placers whose fastest per instance (by simulation) is the choice the tables
-#: report as a bound: the candidates of ``configs/onepass_choice.yaml``'s ``best_list``
-#: teacher. Choosing among them per instance, and following that placer on every node,
-#: cannot do better than this.
+#: The cheap placers whose fastest per instance (by simulation) the tables report as a
+#: bound: a policy that chooses one of them per instance and follows it on every node
+#: (as it learns to from the ``best_list`` teacher with these candidates) cannot do
+#: better than this.
 CHOICE = ("heft_lookahead", "nest", "metis")
 
 
