@@ -62,9 +62,9 @@ the heads and ``O(E · D)`` in the estimates; on one torch thread the benchmark
 ``tests/benchmarks/test_onepass_speed.py`` times ``onepass-v1`` per 1,000 nodes on
 the suites' graphs of 600 to 9,313 nodes and up to 1,024 devices, and the set-up (the
 hints' placements, the encoders) plus the decode of the largest, against targets of
-1 s per 1,000 nodes and 10 s (on 1,024 devices under ``"live"`` the largest is at the
-edge of 10 s before the head was evaluated by parts: the PLC head on every device and
-the live mask's ``O(E + n)`` compiled pass a step dominate there).
+1 s per 1,000 nodes and 10 s (on 1,024 devices under ``"live"`` the PLC head on every
+device, evaluated by parts there, the live mask's ``O(E + n)`` compiled pass a step and
+the hints' placements dominate).
 
 Policies it refuses (``ValueError`` naming the field): lookahead prices (``prices``:
 simulated per device), hint qualities (``hint_quality``: the hints simulated per graph),
