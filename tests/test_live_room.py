@@ -269,6 +269,15 @@ def test_the_live_mask_recomputes_the_first_checkpoints_where_nothing_fits_witho
     assert PlacementState(g2, c2, memory_mask="live").recompute.size == 0
 
 
+def test_the_live_mask_skips_spacings_whose_kept_stash_cannot_fit():
+    # every other stash kept is still over the total memory there: the next spacing
+    g, c = pipedream("densenet121-train@p100x2-recompute1.1")
+    why = stash_infeasibility(g, c, checkpoints(g, CHECKPOINT_EVERY[0]))
+    assert why is not None and why.startswith("recomputing those")
+    assert stash_infeasibility(g, c, checkpoints(g, CHECKPOINT_EVERY[1])) is None
+    assert np.array_equal(mask_recompute(g, c, "live"), checkpoints(g, CHECKPOINT_EVERY[1]))
+
+
 def test_the_environment_simulates_and_reports_the_live_masks_recompute_set():
     from placegym.agents.doppler.placer import episode_placement
     from placegym.envs import PlacementEnv

@@ -182,7 +182,7 @@ def test_one_pass_makes_no_simulator_call_on_a_training_step(monkeypatch):
 
 def test_one_pass_recomputes_where_the_live_mask_must(monkeypatch):
     # no placement of this training step fits without recompute: the live mask's
-    # placements recompute the first checkpoint set, found without a simulator call
+    # placements recompute a checkpoint set, found without a simulator call
     inst = _instance("pipedream-v0", "resnet18-train@p100x2-recompute1.1")
     graph, cluster = inst.graph, inst.cluster
     placer = pretrained("generalist-memory-v2")

@@ -8,6 +8,7 @@ import pytest
 
 from placegym.envs import Graph, Placement, load_cluster, simulate
 from placegym.envs.analysis.memory import (
+    checkpoints,
     fit_certificate,
     fit_resident,
     live_certificate,
@@ -237,3 +238,27 @@ def test_recompute_best_knowns_keep_their_recompute_set():
         again = Reference.from_dict(ref.to_dict(), "x")
         assert again.best_placement.recompute.tolist() == ref.best_placement.recompute.tolist()
         assert not simulate(inst.graph, inst.cluster, again.best_placement).oom
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_stash_bound_with_a_recompute_set_drops_its_stashes_and_still_holds(seed):
+    """With a recompute set the bound counts only the stashes kept, and every placement
+    carrying that set still peaks at least at it in sum."""
+    g, c = _chain_step(), load_cluster("p100x2")
+    rc = np.array([0, 1])  # 40 and 30 B of stash dropped: 20 + 10 kept
+    assert stash_bound(g, c, rc) == 8 + 30 + 20
+    assert stash_bound(g, c, np.zeros(0, dtype=np.int64)) == stash_bound(g, c)
+    rng = np.random.default_rng(seed)
+    inst = SUITE.instance("resnet18-train@p100x2-recompute1.1")
+    g, c = inst.graph, inst.cluster
+    assert "without recompute no placement fits" in stash_infeasibility(g, c)
+    u = units(g)
+    for k in (2, 4):
+        rc = checkpoints(g, k)
+        bound = stash_bound(g, c, rc)
+        assert g.param_bytes.sum() < bound < stash_bound(g, c)
+        for _ in range(5):
+            device = rng.integers(0, c.num_devices, u.count)[u.of]
+            p = Placement(device=device, order=rng.permutation(g.num_nodes), recompute=rc)
+            s = simulate(g, c, p, noise=0.3, rng=int(rng.integers(1 << 30)))
+            assert s.peak_memory.sum() >= bound * (1 - 1e-12)

@@ -240,8 +240,9 @@ def _reach(csr: tuple[np.ndarray, np.ndarray], start: int, n: int) -> np.ndarray
     return seen
 
 
-def _stash_floor(graph: Graph, cluster: Cluster) -> tuple[float, int, int] | None:
-    """``(bytes, s, |F|)`` of :func:`stash_bound`'s sink ``s``, None where none applies."""
+def _stash_sets(graph: Graph, cluster: Cluster) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """:func:`stash_bound`'s sinks: ``(resident bytes, (S,) sinks s, (S, n) bool: the
+    set F of each)``, None where none applies (computed once per graph and cluster)."""
     big = graph.num_nodes
     if big == 0 or big % 2:
         return None
@@ -253,22 +254,45 @@ def _stash_floor(graph: Graph, cluster: Cluster) -> tuple[float, int, int] | Non
     sink = np.ones(n, dtype=bool)
     sink[edges[(edges[:, 0] < n) & (edges[:, 1] < n), 0]] = False
     positive = durations_on(graph, cluster, np.arange(n, big)).min(axis=1) > 0
-    resident = float(graph.param_bytes.sum())
-    best: tuple[float, int, int] | None = None
-    for s in np.flatnonzero(ok & sink & positive).tolist():
+    sinks = np.flatnonzero(ok & sink & positive)
+    if not sinks.size:
+        return None
+    live = np.zeros((len(sinks), n), dtype=bool)
+    for i, s in enumerate(sinks.tolist()):
         above = _reach(graph.producer_csr, s, big)[:n]
         below = _reach(graph.consumer_csr, n + s, big)[n:]
-        live = ok & above & below
-        total = resident + float(graph.out_bytes[:n][live].sum() + graph.out_bytes[n + s])
-        if best is None or total > best[0]:
-            best = (total, s, int(live.sum()))
-    return best
+        live[i] = ok & above & below
+    return float(graph.param_bytes.sum()), sinks.astype(np.int64), live
 
 
-def stash_bound(graph: Graph, cluster: Cluster) -> float:
+#: :func:`_stash_sets` per (graph, cluster) object (the last 32 pairs are kept: the live
+#: mask reads it once per checkpoint spacing).
+_stash_table = IdentityCache(_stash_sets, size=32)
+
+
+def _stash_floor(
+    graph: Graph, cluster: Cluster, recompute: np.ndarray | None = None
+) -> tuple[float, int, int] | None:
+    """``(bytes, s, |F|)`` of :func:`stash_bound`'s sink ``s``, None where none applies."""
+    table = _stash_table(graph, cluster)
+    if table is None:
+        return None
+    resident, sinks, live = table
+    n = graph.num_nodes // 2
+    if recompute is not None and len(recompute):
+        live = live.copy()
+        live[:, np.asarray(recompute, dtype=np.int64)] = False
+    out = graph.out_bytes
+    totals = [resident + float(out[:n][f].sum() + out[n + s]) for s, f in zip(sinks, live)]
+    i = int(np.argmax(totals))  # the first sink of the largest, as sinks ascend
+    return totals[i], int(sinks[i]), int(live[i].sum())
+
+
+def stash_bound(graph: Graph, cluster: Cluster, recompute: np.ndarray | None = None) -> float:
     """A lower bound on the sum over devices of the simulated peaks of every placement
-    of the training step ``graph`` on ``cluster`` *without recompute* (0 where it does
-    not apply: not a training step, or no forward sink below).
+    of the training step ``graph`` on ``cluster`` *without recompute*, or with the
+    recompute set ``recompute`` (0 where it does not apply: not a training step, or no
+    forward sink below).
 
     The argument (DESIGN §3's memory rule; any durations, noise, dispatch or links). Let
     ``s`` be a forward sink whose backward node ``s'`` has a positive duration on every
@@ -280,25 +304,35 @@ def stash_bound(graph: Graph, cluster: Cluster) -> float:
     ``v``) and ``v'`` has not (it starts once ``s'`` has finished, or is ``s'``), so
     without recompute ``v``'s output is live on its device at ``t``, as is ``s'``'s own
     output (live from its start), and every resident byte is held throughout. The bound
-    is ``resident + Σ_F out_bytes + out_bytes[s']``, the largest over such sinks.
+    is ``resident + Σ_F out_bytes + out_bytes[s']``, the largest over such sinks. With a
+    recompute set the nodes of the set leave ``F`` (the rewrite,
+    :mod:`~placegym.envs.core.recompute`, keeps every other stash edge; what recomputing
+    keeps or rebuilds is not counted, so the bound stays a lower one).
     """
-    floor = _stash_floor(graph, cluster)
+    floor = _stash_floor(graph, cluster, recompute)
     return 0.0 if floor is None else floor[0]
 
 
-def stash_infeasibility(graph: Graph, cluster: Cluster) -> str | None:
-    """Why no placement of the training step ``graph`` *without recompute* fits
-    ``cluster``'s memory: :func:`stash_bound` exceeds the total device memory. None when
-    it does not (which proves nothing); a placement with ``recompute`` may still fit
-    (:func:`recompute_certificate`)."""
-    floor = _stash_floor(graph, cluster)
+def stash_infeasibility(
+    graph: Graph, cluster: Cluster, recompute: np.ndarray | None = None
+) -> str | None:
+    """Why no placement of the training step ``graph`` *without recompute* (or with the
+    recompute set ``recompute``) fits ``cluster``'s memory: :func:`stash_bound` exceeds
+    the total device memory. None when it does not (which proves nothing); a placement
+    with ``recompute`` may still fit (:func:`recompute_certificate`)."""
+    floor = _stash_floor(graph, cluster, recompute)
     capacity = float(cluster.memory.sum())
     if floor is None or not np.isfinite(capacity) or floor[0] <= capacity:
         return None
     total, s, k = floor
     b = graph.num_nodes // 2 + s
+    how = (
+        "without recompute"
+        if recompute is None or not len(recompute)
+        else f"recomputing those {len(recompute)} nodes"
+    )
     return (
-        f"without recompute no placement fits: when backward node {b} ({graph.op[b]}) "
+        f"{how} no placement fits: when backward node {b} ({graph.op[b]}) "
         f"starts, the stash of the {k} forward nodes before it and every resident byte are "
         f"live, {total:.6g} bytes, more than the total device memory {capacity:.6g}"
     )

@@ -132,7 +132,8 @@ class PlacementEnv(gym.Env[dict, int]):
     placement too (outputs awaiting consumers, so a training step's stash, and the working
     sets to come: the teachers' rule, :class:`~placegym.envs.analysis.room.Room`); on a
     training step that provably fits no placement without recompute, the placement
-    recomputes the teachers' first checkpoint set and the room counts it
+    recomputes the checkpoint set of the smallest spacing whose kept stash is not
+    provably over memory, and the room counts it
     (:func:`~placegym.envs.mdp.state.mask_recompute`).
     ``memory_mask=False`` masks no device for memory.
     Once the episode has terminated, the mask is that of

@@ -29,11 +29,13 @@ that process and the quantities that teachers and observations need:
     per PLC step where memory may bind, nothing elsewhere. On a training step that no
     placement fits without recompute
     (:func:`~placegym.envs.analysis.memory.stash_infeasibility`, a static proof), the
-    placement recomputes the teachers' first checkpoint set
-    (:func:`~placegym.envs.analysis.memory.checkpoints` of spacing
-    ``CHECKPOINT_EVERY[0]``: every other candidate forward node keeps its stash), the room
-    counts that set's stashes as freed, and the finished placement carries it
-    (:func:`mask_recompute`, :attr:`PlacementState.recompute`);
+    placement recomputes the checkpoint set of the smallest spacing of
+    ``CHECKPOINT_EVERY`` (:func:`~placegym.envs.analysis.memory.checkpoints`: every
+    ``k``-th candidate forward node keeps its stash; the least recomputation) whose kept
+    stash the same proof does not show over the total memory (where every spacing's is,
+    the one of least bound), the room counts that set's stashes as freed, and the
+    finished placement carries it (:func:`mask_recompute`,
+    :attr:`PlacementState.recompute`);
   - ``False``: every device.
 
   ``memory_reserve`` (``"room"`` and ``"live"``): ``(D,)`` bytes each device keeps free
@@ -65,6 +67,7 @@ from placegym.envs.analysis.memory import (
     CHECKPOINT_EVERY,
     checkpoints,
     memory_may_bind,
+    stash_bound,
     stash_infeasibility,
 )
 from placegym.envs.analysis.room import Room, Units, room_mask, units
@@ -103,8 +106,8 @@ def mask_recompute(graph: Graph, cluster: Cluster, memory_mask: bool | str) -> n
     under ``memory_mask``: with ``"live"`` on a training step that provably fits no
     placement without recompute (where memory may bind and
     :func:`~placegym.envs.analysis.memory.stash_infeasibility` says why), the checkpoints
-    of spacing ``CHECKPOINT_EVERY[0]``, the teachers' first; else empty (module
-    docstring)."""
+    of the smallest spacing of ``CHECKPOINT_EVERY`` whose kept stash that proof does not
+    show over memory; else empty (module docstring)."""
     if memory_mask_mode(memory_mask) != "live":
         return _NO_RECOMPUTE
     return _live_recompute(graph, cluster)
@@ -114,7 +117,11 @@ def _first_checkpoints(graph: Graph, cluster: Cluster) -> np.ndarray:
     """:func:`mask_recompute` under ``"live"``."""
     if not memory_may_bind(graph, cluster) or stash_infeasibility(graph, cluster) is None:
         return _NO_RECOMPUTE
-    out = checkpoints(graph, CHECKPOINT_EVERY[0])
+    sets = [checkpoints(graph, k) for k in CHECKPOINT_EVERY]
+    out = next(
+        (r for r in sets if stash_infeasibility(graph, cluster, r) is None),
+        min(sets, key=lambda r: stash_bound(graph, cluster, r)),  # the first of least
+    )
     out.setflags(write=False)
     return out
 
