@@ -113,22 +113,21 @@ def mask_recompute(graph: Graph, cluster: Cluster, memory_mask: bool | str) -> n
     return _live_recompute(graph, cluster)
 
 
-def _first_checkpoints(graph: Graph, cluster: Cluster) -> np.ndarray:
+def _live_checkpoints(graph: Graph, cluster: Cluster) -> np.ndarray:
     """:func:`mask_recompute` under ``"live"``."""
     if not memory_may_bind(graph, cluster) or stash_infeasibility(graph, cluster) is None:
         return _NO_RECOMPUTE
     sets = [checkpoints(graph, k) for k in CHECKPOINT_EVERY]
-    out = next(
-        (r for r in sets if stash_infeasibility(graph, cluster, r) is None),
-        min(sets, key=lambda r: stash_bound(graph, cluster, r)),  # the first of least
-    )
+    out = next((r for r in sets if stash_infeasibility(graph, cluster, r) is None), None)
+    if out is None:  # every spacing's kept stash is over memory: the first of least bound
+        out = min(sets, key=lambda r: stash_bound(graph, cluster, r))
     out.setflags(write=False)
     return out
 
 
 #: The live mask's recompute set per (graph, cluster) object: every state of an
 #: environment's episodes, and every decoder, reads it.
-_live_recompute = IdentityCache(_first_checkpoints, size=32)
+_live_recompute = IdentityCache(_live_checkpoints, size=32)
 
 
 class Timeline:
