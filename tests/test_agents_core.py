@@ -152,14 +152,42 @@ def test_hint_share_by_hand():
     # one hint: nodes 0, 1, 2 in group 5, nodes 3, 4 in group 7; 2 devices
     groups = torch.tensor([[5], [5], [5], [7], [7]])
     placed = torch.tensor([[0, 1, -1, 0, -1], [-1, -1, -1, -1, -1]])  # state 0, state 1
-    onehot = torch.zeros(2, 5, 3).scatter_(2, (placed + 1).unsqueeze(-1), 1.0)[:, :, 1:]
-    x = hint_share(groups, torch.tensor([2, 4]), onehot, 1)
+    x = hint_share(groups, torch.tensor([2, 4]), placed, 2, 1)
     assert x.shape == (2, 2, HINT_FEATURES)
     # node 2: mates 0 (dev 0) and 1 (dev 1); dev 0 also holds 3 (another group)
     torch.testing.assert_close(x[0], torch.tensor([[0.5, 0.5, 1.0], [0.5, 0.0, 1.0]]))
     assert x[1].tolist() == [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]  # nothing placed
-    assert hint_share(None, torch.tensor([2]), onehot[:1], 2).shape == (1, 2, 2 * HINT_FEATURES)
-    assert hint_share(groups, torch.tensor([2]), onehot[:1], 0).shape == (1, 2, 0)
+    assert hint_share(None, torch.tensor([2]), placed[:1], 2, 2).shape == (1, 2, 2 * HINT_FEATURES)
+    assert hint_share(groups, torch.tensor([2]), placed[:1], 2, 0).shape == (1, 2, 0)
+    with pytest.raises(ValueError, match="placed: devices must be below d=2, got 2"):
+        hint_share(groups, torch.tensor([2]), torch.tensor([[0, 2, -1, -1, -1]]), 2, 1)
+
+
+def _one_hot_hint_share(groups, node, placed, d):
+    """The one-hot formulation of ``hint_share`` (``(S, n, D)`` and ``(S, n, K)`` arrays)."""
+    onehot = (placed.unsqueeze(-1) == torch.arange(d)).float()
+    mates = (groups.unsqueeze(0) == groups[node].unsqueeze(1)).float()
+    on_dev = torch.einsum("snk,snd->sdk", mates, onehot)
+    count = onehot.sum(dim=1).unsqueeze(-1)
+    total = on_dev.sum(dim=1, keepdim=True)
+    share = on_dev / total.clamp(min=1)
+    foreign = (count - on_dev) / count.clamp(min=1)
+    has = (total > 0).float().expand(-1, d, -1)
+    return torch.stack([share, foreign, has], dim=-1).reshape(len(node), d, -1)
+
+
+def test_hint_share_is_the_one_hot_formulation_bit_for_bit():
+    from placegym.agents.doppler.hints import hint_share
+
+    gen = torch.Generator().manual_seed(3)
+    n, d, k, s = 40, 5, 3, 30
+    groups = torch.randint(0, 4, (n, k), generator=gen)
+    node = torch.randint(0, n, (s,), generator=gen)
+    placed = torch.randint(-1, d, (s, n), generator=gen)
+    placed[torch.arange(s), node] = -1  # a state's node is not placed yet
+    assert torch.equal(
+        hint_share(groups, node, placed, d, k), _one_hot_hint_share(groups, node, placed, d)
+    )
 
 
 def test_policy_with_hints_runs_and_rejects_search_teachers():

@@ -127,3 +127,67 @@ def test_price_options_are_validated(key, value, match):
 
     with pytest.raises(ValueError, match=rf"phase1\.{key}: {match}"):
         config_from_dict({"phase1": {key: value}})
+
+
+def test_imitation_update_by_graph_gives_the_whole_batch_gradient(one_torch_thread):
+    """Back-propagated one graph at a time, weighted by steps: the gradient and the
+    metrics of the loss over all records at once (records of two graphs, 4 and 6 nodes)."""
+    from placegym.train.imitation import imitation_update
+    from placegym.train.losses import imitation_loss, price_loss
+
+    torch.manual_seed(0)
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
+    look = get_teacher("lookahead")
+    c = unit_cluster(2)
+    other = graph([1, 2, 1, 3, 1, 1], [[0, 1], [0, 2], [1, 3], [2, 4], [3, 5], [4, 5]])
+    first = outputs_graph()
+    envs = [PlacementEnv(g, c) for g in (first, first, other)]  # two episodes of one graph
+    records = play_episodes(
+        policy, envs, [0, 1, 2], rng=np.random.default_rng(0), teacher=look,
+        teacher_prob=0.5, record_teacher=True,
+    )  # fmt: skip
+    scores = score(policy, records, price_temperature=0.1)
+    whole = imitation_loss(scores) + 2.0 * regret_loss(scores) + 3.0 * price_loss(scores)
+    expected = torch.autograd.grad(whole, list(policy.parameters()), allow_unused=True)
+    opt = torch.optim.SGD(policy.parameters(), lr=0.0)
+    metrics = imitation_update(
+        policy, opt, records, 0.0, regret_coef=2.0, price_coef=3.0, price_temperature=0.1
+    )
+    for p, g in zip(policy.parameters(), expected):
+        if g is None:
+            assert p.grad is None or not p.grad.any()
+        else:
+            torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-7)
+    assert metrics["losses/imitation"] == pytest.approx(imitation_loss(scores).item(), rel=1e-6)
+    assert metrics["losses/regret"] == pytest.approx(regret_loss(scores).item(), rel=1e-6)
+    assert metrics["losses/price"] == pytest.approx(price_loss(scores).item(), rel=1e-6)
+
+
+def test_scoring_by_checkpointed_chunks_gives_the_same_values_and_gradients(
+    one_torch_thread, monkeypatch
+):
+    """Past SEL_CHUNK pairs the SEL head runs by recomputed chunks: same scores, same
+    gradients as in one piece."""
+    import placegym.agents.doppler.scoring as scoring
+
+    torch.manual_seed(0)
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
+    g = graph([1] * 8, [[0, i] for i in range(1, 7)] + [[i, 7] for i in range(1, 7)])
+    records = play_episodes(
+        policy, [PlacementEnv(g, c) for c in [unit_cluster(2)] * 2], [0, 1],
+        rng=np.random.default_rng(0), teacher=get_teacher("heft_rule"), record_teacher=True,
+    )  # fmt: skip
+    pairs = sum(int(r.sel_mask.sum()) for r in records)
+
+    def run():
+        scores = score(policy, records)
+        loss = torch.cat([s.logp for s in scores]).sum()
+        return loss.item(), torch.autograd.grad(loss, list(policy.sel_tail.parameters()))
+
+    whole, whole_grad = run()
+    monkeypatch.setattr(scoring, "SEL_CHUNK", 5)
+    assert pairs > 2 * scoring.SEL_CHUNK  # three chunks at least
+    chunked, chunked_grad = run()
+    assert chunked == pytest.approx(whole, rel=1e-6)
+    for a, b in zip(chunked_grad, whole_grad):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)

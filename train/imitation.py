@@ -31,7 +31,7 @@ import torch
 
 from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.agents.doppler.policy import DopplerPolicy
-from placegym.agents.doppler.scoring import score
+from placegym.agents.doppler.scoring import Scores, graph_groups, score
 from placegym.train.losses import entropy_by_phase, imitation_loss, price_loss, regret_loss
 from placegym.train.optim import clipped_step
 
@@ -72,32 +72,57 @@ def imitation_update(
 ) -> dict[str, float]:
     """One gradient step on :func:`imitation_loss` of ``records`` (plus ``regret_coef``
     times :func:`regret_loss` and ``price_coef`` times :func:`price_loss` at
-    ``price_temperature``); returns metrics."""
-    scores = score(policy, records, price_temperature if price_coef > 0 else None)
-    nll = imitation_loss(scores)
-    priced = all(s.plc_regret is not None for s in scores)
-    regret = regret_loss(scores) if regret_coef > 0 or priced else None
-    loss = nll if regret is None or regret_coef == 0 else nll + regret_coef * regret
-    prices = price_loss(scores) if price_coef > 0 else None
-    if prices is not None:
-        loss = loss + price_coef * prices
+    ``price_temperature``); returns metrics.
+
+    The loss is back-propagated one graph at a time (the records of one graph,
+    :func:`~placegym.agents.doppler.scoring.graph_groups`), each graph's losses weighted by
+    its share of the steps: every loss is a mean over steps, so the gradients add up to
+    those of the whole batch's loss (up to float rounding), while only one graph's
+    autograd tape is held at a time (a 4,500-node graph with a wide frontier needs 5 GB
+    for its two episodes)."""
+    groups = graph_groups(records)
+    total = sum(len(r.sel_action) for r in records)
+    price_t = price_temperature if price_coef > 0 else None
+    sums = {"nll": 0.0, "regret": 0.0, "prices": 0.0}
+    kept: list[Scores] = []  # detached, for the metrics
+    priced = all(r.plc_regret is not None for r in records)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    for members in groups:
+        scores = score(policy, [records[i] for i in members], price_t)
+        weight = sum(len(records[i].sel_action) for i in members) / total
+        nll = imitation_loss(scores)
+        loss = nll
+        if regret_coef > 0 or priced:  # regret_loss raises on records without prices
+            regret = regret_loss(scores)
+            sums["regret"] += weight * regret.item()
+            if regret_coef > 0:
+                loss = loss + regret_coef * regret
+        if price_coef > 0:
+            prices = price_loss(scores)
+            sums["prices"] += weight * prices.item()
+            loss = loss + price_coef * prices
+        (weight * loss).backward()
+        sums["nll"] += weight * nll.item()
+        kept += [
+            Scores(s.logp.detach(), s.entropy.detach(), _detach(s.teacher_logp)) for s in scores
+        ]
+        del scores, loss, nll
     grad_norm = clipped_step(optimizer, list(policy.parameters()), max_grad_norm)
-    with torch.no_grad():
-        entropy = float(torch.cat([s.entropy for s in scores]).mean())
-        in_ties = float(
-            torch.cat([x for s in scores if (x := s.teacher_logp) is not None]).exp().mean()
-        )
-    extra = {} if regret is None else {"losses/regret": regret.item()}
-    if prices is not None:
-        extra["losses/price"] = prices.item()
+    entropy = float(torch.cat([s.entropy for s in kept]).mean())
+    in_ties = float(torch.cat([x for s in kept if (x := s.teacher_logp) is not None]).exp().mean())
+    extra = {"losses/regret": sums["regret"]} if regret_coef > 0 or priced else {}
+    if price_coef > 0:
+        extra["losses/price"] = sums["prices"]
     return {
-        "losses/imitation": nll.item(),
+        "losses/imitation": sums["nll"],
         **extra,
         "losses/grad_norm": grad_norm,
         "charts/entropy": entropy,
         "charts/teacher_prob_mass": in_ties,
         "charts/teacher_agreement": teacher_agreement(records),
-        **entropy_by_phase(scores),
+        **entropy_by_phase(kept),
     }
+
+
+def _detach(x: torch.Tensor | None) -> torch.Tensor | None:
+    return None if x is None else x.detach()

@@ -30,6 +30,7 @@ from numba import njit
 __all__ = [
     "Intervals",
     "device_sum_kernel",
+    "hint_counts_kernel",
     "insert_interval_kernel",
     "insertion_columns_kernel",
     "insertion_kernel",
@@ -61,6 +62,32 @@ def placed_sums_kernel(placed, values, d):  # pragma: no cover - compiled
                 for k in range(h):
                     sums[st, dev, k] += values[v, k]
     return sums, count, True
+
+
+@njit(cache=True)
+def hint_counts_kernel(groups, node, placed, d):  # pragma: no cover - compiled
+    """Per state and device, how many placed nodes share each hint group with the state's
+    node, ``(S, D, K)``, and how many nodes it holds, ``(S, D)`` (int64 both), from
+    ``groups (n, K)``, ``node (S,)`` and ``placed (S, n)`` (negative: unplaced); and
+    whether every device in ``placed`` is below ``d`` (on False the counts are
+    incomplete). The counts of ``hints.hint_share``'s one-hot products, in ``O(S · n · K)``
+    time and no ``(S, n, D)`` array."""
+    s, n = placed.shape
+    k = groups.shape[1]
+    on = np.zeros((s, d, k), dtype=np.int64)
+    count = np.zeros((s, d), dtype=np.int64)
+    for st in range(s):
+        u = node[st]
+        for v in range(n):
+            dev = placed[st, v]
+            if dev >= d:
+                return on, count, False
+            if dev >= 0:
+                count[st, dev] += 1
+                for j in range(k):
+                    if groups[v, j] == groups[u, j]:
+                        on[st, dev, j] += 1
+    return on, count, True
 
 
 @njit(cache=True)

@@ -192,7 +192,8 @@ class PlcBatch:
 
     @functools.cached_property
     def onehot(self) -> Tensor:
-        """``(S, n, D)`` the placement of each state, one-hot (rows of unplaced nodes 0)."""
+        """``(S, n, D)`` the placement of each state, one-hot (rows of unplaced nodes 0):
+        ``S · n · D`` floats, made only for the ``affinity`` input."""
         d = self.dev.shape[1]
         arange = torch.arange(d, device=self.placed.device)
         return (self.placed.unsqueeze(-1) == arange).to(self.agg.dtype)
@@ -201,7 +202,8 @@ class PlcBatch:
     def shares(self) -> Tensor:
         """``(S, D, 3K)`` :func:`~placegym.agents.doppler.hints.hint_share` features."""
         groups = None if self.enc.graph is None else self.enc.graph.groups
-        return hint_share(groups, self.node, self.onehot, len(self.policy.config.hints))
+        d, hints = self.dev.shape[1], len(self.policy.config.hints)
+        return hint_share(groups, self.node, self.placed, d, hints)
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,21 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 from placegym.agents.doppler.encoding import Encoding
 from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.agents.doppler.policy import DopplerPolicy
 
-__all__ = ["Scores", "policy_device", "score", "segment_log_softmax", "segment_logsumexp"]
+__all__ = [
+    "SEL_CHUNK",
+    "Scores",
+    "graph_groups",
+    "policy_device",
+    "score",
+    "segment_log_softmax",
+    "segment_logsumexp",
+]
 
 
 def segment_log_softmax(logits: Tensor, segment: Tensor, num_segments: int) -> Tensor:
@@ -80,17 +89,48 @@ def score(
     The scores are on the policy's device (:func:`policy_device`; the module docstring
     says what is copied there), wherever the records were played."""
     device = policy_device(policy)
-    groups: dict[int, list[int]] = {}
-    for i, r in enumerate(records):
-        groups.setdefault(id(r.graph), []).append(i)
     out: list[Scores | None] = [None] * len(records)
-    for members in groups.values():
+    for members in graph_groups(records):
         rs = [records[i] for i in members]
         enc = policy.encode(rs[0].graph.to(device))  # a copy there; the records' unchanged
         scores = _score_graph(policy, enc, rs, price_temperature, temperature, device)
         for i, sc in zip(members, scores):
             out[i] = sc
     return out  # type: ignore[return-value]
+
+
+def graph_groups(records: list[EpisodeRecord]) -> list[list[int]]:
+    """The indices of ``records`` grouped by graph inputs (the records of one graph
+    object), in order of first appearance: the groups :func:`score` encodes once each."""
+    groups: dict[int, list[int]] = {}
+    for i, r in enumerate(records):
+        groups.setdefault(id(r.graph), []).append(i)
+    return list(groups.values())
+
+
+#: (state, node) pairs per checkpointed chunk of the SEL head when :func:`score` runs
+#: with gradients: a wide frontier (a 4,500-node MoE graph: 3.2 million pairs in one
+#: episode) would otherwise keep about 1 KB of activations per pair for the backward pass.
+SEL_CHUNK = 1 << 18
+
+
+def _sel_scores(policy: DopplerPolicy, enc: Encoding, node: Tensor, x: Tensor) -> Tensor:
+    """:meth:`DopplerPolicy.sel_scores` of the pairs; with gradients and more than
+    :data:`SEL_CHUNK` pairs, by chunks whose activations are recomputed in the backward
+    pass (:func:`torch.utils.checkpoint.checkpoint`) rather than kept: the same values
+    and gradients, only the pairs' inputs held between the passes."""
+    if not torch.is_grad_enabled() or len(node) <= SEL_CHUNK:
+        return policy.sel_scores(enc, node, x)
+
+    def head(nodes: Tensor, inputs: Tensor) -> Tensor:
+        return policy.sel_scores(enc, nodes, inputs)
+
+    return torch.cat(
+        [
+            checkpoint(head, node[i : i + SEL_CHUNK], x[i : i + SEL_CHUNK], use_reentrant=False)
+            for i in range(0, len(node), SEL_CHUNK)
+        ]
+    )
 
 
 def _cat(records: list[EpisodeRecord], key: str, device: torch.device | None = None) -> Tensor:
@@ -122,7 +162,7 @@ def _score_graph(
     if learns_sel:
         picks = _cat(rs, "sel_pick") if rs[0].sel_pick is not None else None
         x = policy.sel_inputs(rs[0].graph, _cat(rs, "sel_dyn"), cpu_step, cpu_node, picks)
-        sel = policy.sel_scores(enc, node, x.to(device))
+        sel = _sel_scores(policy, enc, node, x.to(device))
     else:
         sel = torch.zeros(len(node), device=device)
     if temperature != 1.0:
