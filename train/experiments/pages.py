@@ -290,12 +290,17 @@ def _onepass_start(results: Path) -> str:
     return onepass_table(rows, base, over="search seeds")
 
 
-def _onepass_successors(results: Path) -> str:
-    """The one-pass evaluation of the policy with HEFT's lookahead columns (its own rows,
-    the one-pass baselines)."""
-    from placegym.train.experiments.onepass import onepass_table
+def _onepass_rows(rows_file: str) -> Callable[[Path], str]:
+    """The one-pass evaluation of the seeds whose rows are in ``rows_file`` (the policy
+    with HEFT's lookahead columns, at the recipe's scale or the issue's), against the
+    one-pass baselines."""
 
-    return onepass_table(*_part(results, "onepass", "onepass-successors.jsonl"))
+    def render(results: Path) -> str:
+        from placegym.train.experiments.onepass import onepass_table
+
+        return onepass_table(*_part(results, "onepass", rows_file))
+
+    return render
 
 
 _CH = "bench/comm-heavy-v0-test/results.json"
@@ -351,9 +356,10 @@ BLOCKS: dict[str, Block] = {
     "onepass-generalist": Block(
         ("onepass-generalist.jsonl", "onepass.baselines.json"), _onepass_start
     ),
-    "onepass-successors": Block(
-        ("onepass-successors.jsonl", "onepass.baselines.json"), _onepass_successors
-    ),
+    **{
+        name: Block((f"{name}.jsonl", "onepass.baselines.json"), _onepass_rows(f"{name}.jsonl"))
+        for name in ("onepass-successors", "onepass-scale")
+    },
 }
 
 
