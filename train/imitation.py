@@ -85,14 +85,15 @@ def imitation_update(
     price_t = price_temperature if price_coef > 0 else None
     sums = {"nll": 0.0, "regret": 0.0, "prices": 0.0}
     kept: list[Scores] = []  # detached, for the metrics
-    priced = all(r.plc_regret is not None for r in records)
+    # regret_loss raises on records without prices: asked for, it names the missing teacher
+    with_regret = regret_coef > 0 or all(r.plc_regret is not None for r in records)
     optimizer.zero_grad(set_to_none=True)
     for members in groups:
         scores = score(policy, [records[i] for i in members], price_t)
         weight = sum(len(records[i].sel_action) for i in members) / total
         nll = imitation_loss(scores)
         loss = nll
-        if regret_coef > 0 or priced:  # regret_loss raises on records without prices
+        if with_regret:
             regret = regret_loss(scores)
             sums["regret"] += weight * regret.item()
             if regret_coef > 0:
@@ -110,7 +111,7 @@ def imitation_update(
     grad_norm = clipped_step(optimizer, list(policy.parameters()), max_grad_norm)
     entropy = float(torch.cat([s.entropy for s in kept]).mean())
     in_ties = float(torch.cat([x for s in kept if (x := s.teacher_logp) is not None]).exp().mean())
-    extra = {"losses/regret": sums["regret"]} if regret_coef > 0 or priced else {}
+    extra = {"losses/regret": sums["regret"]} if with_regret else {}
     if price_coef > 0:
         extra["losses/price"] = sums["prices"]
     return {

@@ -203,7 +203,7 @@ class PlcBatch:
         """``(S, D, 3K)`` :func:`~placegym.agents.doppler.hints.hint_share` features."""
         groups = None if self.enc.graph is None else self.enc.graph.groups
         d, hints = self.dev.shape[1], len(self.policy.config.hints)
-        return hint_share(groups, self.node, self.placed, d, hints)
+        return hint_share(groups, self.node, self.placed, d, hints).to(self.agg.dtype)
 
 
 @dataclass(frozen=True)
