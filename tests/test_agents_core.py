@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
-from placegym.agents.doppler.episodes import play_episodes
+from placegym.agents.doppler.episodes import placed_dtype, play_episodes
+from placegym.agents.doppler.features import sel_pairs
 from placegym.agents.doppler.scoring import score, segment_log_softmax
 from placegym.agents.nn import CriticalPathPool, DAGConv, critical_path_pointers
 from placegym.agents.nn.encoder import GraphEncoder, GraphInputs
@@ -93,13 +94,55 @@ def test_episodes_are_seeded_and_scores_match(cluster):
     lean = play_episodes(policy, envs, [0, 1, 2], rng=np.random.default_rng(5), keep_inputs=False)
     for r, q in zip(a, lean):  # the same episodes, only the last steps' inputs kept
         assert q.makespan == r.makespan and (q.plc_action == r.plc_action).all()
-        assert q.sel_dyn.shape == (1, 128, 6) and q.plc_placed.shape == (1, 128)
+        assert q.sel_mask.shape == (1, 128) and q.plc_placed.shape == (1, 128)
+        assert q.sel_rows.shape == (q.sel_mask.sum(), 6) and q.sel_ready.shape[0] == len(
+            q.sel_rows
+        )
     scores = score(policy, a)
     for s in scores:
         assert s.logp.shape == (256,) and (s.logp <= 1e-6).all()
         assert (s.entropy >= -1e-6).all()
     (-scores[0].logp.sum()).backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy.parameters())
+
+
+def test_records_keep_the_frontier_pairs_of_the_states_they_replay():
+    """A record's SEL pairs are those of the states' whole node_dynamic (replayed from
+    its actions), bit for bit, and its compact plc_placed scores as int64 would."""
+    torch.manual_seed(0)
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=1, rules=True, siblings=True))
+    envs = [PlacementEnv("llama_block", "p100x4") for _ in range(2)]
+    records = play_episodes(policy, envs, [0, 1], rng=np.random.default_rng(3))
+    for r in records:
+        env = PlacementEnv("llama_block", "p100x4")
+        obs, _ = env.reset(seed=0)
+        n, dense, placed = len(r.sel_action), [], []
+        for v, d in zip(r.sel_action, r.plc_action):
+            dense.append(obs["node_dynamic"][:n].copy())
+            obs, *_ = env.step(int(v))
+            placed.append(env.unwrapped.state.device.copy())
+            obs, *_ = env.step(int(d))
+        step, node = (torch.from_numpy(x) for x in np.nonzero(r.sel_mask))
+        want = sel_pairs(r.graph, torch.from_numpy(np.stack(dense)), step, node)
+        assert r.sel_rows.dtype == np.float32 and r.sel_ready.dtype == np.float32
+        assert (r.sel_rows == want.rows.numpy()).all() and (
+            r.sel_ready == want.ready.numpy()
+        ).all()
+        assert r.plc_placed.dtype == np.int8 and (r.plc_placed == np.stack(placed)).all()
+    wide = [dataclasses.replace(r, plc_placed=r.plc_placed.astype(np.int64)) for r in records]
+    with torch.no_grad():
+        for a, b in zip(score(policy, records), score(policy, wide)):
+            assert torch.equal(a.logp, b.logp) and torch.equal(a.entropy, b.entropy)
+
+
+def test_placed_dtype_is_the_smallest_that_holds_the_devices():
+    assert [placed_dtype(d) for d in (1, 128, 129, 32768, 32769)] == [
+        np.int8,
+        np.int8,
+        np.int16,
+        np.int16,
+        np.int32,
+    ]
 
 
 def test_teacher_roll_in_and_tie_sets():
@@ -294,7 +337,8 @@ def test_env_pool_envs_are_compact_share_the_reference_and_play_the_same_episode
     for x, y in zip(a, b):
         assert x.info["reference_makespan"] == y.info["reference_makespan"]
         assert (x.plc_action == y.plc_action).all() and (x.sel_action == y.sel_action).all()
-        assert (x.sel_dyn == y.sel_dyn).all() and (x.plc_dev == y.plc_dev).all()
+        assert (x.sel_rows == y.sel_rows).all() and (x.sel_ready == y.sel_ready).all()
+        assert (x.plc_dev == y.plc_dev).all()
 
 
 @pytest.mark.parametrize("graph,cluster", [("llama_block", "p100x4"), ("chainmm", "v100x8")])

@@ -129,11 +129,19 @@ def test_price_options_are_validated(key, value, match):
         config_from_dict({"phase1": {key: value}})
 
 
-def test_imitation_update_by_graph_gives_the_whole_batch_gradient(one_torch_thread):
-    """Back-propagated one graph at a time, weighted by steps: the gradient and the
-    metrics of the loss over all records at once (records of two graphs, 4 and 6 nodes)."""
+@pytest.mark.parametrize("cells", [None, 1], ids=["by-graph", "by-episode"])
+def test_imitation_update_by_graph_gives_the_whole_batch_gradient(
+    one_torch_thread, cells, monkeypatch
+):
+    """Back-propagated one group at a time (a graph's records, or each record alone at
+    ``BACKWARD_CELLS=1``), weighted by steps: the gradient and the metrics of the loss
+    over all records at once (records of two graphs, 4 and 6 nodes)."""
+    import placegym.train.imitation as imitation
     from placegym.train.imitation import imitation_update
     from placegym.train.losses import imitation_loss, price_loss
+
+    if cells is not None:
+        monkeypatch.setattr(imitation, "BACKWARD_CELLS", cells)
 
     torch.manual_seed(0)
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+import placegym.agents.doppler.features as features_module
 import placegym.agents.doppler.inputs as inputs_module
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.doppler.episodes import play_episodes
@@ -136,7 +137,8 @@ def test_sel_context_equals_scatter_max():
 
 def test_scores_and_gradients_equal_with_the_oracles(monkeypatch, one_torch_thread):
     """Scoring real episodes (the PPO update's work) gives the same log-probabilities,
-    entropies and parameter gradients with the kernels as with the torch ops."""
+    entropies and parameter gradients with the kernels as with the torch ops, and the
+    episodes played with the torch ops record the same readiness and placements."""
     torch.manual_seed(0)
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))
     envs = [PlacementEnv("ffnn", "p100x4") for _ in range(3)]
@@ -153,13 +155,14 @@ def test_scores_and_gradients_equal_with_the_oracles(monkeypatch, one_torch_thre
     fast = scored()
     monkeypatch.setattr(inputs_module, "placed_sums", placed_sums_oracle)
     monkeypatch.setattr(inputs_module, "sibling_share", sibling_share_oracle)
-    monkeypatch.setattr(inputs_module, "sel_context", sel_context_oracle)
     slow = scored()
     assert all(equal(a, b) for a, b in zip(fast, slow))
+    monkeypatch.setattr(features_module, "sel_context", sel_context_oracle)  # read in play
     slow_records = play_episodes(policy, envs, [0, 1, 2], rng=np.random.default_rng(5))
     assert [r.info["placement"].tolist() for r in slow_records] == [
         r.info["placement"].tolist() for r in records
     ]
+    assert all((a.sel_ready == b.sel_ready).all() for a, b in zip(records, slow_records))
 
 
 def test_kernels_reject_out_of_range_states():

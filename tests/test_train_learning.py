@@ -77,8 +77,9 @@ def _record(rewards) -> EpisodeRecord:
     empty = np.zeros((len(r) // 2, 1))
     return EpisodeRecord(
         graph=None,
-        sel_dyn=empty,
         sel_mask=empty,
+        sel_rows=empty,
+        sel_ready=empty,
         sel_action=empty,
         plc_node=empty,
         plc_placed=empty,
@@ -180,7 +181,8 @@ def test_tempered_sampling_and_scoring_agree():
     inputs = graph_inputs(policy, obs, g, cluster)
     frontier = np.flatnonzero(cold[0].sel_mask[0])
     with torch.no_grad():
-        z = frontier_logits(policy, inputs, policy.encode(inputs), cold[0].sel_dyn[:1], [frontier])
+        dyn = obs["node_dynamic"][None, : g.num_nodes]  # the first SEL state's
+        z = frontier_logits(policy, inputs, policy.encode(inputs), dyn, [frontier])
     want = torch.log_softmax(torch.from_numpy(z[0]) / 0.5, 0)
     taken = int(np.flatnonzero(frontier == cold[0].sel_action[0])[0])
     assert float(half.logp[0]) == pytest.approx(float(want[taken]), abs=1e-5)
@@ -241,3 +243,78 @@ def test_sel_context_reads_producer_finish_times():
         [0.0, 0.25 + 0.3 - 0.25, 0.0],
     ]
     torch.testing.assert_close(out, torch.tensor(expected))
+
+
+@pytest.mark.parametrize("cells", [None, 1], ids=["by-graph", "by-episode"])
+@pytest.mark.parametrize("algo", ["reinforce", "ppo"])
+def test_rl_steps_by_graph_give_the_whole_batch_gradient(algo, cells, monkeypatch):
+    """REINFORCE and a PPO step back-propagate one group of episodes at a time (a graph's,
+    or each episode alone at ``BACKWARD_CELLS=1``): the gradient and the loss metrics of
+    the whole batch's loss (episodes of two graphs, 3 and 1 of them, with the
+    self-imitation term on the scored episodes)."""
+    import placegym.train.rl as rl
+    from placegym.train.losses import ImitationTerm, imitation_loss, mean_steps
+    from placegym.train.rl import _ppo_step, reinforce_update
+
+    if cells is not None:
+        monkeypatch.setattr(rl, "BACKWARD_CELLS", cells)
+
+    torch.manual_seed(0)
+    policy = DopplerPolicy(PolicyConfig(hidden=16, layers=1))
+    c = unit_cluster(2)
+    big, small = independent(6), fork_join()
+    envs = [PlacementEnv(g, c) for g in (big, small, big, big)]
+    records = play_episodes(
+        policy, envs, [0, 1, 2, 3], rng=np.random.default_rng(0),
+        teacher=get_teacher("critical_path"), record_teacher=True,
+    )  # fmt: skip
+    adv = [torch.full((len(r.rewards),), a) for r, a in zip(records, (0.5, -1.0, 2.0, -0.3))]
+    cfg = RLConfig(algo=algo, entropy_coef=0.1, max_grad_norm=0.0, temperature=0.7)
+    term = ImitationTerm(coef=0.5)
+    scores = score(policy, records, temperature=0.7)
+    old = [s.logp.detach() + 0.05 * (i + 1) for i, s in enumerate(scores)]  # ratios ≠ 1
+    if algo == "ppo":
+        lo, hi = 1 - cfg.ppo_clip, 1 + cfg.ppo_clip
+        ratio = [torch.exp(s.logp - o) for s, o in zip(scores, old)]
+        surr = [torch.minimum(r * a, r.clamp(lo, hi) * a) for r, a in zip(ratio, adv)]
+        policy_loss = -mean_steps(surr)
+    else:
+        policy_loss = -mean_steps([s.logp * a for s, a in zip(scores, adv)])
+    entropy = mean_steps([s.entropy for s in scores])
+    whole = policy_loss - 0.1 * entropy + 0.5 * imitation_loss(scores)
+    expected = torch.autograd.grad(whole, list(policy.parameters()), allow_unused=True)
+    opt = torch.optim.SGD(policy.parameters(), lr=0.0)
+    if algo == "ppo":
+        mb = np.array([3, 0, 1, 2])
+        metrics = _ppo_step(policy, opt, records, adv, old, mb, cfg, term)
+    else:
+        metrics = reinforce_update(policy, opt, records, adv, cfg, term)
+        assert metrics["losses/self_imitation"] == pytest.approx(
+            imitation_loss(scores).item(), rel=1e-5
+        )
+    for p, g in zip(policy.parameters(), expected):
+        if g is None:
+            assert p.grad is None or not p.grad.any()
+        else:
+            torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-7)
+    assert metrics["losses/policy"] == pytest.approx(policy_loss.item(), rel=1e-5)
+    assert metrics["losses/entropy"] == pytest.approx(entropy.item(), rel=1e-5)
+
+
+def test_graph_groups_split_a_graphs_records_by_scored_cells():
+    from types import SimpleNamespace
+
+    from placegym.agents.doppler.scoring import graph_groups, scored_cells
+
+    a, b = object(), object()
+
+    def rec(g, pairs, states, devices):
+        return SimpleNamespace(
+            graph=g, sel_rows=np.zeros((pairs, 6)), plc_mask=np.zeros((states, devices), bool)
+        )
+
+    records = [rec(a, 10, 2, 1), rec(b, 5, 1, 1), rec(a, 10, 2, 1), rec(a, 30, 2, 1)]
+    assert [scored_cells(r) for r in records] == [26, 13, 26, 46]
+    assert graph_groups(records) == [[0, 2, 3], [1]]
+    assert graph_groups(records, 52) == [[0, 2], [3], [1]]
+    assert graph_groups(records, 1) == [[0], [2], [3], [1]]

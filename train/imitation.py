@@ -31,7 +31,7 @@ import torch
 
 from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.agents.doppler.policy import DopplerPolicy
-from placegym.agents.doppler.scoring import Scores, graph_groups, score
+from placegym.agents.doppler.scoring import BACKWARD_CELLS, Scores, graph_groups, score
 from placegym.train.losses import entropy_by_phase, imitation_loss, price_loss, regret_loss
 from placegym.train.optim import clipped_step
 
@@ -74,13 +74,14 @@ def imitation_update(
     times :func:`regret_loss` and ``price_coef`` times :func:`price_loss` at
     ``price_temperature``); returns metrics.
 
-    The loss is back-propagated one graph at a time (the records of one graph,
-    :func:`~placegym.agents.doppler.scoring.graph_groups`), each graph's losses weighted by
+    The loss is back-propagated one group at a time (records of one graph, at most
+    :data:`~placegym.agents.doppler.scoring.BACKWARD_CELLS` of them scored at once:
+    :func:`~placegym.agents.doppler.scoring.graph_groups`), each group's losses weighted by
     its share of the steps: every loss is a mean over steps, so the gradients add up to
-    those of the whole batch's loss (up to float rounding), while only one graph's
+    those of the whole batch's loss (up to float rounding), while only one group's
     autograd tape is held at a time (a 4,500-node graph with a wide frontier needs 5 GB
     for its two episodes)."""
-    groups = graph_groups(records)
+    groups = graph_groups(records, BACKWARD_CELLS)
     total = sum(len(r.sel_action) for r in records)
     price_t = price_temperature if price_coef > 0 else None
     sums = {"nll": 0.0, "regret": 0.0, "prices": 0.0}

@@ -31,11 +31,18 @@ An extra imitation term (:class:`~placegym.train.losses.ImitationTerm`: self-imi
 of the best placements found, :mod:`placegym.train.self_imitation`) may be added to
 either loss. Every mean is over steps (:func:`~placegym.train.losses.mean_steps`), so
 the entropy bonus and the policy term have comparable scales on graphs of any size.
+
+Both rules score and back-propagate their loss one group of episodes at a time
+(episodes of one graph, at most :data:`~placegym.agents.doppler.scoring.BACKWARD_CELLS`
+of them: :func:`~placegym.agents.doppler.scoring.graph_groups`), each group's terms
+weighted by its share of the means, as the imitation step does: the gradients add up to
+the whole batch's (up to float rounding) while one group's autograd tape is held at a
+time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -43,7 +50,13 @@ from torch import Tensor
 
 from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.agents.doppler.policy import DopplerPolicy
-from placegym.agents.doppler.scoring import Scores, policy_device, score
+from placegym.agents.doppler.scoring import (
+    BACKWARD_CELLS,
+    Scores,
+    graph_groups,
+    policy_device,
+    score,
+)
 from placegym.train.config import RLConfig
 from placegym.train.losses import ImitationTerm, entropy_by_phase, mean_steps
 from placegym.train.optim import clipped_step
@@ -142,6 +155,63 @@ def _pg_terms(scores: list[Scores], adv: Sequence[Tensor]) -> tuple[Tensor, Tens
     return policy_loss, mean_steps([s.entropy for s in scores])
 
 
+def _detached(s: Scores) -> Scores:
+    t = s.teacher_logp
+    return Scores(s.logp.detach(), s.entropy.detach(), None if t is None else t.detach())
+
+
+def _backward_by_graph(
+    policy: DopplerPolicy,
+    records: Sequence[EpisodeRecord],
+    temperature: float,
+    loss_of: Callable[[list[int], list[Scores]], Tensor],
+) -> list[Scores]:
+    """Back-propagate ``loss_of(members, scores)`` of each group of episodes (``members``
+    their indices in ``records``; module docstring), one group at a time; the scores of
+    every record, detached, in record order."""
+    kept: list[Scores | None] = [None] * len(records)
+    for members in graph_groups(list(records), BACKWARD_CELLS):
+        scores = score(policy, [records[i] for i in members], temperature=temperature)
+        loss_of(members, scores).backward()
+        for i, s in zip(members, scores):
+            kept[i] = _detached(s)
+        del scores
+    return kept  # type: ignore[return-value]
+
+
+def _steps(records: Sequence[EpisodeRecord], members: Sequence[int]) -> int:
+    return sum(len(records[i].sel_action) for i in members)
+
+
+def _imitation_part(
+    imitation: ImitationTerm | None,
+    policy: DopplerPolicy,
+    records: Sequence[EpisodeRecord],
+    members: list[int],
+    scores: list[Scores],
+    sums: dict[str, float],
+) -> Tensor | float:
+    """A graph's share of the self-imitation term on the scored episodes themselves
+    (its steps over all the episodes' steps: the term is a mean over steps); 0 without
+    that term or when it is taken on ``plan_records`` (:func:`_plan_imitation`)."""
+    if imitation is None or imitation.plan_records:
+        return 0.0
+    share = _steps(records, members) / _steps(records, range(len(records)))
+    term = imitation.loss(policy, scores)
+    sums["imitation"] += share * term.item()
+    return imitation.coef * share * term
+
+
+def _plan_imitation(
+    imitation: ImitationTerm | None, policy: DopplerPolicy, sums: dict[str, float]
+) -> None:
+    """Back-propagate the imitation term taken on its ``plan_records``, if any."""
+    if imitation is not None and imitation.plan_records:
+        term = imitation.loss(policy, [])
+        (imitation.coef * term).backward()
+        sums["imitation"] = term.item()
+
+
 def reinforce_update(
     policy: DopplerPolicy,
     optimizer: torch.optim.Optimizer,
@@ -150,27 +220,32 @@ def reinforce_update(
     cfg: RLConfig,
     imitation: ImitationTerm | None = None,
 ) -> dict[str, float]:
-    """One REINFORCE step with entropy bonus and gradient clipping; returns metrics
-    (``advantages`` on any device: they are copied to the policy's)."""
+    """One REINFORCE step with entropy bonus and gradient clipping, back-propagated one
+    graph at a time (module docstring); returns metrics (``advantages`` on any device:
+    they are copied to the policy's)."""
     advantages = _on_policy_device(policy, advantages)
-    scores = score(policy, records, temperature=cfg.temperature)
-    policy_loss, entropy = _pg_terms(scores, advantages)
-    loss = policy_loss - cfg.entropy_coef * entropy
-    extra = {}
-    if imitation is not None:
-        term = imitation.loss(policy, scores)
-        loss = loss + imitation.coef * term
-        extra["losses/self_imitation"] = term.item()
+    sums = {"policy": 0.0, "entropy": 0.0, "imitation": 0.0}
+
+    def loss_of(members: list[int], scores: list[Scores]) -> Tensor:
+        share = len(members) / len(records)  # mean_steps: a mean over episodes
+        policy_loss, entropy = _pg_terms(scores, [advantages[i] for i in members])
+        sums["policy"] += share * policy_loss.item()
+        sums["entropy"] += share * entropy.item()
+        extra = _imitation_part(imitation, policy, records, members, scores, sums)
+        return share * (policy_loss - cfg.entropy_coef * entropy) + extra
+
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    kept = _backward_by_graph(policy, records, cfg.temperature, loss_of)
+    _plan_imitation(imitation, policy, sums)
     grad_norm = clipped_step(optimizer, list(policy.parameters()), cfg.max_grad_norm)
+    extra = {} if imitation is None else {"losses/self_imitation": sums["imitation"]}
     return {
         **extra,
-        "losses/policy": policy_loss.item(),
-        "losses/entropy": entropy.item(),
+        "losses/policy": sums["policy"],
+        "losses/entropy": sums["entropy"],
         "losses/grad_norm": grad_norm,
-        "charts/entropy": entropy.item(),
-        **entropy_by_phase(scores),
+        "charts/entropy": sums["entropy"],
+        **entropy_by_phase(kept),
     }
 
 
@@ -186,8 +261,12 @@ def ppo_update(
     """PPO epochs over minibatches of whole episodes (order drawn from ``rng``;
     ``advantages`` on any device: they are copied to the policy's)."""
     advantages = _on_policy_device(policy, advantages)
-    with torch.no_grad():
-        old = [s.logp for s in score(policy, records, temperature=cfg.temperature)]
+    old: list[Tensor] = [torch.empty(0)] * len(records)
+    with torch.no_grad():  # by the same groups: scoring is memory, with or without a tape
+        for members in graph_groups(records, BACKWARD_CELLS):
+            scores = score(policy, [records[i] for i in members], temperature=cfg.temperature)
+            for i, s in zip(members, scores):
+                old[i] = s.logp
     stats: list[dict[str, float]] = []
     n_mb = min(cfg.ppo_minibatches, len(records))
     for _ in range(cfg.ppo_epochs):
@@ -216,33 +295,40 @@ def _ppo_step(
     cfg: RLConfig,
     imitation: ImitationTerm | None = None,
 ) -> dict[str, float]:
-    """One clipped-surrogate gradient step on the episodes ``mb``."""
-    scores = score(policy, [records[i] for i in mb], temperature=cfg.temperature)
-    ratio = [torch.exp(s.logp - old[i]) for s, i in zip(scores, mb)]
+    """One clipped-surrogate gradient step on the episodes ``mb``, back-propagated one
+    graph at a time (module docstring)."""
+    batch = [records[i] for i in mb]
     lo, hi = 1 - cfg.ppo_clip, 1 + cfg.ppo_clip
-    surr = [
-        torch.minimum(r * advantages[i], r.clamp(lo, hi) * advantages[i])
-        for r, i in zip(ratio, mb)
-    ]
-    policy_loss = -mean_steps(surr)
-    entropy = mean_steps([s.entropy for s in scores])
-    loss = policy_loss - cfg.entropy_coef * entropy
-    if imitation is not None:
-        loss = loss + imitation.coef * imitation.loss(policy, scores)
+    sums = {"policy": 0.0, "entropy": 0.0, "imitation": 0.0}
+
+    def loss_of(members: list[int], scores: list[Scores]) -> Tensor:
+        share = len(members) / len(batch)
+        surr = []
+        for s, j in zip(scores, members):
+            ratio, adv = torch.exp(s.logp - old[mb[j]]), advantages[mb[j]]
+            surr.append(torch.minimum(ratio * adv, ratio.clamp(lo, hi) * adv))
+        policy_loss = -mean_steps(surr)
+        entropy = mean_steps([s.entropy for s in scores])
+        sums["policy"] += share * policy_loss.item()
+        sums["entropy"] += share * entropy.item()
+        extra = _imitation_part(imitation, policy, batch, members, scores, sums)
+        return share * (policy_loss - cfg.entropy_coef * entropy) + extra
+
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    kept = _backward_by_graph(policy, batch, cfg.temperature, loss_of)
+    _plan_imitation(imitation, policy, sums)
     grad_norm = clipped_step(optimizer, list(policy.parameters()), cfg.max_grad_norm)
     with torch.no_grad():
-        r = torch.cat(ratio).detach()
+        r = torch.cat([torch.exp(s.logp - old[i]) for s, i in zip(kept, mb)])
         kl = float(((r - 1) - torch.log(r)).mean())
         clipfrac = float(((r - 1).abs() > cfg.ppo_clip).float().mean())
     return {
-        "losses/policy": policy_loss.item(),
-        "losses/entropy": entropy.item(),
+        "losses/policy": sums["policy"],
+        "losses/entropy": sums["entropy"],
         "losses/approx_kl": kl,
         "losses/clipfrac": clipfrac,
         "losses/grad_norm": grad_norm,
-        **entropy_by_phase(scores),
+        **entropy_by_phase(kept),
     }
 
 

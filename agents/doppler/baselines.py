@@ -121,7 +121,7 @@ def state_graphs(g: GraphInputs, node: Tensor, placed: Tensor, max_devices: int)
     s, n = placed.shape
     dtype = g.x.dtype
     onehot = torch.zeros(s, n, max_devices + 1, dtype=dtype)
-    onehot.scatter_(2, (placed + 1).unsqueeze(-1), 1.0)
+    onehot.scatter_(2, (placed.long() + 1).unsqueeze(-1), 1.0)
     current = (torch.arange(n).unsqueeze(0) == node.unsqueeze(1)).to(dtype)
     x = torch.cat(
         [

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from placegym.agents.doppler.encoding import Encoding
-from placegym.agents.doppler.features import prices_with
+from placegym.agents.doppler.features import SelPairs, prices_with, sel_pairs
 from placegym.agents.doppler.inputs import graph_inputs, plc_devices, sel_picks
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.nn.encoder import GraphInputs
@@ -62,6 +62,8 @@ __all__ = [
     "device_logits",
     "frontier_logits",
     "greedy_pick",
+    "pair_logits",
+    "placed_dtype",
     "play_episodes",
     "plc_tie_key",
     "sample_index",
@@ -77,9 +79,14 @@ class EpisodeRecord:
 
     Attributes:
         graph: the episode's :class:`GraphInputs` (shared by episodes of one graph).
-        sel_dyn: ``(S, n, 6)`` node_dynamic at each SEL step; sel_mask ``(S, n)`` bool.
+        sel_mask: ``(S, n)`` the SEL action mask (the frontier) of each SEL step.
+        sel_rows, sel_ready: ``(K, 6)`` and ``(K, 3)``, the
+            :class:`~placegym.agents.doppler.features.SelPairs` of the ``K`` (step, node)
+            pairs of ``sel_mask`` (row-major: by step, then node id): all SEL reads of the
+            states, where their whole node_dynamic would be ``(S, n, 6)``.
         sel_action: ``(S,)``; plc_node ``(S,)`` the node being placed.
-        plc_placed: ``(S, n)`` device of every node before each PLC step (-1 unplaced).
+        plc_placed: ``(S, n)`` device of every node before each PLC step (-1 unplaced), in
+            the smallest signed integer type that holds the devices (:func:`placed_dtype`).
         plc_dev: ``(S, D, 7)`` device features; plc_mask ``(S, D)``; plc_action ``(S,)``.
         sel_teacher, plc_teacher: teacher tie sets as masks (imitation), or None.
         sel_pick: ``(S,)`` with a following pricer (``PolicyConfig.price_follow``): the
@@ -90,14 +97,18 @@ class EpisodeRecord:
         rewards: ``(2S,)`` environment rewards; info: the final step's info.
         from_teacher: ``(2S,)`` whether the teacher chose that step's action.
 
-    A record of :func:`play_episodes` with ``keep_inputs=False`` holds the inputs (``sel_dyn``,
-    ``sel_mask``, ``plc_placed``, ``plc_dev``, ``plc_mask``) of its last steps only and
-    cannot be scored.
+    A record of :func:`play_episodes` with ``keep_inputs=False`` holds the inputs (``sel_mask``,
+    ``sel_rows``, ``sel_ready``, ``plc_placed``, ``plc_dev``, ``plc_mask``) of its last steps
+    only and cannot be scored.
+
+    Memory: about ``S · n · 3`` bytes (the masks and ``plc_placed`` on up to 127
+    devices), ``36 · K`` for the frontier pairs and ``S · D · 4 · F`` for the device rows.
     """
 
     graph: GraphInputs
-    sel_dyn: np.ndarray
     sel_mask: np.ndarray
+    sel_rows: np.ndarray
+    sel_ready: np.ndarray
     sel_action: np.ndarray
     plc_node: np.ndarray
     plc_placed: np.ndarray
@@ -139,8 +150,9 @@ class _Live:
         default_factory=lambda: {
             k: []
             for k in (
-                "sel_dyn",
                 "sel_mask",
+                "sel_rows",
+                "sel_ready",
                 "sel_pick",
                 "sel_action",
                 "plc_node",
@@ -220,9 +232,9 @@ def play_episodes(
     has no effect on greedy and teacher steps; at 1 the logits are used as they are).
 
     With ``keep_inputs=False`` (evaluation: records that are never scored) only the last
-    SEL and PLC step's inputs (``sel_dyn``, ``sel_mask``, ``plc_placed``, ``plc_dev``,
-    ``plc_mask``) are kept, so memory stays ``O(n)`` instead of ``O(n²)`` per episode
-    (7 GB on a 10,000-node graph otherwise); actions, rewards and info are complete.
+    SEL and PLC step's inputs (``sel_mask``, ``sel_rows``, ``sel_ready``, ``plc_placed``,
+    ``plc_dev``, ``plc_mask``) are kept, so memory stays ``O(n)`` instead of ``O(n²)`` per
+    episode; actions, rewards and info are complete.
 
     Envs that share a graph object and cluster share one encoding, and at every step their policy
     forwards run as one batched call (one per graph and phase), so many episodes of one
@@ -356,8 +368,13 @@ def _record_inputs(
 ) -> None:
     b, state = lv.buf, lv.state
     if select:
-        b["sel_dyn"].append(lv.obs["node_dynamic"][: lv.n].copy())
-        b["sel_mask"].append(lv.info["action_mask"][: lv.n].copy())
+        mask = lv.info["action_mask"][: lv.n].copy()
+        nodes = torch.from_numpy(np.flatnonzero(mask))
+        dyn = torch.from_numpy(lv.obs["node_dynamic"][None, : lv.n])
+        pairs = sel_pairs(lv.graph, dyn, torch.zeros_like(nodes), nodes)  # copies of dyn
+        b["sel_mask"].append(mask)
+        b["sel_rows"].append(pairs.rows.numpy())
+        b["sel_ready"].append(pairs.ready.numpy())
         pick = sel_picks(state, pricer)
         if pick is not None:
             b["sel_pick"].append(pick)
@@ -366,7 +383,7 @@ def _record_inputs(
             b["sel_teacher"].append(_as_mask(ties, lv.n))
     else:
         b["plc_node"].append(state.selected)
-        b["plc_placed"].append(state.device.copy())
+        b["plc_placed"].append(state.device.astype(placed_dtype(lv.d)))
         b["plc_dev"].append(plc_devices(lv.graph, state, lv.obs["device"], pricer))
         b["plc_mask"].append(lv.info["action_mask"][: lv.d].copy())
         if record:
@@ -375,7 +392,16 @@ def _record_inputs(
 
 
 #: Per-step inputs of size n or D, trimmed to their last entry by ``keep_inputs=False``.
-_INPUTS = ("sel_dyn", "sel_mask", "plc_placed", "plc_dev", "plc_mask")
+_INPUTS = ("sel_mask", "sel_rows", "sel_ready", "plc_placed", "plc_dev", "plc_mask")
+
+
+def placed_dtype(devices: int) -> np.dtype:
+    """The smallest signed integer type holding device ids below ``devices`` and -1 (a
+    record's ``plc_placed``: ``int8`` up to 127 devices, ``int16`` up to 32,767)."""
+    for t in (np.int8, np.int16, np.int32):
+        if devices - 1 <= np.iinfo(t).max:
+            return np.dtype(t)
+    return np.dtype(np.int64)
 
 
 def _drop_old_inputs(buf: dict[str, list]) -> None:
@@ -401,12 +427,34 @@ def frontier_logits(
     states' node_dynamic, ``nodes[s]`` the frontier of state s, ``picks[s]`` the node its
     following pricer selects next (:func:`~placegym.agents.doppler.inputs.sel_picks`;
     None without one); one array per state."""
-    step = torch.from_numpy(np.repeat(np.arange(len(nodes)), [len(v) for v in nodes]))
-    flat = torch.from_numpy(np.concatenate(nodes))
+    step, flat = _pair_index(nodes)
+    return pair_logits(
+        policy, graph, enc, sel_pairs(graph, torch.from_numpy(dyn), step, flat), nodes, picks
+    )
+
+
+def pair_logits(
+    policy: DopplerPolicy,
+    graph: GraphInputs,
+    enc: Encoding,
+    pairs: SelPairs,
+    nodes: list[np.ndarray],
+    picks: list[int] | None = None,
+) -> list[np.ndarray]:
+    """:func:`frontier_logits` of states given by their frontier pairs' ``pairs``
+    (:func:`~placegym.agents.doppler.features.sel_pairs`, state by state, node ids
+    ascending within each ``nodes[s]``)."""
+    step, flat = _pair_index(nodes)
     pick = None if picks is None else torch.tensor(picks, dtype=torch.int64)
-    x = policy.sel_inputs(graph, torch.from_numpy(dyn), step, flat, pick)
+    x = policy.sel_inputs(graph, pairs, step, flat, pick)
     scores = policy.sel_scores(enc, flat, x)
     return np.split(scores.numpy(), np.cumsum([len(v) for v in nodes])[:-1])
+
+
+def _pair_index(nodes: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(step, node)`` of the pairs of the frontiers ``nodes``, state by state."""
+    step = torch.from_numpy(np.repeat(np.arange(len(nodes)), [len(v) for v in nodes]))
+    return step, torch.from_numpy(np.concatenate(nodes))
 
 
 def device_logits(
@@ -436,10 +484,15 @@ def _select_batch(
 ) -> list[int]:
     """SEL actions of envs sharing one encoding: one scoring call over all frontiers."""
     nodes = [np.flatnonzero(lv.buf["sel_mask"][-1]) for lv in lives]
-    dyn = np.stack([lv.buf["sel_dyn"][-1] for lv in lives])
+    pairs = SelPairs(
+        *(
+            torch.from_numpy(np.concatenate([lv.buf[key][-1] for lv in lives]))
+            for key in ("sel_rows", "sel_ready")
+        )
+    )
     g = lives[0].graph
     pricer_picks = [lv.buf["sel_pick"][-1] for lv in lives] if lives[0].buf["sel_pick"] else None
-    parts = frontier_logits(policy, g, lives[0].enc, dyn, nodes, pricer_picks)
+    parts = pair_logits(policy, g, lives[0].enc, pairs, nodes, pricer_picks)
     if greedy:  # the tie key only matters (and is only computed) for the greedy choice
         return [int(v[greedy_pick(s, sel_tie_key(g, v))]) for v, s in zip(nodes, parts)]
     sizes = np.array([len(v) for v in nodes])
@@ -506,8 +559,9 @@ def _finish(lv: _Live, record_teacher: bool) -> EpisodeRecord:
     b = lv.buf
     return EpisodeRecord(
         graph=lv.graph,
-        sel_dyn=np.stack(b["sel_dyn"]),
         sel_mask=np.stack(b["sel_mask"]),
+        sel_rows=np.concatenate(b["sel_rows"]),
+        sel_ready=np.concatenate(b["sel_ready"]),
         sel_action=np.array(b["sel_action"], dtype=np.int64),
         plc_node=np.array(b["plc_node"], dtype=np.int64),
         plc_placed=np.stack(b["plc_placed"]),

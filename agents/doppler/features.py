@@ -6,8 +6,10 @@ columns that :func:`~placegym.agents.doppler.inputs.plc_devices` adds while epis
 played). Which of them the policy reads, and in which order, is declared in
 :mod:`placegym.agents.doppler.inputs`.
 
-- SEL: :func:`sel_context` (readiness), :func:`sel_rules` (the critical-path rule),
-  :func:`sel_pick` (the node the lookahead's completions select next);
+- SEL: :func:`sel_pairs` (each scored pair's node_dynamic row and its readiness,
+  :func:`sel_context`: all of a state that SEL reads), :func:`sel_rules` (the
+  critical-path rule), :func:`sel_pick` (the node the lookahead's completions select
+  next);
 - PLC: :func:`placed_sums` (embeddings of the nodes on each device), :func:`sibling_share`,
   :func:`plc_rules`, :func:`device_affinity`, :func:`quality_features` and
   :func:`best_hint_share` (hint qualities), :func:`cluster_links` (the topology's
@@ -30,7 +32,7 @@ its tensors.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from placegym.agents.doppler.encoding import Encoding
 
 __all__ = [
+    "SelPairs",
     "best_hint_share",
     "cluster_links",
     "device_affinity",
@@ -66,6 +69,7 @@ __all__ = [
     "prices_with",
     "quality_features",
     "sel_context",
+    "sel_pairs",
     "sel_pick",
     "sel_rules",
     "sibling_share",
@@ -118,6 +122,24 @@ def sel_context(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> Tens
             f"[{int(node.min())}, {int(node.max())}]"
         )
     return torch.from_numpy(out).to(dyn.device)
+
+
+class SelPairs(NamedTuple):
+    """What SEL reads of the states, per scored (state, node) pair: ``rows (K, 6)`` the
+    pair's node_dynamic row and ``ready (K, 3)`` its readiness (:func:`sel_context`).
+
+    An episode's record keeps these for its frontier pairs only, ``36 · K`` bytes, where
+    the states' whole node_dynamic (from which :func:`sel_pairs` takes them) is
+    ``24 · S · n``: 550 MB for one episode of a 4,894-node graph."""
+
+    rows: Tensor
+    ready: Tensor
+
+
+def sel_pairs(g: GraphInputs, dyn: Tensor, step: Tensor, node: Tensor) -> SelPairs:
+    """:class:`SelPairs` of the pairs ``(step[k], node[k])`` of the states ``dyn (S, n, 6)``
+    (each state's pairs must be its whole frontier, as :func:`sel_context` reads them)."""
+    return SelPairs(dyn[step, node], sel_context(g, dyn, step, node))
 
 
 def sel_rules(g: GraphInputs, step: Tensor, node: Tensor, picks: Tensor | None = None) -> Tensor:

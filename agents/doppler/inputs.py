@@ -1,7 +1,8 @@
 """What the dual policy reads, declared in one table per head.
 
 **SEL** scores a (state, node) pair from the node's dynamic features (``node_dynamic``),
-its readiness (:func:`~placegym.agents.doppler.features.sel_context`) and then the
+its readiness (:func:`~placegym.agents.doppler.features.sel_context`), the two as
+:class:`~placegym.agents.doppler.features.SelPairs`, and then the
 columns of each enabled entry of :data:`SEL_INPUTS`, in table order.
 
 **PLC** scores each device of a state from one row of columns: always the selected
@@ -63,6 +64,7 @@ from placegym.agents.doppler.config import (
     TOPOLOGY_ROUNDS,
 )
 from placegym.agents.doppler.features import (
+    SelPairs,
     best_hint_share,
     cluster_links,
     device_affinity,
@@ -71,7 +73,6 @@ from placegym.agents.doppler.features import (
     plc_rules,
     price_features,
     quality_features,
-    sel_context,
     sel_pick,
     sel_rules,
     sibling_share,
@@ -454,16 +455,17 @@ def plc_devices(
 def sel_columns(
     config: PolicyConfig,
     g: GraphInputs,
-    dyn: Tensor,
+    pairs: SelPairs,
     step: Tensor,
     node: Tensor,
     picks: Tensor | None = None,
 ) -> Tensor:
-    """``(K, sel_width(config))``: each pair's dynamic features, its readiness and the
-    enabled :data:`SEL_INPUTS`. ``picks`` ``(S,)``: per state, the node the policy's
-    pricer selects next (``PolicyConfig.price_follow``; :func:`sel_picks`), which the
-    ``pick`` column flags; None: ``heft_rule``'s, from the graph inputs."""
-    parts = [dyn[step, node], sel_context(g, dyn, step, node)]
+    """``(K, sel_width(config))``: each pair's dynamic features and its readiness
+    (``pairs``, :func:`~placegym.agents.doppler.features.sel_pairs`) and the enabled
+    :data:`SEL_INPUTS`. ``picks`` ``(S,)``: per state, the node the policy's pricer
+    selects next (``PolicyConfig.price_follow``; :func:`sel_picks`), which the ``pick``
+    column flags; None: ``heft_rule``'s, from the graph inputs."""
+    parts = [pairs.rows, pairs.ready]
     for entry in SEL_INPUTS:
         if enabled(entry, config):
             parts.append(entry.columns(g, step, node, picks))

@@ -39,6 +39,7 @@ from torch import Tensor, nn
 
 from placegym.agents.doppler.config import PolicyConfig
 from placegym.agents.doppler.encoding import Encoding
+from placegym.agents.doppler.features import SelPairs
 from placegym.agents.doppler.inputs import (
     plc_columns,
     plc_encode,
@@ -61,7 +62,8 @@ class DopplerPolicy(nn.Module):
     """Dual SEL/PLC policy (see the module docstring).
 
     Shapes (``K`` scored (node, state) pairs, ``S`` PLC states, ``n`` nodes, ``D`` devices):
-        - :meth:`sel_inputs`: ``dyn (S, n, 6)``, ``step (K,)``, ``node (K,)`` -> ``(K, F)``,
+        - :meth:`sel_inputs`: ``pairs`` (:class:`~placegym.agents.doppler.features.
+          SelPairs`: ``(K, 6)`` and ``(K, 3)``), ``step (K,)``, ``node (K,)`` -> ``(K, F)``,
           ``F`` = :func:`~placegym.agents.doppler.inputs.sel_width` (9 without optional
           inputs)
         - :meth:`sel_scores`: ``nodes (K,)``, ``x (K, F)`` (from :meth:`sel_inputs`) -> ``(K,)``
@@ -137,16 +139,17 @@ class DopplerPolicy(nn.Module):
     def sel_inputs(
         self,
         g: GraphInputs,
-        dyn: Tensor,
+        pairs: SelPairs,
         step: Tensor,
         node: Tensor,
         picks: Tensor | None = None,
     ) -> Tensor:
         """Per-pair SEL inputs (:func:`~placegym.agents.doppler.inputs.sel_columns`: the
-        node's dynamic features, its readiness and the enabled SEL inputs; ``step``
-        groups the pairs by state, so each state's pairs must be its whole frontier;
-        ``picks`` per state the pricer's next node, with ``price_follow``)."""
-        return sel_columns(self.config, g, dyn, step, node, picks)
+        pairs' node_dynamic rows and readiness, ``pairs`` from
+        :func:`~placegym.agents.doppler.features.sel_pairs`, and the enabled SEL inputs;
+        ``step`` groups the pairs by state, so each state's pairs must be its whole
+        frontier; ``picks`` per state the pricer's next node, with ``price_follow``)."""
+        return sel_columns(self.config, g, pairs, step, node, picks)
 
     def sel_scores(self, enc: Encoding, nodes: Tensor, x: Tensor) -> Tensor:
         """SEL scores ``(K,)`` of the (state, node) pairs ``x`` (from :meth:`sel_inputs`)."""

@@ -28,14 +28,17 @@ from torch.utils.checkpoint import checkpoint
 
 from placegym.agents.doppler.encoding import Encoding
 from placegym.agents.doppler.episodes import EpisodeRecord
+from placegym.agents.doppler.features import SelPairs
 from placegym.agents.doppler.policy import DopplerPolicy
 
 __all__ = [
+    "BACKWARD_CELLS",
     "SEL_CHUNK",
     "Scores",
     "graph_groups",
     "policy_device",
     "score",
+    "scored_cells",
     "segment_log_softmax",
     "segment_logsumexp",
 ]
@@ -99,13 +102,38 @@ def score(
     return out  # type: ignore[return-value]
 
 
-def graph_groups(records: list[EpisodeRecord]) -> list[list[int]]:
+def graph_groups(records: list[EpisodeRecord], max_cells: int | None = None) -> list[list[int]]:
     """The indices of ``records`` grouped by graph inputs (the records of one graph
-    object), in order of first appearance: the groups :func:`score` encodes once each."""
-    groups: dict[int, list[int]] = {}
+    object), in order of first appearance: the groups :func:`score` encodes once each.
+
+    With ``max_cells``, each graph's records are split further, in order, into runs of at
+    most ``max_cells`` :func:`scored_cells` (a record with more is a run of its own): the
+    groups that a learning step scores and back-propagates one at a time
+    (:data:`BACKWARD_CELLS`)."""
+    groups: dict[int, list[list[int]]] = {}
     for i, r in enumerate(records):
-        groups.setdefault(id(r.graph), []).append(i)
-    return list(groups.values())
+        runs = groups.setdefault(id(r.graph), [[]])
+        if max_cells is not None and runs[-1]:
+            cells = sum(scored_cells(records[j]) for j in runs[-1])
+            if cells + scored_cells(r) > max_cells:
+                runs.append([])
+        runs[-1].append(i)
+    return [run for runs in groups.values() for run in runs]
+
+
+def scored_cells(record: EpisodeRecord) -> int:
+    """What scoring ``record`` with gradients holds, in units of one SEL pair: its
+    frontier pairs, and 8 per (PLC state, device), whose row of about 170 inputs and its
+    hidden layer weigh some 8 times a pair's kept inputs and scores."""
+    return len(record.sel_rows) + 8 * record.plc_mask.size
+
+
+#: :func:`scored_cells` per group that a learning step (imitation, REINFORCE, PPO)
+#: scores and back-propagates at a time (:func:`graph_groups`): 16 sampled episodes of a
+#: 4,859-node MoE graph on 54 devices (68 million frontier pairs) held 23 GB scored at
+#: once; at this bound each of them is a group of its own (the graph is encoded again
+#: for each group).
+BACKWARD_CELLS = 1 << 22
 
 
 #: (state, node) pairs per checkpointed chunk of the SEL head when :func:`score` runs
@@ -161,7 +189,8 @@ def _score_graph(
     learns_sel = getattr(policy, "learns_selection", True)
     if learns_sel:
         picks = _cat(rs, "sel_pick") if rs[0].sel_pick is not None else None
-        x = policy.sel_inputs(rs[0].graph, _cat(rs, "sel_dyn"), cpu_step, cpu_node, picks)
+        pairs = SelPairs(_cat(rs, "sel_rows"), _cat(rs, "sel_ready"))
+        x = policy.sel_inputs(rs[0].graph, pairs, cpu_step, cpu_node, picks)
         sel = _sel_scores(policy, enc, node, x.to(device))
     else:
         sel = torch.zeros(len(node), device=device)
