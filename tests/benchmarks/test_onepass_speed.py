@@ -1,8 +1,8 @@
 """The one-pass greedy decode against the step-by-step one (``make bench``): seconds per
 1,000 nodes on one torch thread, graphs of 600 to 9,313 nodes on 3 to 1,024 devices.
 
-Both decode :data:`AGENT` (``onepass-v1``: the zoo's one-pass agent, live mask, with
-HEFT's lookahead columns) from the same graph inputs:
+Both decode each of :data:`AGENTS` (the zoo's one-pass agents, live mask, with HEFT's
+lookahead columns) from the same graph inputs:
 :meth:`Decoder.greedy <placegym.agents.doppler.decoder.Decoder.greedy>`
 (old: every state's features recomputed, ``O(n · D)`` a step for the hint shares and the
 embedding sums) and :class:`~placegym.agents.doppler.onepass.OnePassDecoder` (new:
@@ -37,8 +37,8 @@ from placegym.envs.suites import get_suite
 
 pytestmark = pytest.mark.benchmark
 
-#: The shipped agent decoded.
-AGENT = "onepass-v1"
+#: The shipped one-pass agents, each decoded on every row.
+AGENTS = ("onepass-v1", "onepass-v2")
 #: (suite, instance) of the rows, by size.
 CASES = [
     ("published-v0", "throughput-operator-resnet50_inference"),
@@ -78,11 +78,12 @@ def _timed(fn):
     return out, time.thread_time() - t
 
 
-def test_one_pass_decode_speed():
-    agent = pretrained(AGENT)
+@pytest.mark.parametrize("name", AGENTS)
+def test_one_pass_decode_speed(name):
+    agent = pretrained(name)
     policy, mask = agent.policy, agent.memory_mask
     print(
-        f"\n\n{AGENT} greedy decode ({mask} mask), one torch thread, thread CPU s ({load_note()})"
+        f"\n\n{name} greedy decode ({mask} mask), one torch thread, thread CPU s ({load_note()})"
     )
     print(
         "| instance | nodes | devices | old set-up s | new set-up s | old s | new s "
