@@ -135,6 +135,40 @@ def test_records_keep_the_frontier_pairs_of_the_states_they_replay():
             assert torch.equal(a.logp, b.logp) and torch.equal(a.entropy, b.entropy)
 
 
+def test_steps_join_what_a_list_of_the_steps_would():
+    from placegym.agents.doppler._steps import Steps
+
+    rng = np.random.default_rng(0)
+    fixed, ragged = Steps(5), Steps(5, ragged=True)
+    rows = [rng.random((k, 3)).astype(np.float32) for k in (2, 0, 40, 1, 7)]
+    for i, r in enumerate(rows):
+        x = np.full(4, i, dtype=np.int8)
+        fixed.append(x)
+        x[:] = -9  # appended as a copy
+        ragged.append(r)
+        assert (fixed[-1] == i).all() and np.array_equal(ragged[-1], r)
+    assert len(fixed) == len(ragged) == 5
+    assert np.array_equal(ragged[2], rows[2]) and np.array_equal(fixed[-5], fixed[0])
+    with pytest.raises(IndexError, match="step 5 of 5 kept"):
+        fixed[5]
+    with pytest.raises(ValueError, match="all 5 expected steps are recorded"):
+        fixed.append(np.zeros(4, dtype=np.int8))
+    joined = fixed.joined()
+    assert joined.dtype == np.int8 and np.array_equal(
+        joined, np.repeat(np.arange(5), 4).reshape(5, 4)
+    )
+    assert np.array_equal(ragged.joined(), np.concatenate(rows))
+    short = Steps(10)
+    short.append(np.ones(2))
+    assert short.joined().shape == (1, 2)  # unused rows trimmed
+    last = Steps(10, keep=False, ragged=True)
+    for r in rows:
+        last.append(r)
+    assert len(last) == 1 and np.array_equal(last.joined(), rows[-1])
+    with pytest.raises(ValueError, match="need at least one array to join"):
+        Steps(3).joined()
+
+
 def test_placed_dtype_is_the_smallest_that_holds_the_devices():
     assert [placed_dtype(d) for d in (1, 128, 129, 32768, 32769)] == [
         np.int8,

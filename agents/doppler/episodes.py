@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from placegym.agents.doppler._steps import Steps
 from placegym.agents.doppler.encoding import Encoding
 from placegym.agents.doppler.features import SelPairs, prices_with, sel_pairs
 from placegym.agents.doppler.inputs import graph_inputs, plc_devices, sel_picks
@@ -146,28 +147,17 @@ class _Live:
     n: int
     d: int
     rng: np.random.Generator
-    buf: dict[str, list] = field(
-        default_factory=lambda: {
-            k: []
-            for k in (
-                "sel_mask",
-                "sel_rows",
-                "sel_ready",
-                "sel_pick",
-                "sel_action",
-                "plc_node",
-                "plc_placed",
-                "plc_dev",
-                "plc_mask",
-                "plc_action",
-                "rewards",
-                "from_teacher",
-                "sel_teacher",
-                "plc_teacher",
-                "plc_regret",
-            )
-        }
-    )
+    keep_inputs: bool = True
+    buf: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        # the step inputs (_INPUTS) and labels in one array each (Steps), the rest listed
+        steps = {k: Steps(self.n, keep=self.keep_inputs) for k in _INPUTS}
+        steps.update({k: Steps(self.n) for k in ("sel_teacher", "plc_teacher", "plc_regret")})
+        for k in ("sel_rows", "sel_ready"):
+            steps[k] = Steps(self.n, keep=self.keep_inputs, ragged=True)
+        lists = ("sel_pick", "sel_action", "plc_node", "plc_action", "rewards", "from_teacher")
+        self.buf = {**steps, **{k: [] for k in lists}}
 
     @property
     def state(self) -> PlacementState:
@@ -280,6 +270,7 @@ def play_episodes(
                 g.num_nodes,
                 env.cluster.num_devices,
                 env_rng,
+                keep_inputs,
             )
         )
     done: dict[int, EpisodeRecord] = {}
@@ -295,8 +286,6 @@ def play_episodes(
         ]
         actions = _decide(policy, lives, use, greedy, teacher, record_teacher, temperature)
         for lv, action, t in zip(lives, actions, use):
-            if not keep_inputs:
-                _drop_old_inputs(lv.buf)
             lv.buf["from_teacher"].append(t)
             lv.obs, reward, _, _, lv.info = lv.env.step(action)
             lv.buf["rewards"].append(reward)
@@ -391,8 +380,9 @@ def _record_inputs(
             b["plc_teacher"].append(_as_mask(ties, lv.d))
 
 
-#: Per-step inputs of size n or D, trimmed to their last entry by ``keep_inputs=False``.
-_INPUTS = ("sel_mask", "sel_rows", "sel_ready", "plc_placed", "plc_dev", "plc_mask")
+#: Per-step inputs of size n or D, kept for the last step only by ``keep_inputs=False``
+#: (with ``sel_rows`` and ``sel_ready``, whose size is the frontier's).
+_INPUTS = ("sel_mask", "plc_placed", "plc_dev", "plc_mask")
 
 
 def placed_dtype(devices: int) -> np.dtype:
@@ -402,11 +392,6 @@ def placed_dtype(devices: int) -> np.dtype:
         if devices - 1 <= np.iinfo(t).max:
             return np.dtype(t)
     return np.dtype(np.int64)
-
-
-def _drop_old_inputs(buf: dict[str, list]) -> None:
-    for key in _INPUTS:
-        del buf[key][:-1]
 
 
 def _topological_first(lv: _Live) -> int:
@@ -559,22 +544,22 @@ def _finish(lv: _Live, record_teacher: bool) -> EpisodeRecord:
     b = lv.buf
     return EpisodeRecord(
         graph=lv.graph,
-        sel_mask=np.stack(b["sel_mask"]),
-        sel_rows=np.concatenate(b["sel_rows"]),
-        sel_ready=np.concatenate(b["sel_ready"]),
+        sel_mask=b["sel_mask"].joined(),
+        sel_rows=b["sel_rows"].joined(),
+        sel_ready=b["sel_ready"].joined(),
         sel_action=np.array(b["sel_action"], dtype=np.int64),
         plc_node=np.array(b["plc_node"], dtype=np.int64),
-        plc_placed=np.stack(b["plc_placed"]),
-        plc_dev=np.stack(b["plc_dev"]),
-        plc_mask=np.stack(b["plc_mask"]),
+        plc_placed=b["plc_placed"].joined(),
+        plc_dev=b["plc_dev"].joined(),
+        plc_mask=b["plc_mask"].joined(),
         plc_action=np.array(b["plc_action"], dtype=np.int64),
         rewards=np.array(b["rewards"], dtype=np.float64),
         from_teacher=np.array(b["from_teacher"], dtype=bool),
         info=lv.info,
-        sel_teacher=np.stack(b["sel_teacher"]) if record_teacher else None,
-        plc_teacher=np.stack(b["plc_teacher"]) if record_teacher else None,
+        sel_teacher=b["sel_teacher"].joined() if record_teacher else None,
+        plc_teacher=b["plc_teacher"].joined() if record_teacher else None,
         plc_regret=(
-            np.stack(b["plc_regret"])
+            b["plc_regret"].joined()
             if b["plc_regret"] and len(b["plc_regret"]) == len(b["plc_action"])
             else None
         ),
