@@ -136,12 +136,12 @@ def test_imitation_update_by_graph_gives_the_whole_batch_gradient(
     """Back-propagated one group at a time (a graph's records, or each record alone at
     ``BACKWARD_CELLS=1``), weighted by steps: the gradient and the metrics of the loss
     over all records at once (records of two graphs, 4 and 6 nodes)."""
-    import placegym.train.imitation as imitation
+    import placegym.agents.doppler.scoring as scoring
     from placegym.train.imitation import imitation_update
     from placegym.train.losses import imitation_loss, price_loss
 
     if cells is not None:
-        monkeypatch.setattr(imitation, "BACKWARD_CELLS", cells)
+        monkeypatch.setattr(scoring, "BACKWARD_CELLS", cells)
 
     torch.manual_seed(0)
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2))

@@ -252,12 +252,12 @@ def test_rl_steps_by_graph_give_the_whole_batch_gradient(algo, cells, monkeypatc
     or each episode alone at ``BACKWARD_CELLS=1``): the gradient and the loss metrics of
     the whole batch's loss (episodes of two graphs, 3 and 1 of them, with the
     self-imitation term on the scored episodes)."""
-    import placegym.train.rl as rl
+    import placegym.agents.doppler.scoring as scoring
     from placegym.train.losses import ImitationTerm, imitation_loss, mean_steps
     from placegym.train.rl import _ppo_step, reinforce_update
 
     if cells is not None:
-        monkeypatch.setattr(rl, "BACKWARD_CELLS", cells)
+        monkeypatch.setattr(scoring, "BACKWARD_CELLS", cells)
 
     torch.manual_seed(0)
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=1))
@@ -299,6 +299,9 @@ def test_rl_steps_by_graph_give_the_whole_batch_gradient(algo, cells, monkeypatc
             torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-7)
     assert metrics["losses/policy"] == pytest.approx(policy_loss.item(), rel=1e-5)
     assert metrics["losses/entropy"] == pytest.approx(entropy.item(), rel=1e-5)
+    for a, b in zip(scoring.score_by_group(policy, records, 0.7), scores):  # PPO's old ones
+        assert not a.logp.requires_grad
+        torch.testing.assert_close(a.logp, b.logp.detach(), rtol=1e-6, atol=1e-7)
 
 
 def test_graph_groups_split_a_graphs_records_by_scored_cells():

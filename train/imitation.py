@@ -31,7 +31,7 @@ import torch
 
 from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.agents.doppler.policy import DopplerPolicy
-from placegym.agents.doppler.scoring import BACKWARD_CELLS, Scores, graph_groups, score
+from placegym.agents.doppler.scoring import Scores, backward_by_group
 from placegym.train.losses import entropy_by_phase, imitation_loss, price_loss, regret_loss
 from placegym.train.optim import clipped_step
 
@@ -76,23 +76,21 @@ def imitation_update(
 
     The loss is back-propagated one group at a time (records of one graph, at most
     :data:`~placegym.agents.doppler.scoring.BACKWARD_CELLS` of them scored at once:
-    :func:`~placegym.agents.doppler.scoring.graph_groups`), each group's losses weighted by
-    its share of the steps: every loss is a mean over steps, so the gradients add up to
+    :func:`~placegym.agents.doppler.scoring.backward_by_group`), each group's losses
+    weighted by its share of the steps: every loss is a mean over steps, so the gradients add up to
     those of the whole batch's loss (up to float rounding), while only one group's
     autograd tape is held at a time (a 4,500-node graph with a wide frontier needs 5 GB
     for its two episodes)."""
-    groups = graph_groups(records, BACKWARD_CELLS)
     total = sum(len(r.sel_action) for r in records)
     price_t = price_temperature if price_coef > 0 else None
     sums = {"nll": 0.0, "regret": 0.0, "prices": 0.0}
-    kept: list[Scores] = []  # detached, for the metrics
     # regret_loss raises on records without prices: asked for, it names the missing teacher
     with_regret = regret_coef > 0 or all(r.plc_regret is not None for r in records)
-    optimizer.zero_grad(set_to_none=True)
-    for members in groups:
-        scores = score(policy, [records[i] for i in members], price_t)
+
+    def loss_of(members: list[int], scores: list[Scores]) -> torch.Tensor:
         weight = sum(len(records[i].sel_action) for i in members) / total
         nll = imitation_loss(scores)
+        sums["nll"] += weight * nll.item()
         loss = nll
         if with_regret:
             regret = regret_loss(scores)
@@ -103,12 +101,10 @@ def imitation_update(
             prices = price_loss(scores)
             sums["prices"] += weight * prices.item()
             loss = loss + price_coef * prices
-        (weight * loss).backward()
-        sums["nll"] += weight * nll.item()
-        kept += [
-            Scores(s.logp.detach(), s.entropy.detach(), _detach(s.teacher_logp)) for s in scores
-        ]
-        del scores, loss, nll
+        return weight * loss
+
+    optimizer.zero_grad(set_to_none=True)
+    kept = backward_by_group(policy, records, loss_of, price_temperature=price_t)
     grad_norm = clipped_step(optimizer, list(policy.parameters()), max_grad_norm)
     entropy = float(torch.cat([s.entropy for s in kept]).mean())
     in_ties = float(torch.cat([x for s in kept if (x := s.teacher_logp) is not None]).exp().mean())
@@ -124,7 +120,3 @@ def imitation_update(
         "charts/teacher_agreement": teacher_agreement(records),
         **entropy_by_phase(kept),
     }
-
-
-def _detach(x: torch.Tensor | None) -> torch.Tensor | None:
-    return None if x is None else x.detach()

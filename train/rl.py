@@ -34,7 +34,7 @@ the entropy bonus and the policy term have comparable scales on graphs of any si
 
 Both rules score and back-propagate their loss one group of episodes at a time
 (episodes of one graph, at most :data:`~placegym.agents.doppler.scoring.BACKWARD_CELLS`
-of them: :func:`~placegym.agents.doppler.scoring.graph_groups`), each group's terms
+of them: :func:`~placegym.agents.doppler.scoring.backward_by_group`), each group's terms
 weighted by its share of the means, as the imitation step does: the gradients add up to
 the whole batch's (up to float rounding) while one group's autograd tape is held at a
 time.
@@ -42,7 +42,7 @@ time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -51,11 +51,10 @@ from torch import Tensor
 from placegym.agents.doppler.episodes import EpisodeRecord
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.doppler.scoring import (
-    BACKWARD_CELLS,
     Scores,
-    graph_groups,
+    backward_by_group,
     policy_device,
-    score,
+    score_by_group,
 )
 from placegym.train.config import RLConfig
 from placegym.train.losses import ImitationTerm, entropy_by_phase, mean_steps
@@ -155,30 +154,6 @@ def _pg_terms(scores: list[Scores], adv: Sequence[Tensor]) -> tuple[Tensor, Tens
     return policy_loss, mean_steps([s.entropy for s in scores])
 
 
-def _detached(s: Scores) -> Scores:
-    t = s.teacher_logp
-    return Scores(s.logp.detach(), s.entropy.detach(), None if t is None else t.detach())
-
-
-def _backward_by_graph(
-    policy: DopplerPolicy,
-    records: Sequence[EpisodeRecord],
-    temperature: float,
-    loss_of: Callable[[list[int], list[Scores]], Tensor],
-) -> list[Scores]:
-    """Back-propagate ``loss_of(members, scores)`` of each group of episodes (``members``
-    their indices in ``records``; module docstring), one group at a time; the scores of
-    every record, detached, in record order."""
-    kept: list[Scores | None] = [None] * len(records)
-    for members in graph_groups(list(records), BACKWARD_CELLS):
-        scores = score(policy, [records[i] for i in members], temperature=temperature)
-        loss_of(members, scores).backward()
-        for i, s in zip(members, scores):
-            kept[i] = _detached(s)
-        del scores
-    return kept  # type: ignore[return-value]
-
-
 def _steps(records: Sequence[EpisodeRecord], members: Sequence[int]) -> int:
     return sum(len(records[i].sel_action) for i in members)
 
@@ -235,7 +210,7 @@ def reinforce_update(
         return share * (policy_loss - cfg.entropy_coef * entropy) + extra
 
     optimizer.zero_grad(set_to_none=True)
-    kept = _backward_by_graph(policy, records, cfg.temperature, loss_of)
+    kept = backward_by_group(policy, records, loss_of, temperature=cfg.temperature)
     _plan_imitation(imitation, policy, sums)
     grad_norm = clipped_step(optimizer, list(policy.parameters()), cfg.max_grad_norm)
     extra = {} if imitation is None else {"losses/self_imitation": sums["imitation"]}
@@ -261,12 +236,7 @@ def ppo_update(
     """PPO epochs over minibatches of whole episodes (order drawn from ``rng``;
     ``advantages`` on any device: they are copied to the policy's)."""
     advantages = _on_policy_device(policy, advantages)
-    old: list[Tensor] = [torch.empty(0)] * len(records)
-    with torch.no_grad():  # by the same groups: scoring is memory, with or without a tape
-        for members in graph_groups(records, BACKWARD_CELLS):
-            scores = score(policy, [records[i] for i in members], temperature=cfg.temperature)
-            for i, s in zip(members, scores):
-                old[i] = s.logp
+    old = [s.logp for s in score_by_group(policy, records, cfg.temperature)]
     stats: list[dict[str, float]] = []
     n_mb = min(cfg.ppo_minibatches, len(records))
     for _ in range(cfg.ppo_epochs):
@@ -315,7 +285,7 @@ def _ppo_step(
         return share * (policy_loss - cfg.entropy_coef * entropy) + extra
 
     optimizer.zero_grad(set_to_none=True)
-    kept = _backward_by_graph(policy, batch, cfg.temperature, loss_of)
+    kept = backward_by_group(policy, batch, loss_of, temperature=cfg.temperature)
     _plan_imitation(imitation, policy, sums)
     grad_norm = clipped_step(optimizer, list(policy.parameters()), cfg.max_grad_norm)
     with torch.no_grad():

@@ -19,6 +19,7 @@ the one the CPU computation has always made.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,9 +36,11 @@ __all__ = [
     "BACKWARD_CELLS",
     "SEL_CHUNK",
     "Scores",
+    "backward_by_group",
     "graph_groups",
     "policy_device",
     "score",
+    "score_by_group",
     "scored_cells",
     "segment_log_softmax",
     "segment_logsumexp",
@@ -70,6 +73,12 @@ class Scores:
     teacher_logp: Tensor | None
     plc_regret: Tensor | None = None
     plc_price_ce: Tensor | None = None
+
+    def detached(self) -> Scores:
+        """The log-probabilities and entropies without their autograd tape (what a
+        learning step keeps for its metrics once it has back-propagated)."""
+        t = self.teacher_logp
+        return Scores(self.logp.detach(), self.entropy.detach(), None if t is None else t.detach())
 
 
 def policy_device(policy: torch.nn.Module) -> torch.device:
@@ -134,6 +143,43 @@ def scored_cells(record: EpisodeRecord) -> int:
 #: once; at this bound each of them is a group of its own (the graph is encoded again
 #: for each group).
 BACKWARD_CELLS = 1 << 22
+
+
+def backward_by_group(
+    policy: DopplerPolicy,
+    records: Sequence[EpisodeRecord],
+    loss_of: Callable[[list[int], list[Scores]], Tensor],
+    *,
+    price_temperature: float | None = None,
+    temperature: float = 1.0,
+) -> list[Scores]:
+    """Score ``records`` and back-propagate ``loss_of(members, scores)`` one group at a
+    time (:func:`graph_groups` of at most :data:`BACKWARD_CELLS` scored cells;
+    ``members`` the group's indices in ``records``), so that one group's autograd tape is
+    held at a time: a learning step whose loss is a weighted sum over the groups gets the
+    whole batch's gradients. Returns every record's scores, detached, in record order."""
+    kept: list[Scores | None] = [None] * len(records)
+    for members in graph_groups(list(records), BACKWARD_CELLS):
+        rs = [records[i] for i in members]
+        scores = score(policy, rs, price_temperature, temperature)
+        loss_of(members, scores).backward()
+        for i, s in zip(members, scores):
+            kept[i] = s.detached()
+        del scores
+    return kept  # type: ignore[return-value]
+
+
+@torch.no_grad()
+def score_by_group(
+    policy: DopplerPolicy, records: Sequence[EpisodeRecord], temperature: float = 1.0
+) -> list[Scores]:
+    """:func:`score` without gradients, by :func:`backward_by_group`'s groups: scoring
+    holds the groups' inputs, with or without a tape."""
+    out: list[Scores | None] = [None] * len(records)
+    for members in graph_groups(list(records), BACKWARD_CELLS):
+        for i, s in zip(members, score(policy, [records[i] for i in members], None, temperature)):
+            out[i] = s
+    return out  # type: ignore[return-value]
 
 
 #: (state, node) pairs per checkpointed chunk of the SEL head when :func:`score` runs
