@@ -161,6 +161,9 @@ def test_steps_join_what_a_list_of_the_steps_would():
     short = Steps(10)
     short.append(np.ones(2))
     assert short.joined().shape == (1, 2)  # unused rows trimmed
+    cast = Steps(2, dtype=np.int8)
+    cast.append(np.array([-1, 5], dtype=np.int64))
+    assert cast[-1].dtype == np.int8 and cast.joined().tolist() == [[-1, 5]]
     last = Steps(10, keep=False, ragged=True)
     for r in rows:
         last.append(r)

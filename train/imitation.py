@@ -77,10 +77,10 @@ def imitation_update(
     The loss is back-propagated one group at a time (records of one graph, at most
     :data:`~placegym.agents.doppler.scoring.BACKWARD_CELLS` of them scored at once:
     :func:`~placegym.agents.doppler.scoring.backward_by_group`), each group's losses
-    weighted by its share of the steps: every loss is a mean over steps, so the gradients add up to
-    those of the whole batch's loss (up to float rounding), while only one group's
-    autograd tape is held at a time (a 4,500-node graph with a wide frontier needs 5 GB
-    for its two episodes)."""
+    weighted by its share of the steps: every loss is a mean over steps, so the gradients
+    add up to those of the whole batch's loss (up to float rounding), while only one
+    group's autograd tape is held at a time (a 4,500-node graph with a wide frontier
+    needs 5 GB for its two episodes)."""
     total = sum(len(r.sel_action) for r in records)
     price_t = price_temperature if price_coef > 0 else None
     sums = {"nll": 0.0, "regret": 0.0, "prices": 0.0}

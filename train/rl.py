@@ -42,7 +42,7 @@ time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -149,42 +149,53 @@ def _on_policy_device(policy: DopplerPolicy, advantages: Sequence[Tensor]) -> li
     return [a.to(device) for a in advantages]
 
 
-def _pg_terms(scores: list[Scores], adv: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
-    policy_loss = -mean_steps([s.logp * a for s, a in zip(scores, adv)])
-    return policy_loss, mean_steps([s.entropy for s in scores])
-
-
 def _steps(records: Sequence[EpisodeRecord], members: Sequence[int]) -> int:
     return sum(len(records[i].sel_action) for i in members)
 
 
-def _imitation_part(
-    imitation: ImitationTerm | None,
+def _pg_step(
     policy: DopplerPolicy,
+    optimizer: torch.optim.Optimizer,
     records: Sequence[EpisodeRecord],
-    members: list[int],
-    scores: list[Scores],
-    sums: dict[str, float],
-) -> Tensor | float:
-    """A graph's share of the self-imitation term on the scored episodes themselves
-    (its steps over all the episodes' steps: the term is a mean over steps); 0 without
-    that term or when it is taken on ``plan_records`` (:func:`_plan_imitation`)."""
-    if imitation is None or imitation.plan_records:
-        return 0.0
-    share = _steps(records, members) / _steps(records, range(len(records)))
-    term = imitation.loss(policy, scores)
-    sums["imitation"] += share * term.item()
-    return imitation.coef * share * term
+    cfg: RLConfig,
+    imitation: ImitationTerm | None,
+    surrogate: Callable[[Scores, int], Tensor],
+) -> tuple[list[Scores], dict[str, float], float]:
+    """One gradient step on ``-mean_steps(surrogate) - c_H H`` (plus the imitation term)
+    with gradient clipping, back-propagated one group at a time (module docstring):
+    ``surrogate(scores, j)`` the per-step terms of ``records[j]``. Each group's terms are
+    weighted by its share of the episodes (``mean_steps`` is a mean over episodes), the
+    self-imitation term on the scored episodes by its share of their steps (a mean over
+    steps); the term on ``plan_records`` is back-propagated on its own. Returns the
+    detached scores, the loss terms (``policy``, ``entropy``, ``imitation``) and the
+    gradient norm before clipping."""
+    sums = {"policy": 0.0, "entropy": 0.0, "imitation": 0.0}
+    own_imitation = imitation is not None and not imitation.plan_records
+    total = _steps(records, range(len(records)))
 
+    def loss_of(members: list[int], scores: list[Scores]) -> Tensor:
+        share = len(members) / len(records)
+        policy_loss = -mean_steps([surrogate(s, j) for s, j in zip(scores, members)])
+        entropy = mean_steps([s.entropy for s in scores])
+        sums["policy"] += share * policy_loss.item()
+        sums["entropy"] += share * entropy.item()
+        loss = share * (policy_loss - cfg.entropy_coef * entropy)
+        if own_imitation:
+            assert imitation is not None
+            steps_share = _steps(records, members) / total
+            term = imitation.loss(policy, scores)
+            sums["imitation"] += steps_share * term.item()
+            loss = loss + imitation.coef * steps_share * term
+        return loss
 
-def _plan_imitation(
-    imitation: ImitationTerm | None, policy: DopplerPolicy, sums: dict[str, float]
-) -> None:
-    """Back-propagate the imitation term taken on its ``plan_records``, if any."""
+    optimizer.zero_grad(set_to_none=True)
+    kept = backward_by_group(policy, records, loss_of, temperature=cfg.temperature)
     if imitation is not None and imitation.plan_records:
         term = imitation.loss(policy, [])
         (imitation.coef * term).backward()
         sums["imitation"] = term.item()
+    grad_norm = clipped_step(optimizer, list(policy.parameters()), cfg.max_grad_norm)
+    return kept, sums, grad_norm
 
 
 def reinforce_update(
@@ -199,20 +210,9 @@ def reinforce_update(
     graph at a time (module docstring); returns metrics (``advantages`` on any device:
     they are copied to the policy's)."""
     advantages = _on_policy_device(policy, advantages)
-    sums = {"policy": 0.0, "entropy": 0.0, "imitation": 0.0}
-
-    def loss_of(members: list[int], scores: list[Scores]) -> Tensor:
-        share = len(members) / len(records)  # mean_steps: a mean over episodes
-        policy_loss, entropy = _pg_terms(scores, [advantages[i] for i in members])
-        sums["policy"] += share * policy_loss.item()
-        sums["entropy"] += share * entropy.item()
-        extra = _imitation_part(imitation, policy, records, members, scores, sums)
-        return share * (policy_loss - cfg.entropy_coef * entropy) + extra
-
-    optimizer.zero_grad(set_to_none=True)
-    kept = backward_by_group(policy, records, loss_of, temperature=cfg.temperature)
-    _plan_imitation(imitation, policy, sums)
-    grad_norm = clipped_step(optimizer, list(policy.parameters()), cfg.max_grad_norm)
+    kept, sums, grad_norm = _pg_step(
+        policy, optimizer, records, cfg, imitation, lambda s, j: s.logp * advantages[j]
+    )
     extra = {} if imitation is None else {"losses/self_imitation": sums["imitation"]}
     return {
         **extra,
@@ -267,27 +267,14 @@ def _ppo_step(
 ) -> dict[str, float]:
     """One clipped-surrogate gradient step on the episodes ``mb``, back-propagated one
     graph at a time (module docstring)."""
-    batch = [records[i] for i in mb]
     lo, hi = 1 - cfg.ppo_clip, 1 + cfg.ppo_clip
-    sums = {"policy": 0.0, "entropy": 0.0, "imitation": 0.0}
 
-    def loss_of(members: list[int], scores: list[Scores]) -> Tensor:
-        share = len(members) / len(batch)
-        surr = []
-        for s, j in zip(scores, members):
-            ratio, adv = torch.exp(s.logp - old[mb[j]]), advantages[mb[j]]
-            surr.append(torch.minimum(ratio * adv, ratio.clamp(lo, hi) * adv))
-        policy_loss = -mean_steps(surr)
-        entropy = mean_steps([s.entropy for s in scores])
-        sums["policy"] += share * policy_loss.item()
-        sums["entropy"] += share * entropy.item()
-        extra = _imitation_part(imitation, policy, batch, members, scores, sums)
-        return share * (policy_loss - cfg.entropy_coef * entropy) + extra
+    def surrogate(s: Scores, j: int) -> Tensor:
+        ratio, adv = torch.exp(s.logp - old[mb[j]]), advantages[mb[j]]
+        return torch.minimum(ratio * adv, ratio.clamp(lo, hi) * adv)
 
-    optimizer.zero_grad(set_to_none=True)
-    kept = backward_by_group(policy, batch, loss_of, temperature=cfg.temperature)
-    _plan_imitation(imitation, policy, sums)
-    grad_norm = clipped_step(optimizer, list(policy.parameters()), cfg.max_grad_norm)
+    batch = [records[i] for i in mb]
+    kept, sums, grad_norm = _pg_step(policy, optimizer, batch, cfg, imitation, surrogate)
     with torch.no_grad():
         r = torch.cat([torch.exp(s.logp - old[i]) for s, i in zip(kept, mb)])
         kl = float(((r - 1) - torch.log(r)).mean())

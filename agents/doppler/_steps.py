@@ -26,14 +26,23 @@ class Steps:
         keep: keep every step's array; False keeps the last one only.
         ragged: the steps' arrays differ in their number of rows (``(k_s, ...)``),
             joined by concatenation; else they have one shape, joined by stacking.
+        dtype: the type the arrays are kept in (cast as they are written; the values
+            must fit); None: the first array's.
 
     ``len`` is the number of steps kept, ``steps[i]`` the array of kept step ``i``
     (``-1``: the last), a view of the buffer, valid until the next :meth:`append`.
     """
 
-    def __init__(self, steps: int, *, keep: bool = True, ragged: bool = False) -> None:
+    def __init__(
+        self,
+        steps: int,
+        *,
+        keep: bool = True,
+        ragged: bool = False,
+        dtype: np.dtype | type | None = None,
+    ) -> None:
         self.capacity = steps if keep else 1
-        self.keep, self.ragged = keep, ragged
+        self.keep, self.ragged, self.dtype = keep, ragged, dtype
         self._data: np.ndarray | None = None
         self._ends = [0]  # ragged: the end row of each kept step
         self._count = 0
@@ -61,7 +70,7 @@ class Steps:
             end = start + len(x)
             if self._data is None or end > len(self._data):
                 size = max(end, 2 * (0 if self._data is None else len(self._data)), 16)
-                grown = np.empty((size, *x.shape[1:]), dtype=x.dtype)
+                grown = np.empty((size, *x.shape[1:]), dtype=self.dtype or x.dtype)
                 if self._data is not None:
                     grown[:start] = self._data[:start]
                 self._data = grown
@@ -69,7 +78,7 @@ class Steps:
             self._ends.append(end)
         else:
             if self._data is None:
-                self._data = np.empty((self.capacity, *x.shape), dtype=x.dtype)
+                self._data = np.empty((self.capacity, *x.shape), dtype=self.dtype or x.dtype)
             self._data[self._count] = x
         self._count += 1
 

@@ -152,12 +152,15 @@ class _Live:
 
     def __post_init__(self) -> None:
         # the step inputs (_INPUTS) and labels in one array each (Steps), the rest listed
-        steps = {k: Steps(self.n, keep=self.keep_inputs) for k in _INPUTS}
-        steps.update({k: Steps(self.n) for k in ("sel_teacher", "plc_teacher", "plc_regret")})
-        for k in ("sel_rows", "sel_ready"):
-            steps[k] = Steps(self.n, keep=self.keep_inputs, ragged=True)
+        n, keep = self.n, self.keep_inputs
         lists = ("sel_pick", "sel_action", "plc_node", "plc_action", "rewards", "from_teacher")
-        self.buf = {**steps, **{k: [] for k in lists}}
+        self.buf = {
+            **{k: Steps(n, keep=keep) for k in _INPUTS},
+            "plc_placed": Steps(n, keep=keep, dtype=placed_dtype(self.d)),
+            **{k: Steps(n, keep=keep, ragged=True) for k in ("sel_rows", "sel_ready")},
+            **{k: Steps(n) for k in ("sel_teacher", "plc_teacher", "plc_regret")},
+            **{k: [] for k in lists},
+        }
 
     @property
     def state(self) -> PlacementState:
@@ -357,7 +360,7 @@ def _record_inputs(
 ) -> None:
     b, state = lv.buf, lv.state
     if select:
-        mask = lv.info["action_mask"][: lv.n].copy()
+        mask = lv.info["action_mask"][: lv.n]  # Steps keep copies
         nodes = torch.from_numpy(np.flatnonzero(mask))
         dyn = torch.from_numpy(lv.obs["node_dynamic"][None, : lv.n])
         pairs = sel_pairs(lv.graph, dyn, torch.zeros_like(nodes), nodes)  # copies of dyn
@@ -372,17 +375,18 @@ def _record_inputs(
             b["sel_teacher"].append(_as_mask(ties, lv.n))
     else:
         b["plc_node"].append(state.selected)
-        b["plc_placed"].append(state.device.astype(placed_dtype(lv.d)))
+        b["plc_placed"].append(state.device)
         b["plc_dev"].append(plc_devices(lv.graph, state, lv.obs["device"], pricer))
-        b["plc_mask"].append(lv.info["action_mask"][: lv.d].copy())
+        b["plc_mask"].append(lv.info["action_mask"][: lv.d])
         if record:
             assert ties is not None
             b["plc_teacher"].append(_as_mask(ties, lv.d))
 
 
 #: Per-step inputs of size n or D, kept for the last step only by ``keep_inputs=False``
-#: (with ``sel_rows`` and ``sel_ready``, whose size is the frontier's).
-_INPUTS = ("sel_mask", "plc_placed", "plc_dev", "plc_mask")
+#: (with ``plc_placed``, in :func:`placed_dtype`, and ``sel_rows`` and ``sel_ready``,
+#: whose size is the frontier's).
+_INPUTS = ("sel_mask", "plc_dev", "plc_mask")
 
 
 def placed_dtype(devices: int) -> np.dtype:

@@ -120,13 +120,14 @@ def graph_groups(records: list[EpisodeRecord], max_cells: int | None = None) -> 
     groups that a learning step scores and back-propagates one at a time
     (:data:`BACKWARD_CELLS`)."""
     groups: dict[int, list[list[int]]] = {}
+    held: dict[int, int] = {}  # scored cells of each graph's last run
     for i, r in enumerate(records):
-        runs = groups.setdefault(id(r.graph), [[]])
-        if max_cells is not None and runs[-1]:
-            cells = sum(scored_cells(records[j]) for j in runs[-1])
-            if cells + scored_cells(r) > max_cells:
-                runs.append([])
+        runs, cells = groups.setdefault(id(r.graph), [[]]), scored_cells(r)
+        if max_cells is not None and runs[-1] and held[id(r.graph)] + cells > max_cells:
+            runs.append([])
+            held[id(r.graph)] = 0
         runs[-1].append(i)
+        held[id(r.graph)] = held.get(id(r.graph), 0) + cells
     return [run for runs in groups.values() for run in runs]
 
 
