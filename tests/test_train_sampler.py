@@ -132,3 +132,40 @@ def test_a_greedy_baseline_plays_one_greedy_episode_per_fresh_graph(tmp_path, mo
     logged = [r for r in rows if "charts/beats_greedy" in r]
     assert len(logged) == 2
     assert all(0.0 <= r["charts/beats_greedy"] <= 1.0 for r in logged)
+
+
+def test_self_imitation_on_fresh_instances_keeps_plans_for_one_update(tmp_path, monkeypatch):
+    """phase2.self_imitation with data.sampler (expert iteration on fresh instances): each
+    update's drawn graphs get plans (the teacher's placement, or a better sampled episode)
+    and imitate them; the plans are dropped before the next update draws new graphs."""
+    import json
+
+    from placegym.train.self_imitation import SelfImitation
+
+    raw = sampler_config(tmp_path, graphs=[]).to_dict()
+    raw["phases"] = ["phase2"]
+    raw["phase2"].update(updates=3, temperature=1.0)
+    raw["phase2"]["self_imitation"] = {"coef": 1.0, "teacher": "heft_lookahead", "states": "plan"}
+    cfg = config_from_dict(raw)
+    planned: list[list[bool]] = []
+    earlier: list = []  # the previous updates' graphs
+    step = SelfImitation.step
+
+    def spy(self, policy, envs, groups, records, **kw):
+        firsts = list({g: env for g, env in zip(groups, envs, strict=True)}.values())
+        # only this update's graphs may have plans, and not yet (the batch's episodes
+        # were played without the plan teacher); the earlier updates' plans are gone
+        planned.append([self.plans.has_plan(e.graph, e.cluster) for e in firsts])
+        assert not any(self.plans.has_plan(e.graph, e.cluster) for e in earlier)
+        out = step(self, policy, envs, groups, records, **kw)
+        assert all(self.plans.has_plan(e.graph, e.cluster) for e in firsts)
+        earlier.extend(firsts)
+        return out
+
+    monkeypatch.setattr(SelfImitation, "step", spy)
+    Trainer(cfg).run()
+    assert planned == [[False, False]] * 3 and len(earlier) == 6
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    logged = [r for r in rows if "losses/self_imitation" in r]
+    assert len(logged) == 3 and all(r["losses/self_imitation"] > 0 for r in logged)
+    assert all(0 <= r["charts/plans_improved"] <= 2 for r in logged)

@@ -155,8 +155,6 @@ def _validate_sampler(cfg: TrainConfig) -> None:
         instance_sampler(cfg.seed, cfg.data.sampler)
     except ValueError as e:
         raise ValueError(f"data.sampler.{e}") from None
-    coef = cfg.phase2.self_imitation.coef
-    _check(coef == 0, "phase2.self_imitation.coef", "must be 0 with data.sampler", coef)
 
 
 def _validate_suite_graph(g: GraphEntry, where: str) -> None:

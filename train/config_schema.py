@@ -143,8 +143,10 @@ class DataConfig:
     graphs_per_update + i`` (so a resumed run draws what it would have drawn), each on its
     own cluster; ``graphs`` (which may then be empty) are only evaluated on, the
     validation set ``eval.keep_best`` selects on. Each Ray worker draws the same
-    instances from its own sampler (:func:`instance_sampler`). Not with phase II
-    self-imitation, which keeps per-graph state."""
+    instances from its own sampler (:func:`instance_sampler`). With phase II
+    self-imitation a plan lasts the update that drew its instance (expert iteration:
+    each drawn graph's plan is the best of its teacher's placement and the update's
+    sampled episodes)."""
     memory_mask: bool | str = True
     """The environments' memory mask (:class:`~placegym.envs.mdp.env.PlacementEnv`): true masks
     devices whose memory the node's parameters would overflow; ``room`` also those that

@@ -18,7 +18,11 @@ An update: play the batch (:attr:`SelfImitation.labels_batch` says whether the r
 records the plans' tie sets), then :meth:`SelfImitation.step` offers each graph's best
 sampled episode as its new plan, plays the plan episodes when ``states="plan"``, and
 returns the term and the metrics ``charts/plans_improved`` (plans replaced) and
-``charts/plan_ratio`` (mean plan makespan / critical_path's). The plans go into every
+``charts/plan_ratio`` (mean plan makespan / critical_path's). With ``data.sampler``
+(instances drawn fresh every update) the trainer drops the plans before each update
+(:meth:`SelfImitation.forget`): a drawn graph's plan is the best of its teacher's
+placement and that update's sampled episodes, imitated once (expert iteration on fresh
+instances). Otherwise the plans go into every
 checkpoint (:meth:`SelfImitation.state`) and come back on resume
 (:meth:`SelfImitation.restore`).
 """
@@ -65,9 +69,14 @@ class SelfImitation:
 
     def __init__(self, cfg: SelfImitationConfig, seed: int) -> None:
         self.cfg = cfg
-        source = make_teacher(cfg.teacher, seed, kwargs=cfg.teacher_kwargs)
-        select = make_teacher(cfg.select_teacher, seed) if cfg.select_teacher else None
-        self.plans = CanonicalPlanTeacher(source, select)
+        self._source = make_teacher(cfg.teacher, seed, kwargs=cfg.teacher_kwargs)
+        self._select = make_teacher(cfg.select_teacher, seed) if cfg.select_teacher else None
+        self.plans = CanonicalPlanTeacher(self._source, self._select)
+
+    def forget(self) -> None:
+        """Drop every plan (with ``data.sampler``, before each update: the instances are
+        drawn fresh, so a plan lasts the update that drew its graph)."""
+        self.plans = CanonicalPlanTeacher(self._source, self._select)
 
     @property
     def labels_batch(self) -> bool:

@@ -448,6 +448,8 @@ class Trainer:
         si = self_imitation
         if cluster is None:
             pool = self._update_pool(pool)
+            if si is not None and self.sampler is not None:
+                si.forget()  # fresh instances: a plan lasts its update
         envs, job = self._draw(
             pcfg,
             pool,
