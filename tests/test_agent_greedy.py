@@ -24,6 +24,20 @@ def test_greedy_pick_rule():
     assert greedy_pick(np.ones(3), np.zeros(3)) == 0  # equal keys: first index
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_greedy_pick_is_the_numpy_rule_in_the_logits_precision(dtype):
+    """The compiled pick against the rule written with numpy, on logits drawn with many
+    near-ties (steps of a tenth of the tolerance) and keys with repeats."""
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        k = int(rng.integers(1, 12))
+        base = dtype(rng.normal() * 10)
+        logits = (base - rng.integers(0, 25, size=k) * dtype(GREEDY_TIE_TOL / 10)).astype(dtype)
+        keys = rng.integers(0, 4, size=k).astype(rng.choice([np.float32, np.float64]))
+        tied = np.flatnonzero(logits >= logits.max() - GREEDY_TIE_TOL)
+        assert greedy_pick(logits, keys) == int(tied[np.argmin(keys[tied])])
+
+
 def test_greedy_ignores_seed_and_batch_composition(one_torch_thread):
     torch.manual_seed(0)
     policy = DopplerPolicy(PolicyConfig(hidden=16, layers=2)).eval()

@@ -134,6 +134,20 @@ def test_memory_mask_and_its_fallback():
     assert off.place_mask().tolist() == [True, True]
 
 
+def test_unbounded_says_when_memory_never_narrows_the_mask():
+    g = graph([1, 1, 1], [], param_bytes=[6, 6, 20])  # 32 resident bytes, no outputs
+    assert not PlacementState(g, unit_cluster(2, memory=31)).unbounded  # may bind
+    assert PlacementState(g, unit_cluster(2, memory=31), memory_mask=False).unbounded
+    roomy = PlacementState(g, unit_cluster(2, memory=40))
+    assert roomy.unbounded
+    for v in range(3):  # every device stays legal, as place_mask says
+        roomy.select(v)
+        assert roomy.place_mask().tolist() == [True, True]
+        roomy.place(1)
+    # at the bound itself, rounding could tip param_used + need over: not claimed
+    assert not PlacementState(g, unit_cluster(2, memory=32)).unbounded
+
+
 def test_copy_is_independent():
     s = PlacementState(diamond(), unit_cluster(2))
     s.select(0)

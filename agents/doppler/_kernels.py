@@ -30,6 +30,7 @@ from numba import njit
 __all__ = [
     "Intervals",
     "device_sum_kernel",
+    "greedy_pick_kernel",
     "hint_counts_kernel",
     "insert_interval_kernel",
     "insertion_columns_kernel",
@@ -381,3 +382,20 @@ class Intervals:
             self.off[k], self.cap[k] = self.end, cap
             self.end += cap
         insert_interval_kernel(self.ts, self.tf, self.off, self.size, k, start, finish)
+
+
+@njit(cache=True)
+def greedy_pick_kernel(logits, tie_key, tol):  # pragma: no cover - compiled
+    """:func:`~placegym.agents.doppler.episodes.greedy_pick`: the index of the largest
+    of ``logits``; those at least ``max - tol`` (``tol`` in the logits' precision, the
+    subtraction too) are tied, and the first tied index of least ``tie_key`` wins."""
+    top = logits[0]
+    for i in range(1, logits.shape[0]):
+        if logits[i] > top:
+            top = logits[i]
+    floor = top - tol
+    best = -1
+    for i in range(logits.shape[0]):
+        if logits[i] >= floor and (best < 0 or tie_key[i] < tie_key[best]):
+            best = i
+    return best

@@ -363,6 +363,8 @@ class _Run:
         self.plc_cols = _plc_columns(dec.policy.config)
         # the PLC head's input, kept between steps: only what a step changes is written
         self.plc_buf = torch.empty((1, d, self.plc_width), dtype=torch.float32)
+        # SEL's input rows, a prefix per step (a frontier has at most n nodes)
+        self.sel_buf = torch.empty((max(n, 1), self.sel_width), dtype=torch.float32)
         self.dirty = -1  # the device whose mean embedding changed (-1: every device)
         self.sel_rules = bool(dec.policy.config.rules)
         self.sel_dyn, self.sel_tail, self.plc_head = dec._sel_dyn, dec._sel_tail, dec._plc_head
@@ -376,6 +378,7 @@ class _Run:
         self.mates = np.zeros((k, size, d), dtype=np.int32)
         self.mates_total = np.zeros((k, size), dtype=np.int64)
         self.no_hint = np.zeros(0, dtype=np.int64)
+        self.hint_index = np.arange(k)
         # insertion: busy intervals per device and each placed node's finish there
         self.scale = dec.inputs.scale
         self.intervals = Intervals(d) if self.scale is not None else None
@@ -405,7 +408,7 @@ class _Run:
         inputs.sel_columns`) written into one buffer, the head on every frontier node."""
         dec = self.dec
         nodes = np.array(self.frontier, dtype=np.int64)
-        buf = torch.empty((len(nodes), self.sel_width), dtype=torch.float32)
+        buf = self.sel_buf[: len(nodes)]
         b = dec._b_level[nodes]
         sel_columns_kernel(
             buf.numpy(),
@@ -512,7 +515,10 @@ class _Run:
             else head(buf[0], v, self.dirty)
         ).numpy()
         self.dirty = d  # no device's embeddings changed yet (commit names it)
-        legal = np.flatnonzero(self.state.place_mask())
+        state = self.state
+        if state.unbounded and state.group_device(v) < 0:  # every device is legal
+            return greedy_pick(logits, dev_np[:, _EST_START])
+        legal = np.flatnonzero(state.place_mask())
         return int(legal[greedy_pick(logits[legal], dev_np[legal, _EST_START])])
 
     def sibling_share(self, v: int) -> np.ndarray:
@@ -542,7 +548,7 @@ class _Run:
         self.dirty = device
         if self.groups is not None and self.groups.shape[1]:
             g = self.groups[v]
-            k = np.arange(len(g))
+            k = self.hint_index
             self.mates[k, g, device] += 1
             self.mates_total[k, g] += 1
         if self.intervals is not None:

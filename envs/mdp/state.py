@@ -260,6 +260,14 @@ class PlacementState:
             self._unit_dev = np.full(u.count, -1, dtype=np.int64)
             self._committed = np.zeros(d)
             self._ws_max = np.zeros(d) if reserve is None else reserve.copy()
+        #: Whether memory never narrows :meth:`place_mask`: no mask, or no placement can
+        #: exceed a device's memory (the resident bytes of every node, summed in any
+        #: order, fit the smallest memory); the mask is then every device, but for a
+        #: node whose co-location group is placed.
+        self.unbounded = not self.memory_mask or (
+            not memory_may_bind(graph, cluster)
+            and float(graph.param_bytes.sum()) * (1 + 1e-6) <= float(cluster.memory.min())
+        )
         # memory_mask="live" where memory may bind: the teachers' live room (stateless),
         # with the recompute set the placement carries
         self._live: Room | None = None
