@@ -24,6 +24,14 @@ def test_greedy_pick_rule():
     assert greedy_pick(np.ones(3), np.zeros(3)) == 0  # equal keys: first index
 
 
+def test_greedy_pick_refuses_nan_and_empty_logits():
+    with pytest.raises(ValueError, match=r"logits: no largest logit among \[0\.5, nan\]"):
+        greedy_pick(np.array([0.5, np.nan], dtype=np.float32), np.zeros(2))
+    with pytest.raises(ValueError, match="logits: no largest logit"):
+        greedy_pick(np.zeros(0), np.zeros(0))
+    assert greedy_pick(np.full(3, -np.inf), np.array([2.0, 1.0, 3.0])) == 1  # all masked
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_greedy_pick_is_the_numpy_rule_in_the_logits_precision(dtype):
     """The compiled pick against the rule written with numpy, on logits drawn with many

@@ -388,9 +388,14 @@ class Intervals:
 def greedy_pick_kernel(logits, tie_key, tol):  # pragma: no cover - compiled
     """:func:`~placegym.agents.doppler.episodes.greedy_pick`: the index of the largest
     of ``logits``; those at least ``max - tol`` (``tol`` in the logits' precision, the
-    subtraction too) are tied, and the first tied index of least ``tie_key`` wins."""
+    subtraction too) are tied, and the first tied index of least ``tie_key`` wins. -1
+    where there is no maximum: no logits, or a NaN among them."""
+    if logits.shape[0] == 0:
+        return -1
     top = logits[0]
-    for i in range(1, logits.shape[0]):
+    for i in range(logits.shape[0]):
+        if logits[i] != logits[i]:
+            return -1
         if logits[i] > top:
             top = logits[i]
     floor = top - tol

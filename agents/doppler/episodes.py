@@ -180,12 +180,17 @@ _EST_START = 0  # device column: estimated start of the selected node there / CP
 def greedy_pick(logits: np.ndarray, tie_key: np.ndarray) -> int:
     """Index of the largest logit; logits within :data:`GREEDY_TIE_TOL` of it are tied and
     the tied index of smallest ``tie_key`` wins (the first such index on equal keys).
-    ``logits`` is 1-D (float32 or float64: the tolerance and the subtraction are in its
-    precision) and not empty; compiled (:func:`~placegym.agents.doppler._kernels.
-    greedy_pick_kernel`), a tenth of the time of the numpy operations on a step's few
-    logits."""
+    ``logits`` is 1-D, float32 or float64 (the tolerance and the subtraction are in its
+    precision); compiled (:func:`~placegym.agents.doppler._kernels.greedy_pick_kernel`).
+
+    Raises:
+        ValueError: no logits, or a NaN among them (e.g. a policy whose weights are NaN).
+    """
     tol = logits.dtype.type(GREEDY_TIE_TOL)
-    return int(greedy_pick_kernel(logits, tie_key, tol))
+    pick = int(greedy_pick_kernel(logits, tie_key, tol))
+    if pick < 0:
+        raise ValueError(f"logits: no largest logit among {logits.tolist()!r}")
+    return pick
 
 
 def sample_index(logits: np.ndarray, rng: np.random.Generator) -> int:
