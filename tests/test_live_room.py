@@ -235,7 +235,7 @@ def test_the_live_mask_takes_a_reserve_and_allows_every_device_where_memory_cann
     s = PlacementState(g, c, memory_mask="live", memory_reserve=reserve)
     s.select(int(s.frontier()[0]))
     assert np.flatnonzero(s.place_mask()).tolist() == [0, 1, 2]
-    with pytest.raises(ValueError, match=r"memory_reserve: applies to memory_mask='room' or"):
+    with pytest.raises(ValueError, match=r"memory_reserve: applies to memory_mask='room', 'live'"):
         PlacementState(g, c, memory_mask=True, memory_reserve=np.zeros(4))
     roomy = replace(c, devices=tuple(replace(d, memory=1e15) for d in c.devices))
     s = PlacementState(g, roomy, memory_mask="live")

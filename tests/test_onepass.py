@@ -128,7 +128,7 @@ def test_one_pass_decodes_random_policies_on_random_graphs(seed):
     graph, cluster = _random_case(seed)
     torch.manual_seed(seed)
     policy = DopplerPolicy(CONFIGS[seed % len(CONFIGS)]).eval()
-    for mask in (True, "room", "live", False):
+    for mask in (True, "room", "live", "timed", False):
         _check_equal(policy, graph, cluster, mask)
 
 

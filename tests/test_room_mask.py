@@ -189,7 +189,8 @@ def test_room_reaches_fewer_dead_ends_on_memory_tight_instances():
 def test_a_bad_memory_mask_is_refused_naming_the_field(bad):
     g, c = chain([1.0]), unit_cluster(2)
     with pytest.raises(
-        ValueError, match="memory_mask: expected True, False, 'resident', 'room' or 'live'"
+        ValueError,
+        match="memory_mask: expected True, False, 'resident', 'room', 'live' or 'timed'",
     ):
         PlacementState(g, c, memory_mask=bad)
     with pytest.raises(ValueError, match="memory_mask"):
@@ -278,7 +279,11 @@ def test_a_memory_reserve_raises_the_working_set_term():
 @pytest.mark.parametrize(
     ("mask", "reserve", "message"),
     [
-        (True, [0.0, 0.0], "memory_reserve: applies to memory_mask='room' or 'live' only"),
+        (
+            True,
+            [0.0, 0.0],
+            "memory_reserve: applies to memory_mask='room', 'live' or 'timed' only",
+        ),
         ("room", [1.0], "memory_reserve: expected 2 finite bytes >= 0"),
         ("room", [1.0, -1.0], "memory_reserve: expected 2 finite bytes >= 0"),
         ("room", [1.0, float("nan")], "memory_reserve: expected 2 finite bytes >= 0"),

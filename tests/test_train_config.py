@@ -120,7 +120,7 @@ def test_overrides_parse_yaml_values_and_numbers():
         ("wandb.mode=loud", r"wandb\.mode: expected one of auto, online"),
         (
             "data.memory_mask=rooms",
-            r"data\.memory_mask: expected true, false, resident, room or live",
+            r"data\.memory_mask: expected true, false, resident, room, live or timed",
         ),
         ("no_equals_sign", r"override: expected key=value, got 'no_equals_sign'"),
     ],

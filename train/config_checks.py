@@ -91,7 +91,7 @@ def validate(cfg: TrainConfig) -> None:
     _check(
         mask_ok,
         "data.memory_mask",
-        "expected true, false, resident, room or live",
+        "expected true, false, resident, room, live or timed",
         cfg.data.memory_mask,
     )
     for where in ("graphs", "heldout"):

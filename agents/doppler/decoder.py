@@ -40,7 +40,7 @@ from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.mdp.observation import ObservationBuilder
-from placegym.envs.mdp.state import PlacementState, mask_recompute
+from placegym.envs.mdp.state import LIVE_MASKS, PlacementState, mask_recompute
 from placegym.envs.sim.simulator import BatchResult, Dispatch, simulate_batch
 from placegym.teachers.lookahead import LookaheadTeacher
 
@@ -103,12 +103,13 @@ class Decoder:
 
     def fresh(self, reserve: np.ndarray | None = None) -> _Entry:
         """An entry of the empty placement; with a ``reserve``, under the ``"room"`` mask
-        (``"live"`` for a decoder of that mask) with that ``memory_reserve``
+        (``"live"`` or ``"timed"`` for a decoder of that mask) with that ``memory_reserve``
         (:class:`~placegym.envs.mdp.state.PlacementState`)."""
         builder = copy.copy(self._builder)
         builder.dynamic, builder.devices = builder.dynamic.copy(), builder.devices.copy()
         builder.reset_dynamic()
-        mask = self.memory_mask if reserve is None or self.memory_mask == "live" else "room"
+        keep = reserve is None or self.memory_mask in LIVE_MASKS
+        mask = self.memory_mask if keep else "room"
         state = PlacementState(self.graph, self.cluster, memory_mask=mask, memory_reserve=reserve)
         return _Entry(state, builder, 0.0)
 
@@ -408,6 +409,6 @@ def reserved_greedy(
                 passes.append(decoded[key])
         return decoded[key]
 
-    live = decoder.memory_mask == "live"  # its rooms keep live bytes, as the teachers' do
+    live = decoder.memory_mask in LIVE_MASKS  # its rooms keep live bytes, as the teachers' do
     room = reserve_room(decoder.graph, decoder.cluster, roll, live=live)
     return with_room(roll(room), room)

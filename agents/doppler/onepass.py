@@ -55,7 +55,9 @@ intervals a device's gap search passes):
 - the memory mask: what :meth:`~placegym.envs.mdp.state.PlacementState.place_mask`
   costs, ``O(D)``, and where memory may bind with ``memory_mask="room"`` ``O(U + D)``
   for ``U`` units (the unopened units' bytes) plus its packing checks, with
-  ``memory_mask="live"`` ``O(E + n)`` (the live bytes of the partial placement).
+  ``memory_mask="live"`` ``O(E + n)`` (the live bytes of the partial placement), with
+  ``"timed"`` ``O(E + n + k · P)`` (and the node's ``k`` copies against the ``P`` runs
+  placed).
 
 No feature is recomputed over all nodes, so a decode costs ``O(n · (F + D) · H²)`` in
 the heads and ``O(E · D)`` in the estimates; on one torch thread the benchmark
@@ -259,8 +261,8 @@ class OnePassDecoder:
         graph: the graph to place.
         cluster: the devices to place it on.
         memory_mask: the mask decoded under (``True``, ``"resident"``, ``"room"``,
-            ``"live"``, ``False``: :class:`~placegym.envs.mdp.state.PlacementState`); that of the
-            policy's training for a trained policy.
+            ``"live"``, ``"timed"``, ``False``: :class:`~placegym.envs.mdp.state.
+            PlacementState`); that of the policy's training for a trained policy.
         inputs: the graph inputs to read (default :func:`one_pass_inputs`); passing
             :class:`~placegym.agents.doppler.decoder.Decoder`'s gives its greedy
             placement, bit for bit, wherever memory binds or not.

@@ -134,7 +134,9 @@ class PlacementEnv(gym.Env[dict, int]):
     training step that provably fits no placement without recompute, the placement
     recomputes the checkpoint set of the smallest spacing whose kept stash is not
     provably over memory, and the room counts it
-    (:func:`~placegym.envs.mdp.state.mask_recompute`).
+    (:func:`~placegym.envs.mdp.state.mask_recompute`). ``memory_mask="timed"`` narrows
+    ``"live"`` to the devices where the node's received copies also fit beside the runs
+    they would share the device with (:mod:`~placegym.envs.mdp.copies`).
     ``memory_mask=False`` masks no device for memory.
     Once the episode has terminated, the mask is that of
     its start state (the graph's sources), which is where a vector env's autoreset goes
@@ -256,7 +258,7 @@ class PlacementEnv(gym.Env[dict, int]):
         reward: Literal["relative", "makespan", "nest"] = "relative",
         shaping_gamma: float = 1.0,
         reference: ReferencePlacer | str = DEFAULT_REFERENCE,
-        memory_mask: bool | Literal["resident", "room", "live"] = True,
+        memory_mask: bool | Literal["resident", "room", "live", "timed"] = True,
         illegal_action: Literal["penalize", "raise"] = "penalize",
         dispatch: Literal["priority", "fifo"] = "priority",
         noise: float = 0.0,

@@ -36,12 +36,21 @@ that process and the quantities that teachers and observations need:
     the one of least bound), the room counts that set's stashes as freed, and the
     finished placement carries it (:func:`mask_recompute`,
     :attr:`PlacementState.recompute`);
+  - ``"timed"``: of the devices ``"live"`` allows (those with live room, or where none
+    has, those the resident bytes fit), the ones where the copies the node would receive
+    also fit beside the runs already on the device that the list schedule finishes after
+    the copies' estimated arrival (:class:`~placegym.envs.mdp.copies.CopyTimes`: a copy
+    is allocated when its transfer starts and freed when its consumer finishes, so it
+    shares the device with the runs in between); where none has, those ``"live"``
+    allows. The same recompute set as ``"live"``; ``O(k · P)`` more per PLC step for
+    ``k`` inputs and ``P`` placed nodes;
   - ``False``: every device.
 
-  ``memory_reserve`` (``"room"`` and ``"live"``): ``(D,)`` bytes each device keeps free
-  for live tensors: with ``"room"`` its working-set term is at least that, with
-  ``"live"`` its capacity is less that (a decode calibrated by the simulated excess, as
-  the teachers' rooms are: :func:`~placegym.agents.doppler.decoder.reserved_greedy`);
+  ``memory_reserve`` (``"room"``, ``"live"`` and ``"timed"``): ``(D,)`` bytes each device
+  keeps free for live tensors: with ``"room"`` its working-set term is at least that,
+  with ``"live"`` and ``"timed"`` its capacity is less that (a decode calibrated by the
+  simulated excess, as the teachers' rooms are:
+  :func:`~placegym.agents.doppler.decoder.reserved_greedy`);
 - a *contention-free list-schedule estimate* of the partial assignment: placed nodes, in
   selection order, start at ``max(device free, inputs arrived)`` where an input from
   another device arrives ``latency + bytes / bandwidth`` after its producer's estimated
@@ -57,7 +66,6 @@ The Gymnasium environment wraps this class; teachers answer questions about it (
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from typing import Any, Literal
 
 import numpy as np
@@ -75,12 +83,23 @@ from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
+from placegym.envs.mdp.copies import CopyTimes
+from placegym.envs.mdp.timeline import Insertion, Timeline
 
 Phase = Literal["select", "place"]
 #: The values of ``memory_mask`` besides the booleans (True is ``"resident"``).
-MEMORY_MASKS = ("resident", "room", "live")
+MEMORY_MASKS = ("resident", "room", "live", "timed")
+#: The masks that keep room for live bytes (``"timed"`` is ``"live"`` and copies in time).
+LIVE_MASKS = ("live", "timed")
 
-__all__ = ["MEMORY_MASKS", "PlacementState", "Timeline", "mask_recompute", "memory_mask_mode"]
+__all__ = [
+    "LIVE_MASKS",
+    "MEMORY_MASKS",
+    "PlacementState",
+    "Timeline",
+    "mask_recompute",
+    "memory_mask_mode",
+]
 
 _NO_RECOMPUTE = np.zeros(0, dtype=np.int64)
 _NO_RECOMPUTE.setflags(write=False)
@@ -97,7 +116,7 @@ def memory_mask_mode(value: bool | str) -> str:
     if isinstance(value, str) and value in MEMORY_MASKS:
         return value
     raise ValueError(
-        f"memory_mask: expected True, False, 'resident', 'room' or 'live', got {value!r}"
+        f"memory_mask: expected True, False, 'resident', 'room', 'live' or 'timed', got {value!r}"
     )
 
 
@@ -108,7 +127,7 @@ def mask_recompute(graph: Graph, cluster: Cluster, memory_mask: bool | str) -> n
     :func:`~placegym.envs.analysis.memory.stash_infeasibility` says why), the checkpoints
     of the smallest spacing of ``CHECKPOINT_EVERY`` whose kept stash that proof does not
     show over memory; else empty (module docstring)."""
-    if memory_mask_mode(memory_mask) != "live":
+    if memory_mask_mode(memory_mask) not in LIVE_MASKS:
         return _NO_RECOMPUTE
     return _live_recompute(graph, cluster)
 
@@ -130,65 +149,14 @@ def _live_checkpoints(graph: Graph, cluster: Cluster) -> np.ndarray:
 _live_recompute = IdentityCache(_live_checkpoints, size=32)
 
 
-class Timeline:
-    """Busy intervals of one device, sorted and disjoint (finishes sorted too)."""
-
-    __slots__ = ("finish", "start")
-
-    def __init__(self) -> None:
-        self.start: list[float] = []
-        self.finish: list[float] = []
-
-    def earliest_fit(self, ready: float, dur: float) -> float:
-        """The earliest start >= ``ready`` of an idle gap at least ``dur`` long."""
-        i = bisect_right(self.finish, ready)
-        prev_end = ready
-        for j in range(i, len(self.start)):
-            if prev_end + dur <= self.start[j]:
-                return prev_end
-            prev_end = max(prev_end, self.finish[j])
-        return prev_end
-
-    def insert(self, start: float, finish: float) -> None:
-        """Add the busy interval ``[start, finish)`` (it must fit an idle gap)."""
-        i = bisect_right(self.start, start)
-        self.start.insert(i, start)
-        self.finish.insert(i, finish)
-
-    def copy(self) -> Timeline:
-        """An independent copy."""
-        new = Timeline()
-        new.start, new.finish = self.start.copy(), self.finish.copy()
-        return new
-
-
-class _Insertion:
-    """The insertion-based schedule of a state's placed nodes, brought up to date lazily
-    (:meth:`PlacementState.insertion_start`): ``finish`` per node (nan if not yet
-    scheduled), a :class:`Timeline` per device, and how many placed nodes it holds."""
-
-    __slots__ = ("finish", "lines", "seen")
-
-    def __init__(self, n: int, d: int) -> None:
-        self.finish = np.full(n, np.nan)
-        self.lines = [Timeline() for _ in range(d)]
-        self.seen = 0
-
-    def copy(self) -> _Insertion:
-        new = object.__new__(_Insertion)
-        new.finish, new.seen = self.finish.copy(), self.seen
-        new.lines = [line.copy() for line in self.lines]
-        return new
-
-
 def _reserve(value: np.ndarray | None, mode: str, d: int) -> np.ndarray | None:
     """``memory_reserve`` checked: None, or ``(D,)`` finite bytes >= 0 with ``"room"`` or
     ``"live"``."""
     if value is None:
         return None
-    if mode not in ("room", "live"):
+    if mode not in ("room", *LIVE_MASKS):
         raise ValueError(
-            f"memory_reserve: applies to memory_mask='room' or 'live' only, got {mode!r}"
+            f"memory_reserve: applies to memory_mask='room', 'live' or 'timed' only, got {mode!r}"
         )
     arr = np.asarray(value, dtype=np.float64)
     if arr.shape != (d,) or not np.isfinite(arr).all() or (arr < 0).any():
@@ -247,7 +215,7 @@ class PlacementState:
         self._frontier_view: np.ndarray | None = None  # frontier_mask, made on first use
         self._num_placed = 0
         self._est_cache: tuple[int, int, np.ndarray] | None = None  # (node, #placed, row)
-        self._insertion: _Insertion | None = None  # built on the first insertion_start
+        self._insertion: Insertion | None = None  # built on the first insertion_start
         # co-location groups: each group's device once a member is placed (None: no groups)
         self._group_device: dict[int, int] | None = {} if graph.groups else None
         # memory_mask="room" where memory may bind: (units, each node's working set where
@@ -272,14 +240,12 @@ class PlacementState:
         # with the recompute set the placement carries
         self._live: Room | None = None
         self.recompute = mask_recompute(graph, cluster, memory_mask)
-        if self.mask_mode == "live" and memory_may_bind(graph, cluster):
-            self._live = Room(
-                graph,
-                cluster,
-                np.zeros(d) if reserve is None else reserve,
-                live=True,
-                recompute=self.recompute,
-            )
+        self._copies: CopyTimes | None = None  # "timed": received copies in time
+        if self.mask_mode in LIVE_MASKS and memory_may_bind(graph, cluster):
+            keep = np.zeros(d) if reserve is None else reserve
+            self._live = Room(graph, cluster, keep, live=True, recompute=self.recompute)
+            if self.mask_mode == "timed":
+                self._copies = CopyTimes(graph, self.costs, cluster.memory - keep)
 
     # ------------------------------------------------------------------ phase and masks
     @property
@@ -353,8 +319,12 @@ class PlacementState:
                 return room
         if self._live is not None:
             live = self._live.mask(self.device, self.param_used, v, fits)
-            if np.count_nonzero(live):
-                return live
+            legal = live if np.count_nonzero(live) else fits
+            if self._copies is not None:
+                on = self.param_used + need
+                timed = self._copies.room(self.device, self.est_finish, on, v, legal)
+                return timed if np.count_nonzero(timed) else legal
+            return legal
         return fits
 
     def _room_mask(self, v: int, need: float, fits: np.ndarray) -> np.ndarray:
@@ -432,6 +402,9 @@ class PlacementState:
         start = float(self.earliest_start(v)[device])
         dur = float(self.costs.duration[v, device])
         finish = start + dur
+        if self._copies is not None and self._live is not None:
+            run = self._live.held(self.device) + self._live.working(self.device, v)
+            self._copies.record(self.device, self.est_finish, v, device, float(run[device]))
         self.device[v] = device
         self.est_start[v] = start
         self.est_finish[v] = finish
@@ -527,11 +500,11 @@ class PlacementState:
         fits = zip(ins.lines, ready.tolist(), self.costs.duration[v].tolist())
         return np.array([line.earliest_fit(r, t) for line, r, t in fits])
 
-    def _insertion_schedule(self) -> _Insertion:
+    def _insertion_schedule(self) -> Insertion:
         """The insertion-based schedule with every placed node in it."""
         ins = self._insertion
         if ins is None:
-            ins = self._insertion = _Insertion(self.graph.num_nodes, self.cluster.num_devices)
+            ins = self._insertion = Insertion(self.graph.num_nodes, self.cluster.num_devices)
         zero = np.zeros(self.cluster.num_devices)
         for v in self.order[ins.seen : self._num_placed]:  # placed nodes lead the order
             d = int(self.device[v])
@@ -580,7 +553,11 @@ class PlacementState:
         new = object.__new__(PlacementState)
         new.__dict__.update(
             {
-                k: (v.copy() if isinstance(v, np.ndarray | list | dict | _Insertion) else v)
+                k: (
+                    v.copy()
+                    if isinstance(v, np.ndarray | list | dict | Insertion | CopyTimes)
+                    else v
+                )
                 for k, v in self.__dict__.items()
             }
         )

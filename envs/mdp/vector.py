@@ -29,7 +29,7 @@ from placegym.envs.mdp.backends import SimulatedBackend
 from placegym.envs.mdp.env import PlacementEnv, step_limit
 from placegym.envs.mdp.observation import observation_space
 from placegym.envs.mdp.reward import scored_makespan, terminal_reward
-from placegym.envs.mdp.state import memory_mask_mode
+from placegym.envs.mdp.state import LIVE_MASKS, memory_mask_mode
 from placegym.envs.sim.simulator import simulate
 
 __all__ = ["PlacementVectorEnv"]
@@ -96,7 +96,7 @@ class PlacementVectorEnv(VectorEnv):
         self._proto = PlacementEnv(**env_kwargs)  # validates the arguments, prepares graphs
         proto = self._proto
         mode = memory_mask_mode(proto.memory_mask)
-        if mode in ("room", "live"):
+        if mode in ("room", *LIVE_MASKS):
             raise ValueError(
                 f"memory_mask: {mode!r} is not compiled in PlacementVectorEnv; use "
                 "gymnasium.vector.SyncVectorEnv over PlacementEnv (vectorization_mode='sync')"

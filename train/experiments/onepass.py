@@ -70,6 +70,7 @@ from typing import Any
 
 import numpy as np
 
+from placegym.envs.mdp.state import MEMORY_MASKS
 from placegym.envs.suites import get_suite
 from placegym.teachers import SINGLE_PASS
 from placegym.train.experiments.per_graph import (
@@ -451,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--seed", type=int, required=True)
     r.add_argument(
         "--memory-mask",
-        choices=("resident", "room", "live"),
+        choices=MEMORY_MASKS,
         help="decode under this mask (default: the policy's training mask)",
     )
     t = sub.add_parser("table", help="print the tables from the stored rows and baselines")
