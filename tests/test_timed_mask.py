@@ -44,7 +44,7 @@ def test_a_copy_that_arrives_while_another_node_runs_is_counted_there():
     # timed: the copy would share device 0 with w's run (60 + 50 > 100): not there
     g, c, timed = placed_w_then_u("timed")
     assert timed.place_mask().tolist() == [False, True]
-    assert timed._copies is not None and timed._copies.demand[1] == 60.0
+    assert timed.copy_times is not None and timed.copy_times.demand[1] == 60.0
     timed.place(1)
     assert not simulate(g, c, timed.to_placement()).oom
 
@@ -61,10 +61,10 @@ def test_the_demand_of_a_run_grows_with_the_copies_that_overlap_it():
     assert s.place_mask().tolist() == [True, True]
     twin = s.copy()
     s.place(0)
-    assert s._copies is not None and twin._copies is not None
-    assert s._copies.demand[1] == 110.0  # w's 60 and v's copy of 50
-    assert s._copies.demand[2] == 60.0  # v's own run: its output and its copy
-    assert twin._copies.demand[1] == 60.0  # a copy of the state is independent
+    assert s.copy_times is not None and twin.copy_times is not None
+    assert s.copy_times.demand[1] == 110.0  # w's 60 and v's copy of 50
+    assert s.copy_times.demand[2] == 60.0  # v's own run: its output and its copy
+    assert twin.copy_times.demand[1] == 60.0  # a copy of the state is independent
     assert simulate(g, roomy, s.to_placement()).peak_memory[0] == 110.0
 
 

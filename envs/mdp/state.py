@@ -247,6 +247,12 @@ class PlacementState:
             if self.mask_mode == "timed":
                 self._copies = CopyTimes(graph, self.costs, cluster.memory - keep)
 
+    @property
+    def copy_times(self) -> CopyTimes | None:
+        """``memory_mask="timed"``'s record of the live bytes at each placed run (None
+        under the other masks, or where memory cannot bind)."""
+        return self._copies
+
     # ------------------------------------------------------------------ phase and masks
     @property
     def phase(self) -> Phase:
