@@ -151,7 +151,9 @@ class DataConfig:
     """The environments' memory mask (:class:`~placegym.envs.mdp.env.PlacementEnv`): true masks
     devices whose memory the node's parameters would overflow; ``room`` also those that
     leave no room for the rest of the graph; ``live`` those without room for the live
-    bytes of the partial placement either (the teachers' rule); false none."""
+    bytes of the partial placement either (the teachers' rule); ``timed`` also those
+    where the node's received copies would not fit beside the runs they share the device
+    with (:mod:`placegym.envs.mdp.copies`); false none."""
     dispatch: str = "priority"
     """Simulator dispatch rule: ``priority`` or ``fifo`` (DOPPLER's simulator)."""
 
