@@ -15,16 +15,16 @@ from placegym.envs.suites import get_suite
 from placegym.teachers import get_teacher
 
 
-def early_copy():
+def early_copy(memory=100.0):
     """w (node 1, 10 s, a 60-byte output nobody reads) and u (node 0, 1 s, 50 bytes) are
     sources; v (node 2, 1 s, 10 bytes) reads u. Devices of 100 bytes, links of 100 B/s:
     u's output reaches the other device 1.5 s in, while w still runs there."""
     g = graph([1.0, 10.0, 1.0], [[0, 2]], out_bytes=[50.0, 60.0, 10.0])
-    return g, unit_cluster(2, bandwidth=100.0, memory=100.0)
+    return g, unit_cluster(2, bandwidth=100.0, memory=memory)
 
 
-def placed_w_then_u(mask):
-    g, c = early_copy()
+def placed_w_then_u(mask, memory=100.0):
+    g, c = early_copy(memory)
     s = PlacementState(g, c, memory_mask=mask)
     s.select(1)
     s.place(0)  # w on device 0: [0, 10), its 60 bytes live throughout
@@ -50,14 +50,7 @@ def test_a_copy_that_arrives_while_another_node_runs_is_counted_there():
 
 
 def test_the_demand_of_a_run_grows_with_the_copies_that_overlap_it():
-    g, _ = early_copy()
-    roomy = unit_cluster(2, bandwidth=100.0, memory=115.0)  # w's 60 and the copy's 50 fit
-    s = PlacementState(g, roomy, memory_mask="timed")
-    s.select(1)
-    s.place(0)
-    s.select(0)
-    s.place(1)
-    s.select(2)
+    g, roomy, s = placed_w_then_u("timed", memory=115.0)  # w's 60 and the copy's 50 fit
     assert s.place_mask().tolist() == [True, True]
     twin = s.copy()
     s.place(0)
