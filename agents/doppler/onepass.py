@@ -517,10 +517,10 @@ class _Run:
             else head(buf[0], v, self.dirty)
         ).numpy()
         self.dirty = d  # no device's embeddings changed yet (commit names it)
-        mask = self.state.place_mask()
-        if mask.all():  # no copies of the logits to take
+        state = self.state
+        if state.unbounded and state.group_device(v) < 0:  # every device is legal
             return greedy_pick(logits, dev_np[:, _EST_START])
-        legal = np.flatnonzero(mask)
+        legal = np.flatnonzero(state.place_mask())
         return int(legal[greedy_pick(logits[legal], dev_np[legal, _EST_START])])
 
     def sibling_share(self, v: int) -> np.ndarray:

@@ -313,7 +313,7 @@ class PlacementState:
             only = np.zeros(d, dtype=bool)
             only[forced] = True
             return only
-        if self.unbounded:  # no mask, or memory cannot narrow it
+        if not self.memory_mask:
             return np.ones(d, dtype=bool)
         need = self.resident_need(v)
         fits = self.param_used + need <= self.cluster.memory
