@@ -209,7 +209,7 @@ def test_one_pass_equals_the_placer_where_it_makes_no_simulator_call(monkeypatch
 
 
 def test_known_teacher_placements_are_read_as_hints_where_memory_cannot_bind(monkeypatch):
-    from placegym.agents.doppler import onepass
+    from placegym.agents.doppler import hints
 
     inst = _instance("generalize-v0", "random_dag-96-s0@p100x4")
     graph, cluster = inst.graph, inst.cluster
@@ -217,9 +217,9 @@ def test_known_teacher_placements_are_read_as_hints_where_memory_cannot_bind(mon
     names = tuple(policy.config.hints)
     known = dict(zip(names, hint_placements(graph, cluster, names)))
     placed = []
-    real = onepass.hint_placements
+    real = hints.hint_placements
     monkeypatch.setattr(
-        onepass, "hint_placements", lambda g, c, n: placed.append(n) or real(g, c, n)
+        hints, "hint_placements", lambda g, c, n: placed.append(n) or real(g, c, n)
     )
     assert _same(
         one_pass_greedy(policy, graph, cluster, "room", known=known),

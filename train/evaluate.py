@@ -290,23 +290,23 @@ def results_table(rows: Sequence[dict[str, Any]], k: int, seconds: float) -> str
 def load_policy(path: str | Path) -> tuple[DopplerPolicy, str]:
     """The policy of a checkpoint written by ``placegym train`` and its run name, or of a
     shipped agent named ``pretrained:NAME`` (:func:`placegym.agents.pretrained`) and NAME."""
-    policy, name, _, _ = _load(path)
+    policy, name, _, _, _ = _load(path)
     return policy, name
 
 
-def _load(path: str | Path) -> tuple[DopplerPolicy, str, bool | str, bool]:
+def _load(path: str | Path) -> tuple[DopplerPolicy, str, bool | str, bool, Any]:
     """:func:`load_policy`, the memory mask the policy was trained under
-    (:func:`trained_mask`) and whether it places in one pass by default (a shipped
-    agent's card says so; a checkpoint never)."""
+    (:func:`trained_mask`), whether it places in one pass by default (a shipped
+    agent's card says so; a checkpoint never) and its proposal selector (a shipped
+    agent's, where its card names one; else None)."""
     if str(path).startswith(PRETRAINED):
         from placegym.agents.zoo import pretrained
 
-        name = str(path)[len(PRETRAINED) :]
-        agent = pretrained(name)
-        return agent.policy, name, agent.memory_mask, agent.one_pass
+        agent = pretrained(str(path)[len(PRETRAINED) :])
+        return agent.policy, agent.name, agent.memory_mask, agent.one_pass, agent.selector
     ckpt = load_checkpoint(path)
     name = str(ckpt.get("name") or Path(path).stem)
-    return policy_from_checkpoint(ckpt), name, trained_mask(ckpt.get("config")), False
+    return policy_from_checkpoint(ckpt), name, trained_mask(ckpt.get("config")), False, None
 
 
 def load_search_agent(path: str | Path, budget: int, *, threads: int | None = THREADS) -> Any:
@@ -319,7 +319,7 @@ def load_search_agent(path: str | Path, budget: int, *, threads: int | None = TH
     if budget < 1:
         raise ValueError(f"budget: must be >= 1, got {budget}")
     check_threads(threads)
-    policy, base, mask, _ = _load(path)
+    policy, base, mask, _, _ = _load(path)
     cfg = SearchConfig(budget=budget, memory_mask=mask)
 
     class ThreadedSearch(PolicySearch):
@@ -339,6 +339,7 @@ def load_agent(
     threads: int | None = THREADS,
     one_pass: bool | None = None,
     memory_mask: bool | str | None = None,
+    selector: str | Path | None = None,
 ) -> AgentPlacer:
     """An :class:`~placegym.agents.doppler.placer.AgentPlacer` from a checkpoint written by
     ``placegym train`` (or a shipped agent, ``pretrained:NAME``: :func:`load_policy`),
@@ -349,14 +350,27 @@ def load_agent(
     one-pass decode, no simulator call; None: as a shipped agent's card says (its
     ``one_pass``), else not; a greedy agent loaded otherwise keeps the default.
     ``memory_mask``: decode under this mask instead (e.g. to compare a shipped agent with
-    policies trained under another)."""
-    policy, base, mask, card_one_pass = _load(path)
+    policies trained under another). ``selector``: a saved
+    :class:`~placegym.agents.doppler.selector.ProposalSelector` its one-pass placements go
+    through (a shipped agent keeps its card's unless one is given; with ``one_pass``
+    None, a selector makes it place in one pass)."""
+    from placegym.agents.doppler.selector import load_selector
+
+    policy, base, mask, card_one_pass, shipped = _load(path)
     mask = mask if memory_mask is None else memory_mask
     name = {"greedy": base, "best_of_k": f"{base}-best{k}", "sample": f"{base}-sample"}.get(
         mode, base
     )
     if one_pass is None:
-        one_pass = mode == "greedy" and card_one_pass
+        one_pass = mode == "greedy" and (card_one_pass or selector is not None)
+    chosen = load_selector(selector) if selector is not None else shipped if one_pass else None
     return AgentPlacer(
-        policy, mode=mode, k=k, name=name, memory_mask=mask, threads=threads, one_pass=one_pass
+        policy,
+        mode=mode,
+        k=k,
+        name=name,
+        memory_mask=mask,
+        threads=threads,
+        one_pass=one_pass,
+        selector=chosen,
     )

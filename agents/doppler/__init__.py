@@ -20,6 +20,9 @@
 - :mod:`~placegym.agents.doppler.onepass`: the greedy decode in one pass, without a
   simulator call, its features updated per step (:class:`~placegym.agents.doppler.
   onepass.OnePassDecoder`, :func:`~placegym.agents.doppler.onepass.one_pass_greedy`);
+- :mod:`~placegym.agents.doppler.selector`: the choice, without a simulator call, between
+  the one-pass placement and its hints' placements (:class:`~placegym.agents.doppler.
+  selector.ProposalSelector`);
 - :mod:`~placegym.agents.doppler.search`: inference-time search under a budget of
   simulator calls (:func:`policy_search`, :class:`SearchConfig`, :class:`PolicySearch`);
 - :mod:`~placegym.agents.doppler.hints`: heuristic placements as PLC hints;

@@ -17,17 +17,31 @@ heuristic to follow where none is best everywhere.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+
 import numpy as np
 import torch
 from torch import Tensor
 
 from placegym.agents.doppler._kernels import hint_counts_kernel
+from placegym.envs.analysis.levels import share_costs
+from placegym.envs.analysis.memory import memory_may_bind
+from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
 from placegym.envs.sim.simulator import simulate_makespan
 
-__all__ = ["HINT_FEATURES", "hint_groups", "hint_placements", "hint_quality", "hint_share"]
+__all__ = [
+    "HINT_FEATURES",
+    "hint_groups",
+    "hint_placements",
+    "hint_quality",
+    "hint_share",
+    "plain_hint_placements",
+    "unbounded_memory",
+]
 
 #: Features per hint and device in :func:`hint_share`.
 HINT_FEATURES = 3
@@ -116,3 +130,50 @@ def hint_share(groups: Tensor | None, node: Tensor, placed: Tensor, d: int, hint
     foreign = (count_t - on_dev) / count_t.clamp(min=1)
     has = (placed_mates > 0).to(on_dev.dtype).expand(-1, d, -1)
     return torch.stack([share, foreign, has], dim=-1).reshape(s, d, HINT_FEATURES * hints)
+
+
+def plain_hint_placements(
+    graph: Graph,
+    cluster: Cluster,
+    names: tuple[str, ...],
+    known: Mapping[str, Placement] | None = None,
+) -> list[Placement]:
+    """The hint placements of ``names`` without a simulator call.
+
+    Where memory cannot bind (:func:`~placegym.envs.analysis.memory.memory_may_bind`)
+    they are :func:`~placegym.agents.doppler.hints.hint_placements`' (no teacher
+    simulates there), taken from ``known`` (teacher name to its placement of ``graph``
+    on ``cluster``, e.g. a search's heuristic starts) where it has them. Where memory may
+    bind, a teacher's ``place`` simulates (its reserves, its repair, NEST's memory
+    tables), so each hint is instead the teacher's placement on :func:`unbounded_memory`
+    of the cluster: its plain rule, which no memory rule changes (the same devices,
+    speeds and links; only the memory is larger); ``known`` is not read there.
+    """
+    if names and memory_may_bind(graph, cluster):
+        return hint_placements(graph, unbounded_memory(graph, cluster), names)
+    known = known or {}
+    missing = tuple(n for n in names if n not in known)
+    made = dict(zip(missing, hint_placements(graph, cluster, missing) if missing else []))
+    return [known[n] if n in known else made[n] for n in names]
+
+
+def unbounded_memory(graph: Graph, cluster: Cluster) -> Cluster:
+    """``cluster`` with every device's memory raised to where nothing of ``graph`` can
+    exceed it (twice every parameter and output byte, at least its own memory); devices,
+    speeds and links unchanged. The same object for the same graph and cluster objects
+    (so what is computed from it, e.g. its durations, is computed once)."""
+    return _unbounded(graph, cluster)
+
+
+def _unbounded_memory(graph: Graph, cluster: Cluster) -> Cluster:
+    worst = 2.0 * float(graph.param_bytes.sum() + graph.out_bytes.sum()) + 1.0
+    devices = tuple(
+        dataclasses.replace(d, memory=max(d.memory, worst), memory_reserve=0.0)
+        for d in cluster.devices
+    )
+    out = dataclasses.replace(cluster, devices=devices)
+    share_costs(graph, out, cluster)  # memory is all that differs
+    return out
+
+
+_unbounded = IdentityCache(_unbounded_memory, size=4)

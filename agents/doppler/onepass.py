@@ -78,7 +78,6 @@ step), and policies that do not choose both their SEL and PLC actions.
 from __future__ import annotations
 
 import copy
-import dataclasses
 from bisect import insort
 from collections.abc import Mapping
 from typing import Any
@@ -99,7 +98,7 @@ from placegym.agents.doppler.config import INSERTION_FEATURES, RULE_RTOL
 from placegym.agents.doppler.decoder import decodes_like_episodes
 from placegym.agents.doppler.episodes import greedy_pick
 from placegym.agents.doppler.heads import PARTED_MIN_DEVICES, PartedHead, forward, head_layers
-from placegym.agents.doppler.hints import hint_placements
+from placegym.agents.doppler.hints import plain_hint_placements, unbounded_memory
 from placegym.agents.doppler.inputs import (
     DEVICE_INPUTS,
     PLC_INPUTS,
@@ -112,9 +111,6 @@ from placegym.agents.doppler.inputs import (
 )
 from placegym.agents.doppler.policy import DopplerPolicy
 from placegym.agents.nn.encoder import GraphInputs
-from placegym.envs.analysis.levels import share_costs
-from placegym.envs.analysis.memory import memory_may_bind
-from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
 from placegym.envs.core.placement import Placement
@@ -176,53 +172,6 @@ def check_one_pass(policy: Any) -> None:
                 raise ValueError(f"policy.{entry.flag}: no one-pass decode of {entry.name!r}")
 
 
-def plain_hint_placements(
-    graph: Graph,
-    cluster: Cluster,
-    names: tuple[str, ...],
-    known: Mapping[str, Placement] | None = None,
-) -> list[Placement]:
-    """The hint placements of ``names`` without a simulator call.
-
-    Where memory cannot bind (:func:`~placegym.envs.analysis.memory.memory_may_bind`)
-    they are :func:`~placegym.agents.doppler.hints.hint_placements`' (no teacher
-    simulates there), taken from ``known`` (teacher name to its placement of ``graph``
-    on ``cluster``, e.g. a search's heuristic starts) where it has them. Where memory may
-    bind, a teacher's ``place`` simulates (its reserves, its repair, NEST's memory
-    tables), so each hint is instead the teacher's placement on :func:`unbounded_memory`
-    of the cluster: its plain rule, which no memory rule changes (the same devices,
-    speeds and links; only the memory is larger); ``known`` is not read there.
-    """
-    if names and memory_may_bind(graph, cluster):
-        return hint_placements(graph, unbounded_memory(graph, cluster), names)
-    known = known or {}
-    missing = tuple(n for n in names if n not in known)
-    made = dict(zip(missing, hint_placements(graph, cluster, missing) if missing else []))
-    return [known[n] if n in known else made[n] for n in names]
-
-
-def unbounded_memory(graph: Graph, cluster: Cluster) -> Cluster:
-    """``cluster`` with every device's memory raised to where nothing of ``graph`` can
-    exceed it (twice every parameter and output byte, at least its own memory); devices,
-    speeds and links unchanged. The same object for the same graph and cluster objects
-    (so what is computed from it, e.g. its durations, is computed once)."""
-    return _unbounded(graph, cluster)
-
-
-def _unbounded_memory(graph: Graph, cluster: Cluster) -> Cluster:
-    worst = 2.0 * float(graph.param_bytes.sum() + graph.out_bytes.sum()) + 1.0
-    devices = tuple(
-        dataclasses.replace(d, memory=max(d.memory, worst), memory_reserve=0.0)
-        for d in cluster.devices
-    )
-    out = dataclasses.replace(cluster, devices=devices)
-    share_costs(graph, out, cluster)  # memory is all that differs
-    return out
-
-
-_unbounded = IdentityCache(_unbounded_memory, size=4)
-
-
 def one_pass_inputs(
     policy: DopplerPolicy,
     obs: dict[str, Any],
@@ -233,9 +182,12 @@ def one_pass_inputs(
     """:func:`~placegym.agents.doppler.inputs.graph_inputs` with the hints of
     :func:`plain_hint_placements` (``known``: teachers' placements already made): the
     same inputs where memory cannot bind, and no simulator call anywhere."""
-    hints = policy.config.hints
-    plain = plain_hint_placements(graph, cluster, tuple(hints), known) if hints else None
+    plain = _plain(graph, cluster, policy.config.hints, known)
     return graph_inputs(policy, obs, graph, cluster, hint_placements=plain)
+
+
+def _plain(graph: Graph, cluster: Cluster, names: Any, known: Any) -> list[Placement] | None:
+    return plain_hint_placements(graph, cluster, tuple(names), known) if names else None
 
 
 def _plc_columns(config: Any) -> dict[str, int]:
@@ -289,9 +241,13 @@ class OnePassDecoder:
         self.memory_mask = memory_mask
         n, e = graph.num_nodes, graph.num_edges
         self._observer = ObservationBuilder(graph, cluster, max(n, 1), e)
+        #: the hints' placements it read, by name (where it built its inputs)
+        self.hints: dict[str, Placement] = {}
         if inputs is None:
             obs = self._observer.observe(np.zeros(1, dtype=bool), 0)
-            inputs = one_pass_inputs(policy, obs, graph, cluster, known)
+            plain = _plain(graph, cluster, policy.config.hints, known)
+            self.hints = dict(zip(policy.config.hints, plain or ()))
+            inputs = graph_inputs(policy, obs, graph, cluster, hint_placements=plain)
         self.inputs = inputs
         with torch.inference_mode():
             self.enc = policy.encode(inputs)

@@ -49,6 +49,7 @@ from placegym.agents.doppler.decoder import (
 from placegym.agents.doppler.episodes import EpisodeRecord, play_episodes
 from placegym.agents.doppler.onepass import check_one_pass, one_pass_greedy
 from placegym.agents.doppler.policy import DopplerPolicy
+from placegym.agents.doppler.selector import ProposalSelector, check_selector, one_pass_select
 from placegym.agents.nn.encoder import GraphInputs
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, load_cluster
 from placegym.envs.core.cache import IdentityCache
@@ -180,11 +181,17 @@ class AgentPlacer:
             at all, so neither raised reserves nor a repair; the policy's greedy
             placement under ``memory_mask``, which may be over memory where memory binds
             (where it cannot, the same placement as without the option).
+        selector: (``one_pass`` only) a :class:`~placegym.agents.doppler.selector.
+            ProposalSelector` that keeps the policy's placement or one of its hints'
+            (:func:`~placegym.agents.doppler.selector.one_pass_select`, no simulator call
+            either); :attr:`last_choice` names the hint taken by the last placement (None:
+            the policy's own).
 
     Raises:
         ValueError: an unknown mode or mask, ``k`` < 1 or ``threads`` < 1; ``one_pass``
             with another mode or a policy it cannot decode
-            (:func:`~placegym.agents.doppler.onepass.check_one_pass`).
+            (:func:`~placegym.agents.doppler.onepass.check_one_pass`); a selector without
+            ``one_pass`` or scoring a hint the policy does not read.
     """
 
     def __init__(
@@ -197,6 +204,7 @@ class AgentPlacer:
         memory_mask: bool | str = True,
         threads: int | None = THREADS,
         one_pass: bool = False,
+        selector: ProposalSelector | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
@@ -207,7 +215,12 @@ class AgentPlacer:
             if mode != "greedy":
                 raise ValueError(f"one_pass: decodes the greedy mode only, got mode={mode!r}")
             check_one_pass(policy)
-        self.one_pass = bool(one_pass)
+        if selector is not None:
+            if not one_pass:
+                raise ValueError("selector: chooses among one-pass proposals; needs one_pass=True")
+            check_selector(selector, policy)
+        self.one_pass, self.selector = bool(one_pass), selector
+        self.last_choice: str | None = None
         self.policy, self.mode, self.k, self.name = policy.eval(), mode, k, name
         self.memory_mask, self.threads = memory_mask, check_threads(threads)
         self._pool = EnvPool(memory_mask=memory_mask)
@@ -217,6 +230,11 @@ class AgentPlacer:
         :attr:`threads` torch threads."""
         cluster = load_cluster(cluster)
         with torch_threads(self.threads):
+            if self.one_pass and self.selector is not None:
+                self.last_choice, placement = one_pass_select(
+                    self.policy, self.selector, graph, cluster, self.memory_mask
+                )
+                return placement
             if self.one_pass:
                 return one_pass_greedy(self.policy, graph, cluster, self.memory_mask)
             return make_feasible(graph, cluster, self._place(graph, cluster, seed))

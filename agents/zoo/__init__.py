@@ -15,7 +15,10 @@ Each agent is a folder of this package, ``agents/zoo/<name>/`` (package data), h
                                 "feasible": true}, ...},
      "summary": {...}, "one_pass": true}
 
-(``one_pass``, optional: the agent places by the one-pass decode unless told otherwise.)
+(``one_pass``, optional: the agent places by the one-pass decode unless told otherwise;
+``selector``, optional: the file, in the folder, of the
+:class:`~placegym.agents.doppler.selector.ProposalSelector` its one-pass placements go
+through.)
 
 ``results`` are the greedy makespans the agent gets on every instance of
 ``evaluated_on`` (recorded by ``python -m placegym.train.experiments.zoo``); a test
@@ -45,6 +48,7 @@ import torch
 
 from placegym.agents.doppler import DopplerPolicy, PolicyConfig
 from placegym.agents.doppler.placer import THREADS, AgentPlacer, check_threads, trained_mask
+from placegym.agents.doppler.selector import ProposalSelector, load_selector
 
 __all__ = [
     "CARD_FORMAT",
@@ -76,6 +80,7 @@ class Pretrained(AgentPlacer):
             setting); the caller's count is restored after each placement.
         one_pass: place by the one-pass decode, no simulator call
             (:class:`~placegym.agents.doppler.placer.AgentPlacer`'s ``one_pass``).
+        selector: the proposal selector of its one-pass placements (``one_pass`` only).
 
     Attributes:
         card: the card (module docstring).
@@ -89,9 +94,17 @@ class Pretrained(AgentPlacer):
         *,
         threads: int | None = THREADS,
         one_pass: bool = False,
+        selector: ProposalSelector | None = None,
     ) -> None:
         mask = trained_mask(card.get("config"))
-        super().__init__(policy, name=name, memory_mask=mask, threads=threads, one_pass=one_pass)
+        super().__init__(
+            policy,
+            name=name,
+            memory_mask=mask,
+            threads=threads,
+            one_pass=one_pass,
+            selector=selector,
+        )
         self.card = card
 
     @property
@@ -120,7 +133,8 @@ def pretrained(
     under the memory mask it was trained under, its card attached (:class:`Pretrained`),
     placing with ``threads`` torch threads (default 1; None: the process's setting);
     with ``one_pass``, by the one-pass decode (no simulator call, no repair; agents
-    that read lookahead prices refuse it). ``one_pass=None`` takes the card's
+    that read lookahead prices refuse it), through the card's ``selector`` if it names
+    one. ``one_pass=None`` takes the card's
     ``"one_pass"`` (an agent made to place in one pass, e.g. ``onepass-v1``, says true),
     else False.
 
@@ -143,7 +157,10 @@ def pretrained(
     policy.load_state_dict(data["policy"])
     if one_pass is None:
         one_pass = bool(card.get("one_pass", False))
-    return Pretrained(name, policy, card, threads=threads, one_pass=one_pass)
+    selector = None
+    if one_pass and card.get("selector"):
+        selector = load_selector(folder / card["selector"])
+    return Pretrained(name, policy, card, threads=threads, one_pass=one_pass, selector=selector)
 
 
 def load_policy_file(path: Path) -> dict[str, Any]:

@@ -177,12 +177,15 @@ def run_seed(
     splits: Sequence[tuple[str, str]] = SPLITS,
     budget: int = BUDGET,
     memory_mask: str | None = None,
+    selector: str | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of ``checkpoint`` (a training run's checkpoint or ``pretrained:NAME``) with
     searches of ``budget`` calls seeded ``seed``, on every instance of ``splits`` not yet
     in ``path`` for that seed (appended as each is done), and the baselines of every
     instance there into ``baselines_path``; returns the new rows. ``memory_mask``: decode
-    under this mask instead of the policy's training mask."""
+    under this mask instead of the policy's training mask; ``selector``: a saved
+    :class:`~placegym.agents.doppler.selector.ProposalSelector` the greedy placement goes
+    through (a shipped agent's card's by default), the hint it took in ``chosen``."""
     from placegym.agents.doppler.onepass import one_pass_greedy
     from placegym.agents.doppler.placer import torch_threads
     from placegym.train.evaluate import load_agent
@@ -193,7 +196,7 @@ def run_seed(
 
     path.parent.mkdir(parents=True, exist_ok=True)
     done = {(r["instance"], r["seed"]) for r in read_rows(path)} if path.is_file() else set()
-    agent = load_agent(checkpoint, threads=1, memory_mask=memory_mask)
+    agent = load_agent(checkpoint, threads=1, memory_mask=memory_mask, selector=selector)
     searches = {**SEARCH_PLACERS, "warm": warm_anneal(agent, threads=1)}
     new = []
     with patched():
@@ -208,7 +211,10 @@ def run_seed(
                 ref = unit(cp)
                 t0 = time.perf_counter()
                 with counting() as calls, torch_threads(1):
-                    placement = one_pass_greedy(agent.policy, g, c, agent.memory_mask)
+                    if agent.selector is None:
+                        placement = one_pass_greedy(agent.policy, g, c, agent.memory_mask)
+                    else:
+                        placement = agent.place(g, c)
                 seconds = time.perf_counter() - t0
                 if calls.calls:
                     raise RuntimeError(f"{name}: the one-pass decode made {calls.calls} calls")
@@ -227,6 +233,8 @@ def run_seed(
                     "greedy_calls": calls.calls,
                     "budget": budget,
                 }
+                if agent.selector is not None:
+                    row["chosen"] = agent.last_choice
                 for key in SEARCHES:
                     trace = Trace(budget)
                     t0 = time.perf_counter()
@@ -455,6 +463,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=MEMORY_MASKS,
         help="decode under this mask (default: the policy's training mask)",
     )
+    r.add_argument(
+        "--selector", help="a saved proposal selector the greedy placement goes through"
+    )
     t = sub.add_parser("table", help="print the tables from the stored rows and baselines")
     for q in (r, t):
         q.add_argument("--rows", type=Path, default=ROWS, help=f"rows file (default {ROWS})")
@@ -464,7 +475,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.cmd == "run":
         rows = run_seed(
-            args.checkpoint, args.seed, args.rows, args.baselines, memory_mask=args.memory_mask
+            args.checkpoint,
+            args.seed,
+            args.rows,
+            args.baselines,
+            memory_mask=args.memory_mask,
+            selector=args.selector,
         )
         print(f"{len(rows)} new rows in {args.rows}")
         return 0

@@ -94,6 +94,7 @@ def warm_anneal(agent: AgentPlacer, threads: int | None = 1) -> SearchFunction:
     """:func:`agent_anneal_placer`'s search for a loaded agent (its policy and its mask)."""
     from placegym.agents.doppler.onepass import check_one_pass, one_pass_greedy
     from placegym.agents.doppler.placer import torch_threads
+    from placegym.agents.doppler.selector import one_pass_select
 
     try:
         check_one_pass(agent.policy)
@@ -106,6 +107,9 @@ def warm_anneal(agent: AgentPlacer, threads: int | None = 1) -> SearchFunction:
             if not one_pass:
                 return [agent.place(g, c, seed)]
             with torch_threads(threads):  # the starts are its hints where memory cannot bind
+                if agent.selector is not None:
+                    args = (agent.policy, agent.selector, g, c, agent.memory_mask)
+                    return [one_pass_select(*args, known=starts)[1]]
                 return [one_pass_greedy(agent.policy, g, c, agent.memory_mask, known=starts)]
 
         return anneal_search(graph, cluster, budget, seed, trace, proposals=proposals)

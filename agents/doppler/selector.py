@@ -1,0 +1,403 @@
+"""Choosing among a one-pass agent's proposals without a simulator.
+
+A one-pass agent computes its hints' placements (NEST, METIS, HEFT, critical_path:
+``PolicyConfig.hints``) for its inputs anyway; on many instances one of them is faster
+than the agent's own greedy placement, and which one depends on the instance (NEST and
+METIS where communication dominates, HEFT or critical_path where it does not). A
+:class:`ProposalSelector` learns that choice: it predicts, from summaries computed
+without a simulator, the log makespan ratio of each proposal to the agent's own
+placement, and :func:`choose` keeps the agent's placement unless a proposal is predicted
+faster by more than the selector's ``margin``.
+
+**The summaries** (no simulator call; ``n`` nodes, ``E`` edges, ``D`` devices):
+
+- :func:`placement_summary` of a whole placement, ``O(n log n + E + D²)``: the list
+  schedule's estimated makespan (the nodes in the placement's priority order as they
+  become ready, each at the later of its device's last finish and its inputs' arrival,
+  one copy per output and destination device at the channel's latency and bandwidth,
+  no contention), the busiest device's compute, the total, busiest-channel, busiest
+  egress and busiest ingress copy time, the share of devices used and the largest
+  resident share of a device's memory (:data:`PLACEMENT_FIELDS`);
+- :func:`instance_summary` of the graph and cluster, ``O(n · D + E + D²)``
+  (:data:`INSTANCE_FIELDS`).
+
+:func:`proposal_features` puts them together, relative to the agent's own placement
+(ratios, differences and both sides), with the proposal's name one-hot.
+
+**Memory.** Where memory may bind
+(:func:`~placegym.envs.analysis.memory.memory_may_bind`) the hints are their rules'
+placements on a cluster whose memory cannot bind
+(:func:`~placegym.agents.doppler.onepass.plain_hint_placements`), so they may not fit.
+A proposal is then taken only if it passes the test the agent's own placement passes by
+construction: replayed in its priority order through a
+:class:`~placegym.envs.mdp.state.PlacementState` under the agent's memory mask, every
+node's device is legal when it is placed (:func:`fits_mask`, the cost of a decode's
+masks). The chosen placement carries the mask's recompute set, as the agent's does.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from placegym.envs import Cluster, Graph, Placement
+from placegym.envs.analysis.levels import step_costs
+from placegym.envs.analysis.memory import memory_may_bind
+from placegym.envs.mdp.state import PlacementState
+
+__all__ = [
+    "INSTANCE_FIELDS",
+    "PLACEMENT_FIELDS",
+    "SELECTOR_FORMAT",
+    "ProposalSelector",
+    "check_selector",
+    "choose",
+    "fits_mask",
+    "instance_summary",
+    "load_selector",
+    "one_pass_select",
+    "placement_summary",
+    "proposal_features",
+    "save_selector",
+]
+
+#: The fields of :func:`placement_summary`, in order.
+PLACEMENT_FIELDS = ("estimate", "load", "comm", "channel", "egress", "ingress", "used", "resident")
+#: The fields of :func:`instance_summary`, in order.
+INSTANCE_FIELDS = (
+    "log_nodes",
+    "log_devices",
+    "log_ccr",
+    "link_levels",
+    "device_speeds",
+    "memory_may_bind",
+    "log_memory_share",
+    "edges_per_node",
+)
+_TINY = 1e-30
+
+
+def placement_summary(graph: Graph, cluster: Cluster, placement: Placement) -> np.ndarray:
+    """``(len(PLACEMENT_FIELDS),)`` summary of ``placement`` (module docstring): the list
+    schedule's estimated makespan, the busiest device's compute seconds, the copies'
+    total, busiest-channel, busiest-egress and busiest-ingress seconds, the share of
+    devices used and the largest resident-bytes share of a device's memory."""
+    costs = step_costs(graph, cluster)
+    n, d = graph.num_nodes, cluster.num_devices
+    dev = np.asarray(placement.device, dtype=np.int64)
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.asarray(placement.order)] = np.arange(n)
+    dur = costs.duration[np.arange(n), dev]
+    load = np.bincount(dev, weights=dur, minlength=d)
+    out = graph.out_bytes
+    lat, inv_bw = costs.latency, costs.inv_bandwidth
+    cptr, cidx = graph.consumer_csr
+    # one copy per output and destination device (the simulator's rule)
+    src = np.repeat(np.arange(n), np.diff(cptr))
+    pairs = np.unique(np.stack([src, dev[cidx]], axis=1).reshape(-1, 2), axis=0).astype(np.int64)
+    pairs = pairs[dev[pairs[:, 0]] != pairs[:, 1]]
+    a, b = dev[pairs[:, 0]], pairs[:, 1]
+    channel = np.zeros((d, d))
+    np.add.at(channel, (a, b), lat[a, b] + out[pairs[:, 0]] * inv_bw[a, b])
+    finish = _list_schedule(costs, dev, rank, dur, out, d)
+    resident = np.bincount(dev, weights=graph.param_bytes, minlength=d) / cluster.memory
+    return np.array(
+        [
+            float(finish.max()) if n else 0.0,
+            float(load.max()),
+            float(channel.sum()),
+            float(channel.max()),
+            float(channel.sum(1).max()),
+            float(channel.sum(0).max()),
+            len(np.unique(dev)) / d,
+            float(resident.max()),
+        ]
+    )
+
+
+def _list_schedule(
+    costs: Any, dev: np.ndarray, rank: np.ndarray, dur: np.ndarray, out: np.ndarray, d: int
+) -> np.ndarray:
+    """Finish per node of the list schedule of :func:`placement_summary`."""
+    preds, succs = costs.predecessors, costs.successors
+    lat, inv_bw = costs.latency.tolist(), costs.inv_bandwidth.tolist()
+    dv, dr, ob = dev.tolist(), dur.tolist(), out.tolist()
+    waiting = [len(p) for p in preds]
+    finish = [0.0] * len(dv)
+    free = [0.0] * d
+    heap = [(int(rank[v]), v) for v in range(len(dv)) if not waiting[v]]
+    heapq.heapify(heap)
+    while heap:
+        _, v = heapq.heappop(heap)
+        dd, ready = dv[v], 0.0
+        for u in preds[v]:
+            a = dv[u]
+            t = finish[u] if a == dd else finish[u] + lat[a][dd] + ob[u] * inv_bw[a][dd]
+            if t > ready:
+                ready = t
+        finish[v] = max(ready, free[dd]) + dr[v]
+        free[dd] = finish[v]
+        for w in succs[v]:
+            waiting[w] -= 1
+            if not waiting[w]:
+                heapq.heappush(heap, (int(rank[w]), w))
+    return np.asarray(finish)
+
+
+def instance_summary(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """``(len(INSTANCE_FIELDS),)`` summary of the instance: log nodes and devices, log of
+    the mean copy time over the mean compute time, the distinct channel bandwidths and
+    device speeds, whether memory may bind, log of all parameter and output bytes over
+    all memory, and edges per node."""
+    costs = step_costs(graph, cluster)
+    n, d = graph.num_nodes, cluster.num_devices
+    mean_dur = float(costs.duration.mean()) if n else 0.0
+    off = ~np.eye(d, dtype=bool)
+    inv_bw = costs.inv_bandwidth[off]
+    mean_comm = float(graph.out_bytes.mean() * inv_bw.mean()) if n else 0.0
+    levels = len(np.unique(np.round(np.log(inv_bw + _TINY), 3)))
+    speeds = np.unique(np.round(costs.duration.mean(0) / max(mean_dur, _TINY), 3))
+    share = float(graph.param_bytes.sum() + graph.out_bytes.sum()) / float(cluster.memory.sum())
+    return np.array(
+        [
+            math.log(max(n, 1)),
+            math.log(d),
+            math.log(mean_comm / max(mean_dur, _TINY) + 1e-9),
+            float(levels),
+            float(len(speeds)),
+            float(memory_may_bind(graph, cluster)),
+            math.log(share + 1e-9),
+            graph.num_edges / max(n, 1),
+        ]
+    )
+
+
+def proposal_features(
+    own: np.ndarray, proposal: np.ndarray, name_index: int, names: int, instance: np.ndarray
+) -> np.ndarray:
+    """The selector's input for one proposal: its :func:`placement_summary` relative to
+    the agent's own (``own``), the proposal's name one-hot (``name_index`` of
+    ``names``) and the :func:`instance_summary`."""
+    e = max(own[0], _TINY)
+    p, o = proposal, own
+    rel = [
+        math.log(max(p[0], _TINY) / e),
+        math.log(max(p[1], _TINY) / max(o[1], _TINY)),
+        (p[2] - o[2]) / e,
+        p[3] / e,
+        o[3] / e,
+        p[4] / e,
+        o[4] / e,
+        p[5] / e,
+        o[5] / e,
+        math.log(max(p[1], _TINY) / max(p[0], _TINY)),
+        math.log(max(o[1], _TINY) / e),
+        p[6],
+        o[6],
+        p[7],
+        o[7],
+        p[2] / e,
+        o[2] / e,
+    ]
+    onehot = np.zeros(names)
+    onehot[name_index] = 1.0
+    return np.concatenate([np.asarray(rel), onehot, instance]).astype(np.float32)
+
+
+#: Width of :func:`proposal_features` without the one-hot.
+FEATURES = 17 + len(INSTANCE_FIELDS)
+
+
+class ProposalSelector(nn.Module):
+    """Predicts each proposal's log makespan ratio to the agent's own placement.
+
+    Args:
+        names: the proposals it scores, by hint name, in order.
+        hidden: width of its two hidden layers.
+        margin: :func:`choose` takes a proposal only if its prediction is below
+            ``-margin`` (a log ratio: 0.02 is about 2% faster).
+
+    Raises:
+        ValueError: no names, a repeated name, ``hidden`` < 1 or a negative margin.
+    """
+
+    def __init__(self, names: Sequence[str], hidden: int = 64, margin: float = 0.02) -> None:
+        super().__init__()
+        names = tuple(names)
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"names: expected distinct hint names, got {list(names)!r}")
+        if hidden < 1:
+            raise ValueError(f"hidden: must be >= 1, got {hidden}")
+        if not margin >= 0:
+            raise ValueError(f"margin: must be >= 0, got {margin}")
+        self.names, self.hidden, self.margin = names, int(hidden), float(margin)
+        width = FEATURES + len(names)
+        self.mean: torch.Tensor
+        self.scale: torch.Tensor
+        self.register_buffer("mean", torch.zeros(width))
+        self.register_buffer("scale", torch.ones(width))
+        self.net = nn.Sequential(
+            nn.Linear(width, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, 1),
+        )
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """``(k,)`` predicted log ratios of ``(k, width)`` features."""
+        return self.net((features - self.mean) / self.scale).squeeze(-1)
+
+    def set_scaling(self, features: np.ndarray) -> None:
+        """Standardise inputs by the mean and spread of ``features`` (a training set)."""
+        self.mean.copy_(torch.as_tensor(features.mean(0), dtype=torch.float32))
+        self.scale.copy_(torch.as_tensor(features.std(0) + 1e-6, dtype=torch.float32))
+
+    def features(
+        self,
+        graph: Graph,
+        cluster: Cluster,
+        own: Placement,
+        proposals: Mapping[str, Placement],
+    ) -> np.ndarray:
+        """``(len(names), width)`` inputs for ``proposals`` (name to placement; every
+        name of :attr:`names`)."""
+        missing = [n for n in self.names if n not in proposals]
+        if missing:
+            raise ValueError(f"proposals: missing {missing} (the selector scores {self.names})")
+        inst = instance_summary(graph, cluster)
+        mine = placement_summary(graph, cluster, own)
+        return np.stack(
+            [
+                proposal_features(
+                    mine,
+                    placement_summary(graph, cluster, proposals[n]),
+                    i,
+                    len(self.names),
+                    inst,
+                )
+                for i, n in enumerate(self.names)
+            ]
+        )
+
+    def spec(self) -> dict[str, Any]:
+        """What rebuilds it: ``names``, ``hidden``, ``margin``."""
+        return {"names": list(self.names), "hidden": self.hidden, "margin": self.margin}
+
+
+def fits_mask(
+    graph: Graph, cluster: Cluster, placement: Placement, memory_mask: bool | str
+) -> Placement | None:
+    """``placement`` replayed under ``memory_mask`` (module docstring), with the mask's
+    recompute set; None where some node's device is not legal when it is placed."""
+    state = PlacementState(graph, cluster, memory_mask=memory_mask)
+    dev = np.asarray(placement.device)
+    rank = np.empty(graph.num_nodes, dtype=np.int64)
+    rank[np.asarray(placement.order)] = np.arange(graph.num_nodes)
+    waiting = graph.in_degree.tolist()
+    succs = state.costs.successors
+    heap = [(int(rank[v]), v) for v in range(graph.num_nodes) if not waiting[v]]
+    heapq.heapify(heap)
+    while heap:
+        _, v = heapq.heappop(heap)
+        state.select(v, checked=False)
+        d = int(dev[v])
+        if not state.place_mask(v)[d]:
+            return None
+        state.place(d, checked=False)
+        for w in succs[v]:
+            waiting[w] -= 1
+            if not waiting[w]:
+                heapq.heappush(heap, (int(rank[w]), w))
+    return state.to_placement()
+
+
+@torch.inference_mode()
+def choose(
+    selector: ProposalSelector,
+    graph: Graph,
+    cluster: Cluster,
+    own: Placement,
+    proposals: Mapping[str, Placement],
+    memory_mask: bool | str = True,
+) -> tuple[str | None, Placement]:
+    """The placement to keep: ``(None, own)``, or ``(name, proposal)`` for the proposal
+    of least prediction below ``-selector.margin`` that passes :func:`fits_mask` where
+    memory may bind (the next one where it does not pass). No simulator call."""
+    pred = selector(torch.as_tensor(selector.features(graph, cluster, own, proposals)))
+    bound = memory_may_bind(graph, cluster)
+    for i in np.argsort(pred.numpy(), kind="stable").tolist():
+        if float(pred[i]) >= -selector.margin:
+            break
+        name = selector.names[i]
+        chosen: Placement | None = proposals[name]
+        if bound:
+            chosen = fits_mask(graph, cluster, proposals[name], memory_mask)
+        if chosen is not None:
+            return name, chosen
+    return None, own
+
+
+def one_pass_select(
+    policy: Any,
+    selector: ProposalSelector,
+    graph: Graph,
+    cluster: Cluster,
+    memory_mask: bool | str = True,
+    known: Mapping[str, Placement] | None = None,
+) -> tuple[str | None, Placement]:
+    """The policy's one-pass greedy placement
+    (:class:`~placegym.agents.doppler.onepass.OnePassDecoder`) or the hint placement
+    :func:`choose` prefers to it, with the hint's name (None: the policy's own); no
+    simulator call. ``known``: teachers' placements already made, as the decoder reads
+    them.
+
+    Raises:
+        ValueError: a selector scoring a hint the policy does not read, naming it.
+    """
+    from placegym.agents.doppler.onepass import OnePassDecoder
+
+    check_selector(selector, policy)
+    dec = OnePassDecoder(policy, graph, cluster, memory_mask, known=known)
+    return choose(selector, graph, cluster, dec.greedy(), dec.hints, memory_mask)
+
+
+def check_selector(selector: ProposalSelector, policy: Any) -> None:
+    """Raise ``ValueError`` unless ``policy`` reads every hint ``selector`` scores."""
+    missing = [n for n in selector.names if n not in policy.config.hints]
+    if missing:
+        raise ValueError(
+            f"selector: scores hints {missing} the policy does not read "
+            f"(policy.hints={list(policy.config.hints)})"
+        )
+
+
+#: The format tag of a saved selector.
+SELECTOR_FORMAT = "placegym.proposal-selector/v1"
+
+
+def save_selector(selector: ProposalSelector, path: str | Path) -> None:
+    """Write ``selector`` (its :meth:`~ProposalSelector.spec` and weights) to ``path``."""
+    blob = {"format": SELECTOR_FORMAT, "spec": selector.spec(), "state": selector.state_dict()}
+    torch.save(blob, path)
+
+
+def load_selector(path: str | Path) -> ProposalSelector:
+    """The selector :func:`save_selector` wrote to ``path`` (``weights_only`` load).
+
+    Raises:
+        ValueError: a file of another format, naming it.
+    """
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(blob, dict) or blob.get("format") != SELECTOR_FORMAT:
+        raise ValueError(f"{path}: format: expected {SELECTOR_FORMAT!r}")
+    selector = ProposalSelector(**blob["spec"])
+    selector.load_state_dict(blob["state"])
+    return selector.eval()

@@ -1,0 +1,209 @@
+"""The proposal selector of a one-pass agent (:mod:`placegym.agents.doppler.selector`)
+and its training (:mod:`placegym.train.selector`): the summaries on a case solved by
+hand, the choice rule, the memory replay, no simulator call, and the files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from simcases import fork_join, graph, unit_cluster
+
+from placegym.agents.doppler.onepass import one_pass_greedy
+from placegym.agents.doppler.placer import AgentPlacer
+from placegym.agents.doppler.selector import (
+    INSTANCE_FIELDS,
+    PLACEMENT_FIELDS,
+    ProposalSelector,
+    choose,
+    fits_mask,
+    instance_summary,
+    load_selector,
+    one_pass_select,
+    placement_summary,
+    save_selector,
+)
+from placegym.agents.zoo import pretrained
+from placegym.envs import Placement, simulate
+from placegym.envs.suites import get_suite
+from placegym.train.harness.calls import counting, patched
+from placegym.train.selector import CLIP, collect, fit_selector, selection_report
+
+HINTS = ("nest", "metis", "heft", "critical_path")
+
+
+class Fixed(torch.nn.Module):
+    """A network that predicts the given log ratio for each proposal, whatever its input."""
+
+    def __init__(self, values):
+        super().__init__()
+        self.values = torch.tensor(values, dtype=torch.float32)
+
+    def forward(self, x):
+        return self.values[: len(x), None]
+
+
+def fixed(names, values, margin=0.02):
+    sel = ProposalSelector(names, margin=margin)
+    sel.net = Fixed(values)
+    return sel
+
+
+def split_fork_join():
+    """fork_join's 0, 1, 2 and 5 on device 0, its 3 and 4 on device 1, in id order."""
+    return Placement(device=np.array([0, 0, 0, 1, 1, 0]), order=np.arange(6))
+
+
+def test_the_placement_summary_of_a_case_solved_by_hand():
+    g, c = fork_join(), unit_cluster(2)
+    s = dict(zip(PLACEMENT_FIELDS, placement_summary(g, c, split_fork_join()).tolist()))
+    # device 0: 0 [0, 1), 1 [1, 3), 2 [3, 5); device 1: 3 from 1.5 (0's copy of 0.5
+    # bytes at 1 B/s), 4 [3.5, 5.5); 5 waits for 4's copy: [6, 7)
+    assert s["estimate"] == 7.0
+    assert s["estimate"] == simulate(g, c, split_fork_join()).makespan  # no contention here
+    assert s["load"] == 6.0  # device 0: 1 + 2 + 2 + 1
+    # one copy of 0's output to device 1 (read by 3 and 4), 3's and 4's back to device 0
+    assert s["comm"] == 1.5 and s["channel"] == 1.0
+    assert s["egress"] == 1.0 and s["ingress"] == 1.0
+    assert s["used"] == 1.0 and s["resident"] == 0.0
+    one = Placement(device=np.zeros(6, dtype=np.int64), order=np.arange(6))
+    s1 = dict(zip(PLACEMENT_FIELDS, placement_summary(g, c, one).tolist()))
+    assert s1["estimate"] == 10.0 and s1["comm"] == 0.0 and s1["used"] == 0.5
+
+
+def test_the_instance_summary():
+    g, c = fork_join(), unit_cluster(2)
+    s = dict(zip(INSTANCE_FIELDS, instance_summary(g, c).tolist()))
+    assert s["log_nodes"] == pytest.approx(np.log(6)) and s["log_devices"] == pytest.approx(
+        np.log(2)
+    )
+    assert s["link_levels"] == 1.0 and s["device_speeds"] == 1.0
+    assert s["memory_may_bind"] == 0.0 and s["edges_per_node"] == pytest.approx(8 / 6)
+
+
+def tight():
+    """Two independent nodes of 60 parameter bytes on two devices of 100 bytes."""
+    return graph([1.0, 1.0], [], param_bytes=[60.0, 60.0]), unit_cluster(2, memory=100.0)
+
+
+def test_the_replay_refuses_a_placement_the_mask_would_not_make():
+    g, c = tight()
+    both = Placement(device=np.array([0, 0]), order=np.array([0, 1]))
+    apart = Placement(device=np.array([0, 1]), order=np.array([0, 1]))
+    assert fits_mask(g, c, both, True) is None
+    kept = fits_mask(g, c, apart, True)
+    assert kept is not None and kept.device.tolist() == [0, 1]
+
+
+def test_the_choice_keeps_its_own_unless_a_proposal_clears_the_margin():
+    g, c = fork_join(), unit_cluster(2)
+    own = split_fork_join()
+    a = Placement(device=np.zeros(6, dtype=np.int64), order=np.arange(6))
+    b = Placement(device=np.ones(6, dtype=np.int64), order=np.arange(6))
+    props = {"a": a, "b": b}
+    assert choose(fixed(("a", "b"), [-0.01, 0.3]), g, c, own, props) == (None, own)
+    name, got = choose(fixed(("a", "b"), [-0.05, -0.2]), g, c, own, props)
+    assert name == "b" and got is b
+    assert choose(fixed(("a", "b"), [-0.05, -0.2], margin=0.5), g, c, own, props)[0] is None
+
+
+def test_where_memory_binds_a_proposal_over_it_is_passed_over():
+    g, c = tight()
+    own = Placement(device=np.array([1, 0]), order=np.array([0, 1]))
+    props = {
+        "both": Placement(device=np.array([0, 0]), order=np.array([0, 1])),
+        "apart": Placement(device=np.array([0, 1]), order=np.array([0, 1])),
+    }
+    name, got = choose(fixed(("both", "apart"), [-0.4, -0.1]), g, c, own, props, True)
+    assert name == "apart" and got.device.tolist() == [0, 1]
+    name, got = choose(fixed(("both", "apart"), [-0.4, 0.1]), g, c, own, props, True)
+    assert name is None and got is own
+
+
+def test_bad_selectors_and_files_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="names: expected distinct"):
+        ProposalSelector(["heft", "heft"])
+    with pytest.raises(ValueError, match="hidden: must be >= 1"):
+        ProposalSelector(["heft"], hidden=0)
+    with pytest.raises(ValueError, match="margin: must be >= 0"):
+        ProposalSelector(["heft"], margin=-0.1)
+    g, c = fork_join(), unit_cluster(2)
+    with pytest.raises(ValueError, match=r"proposals: missing \['b'\]"):
+        fixed(("a", "b"), [0.0, 0.0]).features(g, c, split_fork_join(), {"a": split_fork_join()})
+    bad = tmp_path / "bad.pt"
+    torch.save({"format": "other"}, bad)
+    with pytest.raises(ValueError, match="format: expected"):
+        load_selector(bad)
+
+
+def test_a_saved_selector_loads_with_the_same_predictions(tmp_path):
+    sel = ProposalSelector(HINTS, hidden=8, margin=0.03)
+    x = torch.randn(4, sel.mean.numel())
+    save_selector(sel, tmp_path / "s.pt")
+    back = load_selector(tmp_path / "s.pt")
+    assert back.spec() == {"names": list(HINTS), "hidden": 8, "margin": 0.03}
+    assert torch.equal(back(x), sel(x))
+
+
+@pytest.fixture(scope="module")
+def agent():
+    return pretrained("onepass-v1")
+
+
+@pytest.fixture(scope="module")
+def instance():
+    return get_suite("generalize-v0").instance("random_dag-64-s0@p100x4")
+
+
+def test_the_one_pass_choice_makes_no_simulator_call(agent, instance):
+    g, c = instance.graph, instance.cluster
+    own = one_pass_greedy(agent.policy, g, c, agent.memory_mask)
+    with patched(), counting() as calls:
+        name, kept = one_pass_select(agent.policy, fixed(HINTS, [0.0] * 4), g, c)
+        assert name is None and kept.device.tolist() == own.device.tolist()
+        name, kept = one_pass_select(agent.policy, fixed(HINTS, [0.0, 0.0, -1.0, 0.0]), g, c)
+    assert calls.calls == 0
+    from placegym.agents.doppler.hints import plain_hint_placements
+
+    (heft,) = plain_hint_placements(g, c, ("heft",))
+    assert name == "heft" and kept.device.tolist() == heft.device.tolist()
+
+
+def test_an_agent_places_through_its_selector(agent, instance):
+    sel = fixed(HINTS, [0.0, -1.0, 0.0, 0.0])
+    placer = AgentPlacer(agent.policy, one_pass=True, selector=sel, memory_mask=True)
+    placer.place(instance.graph, instance.cluster)
+    assert placer.last_choice == "metis"
+    with pytest.raises(ValueError, match="needs one_pass=True"):
+        AgentPlacer(agent.policy, selector=sel)
+    with pytest.raises(ValueError, match=r"selector: scores hints \['pipe'\]"):
+        AgentPlacer(agent.policy, one_pass=True, selector=fixed(("pipe",), [0.0]))
+
+
+def test_collected_rows_fit_a_selector_that_reports(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    kw = {"nodes": (50, 80), "devices": (2, 4)}
+    assert collect("pretrained:onepass-v1", 7, 2, rows, **kw) == 2
+    assert collect("pretrained:onepass-v1", 7, 2, rows, **kw) == 0  # resumes: none missing
+    data = [json.loads(line) for line in rows.open()]
+    assert [r["index"] for r in data] == [0, 1] and data[0]["names"] == list(HINTS)
+    for r in data:
+        for key in ("own", *HINTS):
+            assert len(r[key]["summary"]) == len(PLACEMENT_FIELDS) and r[key]["makespan"] > 0
+    sel = fit_selector(data, steps=5, hidden=4)
+    report = selection_report(data, sel)
+    assert set(report) == {"kept_over_own", "taken", "over_memory", "own_over_memory"}
+    assert 0.0 <= report["taken"] <= 1.0
+
+
+def test_labels_are_clipped_log_ratios_and_memory_decides_first():
+    from placegym.train.selector import _label
+
+    ok = {"makespan": 1.0, "oom": False}
+    assert _label(ok, {"makespan": 0.8, "oom": False}) == pytest.approx(np.log(0.8))
+    assert _label(ok, {"makespan": 0.01, "oom": False}) == -CLIP
+    assert _label(ok, {"makespan": 100.0, "oom": False}) == CLIP
+    assert _label(ok, {"makespan": 0.1, "oom": True}) == CLIP
+    assert _label({"makespan": 1.0, "oom": True}, {"makespan": 9.0, "oom": False}) == -CLIP

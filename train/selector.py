@@ -1,0 +1,217 @@
+"""Training a one-pass agent's :class:`~placegym.agents.doppler.selector.ProposalSelector`.
+
+::
+
+    python -m placegym.train.selector collect CHECKPOINT --seed 100 --count 1000 --rows R.jsonl
+    python -m placegym.train.selector fit R.jsonl --out selector.pt --seed 0
+
+``collect`` draws instances from an :class:`~placegym.envs.suites.sampler.InstanceSampler`
+of the given seed (never a suite's instance: the sampler holds every suite's test
+instances out), decodes the agent's greedy placement in one pass under its memory mask
+and its hints' plain placements (:func:`~placegym.agents.doppler.onepass.
+plain_hint_placements`, the proposals), summarises each without a simulator
+(:func:`~placegym.agents.doppler.selector.placement_summary`) and simulates each once for
+the label; a row per instance is appended to ``--rows`` (a killed run resumes at the
+next index). ``fit`` regresses each proposal's log makespan ratio to the agent's own
+(clipped to ±:data:`CLIP`; a proposal over memory where the agent's fits is labelled
++CLIP, the reverse -CLIP) with a Huber loss, and saves the selector
+(:func:`~placegym.agents.doppler.selector.save_selector`). ``--holdout`` keeps the last
+share of rows out of the fit and prints, on them, what the selection gives against the
+agent alone (:func:`selection_report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from placegym.agents.doppler.selector import (
+    ProposalSelector,
+    instance_summary,
+    placement_summary,
+    proposal_features,
+    save_selector,
+)
+
+__all__ = ["CLIP", "collect", "collect_split", "dataset", "fit_selector", "selection_report"]
+
+#: Labels are log ratios clipped to ±CLIP.
+CLIP = 0.5
+
+
+def collect(path: str | Path, seed: int, count: int, rows: Path, **sampler: Any) -> int:
+    """Append rows for sampler instances ``0..count-1`` of ``seed`` not yet in ``rows``
+    (module docstring) for the agent at ``path`` (a checkpoint or ``pretrained:NAME``);
+    returns how many were added. ``sampler``: the sampler's keyword arguments."""
+    from placegym.envs.suites.sampler import InstanceSampler
+
+    source = InstanceSampler(seed, **sampler)
+    draws = ((i, lambda i=i: source.draw(i)) for i in range(count))
+    return _append(path, rows, draws)
+
+
+def collect_split(path: str | Path, suite: str, split: str, rows: Path) -> int:
+    """:func:`collect` on the instances of a suite's split (a validation set: never a
+    test split for a selector that is evaluated on it)."""
+    from placegym.envs.suites import get_suite
+
+    insts = list(get_suite(suite).instances(split))
+    return _append(path, rows, ((f"{suite}/{x.id}", lambda x=x: x) for x in insts))
+
+
+def _append(path: str | Path, rows: Path, draws: Any) -> int:
+    from placegym.agents.doppler.onepass import one_pass_greedy, plain_hint_placements
+    from placegym.agents.doppler.placer import torch_threads
+    from placegym.envs.sim.simulator import simulate
+    from placegym.train.evaluate import load_agent
+
+    agent = load_agent(path, one_pass=True)
+    names = tuple(agent.policy.config.hints)
+    if not names:
+        raise ValueError(f"{path}: the policy reads no hints, so there is nothing to select")
+    done = {json.loads(line)["index"] for line in rows.open()} if rows.exists() else set()
+    added = 0
+    with rows.open("a") as out:
+        for index, draw in draws:
+            if index in done:
+                continue
+            inst = draw()
+            g, c = inst.graph, inst.cluster
+            with torch_threads(1):
+                own = one_pass_greedy(agent.policy, g, c, agent.memory_mask)
+            hints = dict(zip(names, plain_hint_placements(g, c, names)))
+            row: dict[str, Any] = {"index": index, "id": inst.id, "names": list(names)}
+            row["instance"] = instance_summary(g, c).tolist()
+            for key, p in (("own", own), *hints.items()):
+                s = simulate(g, c, p)
+                row[key] = {
+                    "summary": placement_summary(g, c, p).tolist(),
+                    "makespan": float(s.makespan),
+                    "oom": bool(s.oom),
+                }
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            added += 1
+    return added
+
+
+def _label(own: dict[str, Any], other: dict[str, Any]) -> float:
+    if other["oom"] != own["oom"]:
+        return CLIP if other["oom"] else -CLIP
+    return float(np.clip(math.log(other["makespan"] / own["makespan"]), -CLIP, CLIP))
+
+
+def dataset(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows · len(names), width)`` features and their labels."""
+    xs, ys = [], []
+    inst_own = [(np.asarray(r["instance"]), np.asarray(r["own"]["summary"])) for r in rows]
+    for r, (inst, own) in zip(rows, inst_own):
+        for i, n in enumerate(names):
+            xs.append(proposal_features(own, np.asarray(r[n]["summary"]), i, len(names), inst))
+            ys.append(_label(r["own"], r[n]))
+    return np.stack(xs), np.asarray(ys, dtype=np.float32)
+
+
+def fit_selector(
+    rows: Sequence[dict[str, Any]],
+    *,
+    seed: int = 0,
+    hidden: int = 64,
+    margin: float = 0.02,
+    steps: int = 3000,
+    batch: int = 512,
+    lr: float = 1e-3,
+    weight_decay: float = 1e-4,
+) -> ProposalSelector:
+    """A selector fitted to ``rows`` (module docstring), from weights drawn with ``seed``."""
+    if not rows:
+        raise ValueError("rows: none to fit")
+    names = rows[0]["names"]
+    x, y = dataset(rows, names)
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    sel = ProposalSelector(names, hidden=hidden, margin=margin)
+    sel.set_scaling(x)
+    opt = torch.optim.Adam(sel.parameters(), lr=lr, weight_decay=weight_decay)
+    xt, yt = torch.as_tensor(x), torch.as_tensor(y)
+    for _ in range(steps):
+        idx = torch.randint(0, len(xt), (batch,), generator=gen)
+        loss = torch.nn.functional.huber_loss(sel(xt[idx]), yt[idx], delta=0.1)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return sel.eval()
+
+
+def selection_report(rows: Sequence[dict[str, Any]], sel: ProposalSelector) -> dict[str, float]:
+    """On ``rows``: the geometric mean of the kept placement's makespan over the agent's,
+    the share of instances where a proposal is taken, and the kept placements over memory
+    against the agent's (memory is not replayed here: :func:`~placegym.agents.doppler.
+    selector.choose` replays it; these are the predictions alone)."""
+    x, _ = dataset(rows, sel.names)
+    with torch.inference_mode():
+        pred = sel(torch.as_tensor(x)).numpy().reshape(len(rows), len(sel.names))
+    logs, taken, oom, own_oom = [], 0, 0, 0
+    for r, p in zip(rows, pred):
+        i = int(np.argmin(p))
+        kept = r[sel.names[i]] if p[i] < -sel.margin else r["own"]
+        taken += kept is not r["own"]
+        oom += kept["oom"]
+        own_oom += r["own"]["oom"]
+        if not kept["oom"] and not r["own"]["oom"]:
+            logs.append(math.log(kept["makespan"] / r["own"]["makespan"]))
+    return {
+        "kept_over_own": math.exp(float(np.mean(logs))) if logs else math.nan,
+        "taken": taken / len(rows),
+        "over_memory": float(oom),
+        "own_over_memory": float(own_oom),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command line (module docstring)."""
+    ap = argparse.ArgumentParser(prog="python -m placegym.train.selector")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect", help="label sampler instances for a selector")
+    c.add_argument("checkpoint")
+    c.add_argument("--seed", type=int, default=0, help="the sampler's seed")
+    c.add_argument("--count", type=int, default=1000)
+    c.add_argument("--rows", type=Path, required=True)
+    c.add_argument("--nodes", type=int, nargs=2, default=(50, 2000))
+    c.add_argument("--devices", type=int, nargs=2, default=(2, 32))
+    c.add_argument("--split", help="SUITE/SPLIT: label a suite's split instead of sampling")
+    f = sub.add_parser("fit", help="fit a selector to collected rows")
+    f.add_argument("rows", type=Path, nargs="+")
+    f.add_argument("--out", type=Path, required=True)
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--margin", type=float, default=0.02)
+    f.add_argument("--steps", type=int, default=3000)
+    f.add_argument("--holdout", type=float, default=0.0, help="share of rows kept out")
+    a = ap.parse_args(argv)
+    if a.cmd == "collect" and a.split:
+        suite, _, split = a.split.partition("/")
+        n = collect_split(a.checkpoint, suite, split, a.rows)
+        print(f"{n} rows added to {a.rows}")
+        return
+    if a.cmd == "collect":
+        n = collect(a.checkpoint, a.seed, a.count, a.rows, nodes=a.nodes, devices=a.devices)
+        print(f"{n} rows added to {a.rows}")
+        return
+    rows = [json.loads(line) for p in a.rows for line in p.open()]
+    cut = len(rows) - round(a.holdout * len(rows))
+    sel = fit_selector(rows[:cut], seed=a.seed, margin=a.margin, steps=a.steps)
+    save_selector(sel, a.out)
+    print(f"selector fitted to {cut} rows: {a.out}")
+    if cut < len(rows):
+        print("held out:", json.dumps(selection_report(rows[cut:], sel)))
+
+
+if __name__ == "__main__":
+    main()
