@@ -47,7 +47,7 @@ class Fixed(torch.nn.Module):
 
 def fixed(names, values, margin=0.02):
     sel = ProposalSelector(names, margin=margin)
-    sel.net = Fixed(values)
+    sel.nets = torch.nn.ModuleList([Fixed(values)])
     return sel
 
 
@@ -127,6 +127,8 @@ def test_bad_selectors_and_files_are_refused(tmp_path):
         ProposalSelector(["heft", "heft"])
     with pytest.raises(ValueError, match="hidden: must be >= 1"):
         ProposalSelector(["heft"], hidden=0)
+    with pytest.raises(ValueError, match="members: must be >= 1"):
+        ProposalSelector(["heft"], members=0)
     with pytest.raises(ValueError, match="margin: must be >= 0"):
         ProposalSelector(["heft"], margin=-0.1)
     g, c = fork_join(), unit_cluster(2)
@@ -139,12 +141,13 @@ def test_bad_selectors_and_files_are_refused(tmp_path):
 
 
 def test_a_saved_selector_loads_with_the_same_predictions(tmp_path):
-    sel = ProposalSelector(HINTS, hidden=8, margin=0.03)
+    sel = ProposalSelector(HINTS, hidden=8, margin=0.03, members=3)
     x = torch.randn(4, sel.mean.numel())
     save_selector(sel, tmp_path / "s.pt")
     back = load_selector(tmp_path / "s.pt")
-    assert back.spec() == {"names": list(HINTS), "hidden": 8, "margin": 0.03}
+    assert back.spec() == {"names": list(HINTS), "hidden": 8, "margin": 0.03, "members": 3}
     assert torch.equal(back(x), sel(x))
+    assert torch.equal(sel(x), sel.each(x).mean(0)) and sel.each(x).shape == (3, 4)
 
 
 @pytest.fixture(scope="module")
@@ -192,18 +195,37 @@ def test_collected_rows_fit_a_selector_that_reports(tmp_path):
     for r in data:
         for key in ("own", *HINTS):
             assert len(r[key]["summary"]) == len(PLACEMENT_FIELDS) and r[key]["makespan"] > 0
-    sel = fit_selector(data, steps=5, hidden=4)
+    sel = fit_selector(data, steps=5, hidden=4, members=2)
     report = selection_report(data, sel)
     assert set(report) == {"kept_over_own", "taken", "over_memory", "own_over_memory"}
     assert 0.0 <= report["taken"] <= 1.0
 
 
-def test_labels_are_clipped_log_ratios_and_memory_decides_first():
+def test_labels_are_clipped_log_ratios_and_proposals_over_memory_are_left_out():
     from placegym.train.selector import _label
 
     ok = {"makespan": 1.0, "oom": False}
     assert _label(ok, {"makespan": 0.8, "oom": False}) == pytest.approx(np.log(0.8))
     assert _label(ok, {"makespan": 0.01, "oom": False}) == -CLIP
     assert _label(ok, {"makespan": 100.0, "oom": False}) == CLIP
-    assert _label(ok, {"makespan": 0.1, "oom": True}) == CLIP
+    assert _label(ok, {"makespan": 0.1, "oom": True}) is None  # the replay passes it over
     assert _label({"makespan": 1.0, "oom": True}, {"makespan": 9.0, "oom": False}) == -CLIP
+
+
+def test_the_report_passes_over_proposals_over_memory_as_the_replay_would():
+    summary = [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    row = {
+        "names": ["a", "b"],
+        "instance": [0.0] * len(INSTANCE_FIELDS),
+        "own": {"summary": summary, "makespan": 2.0, "oom": False},
+        "a": {"summary": summary, "makespan": 0.5, "oom": True},
+        "b": {"summary": summary, "makespan": 1.0, "oom": False},
+    }
+    report = selection_report([row], fixed(("a", "b"), [-0.4, -0.1]))
+    assert report == {
+        "kept_over_own": 0.5,  # b, the first prediction below the margin that fits
+        "taken": 1.0,
+        "over_memory": 0.0,
+        "own_over_memory": 0.0,
+    }
+    assert selection_report([row], fixed(("a", "b"), [-0.4, 0.1]))["taken"] == 0.0

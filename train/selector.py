@@ -13,8 +13,9 @@ plain_hint_placements`, the proposals), summarises each without a simulator
 (:func:`~placegym.agents.doppler.selector.placement_summary`) and simulates each once for
 the label; a row per instance is appended to ``--rows`` (a killed run resumes at the
 next index). ``fit`` regresses each proposal's log makespan ratio to the agent's own
-(clipped to ±:data:`CLIP`; a proposal over memory where the agent's fits is labelled
-+CLIP, the reverse -CLIP) with a Huber loss, and saves the selector
+(clipped to ±:data:`CLIP`; -CLIP where only the agent's is over memory; a proposal over
+memory is left out, as the choice's replay under the mask passes it over) with a Huber
+loss, and saves the selector
 (:func:`~placegym.agents.doppler.selector.save_selector`). ``--holdout`` keeps the last
 share of rows out of the fit and prints, on them, what the selection gives against the
 agent alone (:func:`selection_report`).
@@ -102,20 +103,28 @@ def _append(path: str | Path, rows: Path, draws: Any) -> int:
     return added
 
 
-def _label(own: dict[str, Any], other: dict[str, Any]) -> float:
-    if other["oom"] != own["oom"]:
-        return CLIP if other["oom"] else -CLIP
+def _label(own: dict[str, Any], other: dict[str, Any]) -> float | None:
+    """The log makespan ratio of a proposal to the agent's placement, clipped to
+    ±:data:`CLIP`; -CLIP where only the agent's is over memory; None (not a label) where
+    the proposal is over memory: the replay under the agent's mask passes those over
+    before any prediction counts, so the regression learns speed among the rest."""
+    if other["oom"]:
+        return None
+    if own["oom"]:
+        return -CLIP
     return float(np.clip(math.log(other["makespan"] / own["makespan"]), -CLIP, CLIP))
 
 
 def dataset(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``(rows · len(names), width)`` features and their labels."""
+    """Features and labels of every (row, proposal) pair that has a label (:func:`_label`)."""
     xs, ys = [], []
-    inst_own = [(np.asarray(r["instance"]), np.asarray(r["own"]["summary"])) for r in rows]
-    for r, (inst, own) in zip(rows, inst_own):
+    for r in rows:
+        inst, own = np.asarray(r["instance"]), np.asarray(r["own"]["summary"])
         for i, n in enumerate(names):
-            xs.append(proposal_features(own, np.asarray(r[n]["summary"]), i, len(names), inst))
-            ys.append(_label(r["own"], r[n]))
+            y = _label(r["own"], r[n])
+            if y is not None:
+                xs.append(proposal_features(own, np.asarray(r[n]["summary"]), i, len(names), inst))
+                ys.append(y)
     return np.stack(xs), np.asarray(ys, dtype=np.float32)
 
 
@@ -125,25 +134,29 @@ def fit_selector(
     seed: int = 0,
     hidden: int = 64,
     margin: float = 0.02,
+    members: int = 5,
     steps: int = 3000,
     batch: int = 512,
     lr: float = 1e-3,
     weight_decay: float = 1e-4,
 ) -> ProposalSelector:
-    """A selector fitted to ``rows`` (module docstring), from weights drawn with ``seed``."""
+    """A selector fitted to ``rows`` (module docstring), from weights drawn with ``seed``:
+    each member of the ensemble from its own initial weights and its own batches."""
     if not rows:
         raise ValueError("rows: none to fit")
     names = rows[0]["names"]
     x, y = dataset(rows, names)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    sel = ProposalSelector(names, hidden=hidden, margin=margin)
+    sel = ProposalSelector(names, hidden=hidden, margin=margin, members=members)
     sel.set_scaling(x)
     opt = torch.optim.Adam(sel.parameters(), lr=lr, weight_decay=weight_decay)
     xt, yt = torch.as_tensor(x), torch.as_tensor(y)
     for _ in range(steps):
-        idx = torch.randint(0, len(xt), (batch,), generator=gen)
-        loss = torch.nn.functional.huber_loss(sel(xt[idx]), yt[idx], delta=0.1)
+        idx = torch.randint(0, len(xt), (members, batch), generator=gen)
+        xb = (xt[idx] - sel.mean) / sel.scale  # (members, batch, width)
+        pred = torch.stack([net(xb[m]).squeeze(-1) for m, net in enumerate(sel.nets)])
+        loss = torch.nn.functional.huber_loss(pred, yt[idx], delta=0.1)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -151,17 +164,30 @@ def fit_selector(
 
 
 def selection_report(rows: Sequence[dict[str, Any]], sel: ProposalSelector) -> dict[str, float]:
-    """On ``rows``: the geometric mean of the kept placement's makespan over the agent's,
-    the share of instances where a proposal is taken, and the kept placements over memory
-    against the agent's (memory is not replayed here: :func:`~placegym.agents.doppler.
-    selector.choose` replays it; these are the predictions alone)."""
-    x, _ = dataset(rows, sel.names)
-    with torch.inference_mode():
-        pred = sel(torch.as_tensor(x)).numpy().reshape(len(rows), len(sel.names))
+    """On ``rows``: the geometric mean of the kept placement's makespan over the agent's
+    (where both fit), the share of instances where a proposal is taken, and how many kept
+    placements and how many of the agent's own are over memory. The choice is
+    :func:`~placegym.agents.doppler.selector.choose`'s, with the simulated over-memory
+    flag standing in for its replay under the mask (a proposal over memory is passed
+    over; the replay is stricter, so it may pass over more)."""
     logs, taken, oom, own_oom = [], 0, 0, 0
-    for r, p in zip(rows, pred):
-        i = int(np.argmin(p))
-        kept = r[sel.names[i]] if p[i] < -sel.margin else r["own"]
+    for r in rows:
+        inst, own = np.asarray(r["instance"]), np.asarray(r["own"]["summary"])
+        x = np.stack(
+            [
+                proposal_features(own, np.asarray(r[n]["summary"]), i, len(sel.names), inst)
+                for i, n in enumerate(sel.names)
+            ]
+        )
+        with torch.inference_mode():
+            pred = sel(torch.as_tensor(x)).numpy()
+        kept = r["own"]
+        for i in np.argsort(pred, kind="stable").tolist():
+            if pred[i] >= -sel.margin:
+                break
+            if not r[sel.names[i]]["oom"]:
+                kept = r[sel.names[i]]
+                break
         taken += kept is not r["own"]
         oom += kept["oom"]
         own_oom += r["own"]["oom"]

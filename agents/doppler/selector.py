@@ -220,40 +220,57 @@ class ProposalSelector(nn.Module):
 
     Args:
         names: the proposals it scores, by hint name, in order.
-        hidden: width of its two hidden layers.
+        hidden: width of each member's two hidden layers.
+        members: networks of the ensemble whose mean prediction it takes (each fitted
+            from its own initial weights and batches: :func:`~placegym.train.selector.
+            fit_selector`).
         margin: :func:`choose` takes a proposal only if its prediction is below
             ``-margin`` (a log ratio: 0.02 is about 2% faster).
 
     Raises:
-        ValueError: no names, a repeated name, ``hidden`` < 1 or a negative margin.
+        ValueError: no names, a repeated name, ``hidden`` or ``members`` < 1 or a
+            negative margin.
     """
 
-    def __init__(self, names: Sequence[str], hidden: int = 64, margin: float = 0.02) -> None:
+    def __init__(
+        self, names: Sequence[str], hidden: int = 64, margin: float = 0.02, members: int = 5
+    ) -> None:
         super().__init__()
         names = tuple(names)
         if not names or len(set(names)) != len(names):
             raise ValueError(f"names: expected distinct hint names, got {list(names)!r}")
         if hidden < 1:
             raise ValueError(f"hidden: must be >= 1, got {hidden}")
+        if members < 1:
+            raise ValueError(f"members: must be >= 1, got {members}")
         if not margin >= 0:
             raise ValueError(f"margin: must be >= 0, got {margin}")
         self.names, self.hidden, self.margin = names, int(hidden), float(margin)
+        self.members = int(members)
         width = FEATURES + len(names)
         self.mean: torch.Tensor
         self.scale: torch.Tensor
         self.register_buffer("mean", torch.zeros(width))
         self.register_buffer("scale", torch.ones(width))
-        self.net = nn.Sequential(
-            nn.Linear(width, hidden),
-            nn.ReLU(),
-            nn.Linear(hidden, hidden),
-            nn.ReLU(),
-            nn.Linear(hidden, 1),
+        self.nets = nn.ModuleList(
+            nn.Sequential(
+                nn.Linear(width, hidden),
+                nn.ReLU(),
+                nn.Linear(hidden, hidden),
+                nn.ReLU(),
+                nn.Linear(hidden, 1),
+            )
+            for _ in range(members)
         )
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        """``(k,)`` predicted log ratios of ``(k, width)`` features."""
-        return self.net((features - self.mean) / self.scale).squeeze(-1)
+        """``(k,)`` predicted log ratios of ``(k, width)`` features: the members' mean."""
+        return self.each(features).mean(0)
+
+    def each(self, features: torch.Tensor) -> torch.Tensor:
+        """``(members, k)`` each member's predictions."""
+        x = (features - self.mean) / self.scale
+        return torch.stack([net(x).squeeze(-1) for net in self.nets])
 
     def set_scaling(self, features: np.ndarray) -> None:
         """Standardise inputs by the mean and spread of ``features`` (a training set)."""
@@ -288,8 +305,13 @@ class ProposalSelector(nn.Module):
         )
 
     def spec(self) -> dict[str, Any]:
-        """What rebuilds it: ``names``, ``hidden``, ``margin``."""
-        return {"names": list(self.names), "hidden": self.hidden, "margin": self.margin}
+        """What rebuilds it: ``names``, ``hidden``, ``margin``, ``members``."""
+        return {
+            "names": list(self.names),
+            "hidden": self.hidden,
+            "margin": self.margin,
+            "members": self.members,
+        }
 
 
 def fits_mask(

@@ -52,7 +52,10 @@ warm is no slower than anneal's run of the same seed at anneal's calls and at it
 seconds (:func:`~placegym.train.harness.anytime_report.versus`), the greedy placements over
 memory where some placement fits, and the decode's seconds per 1,000 nodes (its
 seconds over the split's instances per 1,000 of their nodes; a small graph's fixed costs,
-the hints and the encoder, dominate its own rate) and the slowest instance's seconds.
+the hints and the encoder, dominate its own rate) and the slowest instance's seconds;
+for an agent with a proposal selector (``run --selector``), the greedy placement is the
+selector's choice (:func:`~placegym.agents.doppler.selector.one_pass_select`: its
+seconds included) and a row gives how often it is a hint's placement.
 Ratios are to critical_path; an infeasible greedy placement counts as a loss
 in the shares, and each geometric mean is over the instances where both of its sides are
 feasible (the greedy placements over memory have their own row).
@@ -346,6 +349,9 @@ def split_summary(rows: list[dict[str, Any]], base: dict[str, dict]) -> dict[str
             * sum(r["greedy_seconds"] for r in mine)
             / sum(r["nodes"] for r in mine),
             "slowest_decode": max(r["greedy_seconds"] for r in mine),
+            "taken": np.mean([r["chosen"] is not None for r in mine])
+            if all("chosen" in r for r in mine)
+            else math.nan,
         }
         for k, v in vals.items():
             figures.setdefault(k, []).append(float(v))
@@ -384,7 +390,11 @@ FIGURES = (
     ("over_memory", "greedy over memory where a placement fits (instances)", "count"),
     ("seconds_per_1k", "decode seconds per 1,000 nodes (all the split's instances)", "seconds"),
     ("slowest_decode", "slowest decode of an instance", "seconds"),
+    ("taken", "greedy is a hint's placement the selector took (share)", "share"),
 )
+#: Figures shown only where the rows have them (``taken``: rows of an agent with a
+#: proposal selector, whose ``chosen`` names the hint it took).
+OPTIONAL = frozenset({"taken"})
 
 #: The targets checked (:data:`~placegym.train.experiments.targets.TARGETS`), by figure.
 CHECKED = {
@@ -435,6 +445,8 @@ def onepass_table(
         "|---|" + "---|" * len(splits),
     ]
     for key, label, kind in FIGURES:
+        if key in OPTIONAL and not any(math.isfinite(x) for s in splits for x in per[s][key]):
+            continue
         cells = " | ".join(_cell(kind, per[s][key]) for s in splits)
         lines.append(f"| {label} | {cells} |")
     lines += ["", "| target | " + " | ".join(splits) + " |", "|---|" + "---|" * len(splits)]

@@ -8,6 +8,7 @@ r"""Ship a trained agent with placegym, and check a shipped one (:mod:`placegym.
     python -m placegym.train.experiments.zoo check            # every shipped agent
     python -m placegym.train.experiments.zoo refresh generalist-v2
     python -m placegym.train.experiments.zoo add onepass-v1 --one-pass ...
+    python -m placegym.train.experiments.zoo add onepass-v3 --one-pass --selector S.pt ...
 
 ``add`` writes ``agents/zoo/<name>/policy.pt`` (the weights and sizes only) and
 ``card.json``: the training config of the checkpoint, the digests of every instance of the
@@ -32,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from placegym.agents.doppler.selector import load_selector, save_selector
 from placegym.agents.zoo import CARD_FORMAT, ZOO, Pretrained, available, pretrained, save_policy
 from placegym.envs.suites import get_suite
 from placegym.train.checkpoint import load_checkpoint, policy_from_checkpoint
@@ -95,18 +97,26 @@ def add(
     description: str,
     folder: Path = ZOO,
     one_pass: bool = False,
+    selector: str | Path | None = None,
 ) -> dict[str, Any]:
     """Ship ``checkpoint`` as agent ``name`` (module docstring); returns the card. With
     ``one_pass`` the agent places by the one-pass decode (no simulator call), its card
-    says so and its results are that decode's."""
+    says so and its results are that decode's; with ``selector`` (a saved
+    :class:`~placegym.agents.doppler.selector.ProposalSelector`, ``one_pass`` only) its
+    one-pass placements go through it: it is shipped as ``selector.pt`` and named by the
+    card."""
     ckpt = load_checkpoint(checkpoint)
     policy = policy_from_checkpoint(ckpt)
     suite, split = _split(evaluate_on)
     mask = trained_mask(ckpt.get("config"))
-    results = _run(AgentPlacer(policy, memory_mask=mask, one_pass=one_pass), suite, split)
+    chosen = load_selector(selector) if selector is not None else None
+    placer = AgentPlacer(policy, memory_mask=mask, one_pass=one_pass, selector=chosen)
+    results = _run(placer, suite, split)
     out = folder / name
     out.mkdir(parents=True, exist_ok=True)
     save_policy(policy, out / "policy.pt")
+    if chosen is not None:
+        save_selector(chosen, out / "selector.pt")
     results.save(out / "results.json")
     card = {
         "format": CARD_FORMAT,
@@ -121,6 +131,8 @@ def add(
     }
     if one_pass:
         card["one_pass"] = True
+    if chosen is not None:
+        card["selector"] = "selector.pt"
     (out / "card.json").write_text(json.dumps(card, indent=1) + "\n")
     return card
 
@@ -177,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.add_argument(
         "--one-pass", action="store_true", help="the agent places by the one-pass decode"
     )
+    a.add_argument("--selector", help="a saved proposal selector its one-pass placements use")
     c = sub.add_parser("check", help="reproduce every shipped agent's recorded results")
     c.add_argument("names", nargs="*", help="agents (default: all)")
     r = sub.add_parser("refresh", help="re-record shipped agents' results with today's code")
@@ -184,7 +197,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.op == "add":
         card = add(
-            args.name, args.checkpoint, args.evaluate, args.description, one_pass=args.one_pass
+            args.name,
+            args.checkpoint,
+            args.evaluate,
+            args.description,
+            one_pass=args.one_pass,
+            selector=args.selector,
         )
         print(json.dumps(card["summary"]))
         return 0
