@@ -35,8 +35,11 @@ class CopyTimes:
 
     Device ``b`` has room for ``v`` (:meth:`room`) when every node ``w`` on it keeps
     ``demand[w]`` plus those of ``v``'s copies within ``b``'s memory less its reserve,
-    its resident bytes placed and ``v``'s own resident need. Per check ``O(k · P)`` for
-    ``k`` inputs of ``v`` and ``P`` placed nodes.
+    its resident bytes placed and ``v``'s own resident need. It keeps, per device, the
+    largest demand of its nodes: a device where that plus all of ``v``'s copy bytes fits
+    has room without looking at its nodes (the same answer), so a check costs ``O(k + D)``
+    where memory is ample and ``O(k · P)`` at most, for ``k`` inputs of ``v`` and ``P``
+    nodes placed on the devices that need the closer look.
 
     Args:
         graph: the graph.
@@ -51,12 +54,14 @@ class CopyTimes:
         self._ptr, self._idx = np.asarray(ptr, dtype=np.int64), np.asarray(idx, dtype=np.int64)
         self._latency, self._inv_bw = costs.latency, costs.inv_bandwidth
         self.capacity = np.asarray(capacity, dtype=np.float64)
+        self._top = np.full(len(self.capacity), -np.inf)  # largest demand per device
 
     def copy(self) -> CopyTimes:
         """An independent copy (the demands copied, the rest shared: it is read-only)."""
         new = object.__new__(CopyTimes)
         new.__dict__.update(self.__dict__)
         new.demand = self.demand.copy()
+        new._top = self._top.copy()
         return new
 
     def _extra(self, device: np.ndarray, finish: np.ndarray, v: int, placed: np.ndarray):
@@ -85,12 +90,21 @@ class CopyTimes:
         already on them (class docstring); ``device`` and ``finish``: the partial
         placement and its list-schedule finishes; ``resident``: ``(D,)`` the resident
         bytes each device would hold with ``v`` there."""
+        limit = self.capacity - resident
+        src = self._idx[self._ptr[v] : self._ptr[v + 1]]
+        copies = float(self.graph.out_bytes[src[device[src] >= 0]].sum())
+        # every copy counted at every run: an upper bound of the exact worst (slack for
+        # the order of the sums), so a device it clears has room
+        unsure = candidates & (self._top + copies * (1.0 + 1e-9) > limit)
+        if not unsure.any():
+            return candidates
         placed = np.flatnonzero(device >= 0)
+        placed = placed[unsure[device[placed]]]
         worst = np.full(len(self.capacity), -np.inf)
         np.maximum.at(
             worst, device[placed], self.demand[placed] + self._extra(device, finish, v, placed)
         )
-        return candidates & (worst <= self.capacity - resident)
+        return candidates & (~unsure | (worst <= limit))
 
     def record(
         self, device: np.ndarray, finish: np.ndarray, v: int, b: int, live_bytes: float
@@ -101,3 +115,5 @@ class CopyTimes:
         placed = np.flatnonzero(device == b)
         self.demand[placed] += self._extra(device, finish, v, placed)
         self.demand[v] = live_bytes
+        top = max(live_bytes, float(self.demand[placed].max())) if len(placed) else live_bytes
+        self._top[b] = max(self._top[b], top)
