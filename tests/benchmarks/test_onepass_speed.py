@@ -130,3 +130,41 @@ def test_one_pass_decode_speed(name):
     )
     assert worst <= 1.0, f"new decode: {worst:.3f} s per 1,000 nodes (target 1 s)"
     assert largest <= 10.0, f"new set-up + decode: {largest:.2f} s on 9,313 nodes (target 10 s)"
+
+
+#: The zoo's one-pass agents whose placements go through a proposal selector.
+SELECTING = ("onepass-v3",)
+
+
+@pytest.mark.parametrize("name", SELECTING)
+def test_one_pass_choice_speed(name):
+    """What the proposal selector adds to a place: its one-pass decode (set-up included)
+    against :func:`~placegym.agents.doppler.selector.one_pass_select` on the same rows;
+    the same targets, the choice included."""
+    from placegym.agents.doppler.selector import one_pass_select
+
+    agent = pretrained(name)
+    policy, mask, sel = agent.policy, agent.memory_mask, agent.selector
+    print(f"\n\n{name} place with its selector ({mask} mask), one thread ({load_note()})")
+    print(
+        "| instance | nodes | devices | decode s | with the choice s | choice s/1k nodes | took |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    worst, largest = 0.0, 0.0
+    with torch_threads(1), torch.no_grad():
+        warm = _instance(*CASES[0])
+        one_pass_select(policy, sel, warm.graph, warm.cluster, mask)
+        for suite, inst_id in CASES:
+            inst = _instance(suite, inst_id)
+            g, c = inst.graph, inst.cluster
+            n = g.num_nodes
+            _, t_dec = _timed(lambda g=g, c=c: OnePassDecoder(policy, g, c, mask).greedy())
+            (took, _), t_all = _timed(lambda g=g, c=c: one_pass_select(policy, sel, g, c, mask))
+            worst = max(worst, 1000 * t_all / n)
+            largest = t_all if n == 9313 else largest
+            print(
+                f"| {inst_id} | {n} | {c.num_devices} | {t_dec:.2f} | {t_all:.2f} "
+                f"| {1000 * (t_all - t_dec) / n:.3f} | {took or 'its own'} |"
+            )
+    assert worst <= 1.0, f"set-up, decode and choice: {worst:.3f} s per 1,000 nodes"
+    assert largest <= 10.0, f"set-up, decode and choice: {largest:.2f} s on 9,313 nodes"
