@@ -19,6 +19,7 @@ from placegym.agents.doppler.selector import (
     ProposalSelector,
     choose,
     fits_mask,
+    fits_statically,
     instance_summary,
     load_selector,
     one_pass_select,
@@ -95,6 +96,26 @@ def test_the_replay_refuses_a_placement_the_mask_would_not_make():
     assert fits_mask(g, c, both, True) is None
     kept = fits_mask(g, c, apart, True)
     assert kept is not None and kept.device.tolist() == [0, 1]
+
+
+def test_the_static_fit_counts_everything_a_device_ever_holds():
+    g, c = tight()
+    assert fits_statically(g, c, Placement(device=np.array([0, 1]), order=np.array([0, 1])))
+    assert not fits_statically(g, c, Placement(device=np.array([0, 0]), order=np.array([0, 1])))
+    # a chain of three 40-byte outputs on one 100-byte device: 120 bytes in all, but the
+    # simulated peak is 80 (an output is freed once its consumer finishes); the static
+    # bound refuses it and the replay under the live mask takes it
+    chain = graph([1.0, 1.0, 1.0], [(0, 1), (1, 2)], out_bytes=[40.0, 40.0, 40.0])
+    one = unit_cluster(2, memory=100.0)
+    p = Placement(device=np.zeros(3, dtype=np.int64), order=np.arange(3))
+    assert not fits_statically(chain, one, p)
+    assert fits_mask(chain, one, p, "live") is not None
+    assert simulate(chain, one, p).peak_memory[0] == 80.0
+    # a copy counts on its receiver: 0's output (60) sent to device 1 and 1's own (50)
+    fork = graph([1.0, 1.0], [(0, 1)], out_bytes=[60.0, 50.0])
+    apart = Placement(device=np.array([0, 1]), order=np.arange(2))
+    assert not fits_statically(fork, unit_cluster(2, memory=100.0), apart)
+    assert fits_statically(fork, unit_cluster(2, memory=110.0), apart)
 
 
 def test_the_choice_keeps_its_own_unless_a_proposal_clears_the_margin():

@@ -28,11 +28,13 @@ faster by more than the selector's ``margin``.
 (:func:`~placegym.envs.analysis.memory.memory_may_bind`) the hints are their rules'
 placements on a cluster whose memory cannot bind
 (:func:`~placegym.agents.doppler.onepass.plain_hint_placements`), so they may not fit.
-A proposal is then taken only if it passes the test the agent's own placement passes by
-construction: replayed in its priority order through a
+A proposal is then taken only if no schedule of it can exceed memory (every device could
+hold all its nodes' parameters and outputs and every copy it receives at once,
+:func:`fits_statically`, ``O(E log E)``), or else if it passes the test the agent's own
+placement passes by construction: replayed in its priority order through a
 :class:`~placegym.envs.mdp.state.PlacementState` under the agent's memory mask, every
 node's device is legal when it is placed (:func:`fits_mask`, the cost of a decode's
-masks). The chosen placement carries the mask's recompute set, as the agent's does.
+masks); a replayed placement carries the mask's recompute set, as the agent's does.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ __all__ = [
     "check_selector",
     "choose",
     "fits_mask",
+    "fits_statically",
     "instance_summary",
     "load_selector",
     "one_pass_select",
@@ -98,11 +101,7 @@ def placement_summary(graph: Graph, cluster: Cluster, placement: Placement) -> n
     load = np.bincount(dev, weights=dur, minlength=d)
     out = graph.out_bytes
     lat, inv_bw = costs.latency, costs.inv_bandwidth
-    cptr, cidx = graph.consumer_csr
-    # one copy per output and destination device (the simulator's rule)
-    src = np.repeat(np.arange(n), np.diff(cptr))
-    pairs = np.unique(np.stack([src, dev[cidx]], axis=1).reshape(-1, 2), axis=0).astype(np.int64)
-    pairs = pairs[dev[pairs[:, 0]] != pairs[:, 1]]
+    pairs = _copies(graph, dev)
     a, b = dev[pairs[:, 0]], pairs[:, 1]
     channel = np.zeros((d, d))
     np.add.at(channel, (a, b), lat[a, b] + out[pairs[:, 0]] * inv_bw[a, b])
@@ -120,6 +119,27 @@ def placement_summary(graph: Graph, cluster: Cluster, placement: Placement) -> n
             float(resident.max()),
         ]
     )
+
+
+def _copies(graph: Graph, dev: np.ndarray) -> np.ndarray:
+    """``(c, 2)`` the copies a placement makes: (producer, destination device), one per
+    output and device of another of its consumers (the simulator's rule)."""
+    cptr, cidx = graph.consumer_csr
+    src = np.repeat(np.arange(graph.num_nodes), np.diff(cptr))
+    pairs = np.unique(np.stack([src, dev[cidx]], axis=1).reshape(-1, 2), axis=0).astype(np.int64)
+    return pairs[dev[pairs[:, 0]] != pairs[:, 1]]
+
+
+def fits_statically(graph: Graph, cluster: Cluster, placement: Placement) -> bool:
+    """Whether every device could hold, at once, everything its nodes ever hold: their
+    parameters and outputs and every copy it receives (DESIGN §3: nothing else is
+    allocated), so that no schedule of ``placement`` exceeds its memory; ``O(E log E)``."""
+    d = cluster.num_devices
+    dev = np.asarray(placement.device, dtype=np.int64)
+    held = np.bincount(dev, weights=graph.param_bytes + graph.out_bytes, minlength=d)
+    pairs = _copies(graph, dev)
+    held += np.bincount(pairs[:, 1], weights=graph.out_bytes[pairs[:, 0]], minlength=d)
+    return bool((held <= cluster.memory).all())
 
 
 def _list_schedule(
@@ -351,8 +371,9 @@ def choose(
     memory_mask: bool | str = True,
 ) -> tuple[str | None, Placement]:
     """The placement to keep: ``(None, own)``, or ``(name, proposal)`` for the proposal
-    of least prediction below ``-selector.margin`` that passes :func:`fits_mask` where
-    memory may bind (the next one where it does not pass). No simulator call."""
+    of least prediction below ``-selector.margin`` that, where memory may bind, fits by
+    :func:`fits_statically` or else passes :func:`fits_mask` (its replay, with the mask's
+    recompute set); the next one where it does neither. No simulator call."""
     pred = selector(torch.as_tensor(selector.features(graph, cluster, own, proposals)))
     bound = memory_may_bind(graph, cluster)
     for i in np.argsort(pred.numpy(), kind="stable").tolist():
@@ -360,7 +381,7 @@ def choose(
             break
         name = selector.names[i]
         chosen: Placement | None = proposals[name]
-        if bound:
+        if bound and not fits_statically(graph, cluster, proposals[name]):
             chosen = fits_mask(graph, cluster, proposals[name], memory_mask)
         if chosen is not None:
             return name, chosen
