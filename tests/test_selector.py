@@ -130,6 +130,15 @@ def test_the_choice_keeps_its_own_unless_a_proposal_clears_the_margin():
     assert choose(fixed(("a", "b"), [-0.05, -0.2], margin=0.5), g, c, own, props)[0] is None
 
 
+def test_a_single_device_and_a_nan_prediction_keep_the_own_placement():
+    g, one = fork_join(), unit_cluster(1)
+    assert np.isfinite(instance_summary(g, one)).all()  # no channel: no copy time
+    own = Placement(device=np.zeros(6, dtype=np.int64), order=np.arange(6))
+    other = Placement(device=np.zeros(6, dtype=np.int64), order=np.arange(6)[::-1].copy())
+    got = choose(fixed(("a",), [float("nan")]), g, one, own, {"a": other})
+    assert got == (None, own)
+
+
 def test_where_memory_binds_a_proposal_over_it_is_passed_over():
     g, c = tight()
     own = Placement(device=np.array([1, 0]), order=np.array([0, 1]))

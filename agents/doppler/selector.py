@@ -181,7 +181,7 @@ def instance_summary(graph: Graph, cluster: Cluster) -> np.ndarray:
     mean_dur = float(costs.duration.mean()) if n else 0.0
     off = ~np.eye(d, dtype=bool)
     inv_bw = costs.inv_bandwidth[off]
-    mean_comm = float(graph.out_bytes.mean() * inv_bw.mean()) if n else 0.0
+    mean_comm = float(graph.out_bytes.mean() * inv_bw.mean()) if n and len(inv_bw) else 0.0
     levels = len(np.unique(np.round(np.log(inv_bw + _TINY), 3)))
     speeds = np.unique(np.round(costs.duration.mean(0) / max(mean_dur, _TINY), 3))
     share = float(graph.param_bytes.sum() + graph.out_bytes.sum()) / float(cluster.memory.sum())
@@ -377,7 +377,7 @@ def choose(
     pred = selector(torch.as_tensor(selector.features(graph, cluster, own, proposals)))
     bound = memory_may_bind(graph, cluster)
     for i in np.argsort(pred.numpy(), kind="stable").tolist():
-        if float(pred[i]) >= -selector.margin:
+        if not float(pred[i]) < -selector.margin:  # a NaN prediction keeps its own too
             break
         name = selector.names[i]
         chosen: Placement | None = proposals[name]
