@@ -24,6 +24,7 @@ agent alone (:func:`selection_report`).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -68,7 +69,7 @@ def collect_split(path: str | Path, suite: str, split: str, rows: Path) -> int:
 
 
 def _append(path: str | Path, rows: Path, draws: Any) -> int:
-    from placegym.agents.doppler.onepass import one_pass_greedy, plain_hint_placements
+    from placegym.agents.doppler.onepass import OnePassDecoder
     from placegym.agents.doppler.placer import torch_threads
     from placegym.envs.sim.simulator import simulate
     from placegym.train.evaluate import load_agent
@@ -86,8 +87,8 @@ def _append(path: str | Path, rows: Path, draws: Any) -> int:
             inst = draw()
             g, c = inst.graph, inst.cluster
             with torch_threads(1):
-                own = one_pass_greedy(agent.policy, g, c, agent.memory_mask)
-            hints = dict(zip(names, plain_hint_placements(g, c, names)))
+                dec = OnePassDecoder(agent.policy, g, c, agent.memory_mask)
+                own, hints = dec.greedy(), dec.hints
             row: dict[str, Any] = {"index": index, "id": inst.id, "names": list(names)}
             row["instance"] = instance_summary(g, c).tolist()
             for key, p in (("own", own), *hints.items()):
@@ -163,6 +164,11 @@ def fit_selector(
     return sel.eval()
 
 
+def _fits(row: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """Proposal ``name`` of ``row`` where it is within memory (the replay's stand-in)."""
+    return None if row[name]["oom"] else row[name]
+
+
 def selection_report(rows: Sequence[dict[str, Any]], sel: ProposalSelector) -> dict[str, float]:
     """On ``rows``: the geometric mean of the kept placement's makespan over the agent's
     (where both fit), the share of instances where a proposal is taken, and how many kept
@@ -172,22 +178,12 @@ def selection_report(rows: Sequence[dict[str, Any]], sel: ProposalSelector) -> d
     over; the replay is stricter, so it may pass over more)."""
     logs, taken, oom, own_oom = [], 0, 0, 0
     for r in rows:
-        inst, own = np.asarray(r["instance"]), np.asarray(r["own"]["summary"])
-        x = np.stack(
-            [
-                proposal_features(own, np.asarray(r[n]["summary"]), i, len(sel.names), inst)
-                for i, n in enumerate(sel.names)
-            ]
-        )
+        summaries = [np.asarray(r[n]["summary"]) for n in sel.names]
+        x = sel.inputs(np.asarray(r["own"]["summary"]), summaries, np.asarray(r["instance"]))
         with torch.inference_mode():
             pred = sel(torch.as_tensor(x)).numpy()
-        kept = r["own"]
-        for i in np.argsort(pred, kind="stable").tolist():
-            if pred[i] >= -sel.margin:
-                break
-            if not r[sel.names[i]]["oom"]:
-                kept = r[sel.names[i]]
-                break
+        got = sel.first(pred, functools.partial(_fits, r))
+        kept = r["own"] if got is None else got[1]
         taken += kept is not r["own"]
         oom += kept["oom"]
         own_oom += r["own"]["oom"]

@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -85,6 +85,7 @@ INSTANCE_FIELDS = (
     "edges_per_node",
 )
 _TINY = 1e-30
+T = TypeVar("T")
 
 
 def placement_summary(graph: Graph, cluster: Cluster, placement: Placement) -> np.ndarray:
@@ -95,8 +96,6 @@ def placement_summary(graph: Graph, cluster: Cluster, placement: Placement) -> n
     costs = step_costs(graph, cluster)
     n, d = graph.num_nodes, cluster.num_devices
     dev = np.asarray(placement.device, dtype=np.int64)
-    rank = np.empty(n, dtype=np.int64)
-    rank[np.asarray(placement.order)] = np.arange(n)
     dur = costs.duration[np.arange(n), dev]
     load = np.bincount(dev, weights=dur, minlength=d)
     out = graph.out_bytes
@@ -105,7 +104,7 @@ def placement_summary(graph: Graph, cluster: Cluster, placement: Placement) -> n
     a, b = dev[pairs[:, 0]], pairs[:, 1]
     channel = np.zeros((d, d))
     np.add.at(channel, (a, b), lat[a, b] + out[pairs[:, 0]] * inv_bw[a, b])
-    finish = _list_schedule(costs, dev, rank, dur, out, d)
+    finish = _list_schedule(costs, dev, _ready_order(costs, placement.rank), dur, out, d)
     resident = np.bincount(dev, weights=graph.param_bytes, minlength=d) / cluster.memory
     return np.array(
         [
@@ -142,20 +141,37 @@ def fits_statically(graph: Graph, cluster: Cluster, placement: Placement) -> boo
     return bool((held <= cluster.memory).all())
 
 
-def _list_schedule(
-    costs: Any, dev: np.ndarray, rank: np.ndarray, dur: np.ndarray, out: np.ndarray, d: int
-) -> np.ndarray:
-    """Finish per node of the list schedule of :func:`placement_summary`."""
-    preds, succs = costs.predecessors, costs.successors
-    lat, inv_bw = costs.latency.tolist(), costs.inv_bandwidth.tolist()
-    dv, dr, ob = dev.tolist(), dur.tolist(), out.tolist()
-    waiting = [len(p) for p in preds]
-    finish = [0.0] * len(dv)
-    free = [0.0] * d
-    heap = [(int(rank[v]), v) for v in range(len(dv)) if not waiting[v]]
+def _ready_order(costs: Any, rank: np.ndarray) -> list[int]:
+    """The nodes as a list schedule takes them: each time, of the nodes whose producers
+    are all taken, the one of least ``rank`` (``costs``: the graph's
+    :func:`~placegym.envs.analysis.levels.step_costs`, for its producer and consumer
+    lists)."""
+    succs = costs.successors
+    waiting = [len(p) for p in costs.predecessors]
+    heap = [(int(rank[v]), v) for v in range(len(waiting)) if not waiting[v]]
     heapq.heapify(heap)
+    order = []
     while heap:
         _, v = heapq.heappop(heap)
+        order.append(v)
+        for w in succs[v]:
+            waiting[w] -= 1
+            if not waiting[w]:
+                heapq.heappush(heap, (int(rank[w]), w))
+    return order
+
+
+def _list_schedule(
+    costs: Any, dev: np.ndarray, order: list[int], dur: np.ndarray, out: np.ndarray, d: int
+) -> np.ndarray:
+    """Finish per node of the list schedule of :func:`placement_summary`, taking the
+    nodes in ``order`` (:func:`_ready_order`)."""
+    preds = costs.predecessors
+    lat, inv_bw = costs.latency.tolist(), costs.inv_bandwidth.tolist()
+    dv, dr, ob = dev.tolist(), dur.tolist(), out.tolist()
+    finish = [0.0] * len(dv)
+    free = [0.0] * d
+    for v in order:
         dd, ready = dv[v], 0.0
         for u in preds[v]:
             a = dv[u]
@@ -164,10 +180,6 @@ def _list_schedule(
                 ready = t
         finish[v] = max(ready, free[dd]) + dr[v]
         free[dd] = finish[v]
-        for w in succs[v]:
-            waiting[w] -= 1
-            if not waiting[w]:
-                heapq.heappush(heap, (int(rank[w]), w))
     return np.asarray(finish)
 
 
@@ -309,20 +321,34 @@ class ProposalSelector(nn.Module):
         missing = [n for n in self.names if n not in proposals]
         if missing:
             raise ValueError(f"proposals: missing {missing} (the selector scores {self.names})")
-        inst = instance_summary(graph, cluster)
-        mine = placement_summary(graph, cluster, own)
-        return np.stack(
-            [
-                proposal_features(
-                    mine,
-                    placement_summary(graph, cluster, proposals[n]),
-                    i,
-                    len(self.names),
-                    inst,
-                )
-                for i, n in enumerate(self.names)
-            ]
+        return self.inputs(
+            placement_summary(graph, cluster, own),
+            [placement_summary(graph, cluster, proposals[n]) for n in self.names],
+            instance_summary(graph, cluster),
         )
+
+    def inputs(
+        self, own: np.ndarray, summaries: Sequence[np.ndarray], instance: np.ndarray
+    ) -> np.ndarray:
+        """``(len(names), width)`` inputs from the summaries: the agent's own, each
+        proposal's in :attr:`names` order, and the instance's."""
+        k = len(self.names)
+        return np.stack(
+            [proposal_features(own, x, i, k, instance) for i, x in enumerate(summaries)]
+        )
+
+    def first(self, pred: np.ndarray, accept: Callable[[str], T | None]) -> tuple[str, T] | None:
+        """The choice rule: the proposals in ascending order of ``pred`` (their predicted
+        log ratios, in :attr:`names` order) while below ``-margin`` (a NaN prediction
+        ends it too), the first one ``accept(name)`` answers for, with that answer; None
+        where none."""
+        for i in np.argsort(pred, kind="stable").tolist():
+            if not float(pred[i]) < -self.margin:
+                break
+            got = accept(self.names[i])
+            if got is not None:
+                return self.names[i], got
+        return None
 
     def spec(self) -> dict[str, Any]:
         """What rebuilds it: ``names``, ``hidden``, ``margin``, ``members``."""
@@ -340,24 +366,12 @@ def fits_mask(
     """``placement`` replayed under ``memory_mask`` (module docstring), with the mask's
     recompute set; None where some node's device is not legal when it is placed."""
     state = PlacementState(graph, cluster, memory_mask=memory_mask)
-    dev = np.asarray(placement.device)
-    rank = np.empty(graph.num_nodes, dtype=np.int64)
-    rank[np.asarray(placement.order)] = np.arange(graph.num_nodes)
-    waiting = graph.in_degree.tolist()
-    succs = state.costs.successors
-    heap = [(int(rank[v]), v) for v in range(graph.num_nodes) if not waiting[v]]
-    heapq.heapify(heap)
-    while heap:
-        _, v = heapq.heappop(heap)
+    dev = placement.device.tolist()
+    for v in _ready_order(state.costs, placement.rank):
         state.select(v, checked=False)
-        d = int(dev[v])
-        if not state.place_mask(v)[d]:
+        if not state.place_mask(v)[dev[v]]:
             return None
-        state.place(d, checked=False)
-        for w in succs[v]:
-            waiting[w] -= 1
-            if not waiting[w]:
-                heapq.heappush(heap, (int(rank[w]), w))
+        state.place(dev[v], checked=False)
     return state.to_placement()
 
 
@@ -376,16 +390,15 @@ def choose(
     recompute set); the next one where it does neither. No simulator call."""
     pred = selector(torch.as_tensor(selector.features(graph, cluster, own, proposals)))
     bound = memory_may_bind(graph, cluster)
-    for i in np.argsort(pred.numpy(), kind="stable").tolist():
-        if not float(pred[i]) < -selector.margin:  # a NaN prediction keeps its own too
-            break
-        name = selector.names[i]
-        chosen: Placement | None = proposals[name]
-        if bound and not fits_statically(graph, cluster, proposals[name]):
-            chosen = fits_mask(graph, cluster, proposals[name], memory_mask)
-        if chosen is not None:
-            return name, chosen
-    return None, own
+
+    def accept(name: str) -> Placement | None:
+        p = proposals[name]
+        if not bound or fits_statically(graph, cluster, p):
+            return p
+        return fits_mask(graph, cluster, p, memory_mask)
+
+    got = selector.first(pred.numpy(), accept)
+    return (None, own) if got is None else got
 
 
 def one_pass_select(

@@ -150,8 +150,8 @@ _live_recompute = IdentityCache(_live_checkpoints, size=32)
 
 
 def _reserve(value: np.ndarray | None, mode: str, d: int) -> np.ndarray | None:
-    """``memory_reserve`` checked: None, or ``(D,)`` finite bytes >= 0 with ``"room"`` or
-    ``"live"``."""
+    """``memory_reserve`` checked: None, or ``(D,)`` finite bytes >= 0 with ``"room"``,
+    ``"live"`` or ``"timed"``."""
     if value is None:
         return None
     if mode not in ("room", *LIVE_MASKS):

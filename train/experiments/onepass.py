@@ -189,8 +189,6 @@ def run_seed(
     under this mask instead of the policy's training mask; ``selector``: a saved
     :class:`~placegym.agents.doppler.selector.ProposalSelector` the greedy placement goes
     through (a shipped agent's card's by default), the hint it took in ``chosen``."""
-    from placegym.agents.doppler.onepass import one_pass_greedy
-    from placegym.agents.doppler.placer import torch_threads
     from placegym.train.evaluate import load_agent
     from placegym.train.harness.agent_search import warm_anneal
     from placegym.train.harness.anytime import SEARCH_PLACERS, Trace
@@ -199,7 +197,9 @@ def run_seed(
 
     path.parent.mkdir(parents=True, exist_ok=True)
     done = {(r["instance"], r["seed"]) for r in read_rows(path)} if path.is_file() else set()
-    agent = load_agent(checkpoint, threads=1, memory_mask=memory_mask, selector=selector)
+    agent = load_agent(
+        checkpoint, threads=1, one_pass=True, memory_mask=memory_mask, selector=selector
+    )
     searches = {**SEARCH_PLACERS, "warm": warm_anneal(agent, threads=1)}
     new = []
     with patched():
@@ -213,11 +213,8 @@ def run_seed(
                     cp = teacher_outcome("critical_path", g, c)
                 ref = unit(cp)
                 t0 = time.perf_counter()
-                with counting() as calls, torch_threads(1):
-                    if agent.selector is None:
-                        placement = one_pass_greedy(agent.policy, g, c, agent.memory_mask)
-                    else:
-                        placement = agent.place(g, c)
+                with counting() as calls:  # the agent places on its one torch thread
+                    placement = agent.place(g, c)
                 seconds = time.perf_counter() - t0
                 if calls.calls:
                     raise RuntimeError(f"{name}: the one-pass decode made {calls.calls} calls")
