@@ -90,6 +90,13 @@ class CriticalPathTeacher(StepTeacher):
     #: the class itself only (a subclass that does not set it rolls out in Python).
     compiled_rule: ClassVar[int | None] = _rule_kernel.CRITICAL_PATH
 
+    def roll(self, graph: Graph, cluster: Cluster, room: Room | None) -> Placement:
+        """The rule's single pass with PLC choosing among the legal devices with room in
+        ``room`` (all legal devices with None): no simulator call and no repair; the
+        caller gives it the room's recompute set
+        (:func:`~placegym.teachers._memory.with_room`)."""
+        return self._roll(graph, cluster, room)
+
     def _roll(self, graph: Graph, cluster: Cluster, room: Room | None) -> Placement:
         """The rollout of the rule with PLC in ``room`` (first of each tie set): after
         the first step, by the compiled rule (:func:`rule_completions`, the same

@@ -135,6 +135,12 @@ class HeftTeacher(PlanTeacher):
         room = reserve_room(graph, cluster, schedule)
         return make_feasible(graph, cluster, with_room(schedule(room), room))
 
+    def roll(self, graph: Graph, cluster: Cluster, room: Room | None) -> Placement:
+        """HEFT's list schedule choosing among the legal devices with room in ``room``
+        (all legal devices with None): no simulator call and no repair; the caller gives
+        it the room's recompute set (:func:`~placegym.teachers._memory.with_room`)."""
+        return self._schedule(graph, cluster, room)
+
     @staticmethod
     def _schedule(graph: Graph, cluster: Cluster, room: Room | None) -> Placement:
         dev, start, _ = heft_schedule(graph, cluster, room)

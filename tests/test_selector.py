@@ -14,8 +14,12 @@ from simcases import fork_join, graph, unit_cluster
 from placegym.agents.doppler.onepass import one_pass_greedy
 from placegym.agents.doppler.placer import AgentPlacer
 from placegym.agents.doppler.selector import (
+    FEATURES,
     INSTANCE_FIELDS,
     PLACEMENT_FIELDS,
+    ROLLOUT_DEVICES,
+    ROLLOUTS,
+    ROOM,
     ProposalSelector,
     choose,
     fits_mask,
@@ -24,6 +28,7 @@ from placegym.agents.doppler.selector import (
     load_selector,
     one_pass_select,
     placement_summary,
+    rule_proposals,
     save_selector,
 )
 from placegym.agents.zoo import pretrained
@@ -33,17 +38,22 @@ from placegym.train.harness.calls import counting, patched
 from placegym.train.selector import CLIP, collect, fit_selector, selection_report
 
 HINTS = ("nest", "metis", "heft", "critical_path")
+ROOMS = tuple(r + ROOM for r in ROLLOUTS)
 
 
 class Fixed(torch.nn.Module):
-    """A network that predicts the given log ratio for each proposal, whatever its input."""
+    """A network that predicts the given log ratio for each proposal by its name, whatever
+    the rest of its input."""
 
     def __init__(self, values):
         super().__init__()
         self.values = torch.tensor(values, dtype=torch.float32)
 
     def forward(self, x):
-        return self.values[: len(x), None]
+        names = len(self.values)
+        start = FEATURES - len(INSTANCE_FIELDS)  # the proposal's name one-hot (fresh scaling)
+        onehot = x[:, start : start + names]
+        return self.values[onehot.argmax(1), None]
 
 
 def fixed(names, values, margin=0.02):
@@ -161,9 +171,6 @@ def test_bad_selectors_and_files_are_refused(tmp_path):
         ProposalSelector(["heft"], members=0)
     with pytest.raises(ValueError, match="margin: must be >= 0"):
         ProposalSelector(["heft"], margin=-0.1)
-    g, c = fork_join(), unit_cluster(2)
-    with pytest.raises(ValueError, match=r"proposals: missing \['b'\]"):
-        fixed(("a", "b"), [0.0, 0.0]).features(g, c, split_fork_join(), {"a": split_fork_join()})
     bad = tmp_path / "bad.pt"
     torch.save({"format": "other"}, bad)
     with pytest.raises(ValueError, match="format: expected"):
@@ -221,17 +228,23 @@ def test_collected_rows_fit_a_selector_that_reports(tmp_path):
     assert collect("pretrained:onepass-v1", 7, 2, rows, **kw) == 2
     assert collect("pretrained:onepass-v1", 7, 2, rows, **kw) == 0  # resumes: none missing
     data = [json.loads(line) for line in rows.open()]
-    assert [r["index"] for r in data] == [0, 1] and data[0]["names"] == list(HINTS)
+    assert [r["index"] for r in data] == [0, 1] and data[0]["names"] == [*HINTS, *ROOMS]
     for r in data:
-        for key in ("own", *HINTS):
+        # every rollout where memory may bind, else heft_lookahead's alone
+        bound = r["instance"][INSTANCE_FIELDS.index("memory_may_bind")] == 1.0
+        rolled = [n for n in ROOMS if n in r]
+        assert rolled == (list(ROOMS) if bound else ["heft_lookahead@room"])
+        for key in ("own", *HINTS, *rolled):
             assert len(r[key]["summary"]) == len(PLACEMENT_FIELDS) and r[key]["makespan"] > 0
+            assert key == "own" or isinstance(r[key]["admitted"], bool)
+            assert bound or r[key].get("admitted", True)
     sel = fit_selector(data, steps=5, hidden=4, members=2)
     report = selection_report(data, sel)
     assert set(report) == {"kept_over_own", "taken", "over_memory", "own_over_memory"}
     assert 0.0 <= report["taken"] <= 1.0
 
 
-def test_labels_are_clipped_log_ratios_and_proposals_over_memory_are_left_out():
+def test_labels_are_clipped_log_ratios_and_proposals_over_memory_left_out_or_penalised():
     from placegym.train.selector import _label
 
     ok = {"makespan": 1.0, "oom": False}
@@ -239,6 +252,10 @@ def test_labels_are_clipped_log_ratios_and_proposals_over_memory_are_left_out():
     assert _label(ok, {"makespan": 0.01, "oom": False}) == -CLIP
     assert _label(ok, {"makespan": 100.0, "oom": False}) == CLIP
     assert _label(ok, {"makespan": 0.1, "oom": True}) is None  # the replay passes it over
+    assert _label(ok, {"makespan": 0.1, "oom": True, "admitted": False}) is None
+    # over memory, yet the choice would take it: learn to leave it
+    assert _label(ok, {"makespan": 0.1, "oom": True, "admitted": True}) == CLIP
+    assert _label({"makespan": 1.0, "oom": True}, {"makespan": 0.1, "oom": True}) is None
     assert _label({"makespan": 1.0, "oom": True}, {"makespan": 9.0, "oom": False}) == -CLIP
 
 
@@ -259,3 +276,69 @@ def test_the_report_passes_over_proposals_over_memory_as_the_replay_would():
         "own_over_memory": 0.0,
     }
     assert selection_report([row], fixed(("a", "b"), [-0.4, 0.1]))["taken"] == 0.0
+
+
+def test_rule_proposals_roll_out_in_the_agents_room_where_memory_binds():
+    from placegym.envs.analysis.room import Room
+    from placegym.envs.mdp.state import mask_recompute
+    from placegym.teachers import get_teacher
+
+    inst = get_suite("pipedream-v0").instance("vgg16-train@p100x2-recompute1.1")
+    g, c = inst.graph, inst.cluster
+    rc = mask_recompute(g, c, "timed")
+    assert len(rc) > 0  # the timed mask recomputes here, and so do the rollouts
+    with patched(), counting() as calls:
+        got = rule_proposals(g, c, "timed")
+    assert calls.calls == 0 and list(got) == list(ROOMS)
+    room = Room(g, c, np.zeros(c.num_devices), live=True, recompute=rc)
+    rolled = {r + ROOM: get_teacher(r).roll(g, c, room) for r in ROLLOUTS}
+    for name, p in got.items():
+        assert p.device.tolist() == rolled[name].device.tolist(), name
+        assert p.recompute.tolist() == rc.tolist(), name
+    # the plain hints are placed as if memory could not bind: at least one differs here
+    from placegym.agents.doppler.hints import plain_hint_placements
+
+    plain = plain_hint_placements(g, c, ("critical_path", "heft"))
+    assert any(
+        p.device.tolist() != got[n + ROOM].device.tolist()
+        for n, p in zip(("critical_path", "heft"), plain, strict=True)
+    )
+    # a resident mask's room counts no live tensors and recomputes nothing
+    assert all(not p.recompute.size for p in rule_proposals(g, c, True).values())
+
+
+def test_rule_proposals_where_memory_cannot_bind_and_on_many_devices():
+    from placegym.teachers import get_teacher
+
+    g = fork_join()
+    got = rule_proposals(g, unit_cluster(3), "timed")
+    assert list(got) == ["heft_lookahead@room"]  # the other two are the plain hints
+    plain = get_teacher("heft_lookahead").place(g, unit_cluster(3))
+    assert got["heft_lookahead@room"].device.tolist() == plain.device.tolist()
+    assert rule_proposals(g, unit_cluster(3), False).keys() == got.keys()
+    assert rule_proposals(g, unit_cluster(ROLLOUT_DEVICES + 1), "timed") == {}
+
+
+def test_a_name_not_proposed_is_never_taken():
+    g, c = fork_join(), unit_cluster(2)
+    own, b = split_fork_join(), Placement(device=np.ones(6, dtype=np.int64), order=np.arange(6))
+    sel = fixed(("a", "b"), [-0.9, -0.1])
+    pred = sel.predict(g, c, own, {"b": b, "other": own})
+    assert pred[0] == np.inf and pred[1] == pytest.approx(-0.1)
+    assert choose(sel, g, c, own, {"b": b}) == ("b", b)
+    assert choose(sel, g, c, own, {}) == (None, own)
+
+
+def test_a_selector_scoring_rollouts_places_through_them(agent):
+    inst = get_suite("memory-tight-v0").instance("random_dag-96-s0@p100x4-mem0.7-r1-2")
+    g, c = inst.graph, inst.cluster
+    sel = fixed((*HINTS, *ROOMS), [0.0] * 4 + [0.0, -1.0, 0.0])
+    with patched(), counting() as calls:
+        name, kept = one_pass_select(agent.policy, sel, g, c, agent.memory_mask)
+    assert calls.calls == 0 and name == "heft@room"
+    room = rule_proposals(g, c, agent.memory_mask)["heft@room"]
+    assert kept.device.tolist() == room.device.tolist()
+    assert not simulate(g, c, kept).oom
+    placer = AgentPlacer(agent.policy, one_pass=True, selector=sel, memory_mask=agent.memory_mask)
+    placer.place(g, c)
+    assert placer.last_choice == "heft@room"

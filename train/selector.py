@@ -7,18 +7,21 @@
 
 ``collect`` draws instances from an :class:`~placegym.envs.suites.sampler.InstanceSampler`
 of the given seed (never a suite's instance: the sampler holds every suite's test
-instances out), decodes the agent's greedy placement in one pass under its memory mask
-and its hints' plain placements (:func:`~placegym.agents.doppler.onepass.
-plain_hint_placements`, the proposals), summarises each without a simulator
-(:func:`~placegym.agents.doppler.selector.placement_summary`) and simulates each once for
-the label; a row per instance is appended to ``--rows`` (a killed run resumes at the
-next index). ``fit`` regresses each proposal's log makespan ratio to the agent's own
-(clipped to ±:data:`CLIP`; -CLIP where only the agent's is over memory; a proposal over
-memory is left out, as the choice's replay under the mask passes it over) with a Huber
-loss, and saves the selector
-(:func:`~placegym.agents.doppler.selector.save_selector`). ``--holdout`` keeps the last
-share of rows out of the fit and prints, on them, what the selection gives against the
-agent alone (:func:`selection_report`).
+instances out), decodes the agent's greedy placement in one pass under its memory mask,
+its hints' plain placements (:func:`~placegym.agents.doppler.onepass.
+plain_hint_placements`) and the rules' rollouts in its room
+(:func:`~placegym.agents.doppler.selector.rule_proposals`): the proposals. It summarises
+each without a simulator (:func:`~placegym.agents.doppler.selector.placement_summary`),
+records whether the choice would admit it
+(:func:`~placegym.agents.doppler.selector.admit`) and simulates each once for the label;
+a row per instance is appended to ``--rows`` (a killed run resumes at the next index).
+``fit`` regresses each proposal's log makespan ratio to the agent's own
+(clipped to ±:data:`CLIP`; -CLIP where only the agent's is over memory; +CLIP for a
+proposal over memory that the choice would admit, where the agent's fits; any other
+proposal over memory is left out, as the choice passes it over) with a Huber loss, and
+saves the selector (:func:`~placegym.agents.doppler.selector.save_selector`).
+``--holdout`` keeps the last share of rows out of the fit and prints, on them, what the
+selection gives against the agent alone (:func:`selection_report`).
 """
 
 from __future__ import annotations
@@ -35,10 +38,14 @@ import numpy as np
 import torch
 
 from placegym.agents.doppler.selector import (
+    ROLLOUTS,
+    ROOM,
     ProposalSelector,
+    admit,
     instance_summary,
     placement_summary,
     proposal_features,
+    rule_proposals,
     save_selector,
 )
 
@@ -75,9 +82,10 @@ def _append(path: str | Path, rows: Path, draws: Any) -> int:
     from placegym.train.evaluate import load_agent
 
     agent = load_agent(path, one_pass=True)
-    names = tuple(agent.policy.config.hints)
-    if not names:
+    hints = tuple(agent.policy.config.hints)
+    if not hints:
         raise ValueError(f"{path}: the policy reads no hints, so there is nothing to select")
+    names = (*hints, *(r + ROOM for r in ROLLOUTS))
     done = {json.loads(line)["index"] for line in rows.open()} if rows.exists() else set()
     added = 0
     with rows.open("a") as out:
@@ -88,16 +96,19 @@ def _append(path: str | Path, rows: Path, draws: Any) -> int:
             g, c = inst.graph, inst.cluster
             with torch_threads(1):
                 dec = OnePassDecoder(agent.policy, g, c, agent.memory_mask)
-                own, hints = dec.greedy(), dec.hints
+                own, proposals = dec.greedy(), dict(dec.hints)
+            proposals.update(rule_proposals(g, c, agent.memory_mask))
             row: dict[str, Any] = {"index": index, "id": inst.id, "names": list(names)}
             row["instance"] = instance_summary(g, c).tolist()
-            for key, p in (("own", own), *hints.items()):
+            for key, p in (("own", own), *proposals.items()):
                 s = simulate(g, c, p)
                 row[key] = {
                     "summary": placement_summary(g, c, p).tolist(),
                     "makespan": float(s.makespan),
                     "oom": bool(s.oom),
                 }
+                if key != "own":
+                    row[key]["admitted"] = admit(g, c, p, agent.memory_mask) is not None
             out.write(json.dumps(row) + "\n")
             out.flush()
             added += 1
@@ -106,11 +117,12 @@ def _append(path: str | Path, rows: Path, draws: Any) -> int:
 
 def _label(own: dict[str, Any], other: dict[str, Any]) -> float | None:
     """The log makespan ratio of a proposal to the agent's placement, clipped to
-    ±:data:`CLIP`; -CLIP where only the agent's is over memory; None (not a label) where
-    the proposal is over memory: the replay under the agent's mask passes those over
-    before any prediction counts, so the regression learns speed among the rest."""
+    ±:data:`CLIP`; -CLIP where only the agent's is over memory. A proposal over memory:
+    +CLIP where the choice would admit it (its row's ``admitted``) and the agent's fits,
+    so that the regression learns to leave it; else None (not a label), as the choice
+    passes it over before any prediction counts."""
     if other["oom"]:
-        return None
+        return CLIP if other.get("admitted", False) and not own["oom"] else None
     if own["oom"]:
         return -CLIP
     return float(np.clip(math.log(other["makespan"] / own["makespan"]), -CLIP, CLIP))
@@ -122,6 +134,8 @@ def dataset(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> tuple[np.nd
     for r in rows:
         inst, own = np.asarray(r["instance"]), np.asarray(r["own"]["summary"])
         for i, n in enumerate(names):
+            if n not in r:  # not proposed on this instance
+                continue
             y = _label(r["own"], r[n])
             if y is not None:
                 xs.append(proposal_features(own, np.asarray(r[n]["summary"]), i, len(names), inst))
@@ -165,23 +179,24 @@ def fit_selector(
 
 
 def _fits(row: dict[str, Any], name: str) -> dict[str, Any] | None:
-    """Proposal ``name`` of ``row`` where it is within memory (the replay's stand-in)."""
-    return None if row[name]["oom"] else row[name]
+    """Proposal ``name`` of ``row`` where the choice would keep it: where it passed
+    :func:`~placegym.agents.doppler.selector.admit` when collected (rows of before that
+    field: where it is within memory)."""
+    got = row[name]
+    return got if got.get("admitted", not got["oom"]) else None
 
 
 def selection_report(rows: Sequence[dict[str, Any]], sel: ProposalSelector) -> dict[str, float]:
     """On ``rows``: the geometric mean of the kept placement's makespan over the agent's
     (where both fit), the share of instances where a proposal is taken, and how many kept
     placements and how many of the agent's own are over memory. The choice is
-    :func:`~placegym.agents.doppler.selector.choose`'s, with the simulated over-memory
-    flag standing in for its replay under the mask (a proposal over memory is passed
-    over; the replay is stricter, so it may pass over more)."""
+    :func:`~placegym.agents.doppler.selector.choose`'s on the summaries and admissions
+    the rows recorded (:func:`_fits`; the kept makespan is the proposal's as simulated,
+    before a replay's recompute set)."""
     logs, taken, oom, own_oom = [], 0, 0, 0
     for r in rows:
-        summaries = [np.asarray(r[n]["summary"]) for n in sel.names]
-        x = sel.inputs(np.asarray(r["own"]["summary"]), summaries, np.asarray(r["instance"]))
-        with torch.inference_mode():
-            pred = sel(torch.as_tensor(x)).numpy()
+        summaries = {n: np.asarray(r[n]["summary"]) for n in sel.names if n in r}
+        pred = sel.scores(np.asarray(r["own"]["summary"]), summaries, np.asarray(r["instance"]))
         got = sel.first(pred, functools.partial(_fits, r))
         kept = r["own"] if got is None else got[1]
         taken += kept is not r["own"]

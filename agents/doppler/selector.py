@@ -24,12 +24,18 @@ faster by more than the selector's ``margin``.
 :func:`proposal_features` puts them together, relative to the agent's own placement
 (ratios, differences and both sides), with the proposal's name one-hot.
 
+**Rollouts.** :func:`rule_proposals` adds further proposals where the selector scores
+them: critical_path's, HEFT's and ``heft_lookahead``'s placements rolled out with PLC in
+the agent's room (its memory mask's, live tensors and recompute set included), so that
+where memory binds some proposals are made with it in view; no simulator call either.
+
 **Memory.** Where memory may bind
 (:func:`~placegym.envs.analysis.memory.memory_may_bind`) the hints are their rules'
 placements on a cluster whose memory cannot bind
 (:func:`~placegym.agents.doppler.onepass.plain_hint_placements`), so they may not fit.
-A proposal is then taken only if no schedule of it can exceed memory (every device could
-hold all its nodes' parameters and outputs and every copy it receives at once,
+A proposal is then taken only if (:func:`admit`) no schedule of it can exceed memory
+(every device could hold all its nodes' parameters and outputs and every copy it
+receives at once,
 :func:`fits_statically`, ``O(E log E)``), or else if it passes the test the agent's own
 placement passes by construction: replayed in its priority order through a
 :class:`~placegym.envs.mdp.state.PlacementState` under the agent's memory mask, every
@@ -57,17 +63,23 @@ from placegym.envs.mdp.state import PlacementState
 __all__ = [
     "INSTANCE_FIELDS",
     "PLACEMENT_FIELDS",
+    "ROLLOUTS",
+    "ROLLOUT_DEVICES",
+    "ROOM",
     "SELECTOR_FORMAT",
     "ProposalSelector",
+    "admit",
     "check_selector",
     "choose",
     "fits_mask",
     "fits_statically",
+    "gather_proposals",
     "instance_summary",
     "load_selector",
     "one_pass_select",
     "placement_summary",
     "proposal_features",
+    "rule_proposals",
     "save_selector",
 ]
 
@@ -309,33 +321,42 @@ class ProposalSelector(nn.Module):
         self.mean.copy_(torch.as_tensor(features.mean(0), dtype=torch.float32))
         self.scale.copy_(torch.as_tensor(features.std(0) + 1e-6, dtype=torch.float32))
 
-    def features(
+    @torch.inference_mode()
+    def predict(
         self,
         graph: Graph,
         cluster: Cluster,
         own: Placement,
         proposals: Mapping[str, Placement],
     ) -> np.ndarray:
-        """``(len(names), width)`` inputs for ``proposals`` (name to placement; every
-        name of :attr:`names`)."""
-        missing = [n for n in self.names if n not in proposals]
-        if missing:
-            raise ValueError(f"proposals: missing {missing} (the selector scores {self.names})")
-        return self.inputs(
+        """``(len(names),)`` predicted log ratios of ``proposals`` (name to placement) to
+        ``own``, in :attr:`names` order: ``inf`` for a name not proposed (a rollout left
+        out on this instance: :func:`rule_proposals`); other proposals are ignored."""
+        return self.scores(
             placement_summary(graph, cluster, own),
-            [placement_summary(graph, cluster, proposals[n]) for n in self.names],
+            {
+                n: placement_summary(graph, cluster, proposals[n])
+                for n in self.names
+                if n in proposals
+            },
             instance_summary(graph, cluster),
         )
 
-    def inputs(
-        self, own: np.ndarray, summaries: Sequence[np.ndarray], instance: np.ndarray
+    @torch.inference_mode()
+    def scores(
+        self, own: np.ndarray, summaries: Mapping[str, np.ndarray], instance: np.ndarray
     ) -> np.ndarray:
-        """``(len(names), width)`` inputs from the summaries: the agent's own, each
-        proposal's in :attr:`names` order, and the instance's."""
+        """:meth:`predict` from the summaries: the agent's own, each proposal's by name,
+        and the instance's."""
         k = len(self.names)
-        return np.stack(
-            [proposal_features(own, x, i, k, instance) for i, x in enumerate(summaries)]
-        )
+        present = [i for i, n in enumerate(self.names) if n in summaries]
+        out = np.full(k, np.inf)
+        if present:
+            x = np.stack(
+                [proposal_features(own, summaries[self.names[i]], i, k, instance) for i in present]
+            )
+            out[present] = self(torch.as_tensor(x)).numpy()
+        return out
 
     def first(self, pred: np.ndarray, accept: Callable[[str], T | None]) -> tuple[str, T] | None:
         """The choice rule: the proposals in ascending order of ``pred`` (their predicted
@@ -360,6 +381,56 @@ class ProposalSelector(nn.Module):
         }
 
 
+#: The rules :func:`rule_proposals` rolls out (teacher names).
+ROLLOUTS = ("critical_path", "heft", "heft_lookahead")
+#: The suffix of a rollout proposal's name: ``"heft@room"`` is HEFT rolled out in the
+#: agent's room.
+ROOM = "@room"
+#: :func:`rule_proposals` rolls out on clusters of at most this many devices: on a
+#: thousand, a rollout in a room takes seconds (``heft_lookahead``'s step costs
+#: ``O(successors * D * min(D, 16))``), several times the decode's.
+ROLLOUT_DEVICES = 64
+
+
+def rule_proposals(
+    graph: Graph, cluster: Cluster, memory_mask: bool | str = True
+) -> dict[str, Placement]:
+    """Further proposals, no simulator call: each rule of :data:`ROLLOUTS` rolled out
+    with PLC in the agent's room, named ``RULE@room``.
+
+    Where memory may bind, the room is the memory mask's: a
+    :class:`~placegym.envs.analysis.room.Room` with no reserve, counting live tensors
+    under a live mask (``"live"``, ``"timed"``), with the mask's recompute set, which
+    the rollout then carries; there ``critical_path@room`` and ``heft@room`` differ from
+    the plain hints, which are placed as if memory could not bind. Where it cannot bind
+    (or with no mask) those two are the plain hints themselves and are left out. On a
+    cluster of more than :data:`ROLLOUT_DEVICES` devices there are none. A rollout costs
+    ``O(n * D)`` (critical_path), ``O(n * D + E)`` (HEFT's insertion schedule) and
+    ``O(E * D * min(D, 16))`` (``heft_lookahead``), with the room's test per device
+    where memory may bind."""
+    from placegym.envs.analysis.room import Room
+    from placegym.envs.mdp.state import LIVE_MASKS, mask_recompute, memory_mask_mode
+    from placegym.teachers._memory import with_room
+    from placegym.teachers.critical_path import CriticalPathTeacher
+    from placegym.teachers.heft import HeftLookaheadTeacher, HeftTeacher
+
+    mode = memory_mask_mode(memory_mask)
+    if cluster.num_devices > ROLLOUT_DEVICES:
+        return {}
+    room = None
+    if mode != "off" and memory_may_bind(graph, cluster):
+        rc = mask_recompute(graph, cluster, memory_mask)
+        zero = np.zeros(cluster.num_devices)
+        room = Room(graph, cluster, zero, live=mode in LIVE_MASKS, recompute=rc)
+    rollers: dict[str, Callable[[Graph, Cluster, Room | None], Placement]] = {
+        "critical_path": CriticalPathTeacher().roll,
+        "heft": HeftTeacher().roll,
+        "heft_lookahead": HeftLookaheadTeacher().roll,
+    }
+    rules = ROLLOUTS if room is not None else ("heft_lookahead",)
+    return {r + ROOM: with_room(rollers[r](graph, cluster, room), room) for r in rules}
+
+
 def fits_mask(
     graph: Graph, cluster: Cluster, placement: Placement, memory_mask: bool | str
 ) -> Placement | None:
@@ -375,7 +446,17 @@ def fits_mask(
     return state.to_placement()
 
 
-@torch.inference_mode()
+def admit(
+    graph: Graph, cluster: Cluster, placement: Placement, memory_mask: bool | str = True
+) -> Placement | None:
+    """The placement :func:`choose` keeps for a proposal it takes: ``placement`` where
+    memory cannot bind or it fits by :func:`fits_statically`, else its :func:`fits_mask`
+    replay (None where that fails)."""
+    if not memory_may_bind(graph, cluster) or fits_statically(graph, cluster, placement):
+        return placement
+    return fits_mask(graph, cluster, placement, memory_mask)
+
+
 def choose(
     selector: ProposalSelector,
     graph: Graph,
@@ -388,16 +469,8 @@ def choose(
     of least prediction below ``-selector.margin`` that, where memory may bind, fits by
     :func:`fits_statically` or else passes :func:`fits_mask` (its replay, with the mask's
     recompute set); the next one where it does neither. No simulator call."""
-    pred = selector(torch.as_tensor(selector.features(graph, cluster, own, proposals)))
-    bound = memory_may_bind(graph, cluster)
-
-    def accept(name: str) -> Placement | None:
-        p = proposals[name]
-        if not bound or fits_statically(graph, cluster, p):
-            return p
-        return fits_mask(graph, cluster, p, memory_mask)
-
-    got = selector.first(pred.numpy(), accept)
+    pred = selector.predict(graph, cluster, own, proposals)
+    got = selector.first(pred, lambda n: admit(graph, cluster, proposals[n], memory_mask))
     return (None, own) if got is None else got
 
 
@@ -410,8 +483,9 @@ def one_pass_select(
     known: Mapping[str, Placement] | None = None,
 ) -> tuple[str | None, Placement]:
     """The policy's one-pass greedy placement
-    (:class:`~placegym.agents.doppler.onepass.OnePassDecoder`) or the hint placement
-    :func:`choose` prefers to it, with the hint's name (None: the policy's own); no
+    (:class:`~placegym.agents.doppler.onepass.OnePassDecoder`) or the proposal
+    :func:`choose` prefers to it, with the proposal's name (None: the policy's own): the
+    hints' placements and, where the selector scores them, :func:`rule_proposals`; no
     simulator call. ``known``: teachers' placements already made, as the decoder reads
     them.
 
@@ -422,16 +496,34 @@ def one_pass_select(
 
     check_selector(selector, policy)
     dec = OnePassDecoder(policy, graph, cluster, memory_mask, known=known)
-    return choose(selector, graph, cluster, dec.greedy(), dec.hints, memory_mask)
+    proposals = gather_proposals(selector, dec.hints, graph, cluster, memory_mask)
+    return choose(selector, graph, cluster, dec.greedy(), proposals, memory_mask)
+
+
+def gather_proposals(
+    selector: ProposalSelector,
+    hints: Mapping[str, Placement],
+    graph: Graph,
+    cluster: Cluster,
+    memory_mask: bool | str = True,
+) -> dict[str, Placement]:
+    """What ``selector`` chooses among: the ``hints``' placements (the decoder's) and,
+    where it scores any rollout, :func:`rule_proposals`."""
+    proposals = dict(hints)
+    if any(n.endswith(ROOM) for n in selector.names):
+        proposals.update(rule_proposals(graph, cluster, memory_mask))
+    return proposals
 
 
 def check_selector(selector: ProposalSelector, policy: Any) -> None:
-    """Raise ``ValueError`` unless ``policy`` reads every hint ``selector`` scores."""
-    missing = [n for n in selector.names if n not in policy.config.hints]
+    """Raise ``ValueError`` unless every name ``selector`` scores is a hint ``policy``
+    reads or a rollout of :func:`rule_proposals`."""
+    rollouts = {r + ROOM for r in ROLLOUTS}
+    missing = [n for n in selector.names if n not in policy.config.hints and n not in rollouts]
     if missing:
         raise ValueError(
             f"selector: scores hints {missing} the policy does not read "
-            f"(policy.hints={list(policy.config.hints)})"
+            f"(policy.hints={list(policy.config.hints)}; rollouts: {sorted(rollouts)})"
         )
 
 
