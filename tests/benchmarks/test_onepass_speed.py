@@ -133,17 +133,18 @@ def test_one_pass_decode_speed(name):
 
 
 #: The zoo's one-pass agents whose placements go through a proposal selector.
-SELECTING = ("onepass-v3",)
+SELECTING = ("onepass-v3", "onepass-v4")
 
 
 @pytest.mark.parametrize("name", SELECTING)
 def test_one_pass_choice_speed(name):
     """What the proposal selector adds to a place: the one-pass set-up and decode, then
-    :func:`~placegym.agents.doppler.selector.choose` (the summaries, the networks and,
-    where memory may bind, the replay of the proposal taken). Asserted: decode and choice
+    :func:`~placegym.agents.doppler.selector.choose` (the rule rollouts where it scores
+    them, the summaries, the networks and, where memory may bind, the replay of the
+    proposal taken). Asserted: decode and choice
     at most 1 s per 1,000 nodes; printed: set-up, decode and choice on the largest
     against the 10 s target (a miss is printed with its gap, not asserted)."""
-    from placegym.agents.doppler.selector import choose
+    from placegym.agents.doppler.selector import choose, gather_proposals
 
     agent = pretrained(name)
     policy, mask, sel = agent.policy, agent.memory_mask, agent.selector
@@ -162,7 +163,9 @@ def test_one_pass_choice_speed(name):
             dec, t_set = _timed(lambda g=g, c=c: OnePassDecoder(policy, g, c, mask))
             own, t_dec = _timed(dec.greedy)
             (took, _), t_ch = _timed(
-                lambda g=g, c=c, dec=dec, own=own: choose(sel, g, c, own, dec.hints, mask)
+                lambda g=g, c=c, dec=dec, own=own: choose(
+                    sel, g, c, own, gather_proposals(sel, dec.hints, g, c, mask), mask
+                )
             )
             total = t_set + t_dec + t_ch
             worst = max(worst, 1000 * (t_dec + t_ch) / n)
