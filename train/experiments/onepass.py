@@ -387,7 +387,7 @@ FIGURES = (
     ("over_memory", "greedy over memory where a placement fits (instances)", "count"),
     ("seconds_per_1k", "decode seconds per 1,000 nodes (all the split's instances)", "seconds"),
     ("slowest_decode", "slowest decode of an instance", "seconds"),
-    ("taken", "greedy is a hint's placement the selector took (share)", "share"),
+    ("taken", "greedy is a proposal the selector took, not the policy's own (share)", "share"),
 )
 #: Figures shown only where the rows have them (``taken``: rows of an agent with a
 #: proposal selector, whose ``chosen`` names the hint it took).

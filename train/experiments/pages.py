@@ -358,7 +358,13 @@ BLOCKS: dict[str, Block] = {
     ),
     **{
         name: Block((f"{name}.jsonl", "onepass.baselines.json"), _onepass_rows(f"{name}.jsonl"))
-        for name in ("onepass-successors", "onepass-scale", "onepass-timed", "onepass-select")
+        for name in (
+            "onepass-successors",
+            "onepass-scale",
+            "onepass-timed",
+            "onepass-select",
+            "onepass-rollouts",
+        )
     },
 }
 
