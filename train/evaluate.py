@@ -45,6 +45,7 @@ from placegym.agents.doppler.placer import (
     trained_mask,
 )
 from placegym.agents.doppler.policy import DopplerPolicy
+from placegym.agents.doppler.selector import ProposalSelector, load_selector
 from placegym.envs import Cluster, Graph, Placement, PlacementEnv, simulate
 from placegym.envs.sim.simulator import Dispatch
 from placegym.train.checkpoint import PRETRAINED, load_checkpoint, policy_from_checkpoint
@@ -294,7 +295,9 @@ def load_policy(path: str | Path) -> tuple[DopplerPolicy, str]:
     return policy, name
 
 
-def _load(path: str | Path) -> tuple[DopplerPolicy, str, bool | str, bool, Any]:
+def _load(
+    path: str | Path,
+) -> tuple[DopplerPolicy, str, bool | str, bool, ProposalSelector | None]:
     """:func:`load_policy`, the memory mask the policy was trained under
     (:func:`trained_mask`), whether it places in one pass by default (a shipped
     agent's card says so; a checkpoint never) and its proposal selector (a shipped
@@ -354,8 +357,6 @@ def load_agent(
     :class:`~placegym.agents.doppler.selector.ProposalSelector` its one-pass placements go
     through (a shipped agent keeps its card's unless one is given; with ``one_pass``
     None, a selector makes it place in one pass)."""
-    from placegym.agents.doppler.selector import load_selector
-
     policy, base, mask, card_one_pass, shipped = _load(path)
     mask = mask if memory_mask is None else memory_mask
     name = {"greedy": base, "best_of_k": f"{base}-best{k}", "sample": f"{base}-sample"}.get(

@@ -21,8 +21,8 @@
   simulator call, its features updated per step (:class:`~placegym.agents.doppler.
   onepass.OnePassDecoder`, :func:`~placegym.agents.doppler.onepass.one_pass_greedy`);
 - :mod:`~placegym.agents.doppler.selector`: the choice, without a simulator call, between
-  the one-pass placement and its hints' placements (:class:`~placegym.agents.doppler.
-  selector.ProposalSelector`);
+  the one-pass placement, its hints' placements and rule rollouts in its memory room
+  (:class:`~placegym.agents.doppler.selector.ProposalSelector`);
 - :mod:`~placegym.agents.doppler.search`: inference-time search under a budget of
   simulator calls (:func:`policy_search`, :class:`SearchConfig`, :class:`PolicySearch`);
 - :mod:`~placegym.agents.doppler.hints`: heuristic placements as PLC hints;

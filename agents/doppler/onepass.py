@@ -182,12 +182,21 @@ def one_pass_inputs(
     """:func:`~placegym.agents.doppler.inputs.graph_inputs` with the hints of
     :func:`plain_hint_placements` (``known``: teachers' placements already made): the
     same inputs where memory cannot bind, and no simulator call anywhere."""
-    plain = _plain(graph, cluster, policy.config.hints, known)
-    return graph_inputs(policy, obs, graph, cluster, hint_placements=plain)
+    return _inputs_and_hints(policy, obs, graph, cluster, known)[0]
 
 
-def _plain(graph: Graph, cluster: Cluster, names: Any, known: Any) -> list[Placement] | None:
-    return plain_hint_placements(graph, cluster, tuple(names), known) if names else None
+def _inputs_and_hints(
+    policy: DopplerPolicy,
+    obs: dict[str, Any],
+    graph: Graph,
+    cluster: Cluster,
+    known: Mapping[str, Placement] | None,
+) -> tuple[GraphInputs, dict[str, Placement]]:
+    """:func:`one_pass_inputs` and the hints' placements they read, by name."""
+    names = tuple(policy.config.hints)
+    plain = plain_hint_placements(graph, cluster, names, known) if names else None
+    inputs = graph_inputs(policy, obs, graph, cluster, hint_placements=plain)
+    return inputs, dict(zip(names, plain or ()))
 
 
 def _plc_columns(config: Any) -> dict[str, int]:
@@ -245,9 +254,7 @@ class OnePassDecoder:
         self.hints: dict[str, Placement] = {}
         if inputs is None:
             obs = self._observer.observe(np.zeros(1, dtype=bool), 0)
-            plain = _plain(graph, cluster, policy.config.hints, known)
-            self.hints = dict(zip(policy.config.hints, plain or ()))
-            inputs = graph_inputs(policy, obs, graph, cluster, hint_placements=plain)
+            inputs, self.hints = _inputs_and_hints(policy, obs, graph, cluster, known)
         self.inputs = inputs
         with torch.inference_mode():
             self.enc = policy.encode(inputs)

@@ -182,10 +182,11 @@ class AgentPlacer:
             placement under ``memory_mask``, which may be over memory where memory binds
             (where it cannot, the same placement as without the option).
         selector: (``one_pass`` only) a :class:`~placegym.agents.doppler.selector.
-            ProposalSelector` that keeps the policy's placement or one of its hints'
-            (:func:`~placegym.agents.doppler.selector.one_pass_select`, no simulator call
-            either); :attr:`last_choice` names the hint taken by the last placement (None:
-            the policy's own).
+            ProposalSelector` that keeps the policy's placement or one of its proposals
+            (its hints' placements, and rule rollouts where it scores them:
+            :func:`~placegym.agents.doppler.selector.one_pass_select`, no simulator call
+            either); :attr:`last_choice` names the proposal taken by the last placement
+            (None: the policy's own).
 
     Raises:
         ValueError: an unknown mode or mask, ``k`` < 1 or ``threads`` < 1; ``one_pass``

@@ -321,7 +321,6 @@ class ProposalSelector(nn.Module):
         self.mean.copy_(torch.as_tensor(features.mean(0), dtype=torch.float32))
         self.scale.copy_(torch.as_tensor(features.std(0) + 1e-6, dtype=torch.float32))
 
-    @torch.inference_mode()
     def predict(
         self,
         graph: Graph,

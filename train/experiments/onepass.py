@@ -55,7 +55,8 @@ seconds over the split's instances per 1,000 of their nodes; a small graph's fix
 the hints and the encoder, dominate its own rate) and the slowest instance's seconds;
 for an agent with a proposal selector (``run --selector``), the greedy placement is the
 selector's choice (:func:`~placegym.agents.doppler.selector.one_pass_select`: its
-seconds included) and a row gives how often it is a hint's placement.
+seconds included) and a row gives how often it is a proposal's placement (a hint's or a
+rule rollout's), not the policy's own.
 Ratios are to critical_path; an infeasible greedy placement counts as a loss
 in the shares, and each geometric mean is over the instances where both of its sides are
 feasible (the greedy placements over memory have their own row).
@@ -188,7 +189,7 @@ def run_seed(
     instance there into ``baselines_path``; returns the new rows. ``memory_mask``: decode
     under this mask instead of the policy's training mask; ``selector``: a saved
     :class:`~placegym.agents.doppler.selector.ProposalSelector` the greedy placement goes
-    through (a shipped agent's card's by default), the hint it took in ``chosen``."""
+    through (a shipped agent's card's by default), the proposal it took in ``chosen``."""
     from placegym.train.evaluate import load_agent
     from placegym.train.harness.agent_search import warm_anneal
     from placegym.train.harness.anytime import SEARCH_PLACERS, Trace
@@ -390,7 +391,7 @@ FIGURES = (
     ("taken", "greedy is a proposal the selector took, not the policy's own (share)", "share"),
 )
 #: Figures shown only where the rows have them (``taken``: rows of an agent with a
-#: proposal selector, whose ``chosen`` names the hint it took).
+#: proposal selector, whose ``chosen`` names the proposal it took).
 OPTIONAL = frozenset({"taken"})
 
 #: The targets checked (:data:`~placegym.train.experiments.targets.TARGETS`), by figure.
