@@ -99,7 +99,7 @@ class StageRun:
 
 def _components(edges: np.ndarray, n: int) -> np.ndarray:
     """``(n,)`` smallest node of each node's connected component under ``edges``."""
-    parent = np.arange(n)
+    parent = list(range(n))  # a list: its items read 10x faster than an array's
 
     def find(x: int) -> int:
         while parent[x] != x:

@@ -55,18 +55,20 @@ intervals a device's gap search passes):
 - the memory mask: what :meth:`~placegym.envs.mdp.state.PlacementState.place_mask`
   costs, ``O(D)``, and where memory may bind with ``memory_mask="room"`` ``O(U + D)``
   for ``U`` units (the unopened units' bytes) plus its packing checks, with
-  ``memory_mask="live"`` ``O(E + n)`` (the live bytes of the partial placement), with
-  ``"timed"`` ``O(E + n + k · P)`` (and the node's ``k`` copies against the ``P`` runs
-  placed).
+  ``memory_mask="live"`` ``O(D)`` where the state's
+  :class:`~placegym.envs.analysis.room.Headroom` bounds show every device with room,
+  else ``O(E + n)`` (the live bytes of the partial placement), with ``"timed"`` ``O(n)``
+  more (the held bytes on the device taken) and ``O(k · P)`` where a device's copies
+  need the closer look (the node's ``k`` copies against the ``P`` runs placed).
 
 No feature is recomputed over all nodes, so a decode costs ``O(n · (F + D) · H²)`` in
 the heads and ``O(E · D)`` in the estimates; on one torch thread the benchmark
 ``tests/benchmarks/test_onepass_speed.py`` times ``onepass-v1`` per 1,000 nodes on
 the suites' graphs of 600 to 9,313 nodes and up to 1,024 devices, and the set-up (the
 hints' placements, the encoders) plus the decode of the largest, against targets of
-1 s per 1,000 nodes and 10 s (on 1,024 devices under ``"live"`` the PLC head on every
-device, evaluated by parts there, the live mask's ``O(E + n)`` compiled pass a step and
-the hints' placements dominate).
+1 s per 1,000 nodes and 10 s (on 1,024 devices, where memory is ample on every device
+and the bounds answer the mask, the PLC head on every device, evaluated by parts there,
+and the hints' placements dominate).
 
 Policies it refuses (``ValueError`` naming the field): lookahead prices (``prices``:
 simulated per device), hint qualities (``hint_quality``: the hints simulated per graph),

@@ -26,8 +26,10 @@ that process and the quantities that teachers and observations need:
     consumers, so a training step's stash, the node's working set and the largest
     working set still to run on the device, plus the packing of the resident bytes to
     come); where no device has room, the ``True`` rule applies. It costs ``O(E + n)``
-    per PLC step where memory may bind, nothing elsewhere. On a training step that no
-    placement fits without recompute
+    per PLC step where memory may bind, ``O(D)`` where the bounds of a
+    :class:`~placegym.envs.analysis.room.Headroom` kept as nodes are placed show every
+    device with room (the same answer), nothing where memory cannot bind. On a training
+    step that no placement fits without recompute
     (:func:`~placegym.envs.analysis.memory.stash_infeasibility`, a static proof), the
     placement recomputes the checkpoint set of the smallest spacing of
     ``CHECKPOINT_EVERY`` (:func:`~placegym.envs.analysis.memory.checkpoints`: every
@@ -78,7 +80,7 @@ from placegym.envs.analysis.memory import (
     stash_bound,
     stash_infeasibility,
 )
-from placegym.envs.analysis.room import Room, Units, room_mask, units
+from placegym.envs.analysis.room import Headroom, Room, Units, room_mask, units
 from placegym.envs.core.cache import IdentityCache
 from placegym.envs.core.cluster import Cluster
 from placegym.envs.core.graph import Graph
@@ -239,11 +241,13 @@ class PlacementState:
         # memory_mask="live" where memory may bind: the teachers' live room (stateless),
         # with the recompute set the placement carries
         self._live: Room | None = None
+        self._headroom: Headroom | None = None  # its bounds and held bytes, kept as placed
         self.recompute = mask_recompute(graph, cluster, memory_mask)
         self._copies: CopyTimes | None = None  # "timed": received copies in time
         if self.mask_mode in LIVE_MASKS and memory_may_bind(graph, cluster):
             keep = np.zeros(d) if reserve is None else reserve
             self._live = Room(graph, cluster, keep, live=True, recompute=self.recompute)
+            self._headroom = Headroom(self._live)
             if self.mask_mode == "timed":
                 self._copies = CopyTimes(graph, self.costs, cluster.memory - keep)
 
@@ -324,7 +328,11 @@ class PlacementState:
             if np.count_nonzero(room):
                 return room
         if self._live is not None:
-            live = self._live.mask(self.device, self.param_used, v, fits)
+            assert self._headroom is not None
+            if self._headroom.sure(fits, need):  # the same answer, by bounds
+                live = fits
+            else:
+                live = self._live.mask(self.device, self.param_used, v, fits)
             legal = live if np.count_nonzero(live) else fits
             if self._copies is not None:
                 on = self.param_used + need
@@ -408,9 +416,14 @@ class PlacementState:
         start = float(self.earliest_start(v)[device])
         dur = float(self.costs.duration[v, device])
         finish = start + dur
-        if self._copies is not None and self._live is not None:
-            run = self._live.held(self.device) + self._live.working(self.device, v)
-            self._copies.record(self.device, self.est_finish, v, device, float(run[device]))
+        if self._headroom is not None:
+            assert self._live is not None
+            if self._copies is not None:
+                run = self._headroom.held_on(self.device, device) + float(
+                    self._live.working(self.device, v)[device]
+                )
+                self._copies.record(self.device, self.est_finish, v, device, run)
+            self._headroom.place(v, device)
         self.device[v] = device
         self.est_start[v] = start
         self.est_finish[v] = finish
@@ -561,7 +574,7 @@ class PlacementState:
             {
                 k: (
                     v.copy()
-                    if isinstance(v, np.ndarray | list | dict | Insertion | CopyTimes)
+                    if isinstance(v, np.ndarray | list | dict | Insertion | CopyTimes | Headroom)
                     else v
                 )
                 for k, v in self.__dict__.items()
