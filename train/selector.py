@@ -19,7 +19,9 @@ a row per instance is appended to ``--rows`` (a killed run resumes at the next i
 (clipped to ±:data:`CLIP`; -CLIP where only the agent's is over memory; +CLIP for a
 proposal over memory that the choice would admit, where the agent's fits; any other
 proposal over memory is left out, as the choice passes it over) with a Huber loss, and
-saves the selector (:func:`~placegym.agents.doppler.selector.save_selector`).
+saves the selector (:func:`~placegym.agents.doppler.selector.save_selector`);
+``--contention`` makes one that also reads the contended estimates (rows collected
+with them).
 ``--holdout`` keeps the last share of rows out of the fit and prints, on them, what the
 selection gives against the agent alone (:func:`selection_report`).
 """
@@ -38,6 +40,7 @@ import numpy as np
 import torch
 
 from placegym.agents.doppler.selector import (
+    PLACEMENT_FIELDS,
     ROLLOUTS,
     ROOM,
     ProposalSelector,
@@ -128,17 +131,30 @@ def _label(own: dict[str, Any], other: dict[str, Any]) -> float | None:
     return float(np.clip(math.log(other["makespan"] / own["makespan"]), -CLIP, CLIP))
 
 
-def dataset(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Features and labels of every (row, proposal) pair that has a label (:func:`_label`)."""
+def dataset(
+    rows: Sequence[dict[str, Any]], names: Sequence[str], contention: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Features and labels of every (row, proposal) pair that has a label (:func:`_label`),
+    with the contention features where ``contention``.
+
+    Raises:
+        ValueError: ``contention`` with a row collected before the contended estimate.
+    """
     xs, ys = [], []
     for r in rows:
         inst, own = np.asarray(r["instance"]), np.asarray(r["own"]["summary"])
+        if contention and len(own) < len(PLACEMENT_FIELDS):
+            raise ValueError(
+                f"rows: row {r['index']!r} has {len(own)} summary fields, contention reads "
+                f"{len(PLACEMENT_FIELDS)} ({', '.join(PLACEMENT_FIELDS)}): collect it again"
+            )
         for i, n in enumerate(names):
             if n not in r:  # not proposed on this instance
                 continue
             y = _label(r["own"], r[n])
             if y is not None:
-                xs.append(proposal_features(own, np.asarray(r[n]["summary"]), i, len(names), inst))
+                x = np.asarray(r[n]["summary"])
+                xs.append(proposal_features(own, x, i, len(names), inst, contention))
                 ys.append(y)
     return np.stack(xs), np.asarray(ys, dtype=np.float32)
 
@@ -154,16 +170,20 @@ def fit_selector(
     batch: int = 512,
     lr: float = 1e-3,
     weight_decay: float = 1e-4,
+    contention: bool = False,
 ) -> ProposalSelector:
     """A selector fitted to ``rows`` (module docstring), from weights drawn with ``seed``:
-    each member of the ensemble from its own initial weights and its own batches."""
+    each member of the ensemble from its own initial weights and its own batches; with
+    ``contention`` it also reads the contended estimates."""
     if not rows:
         raise ValueError("rows: none to fit")
     names = rows[0]["names"]
-    x, y = dataset(rows, names)
+    x, y = dataset(rows, names, contention)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    sel = ProposalSelector(names, hidden=hidden, margin=margin, members=members)
+    sel = ProposalSelector(
+        names, hidden=hidden, margin=margin, members=members, contention=contention
+    )
     sel.set_scaling(x)
     opt = torch.optim.Adam(sel.parameters(), lr=lr, weight_decay=weight_decay)
     xt, yt = torch.as_tensor(x), torch.as_tensor(y)
@@ -231,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     f.add_argument("--margin", type=float, default=0.02)
     f.add_argument("--steps", type=int, default=3000)
     f.add_argument("--holdout", type=float, default=0.0, help="share of rows kept out")
+    f.add_argument("--contention", action="store_true", help="also read the contended estimates")
     a = ap.parse_args(argv)
     if a.cmd == "collect" and a.split:
         suite, _, split = a.split.partition("/")
@@ -243,7 +264,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     rows = [json.loads(line) for p in a.rows for line in p.open()]
     cut = len(rows) - round(a.holdout * len(rows))
-    sel = fit_selector(rows[:cut], seed=a.seed, margin=a.margin, steps=a.steps)
+    sel = fit_selector(
+        rows[:cut], seed=a.seed, margin=a.margin, steps=a.steps, contention=a.contention
+    )
     save_selector(sel, a.out)
     print(f"selector fitted to {cut} rows: {a.out}")
     if cut < len(rows):

@@ -23,6 +23,8 @@
 - :mod:`~placegym.agents.doppler.selector`: the choice, without a simulator call, between
   the one-pass placement, its hints' placements and rule rollouts in its memory room
   (:class:`~placegym.agents.doppler.selector.ProposalSelector`);
+- :mod:`~placegym.agents.doppler.summaries`: what the selector reads, summaries of a
+  placement (list-schedule estimates, with and without contention) and of an instance;
 - :mod:`~placegym.agents.doppler.search`: inference-time search under a budget of
   simulator calls (:func:`policy_search`, :class:`SearchConfig`, :class:`PolicySearch`);
 - :mod:`~placegym.agents.doppler.hints`: heuristic placements as PLC hints;

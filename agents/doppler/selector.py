@@ -9,20 +9,12 @@ without a simulator, the log makespan ratio of each proposal to the agent's own
 placement, and :func:`choose` keeps the agent's placement unless a proposal is predicted
 faster by more than the selector's ``margin``.
 
-**The summaries** (no simulator call; ``n`` nodes, ``E`` edges, ``D`` devices):
-
-- :func:`placement_summary` of a whole placement, ``O(n log n + E + D²)``: the list
-  schedule's estimated makespan (the nodes in the placement's priority order as they
-  become ready, each at the later of its device's last finish and its inputs' arrival,
-  one copy per output and destination device at the channel's latency and bandwidth,
-  no contention), the busiest device's compute, the total, busiest-channel, busiest
-  egress and busiest ingress copy time, the share of devices used and the largest
-  resident share of a device's memory (:data:`PLACEMENT_FIELDS`);
-- :func:`instance_summary` of the graph and cluster, ``O(n · D + E + D²)``
-  (:data:`INSTANCE_FIELDS`).
-
-:func:`proposal_features` puts them together, relative to the agent's own placement
-(ratios, differences and both sides), with the proposal's name one-hot.
+**The summaries** (no simulator call; :mod:`~placegym.agents.doppler.summaries`): of
+each placement, :func:`placement_summary` (two list schedules' estimated makespans, one
+with copies queued on their channels or ports, and the compute, copy, device and memory
+shares), and of the instance, :func:`instance_summary`; :func:`proposal_features` puts
+them together, relative to the agent's own placement, with the proposal's name one-hot.
+A selector made with ``contention`` also reads the contended estimates' ratios.
 
 **Rollouts.** :func:`rule_proposals` adds further proposals where the selector scores
 them: critical_path's, HEFT's and ``heft_lookahead``'s placements rolled out with PLC in
@@ -45,8 +37,6 @@ masks); a replayed placement carries the mask's recompute set, as the agent's do
 
 from __future__ import annotations
 
-import heapq
-import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -55,8 +45,18 @@ import numpy as np
 import torch
 from torch import nn
 
+from placegym.agents.doppler.summaries import (
+    CONTENTION_FEATURES,
+    FEATURES,
+    INSTANCE_FIELDS,
+    PLACEMENT_FIELDS,
+    copies,
+    instance_summary,
+    placement_summary,
+    proposal_features,
+    ready_order,
+)
 from placegym.envs import Cluster, Graph, Placement
-from placegym.envs.analysis.levels import step_costs
 from placegym.envs.analysis.memory import memory_may_bind
 from placegym.envs.mdp.state import PlacementState
 
@@ -83,62 +83,7 @@ __all__ = [
     "save_selector",
 ]
 
-#: The fields of :func:`placement_summary`, in order.
-PLACEMENT_FIELDS = ("estimate", "load", "comm", "channel", "egress", "ingress", "used", "resident")
-#: The fields of :func:`instance_summary`, in order.
-INSTANCE_FIELDS = (
-    "log_nodes",
-    "log_devices",
-    "log_ccr",
-    "link_levels",
-    "device_speeds",
-    "memory_may_bind",
-    "log_memory_share",
-    "edges_per_node",
-)
-_TINY = 1e-30
 T = TypeVar("T")
-
-
-def placement_summary(graph: Graph, cluster: Cluster, placement: Placement) -> np.ndarray:
-    """``(len(PLACEMENT_FIELDS),)`` summary of ``placement`` (module docstring): the list
-    schedule's estimated makespan, the busiest device's compute seconds, the copies'
-    total, busiest-channel, busiest-egress and busiest-ingress seconds, the share of
-    devices used and the largest resident-bytes share of a device's memory."""
-    costs = step_costs(graph, cluster)
-    n, d = graph.num_nodes, cluster.num_devices
-    dev = np.asarray(placement.device, dtype=np.int64)
-    dur = costs.duration[np.arange(n), dev]
-    load = np.bincount(dev, weights=dur, minlength=d)
-    out = graph.out_bytes
-    lat, inv_bw = costs.latency, costs.inv_bandwidth
-    pairs = _copies(graph, dev)
-    a, b = dev[pairs[:, 0]], pairs[:, 1]
-    channel = np.zeros((d, d))
-    np.add.at(channel, (a, b), lat[a, b] + out[pairs[:, 0]] * inv_bw[a, b])
-    finish = _list_schedule(costs, dev, _ready_order(costs, placement.rank), dur, out, d)
-    resident = np.bincount(dev, weights=graph.param_bytes, minlength=d) / cluster.memory
-    return np.array(
-        [
-            float(finish.max()) if n else 0.0,
-            float(load.max()),
-            float(channel.sum()),
-            float(channel.max()),
-            float(channel.sum(1).max()),
-            float(channel.sum(0).max()),
-            len(np.unique(dev)) / d,
-            float(resident.max()),
-        ]
-    )
-
-
-def _copies(graph: Graph, dev: np.ndarray) -> np.ndarray:
-    """``(c, 2)`` the copies a placement makes: (producer, destination device), one per
-    output and device of another of its consumers (the simulator's rule)."""
-    cptr, cidx = graph.consumer_csr
-    src = np.repeat(np.arange(graph.num_nodes), np.diff(cptr))
-    pairs = np.unique(np.stack([src, dev[cidx]], axis=1).reshape(-1, 2), axis=0).astype(np.int64)
-    return pairs[dev[pairs[:, 0]] != pairs[:, 1]]
 
 
 def fits_statically(graph: Graph, cluster: Cluster, placement: Placement) -> bool:
@@ -148,115 +93,9 @@ def fits_statically(graph: Graph, cluster: Cluster, placement: Placement) -> boo
     d = cluster.num_devices
     dev = np.asarray(placement.device, dtype=np.int64)
     held = np.bincount(dev, weights=graph.param_bytes + graph.out_bytes, minlength=d)
-    pairs = _copies(graph, dev)
+    pairs = copies(graph, dev)
     held += np.bincount(pairs[:, 1], weights=graph.out_bytes[pairs[:, 0]], minlength=d)
     return bool((held <= cluster.memory).all())
-
-
-def _ready_order(costs: Any, rank: np.ndarray) -> list[int]:
-    """The nodes as a list schedule takes them: each time, of the nodes whose producers
-    are all taken, the one of least ``rank`` (``costs``: the graph's
-    :func:`~placegym.envs.analysis.levels.step_costs`, for its producer and consumer
-    lists)."""
-    succs = costs.successors
-    waiting = [len(p) for p in costs.predecessors]
-    heap = [(int(rank[v]), v) for v in range(len(waiting)) if not waiting[v]]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, v = heapq.heappop(heap)
-        order.append(v)
-        for w in succs[v]:
-            waiting[w] -= 1
-            if not waiting[w]:
-                heapq.heappush(heap, (int(rank[w]), w))
-    return order
-
-
-def _list_schedule(
-    costs: Any, dev: np.ndarray, order: list[int], dur: np.ndarray, out: np.ndarray, d: int
-) -> np.ndarray:
-    """Finish per node of the list schedule of :func:`placement_summary`, taking the
-    nodes in ``order`` (:func:`_ready_order`)."""
-    preds = costs.predecessors
-    lat, inv_bw = costs.latency.tolist(), costs.inv_bandwidth.tolist()
-    dv, dr, ob = dev.tolist(), dur.tolist(), out.tolist()
-    finish = [0.0] * len(dv)
-    free = [0.0] * d
-    for v in order:
-        dd, ready = dv[v], 0.0
-        for u in preds[v]:
-            a = dv[u]
-            t = finish[u] if a == dd else finish[u] + lat[a][dd] + ob[u] * inv_bw[a][dd]
-            if t > ready:
-                ready = t
-        finish[v] = max(ready, free[dd]) + dr[v]
-        free[dd] = finish[v]
-    return np.asarray(finish)
-
-
-def instance_summary(graph: Graph, cluster: Cluster) -> np.ndarray:
-    """``(len(INSTANCE_FIELDS),)`` summary of the instance: log nodes and devices, log of
-    the mean copy time over the mean compute time, the distinct channel bandwidths and
-    device speeds, whether memory may bind, log of all parameter and output bytes over
-    all memory, and edges per node."""
-    costs = step_costs(graph, cluster)
-    n, d = graph.num_nodes, cluster.num_devices
-    mean_dur = float(costs.duration.mean()) if n else 0.0
-    off = ~np.eye(d, dtype=bool)
-    inv_bw = costs.inv_bandwidth[off]
-    mean_comm = float(graph.out_bytes.mean() * inv_bw.mean()) if n and len(inv_bw) else 0.0
-    levels = len(np.unique(np.round(np.log(inv_bw + _TINY), 3)))
-    speeds = np.unique(np.round(costs.duration.mean(0) / max(mean_dur, _TINY), 3))
-    share = float(graph.param_bytes.sum() + graph.out_bytes.sum()) / float(cluster.memory.sum())
-    return np.array(
-        [
-            math.log(max(n, 1)),
-            math.log(d),
-            math.log(mean_comm / max(mean_dur, _TINY) + 1e-9),
-            float(levels),
-            float(len(speeds)),
-            float(memory_may_bind(graph, cluster)),
-            math.log(share + 1e-9),
-            graph.num_edges / max(n, 1),
-        ]
-    )
-
-
-def proposal_features(
-    own: np.ndarray, proposal: np.ndarray, name_index: int, names: int, instance: np.ndarray
-) -> np.ndarray:
-    """The selector's input for one proposal: its :func:`placement_summary` relative to
-    the agent's own (``own``), the proposal's name one-hot (``name_index`` of
-    ``names``) and the :func:`instance_summary`."""
-    e = max(own[0], _TINY)
-    p, o = proposal, own
-    rel = [
-        math.log(max(p[0], _TINY) / e),
-        math.log(max(p[1], _TINY) / max(o[1], _TINY)),
-        (p[2] - o[2]) / e,
-        p[3] / e,
-        o[3] / e,
-        p[4] / e,
-        o[4] / e,
-        p[5] / e,
-        o[5] / e,
-        math.log(max(p[1], _TINY) / max(p[0], _TINY)),
-        math.log(max(o[1], _TINY) / e),
-        p[6],
-        o[6],
-        p[7],
-        o[7],
-        p[2] / e,
-        o[2] / e,
-    ]
-    onehot = np.zeros(names)
-    onehot[name_index] = 1.0
-    return np.concatenate([np.asarray(rel), onehot, instance]).astype(np.float32)
-
-
-#: Width of :func:`proposal_features` without the one-hot.
-FEATURES = 17 + len(INSTANCE_FIELDS)
 
 
 class ProposalSelector(nn.Module):
@@ -270,6 +109,8 @@ class ProposalSelector(nn.Module):
             fit_selector`).
         margin: :func:`choose` takes a proposal only if its prediction is below
             ``-margin`` (a log ratio: 0.02 is about 2% faster).
+        contention: also read the contended list schedule's estimates
+            (:func:`~placegym.agents.doppler.summaries.proposal_features`).
 
     Raises:
         ValueError: no names, a repeated name, ``hidden`` or ``members`` < 1 or a
@@ -277,7 +118,12 @@ class ProposalSelector(nn.Module):
     """
 
     def __init__(
-        self, names: Sequence[str], hidden: int = 64, margin: float = 0.02, members: int = 5
+        self,
+        names: Sequence[str],
+        hidden: int = 64,
+        margin: float = 0.02,
+        members: int = 5,
+        contention: bool = False,
     ) -> None:
         super().__init__()
         names = tuple(names)
@@ -290,8 +136,8 @@ class ProposalSelector(nn.Module):
         if not margin >= 0:
             raise ValueError(f"margin: must be >= 0, got {margin}")
         self.names, self.hidden, self.margin = names, int(hidden), float(margin)
-        self.members = int(members)
-        width = FEATURES + len(names)
+        self.members, self.contention = int(members), bool(contention)
+        width = FEATURES + len(names) + (CONTENTION_FEATURES if self.contention else 0)
         self.mean: torch.Tensor
         self.scale: torch.Tensor
         self.register_buffer("mean", torch.zeros(width))
@@ -352,7 +198,12 @@ class ProposalSelector(nn.Module):
         out = np.full(k, np.inf)
         if present:
             x = np.stack(
-                [proposal_features(own, summaries[self.names[i]], i, k, instance) for i in present]
+                [
+                    proposal_features(
+                        own, summaries[self.names[i]], i, k, instance, self.contention
+                    )
+                    for i in present
+                ]
             )
             out[present] = self(torch.as_tensor(x)).numpy()
         return out
@@ -371,13 +222,17 @@ class ProposalSelector(nn.Module):
         return None
 
     def spec(self) -> dict[str, Any]:
-        """What rebuilds it: ``names``, ``hidden``, ``margin``, ``members``."""
-        return {
+        """What rebuilds it: ``names``, ``hidden``, ``margin``, ``members`` and, where
+        set, ``contention`` (a file without it reads none)."""
+        spec: dict[str, Any] = {
             "names": list(self.names),
             "hidden": self.hidden,
             "margin": self.margin,
             "members": self.members,
         }
+        if self.contention:
+            spec["contention"] = True
+        return spec
 
 
 #: The rules :func:`rule_proposals` rolls out (teacher names).
@@ -437,7 +292,7 @@ def fits_mask(
     recompute set; None where some node's device is not legal when it is placed."""
     state = PlacementState(graph, cluster, memory_mask=memory_mask)
     dev = placement.device.tolist()
-    for v in _ready_order(state.costs, placement.rank):
+    for v in ready_order(state.costs, placement.rank):
         state.select(v, checked=False)
         if not state.place_mask(v)[dev[v]]:
             return None
