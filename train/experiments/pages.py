@@ -364,6 +364,7 @@ BLOCKS: dict[str, Block] = {
             "onepass-timed",
             "onepass-select",
             "onepass-rollouts",
+            "onepass-contention",
         )
     },
 }
