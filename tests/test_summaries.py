@@ -8,16 +8,24 @@ import numpy as np
 import pytest
 from simcases import graph, unit_cluster
 
-from placegym.agents.doppler.selector import ProposalSelector, load_selector, save_selector
+from placegym.agents.doppler.onepass import plain_hint_placements
+from placegym.agents.doppler.selector import (
+    ProposalSelector,
+    admit,
+    load_selector,
+    save_selector,
+)
 from placegym.agents.doppler.summaries import (
     CONTENTION_FEATURES,
     FEATURES,
     PLACEMENT_FIELDS,
+    estimated_peak,
     instance_summary,
     placement_summary,
     proposal_features,
 )
 from placegym.envs import Placement, simulate
+from placegym.envs.suites import get_suite
 from placegym.train.selector import dataset
 
 ESTIMATE, CONTENDED = PLACEMENT_FIELDS.index("estimate"), PLACEMENT_FIELDS.index("contended")
@@ -26,7 +34,7 @@ ESTIMATE, CONTENDED = PLACEMENT_FIELDS.index("estimate"), PLACEMENT_FIELDS.index
 def test_copies_queue_on_their_channel_in_the_contended_estimate():
     # 0 (1 s) and 1 (0.5 s) on device 0 each send 2 bytes (2 s) to device 1, where 3
     # reads 0 and 2 reads both; 3 is listed before 2
-    g = graph([1.0, 0.5, 1.0, 1.0], [(0, 2), (1, 2), (0, 3)], out_bytes=[2.0, 2.0, 0.0, 0.0])
+    g = graph([1.0, 0.5, 1.0, 1.0], [(0, 2), (1, 2), (0, 3)], out_bytes=[2.0, 2.0, 1.0, 1.0])
     c = unit_cluster(2)
     p = Placement(device=np.array([0, 0, 1, 1]), order=np.array([0, 1, 3, 2]))
     s = placement_summary(g, c, p)
@@ -36,6 +44,12 @@ def test_copies_queue_on_their_channel_in_the_contended_estimate():
     # 3-4 on the copy 2 shares with it (sent once), 2 runs 5-6: the simulator's schedule
     assert s[CONTENDED] == 6.0
     assert simulate(g, c, p).makespan == 6.0
+    # the peak of that schedule, by DESIGN's lifetimes: device 0 holds 0's and 1's
+    # outputs (2 + 2 bytes) from 1 until 0's copy arrives at 3; device 1 holds both
+    # copies (from their transfers' starts, 1 and 3, until 2 finishes at 6) and 3's
+    # output (1 byte) while 3 runs, or 2's while 2 runs
+    assert estimated_peak(g, c, p).tolist() == [4.0, 5.0]
+    assert estimated_peak(g, c, p).tolist() == simulate(g, c, p).peak_memory.tolist()
 
 
 @pytest.mark.parametrize(("links", "makespan"), [("pair", 4.5), ("port", 6.0)])
@@ -95,3 +109,20 @@ def test_contention_refuses_rows_collected_before_the_contended_estimate():
     assert x.shape == (1, FEATURES + 1)
     with pytest.raises(ValueError, match=r"row 7 has 8 summary fields, contention reads 9"):
         dataset([row], ["metis"], contention=True)
+
+
+def test_an_estimated_peak_admits_a_proposal_the_replay_refuses_only_with_a_margin():
+    suite = get_suite("pipedream-v0")
+    inst = suite.instance("alexnet-train@p100x2-live1.05")
+    g, c = inst.graph, inst.cluster
+    fits, over = plain_hint_placements(g, c, ("metis", "nest"))
+    # the replay under the timed mask refuses both
+    assert admit(g, c, fits, "timed") is None and admit(g, c, over, "timed") is None
+    assert (estimated_peak(g, c, fits) <= 0.97 * c.memory).all()
+    assert admit(g, c, fits, "timed", peak_margin=0.03) is fits
+    assert not simulate(g, c, fits).oom
+    assert simulate(g, c, over).oom and admit(g, c, over, "timed", peak_margin=0.03) is None
+    sel = ProposalSelector(["metis"], peak_margin=0.03)
+    assert sel.spec()["peak_margin"] == 0.03 and "peak_margin" not in ProposalSelector(["x"]).spec()
+    with pytest.raises(ValueError, match="peak_margin: must be in"):
+        ProposalSelector(["metis"], peak_margin=1.0)

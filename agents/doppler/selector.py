@@ -51,6 +51,7 @@ from placegym.agents.doppler.summaries import (
     INSTANCE_FIELDS,
     PLACEMENT_FIELDS,
     copies,
+    estimated_peak,
     instance_summary,
     placement_summary,
     proposal_features,
@@ -111,6 +112,9 @@ class ProposalSelector(nn.Module):
             ``-margin`` (a log ratio: 0.02 is about 2% faster).
         contention: also read the contended list schedule's estimates
             (:func:`~placegym.agents.doppler.summaries.proposal_features`).
+        peak_margin: where > 0, :func:`choose` also admits a proposal that neither fits
+            statically nor replays under the mask if its estimated peak keeps this share
+            of every device's memory free (:func:`admit`); 0: it does not.
 
     Raises:
         ValueError: no names, a repeated name, ``hidden`` or ``members`` < 1 or a
@@ -124,6 +128,7 @@ class ProposalSelector(nn.Module):
         margin: float = 0.02,
         members: int = 5,
         contention: bool = False,
+        peak_margin: float = 0.0,
     ) -> None:
         super().__init__()
         names = tuple(names)
@@ -135,8 +140,11 @@ class ProposalSelector(nn.Module):
             raise ValueError(f"members: must be >= 1, got {members}")
         if not margin >= 0:
             raise ValueError(f"margin: must be >= 0, got {margin}")
+        if not 0 <= peak_margin < 1:
+            raise ValueError(f"peak_margin: must be in [0, 1), got {peak_margin}")
         self.names, self.hidden, self.margin = names, int(hidden), float(margin)
         self.members, self.contention = int(members), bool(contention)
+        self.peak_margin = float(peak_margin)
         width = FEATURES + len(names) + (CONTENTION_FEATURES if self.contention else 0)
         self.mean: torch.Tensor
         self.scale: torch.Tensor
@@ -223,7 +231,7 @@ class ProposalSelector(nn.Module):
 
     def spec(self) -> dict[str, Any]:
         """What rebuilds it: ``names``, ``hidden``, ``margin``, ``members`` and, where
-        set, ``contention`` (a file without it reads none)."""
+        set, ``contention`` and ``peak_margin`` (a file without them has neither)."""
         spec: dict[str, Any] = {
             "names": list(self.names),
             "hidden": self.hidden,
@@ -232,6 +240,8 @@ class ProposalSelector(nn.Module):
         }
         if self.contention:
             spec["contention"] = True
+        if self.peak_margin:
+            spec["peak_margin"] = self.peak_margin
         return spec
 
 
@@ -301,14 +311,24 @@ def fits_mask(
 
 
 def admit(
-    graph: Graph, cluster: Cluster, placement: Placement, memory_mask: bool | str = True
+    graph: Graph,
+    cluster: Cluster,
+    placement: Placement,
+    memory_mask: bool | str = True,
+    peak_margin: float = 0.0,
 ) -> Placement | None:
     """The placement :func:`choose` keeps for a proposal it takes: ``placement`` where
     memory cannot bind or it fits by :func:`fits_statically`, else its :func:`fits_mask`
-    replay (None where that fails)."""
+    replay; where that fails and ``peak_margin`` > 0, ``placement`` if it carries no
+    recompute set and its :func:`~placegym.agents.doppler.summaries.estimated_peak` is
+    at most ``1 - peak_margin`` of every device's memory; else None."""
     if not memory_may_bind(graph, cluster) or fits_statically(graph, cluster, placement):
         return placement
-    return fits_mask(graph, cluster, placement, memory_mask)
+    replayed = fits_mask(graph, cluster, placement, memory_mask)
+    if replayed is not None or peak_margin <= 0 or placement.recompute.size:
+        return replayed
+    peak = estimated_peak(graph, cluster, placement)
+    return placement if bool((peak <= (1 - peak_margin) * cluster.memory).all()) else None
 
 
 def choose(
@@ -324,7 +344,9 @@ def choose(
     :func:`fits_statically` or else passes :func:`fits_mask` (its replay, with the mask's
     recompute set); the next one where it does neither. No simulator call."""
     pred = selector.predict(graph, cluster, own, proposals)
-    got = selector.first(pred, lambda n: admit(graph, cluster, proposals[n], memory_mask))
+    got = selector.first(
+        pred, lambda n: admit(graph, cluster, proposals[n], memory_mask, selector.peak_margin)
+    )
     return (None, own) if got is None else got
 
 

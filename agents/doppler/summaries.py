@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -46,6 +46,7 @@ __all__ = [
     "INSTANCE_FIELDS",
     "PLACEMENT_FIELDS",
     "copies",
+    "estimated_peak",
     "instance_summary",
     "placement_summary",
     "proposal_features",
@@ -95,9 +96,8 @@ def placement_summary(graph: Graph, cluster: Cluster, placement: Placement) -> n
     a, b = dev[pairs[:, 0]], pairs[:, 1]
     channel = np.zeros((d, d))
     np.add.at(channel, (a, b), lat[a, b] + out[pairs[:, 0]] * inv_bw[a, b])
-    finish, contended = _list_schedules(
-        costs, cluster, dev, ready_order(costs, placement.rank), dur, out
-    )
+    sched = _list_schedules(costs, cluster, dev, ready_order(costs, placement.rank), dur, out)
+    finish, contended = sched.finish, sched.contended
     resident = np.bincount(dev, weights=graph.param_bytes, minlength=d) / cluster.memory
     return np.array(
         [
@@ -143,6 +143,17 @@ def ready_order(costs: Any, rank: np.ndarray) -> list[int]:
     return order
 
 
+class Schedules(NamedTuple):
+    """The two list schedules of :func:`placement_summary`: ``finish`` per node of the
+    contention-free one; ``start`` and ``contended`` (finish) per node of the contended
+    one, and each of its copies, ``(producer, device): (start, arrival)``."""
+
+    finish: np.ndarray
+    start: np.ndarray
+    contended: np.ndarray
+    copies: dict[tuple[int, int], tuple[float, float]]
+
+
 def _list_schedules(
     costs: Any,
     cluster: Cluster,
@@ -150,7 +161,7 @@ def _list_schedules(
     order: list[int],
     dur: np.ndarray,
     out: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> Schedules:
     """Finish per node of the two list schedules of :func:`placement_summary` (module
     docstring), contention-free and contended, taking the nodes in ``order``
     (:func:`ready_order`)."""
@@ -159,10 +170,10 @@ def _list_schedules(
     dv, dr, ob = dev.tolist(), dur.tolist(), out.tolist()
     port = cluster.links == "port"
     level = cluster.pair_level.tolist()
-    finish, late = [0.0] * len(dv), [0.0] * len(dv)
+    finish, begin, late = [0.0] * len(dv), [0.0] * len(dv), [0.0] * len(dv)
     free, busy = [0.0] * d, [0.0] * d
     taken: dict[tuple[int, int], float] = {}  # a channel's or port's last arrival
-    arrival: dict[tuple[int, int], float] = {}  # each copy's, by (producer, device)
+    arrival: dict[tuple[int, int], tuple[float, float]] = {}  # (producer, device): copy
     for v in order:
         dd, ready, wait = dv[v], 0.0, 0.0
         for u in preds[v]:
@@ -171,25 +182,81 @@ def _list_schedules(
                 t, c = finish[u], late[u]
             else:
                 t = finish[u] + lat[a][dd] + ob[u] * inv_bw[a][dd]  # (summed in this order)
-                c = arrival.get((u, dd), -1.0)
+                c = arrival[(u, dd)][1] if (u, dd) in arrival else -1.0
                 if c < 0:
                     # a channel is (a, -1 - b); the ports at level l are (a, l), (-1 - b, l)
                     lv = level[a][dd]
                     keys = ((a, lv), (-1 - dd, lv)) if port else ((a, -1 - dd),)
-                    c = max(late[u], *(taken.get(k, 0.0) for k in keys))
-                    c = c + lat[a][dd] + ob[u] * inv_bw[a][dd]
+                    sent = max(late[u], *(taken.get(k, 0.0) for k in keys))
+                    c = sent + lat[a][dd] + ob[u] * inv_bw[a][dd]
                     for k in keys:
                         taken[k] = c
-                    arrival[(u, dd)] = c
+                    arrival[(u, dd)] = (sent, c)
             if t > ready:
                 ready = t
             if c > wait:
                 wait = c
         finish[v] = max(ready, free[dd]) + dr[v]
         free[dd] = finish[v]
-        late[v] = max(wait, busy[dd]) + dr[v]
+        begin[v] = max(wait, busy[dd])
+        late[v] = begin[v] + dr[v]
         busy[dd] = late[v]
-    return np.asarray(finish), np.asarray(late)
+    return Schedules(np.asarray(finish), np.asarray(begin), np.asarray(late), arrival)
+
+
+def estimated_peak(graph: Graph, cluster: Cluster, placement: Placement) -> np.ndarray:
+    """``(D,)`` each device's peak bytes in the contended list schedule of
+    :func:`placement_summary`, by DESIGN §3's lifetimes: its nodes' parameters for the
+    whole run; a node's output from its start until its last consumer on its device has
+    finished and its last copy has arrived (a sink's until its own finish); a copy from
+    its start until its last consumer on the receiving device has finished (frees before
+    allocations at equal times). ``O(n log n + E log E)``, no simulator call.
+
+    An estimate: the list schedule's times are not the simulator's, so a peak can be
+    missed (a margin is the caller's); a placement's recompute set is not modelled.
+    """
+    costs = step_costs(graph, cluster)
+    n, d = graph.num_nodes, cluster.num_devices
+    dev = np.asarray(placement.device, dtype=np.int64)
+    dur = costs.duration[np.arange(n), dev]
+    out = graph.out_bytes
+    sched = _list_schedules(costs, cluster, dev, ready_order(costs, placement.rank), dur, out)
+    finish, start = sched.contended, sched.start
+    # each output's end: a sink's finish, else its last local consumer's finish
+    cptr, cidx = graph.consumer_csr
+    src = np.repeat(np.arange(n), np.diff(cptr))
+    local = dev[cidx] == dev[src]
+    end = np.where(np.diff(cptr) == 0, finish, -np.inf)
+    np.maximum.at(end, src[local], finish[cidx[local]])
+    k = len(sched.copies)
+    pu = np.fromiter((u for u, _ in sched.copies), np.int64, k)
+    pb = np.fromiter((b for _, b in sched.copies), np.int64, k)
+    times = np.array(list(sched.copies.values())).reshape(k, 2)
+    np.maximum.at(end, pu, times[:, 1])
+    # each copy's end: its last consumer's finish on the receiving device
+    served = np.full(k, -np.inf)
+    row = {key: i for i, key in enumerate(sched.copies)}
+    remote = np.flatnonzero(~local)
+    hit = [row.get((u, b), -1) for u, b in zip(src[remote].tolist(), dev[cidx[remote]].tolist())]
+    got = np.asarray(hit, dtype=np.int64)
+    ok = got >= 0
+    np.maximum.at(served, got[ok], finish[cidx[remote][ok]])
+    where = np.concatenate([dev, pb])
+    alloc = np.concatenate([start, times[:, 0]])
+    free = np.concatenate([end, served])
+    size = np.concatenate([out, out[pu]])
+    ev_dev = np.concatenate([where, where])
+    ev_t = np.concatenate([alloc, free])
+    ev_kind = np.concatenate([np.ones(len(where)), np.zeros(len(where))])  # frees first
+    ev_x = np.concatenate([size, -size])
+    order = np.lexsort((ev_kind, ev_t, ev_dev))
+    x, devs = ev_x[order], ev_dev[order]
+    level = np.cumsum(x)
+    first = np.searchsorted(devs, np.arange(d))  # each device's first event
+    base = np.where(first > 0, level[np.maximum(first - 1, 0)], 0.0)
+    peak = np.zeros(d)
+    np.maximum.at(peak, devs, level - base[devs])
+    return peak + np.bincount(dev, weights=graph.param_bytes, minlength=d)
 
 
 def instance_summary(graph: Graph, cluster: Cluster) -> np.ndarray:
