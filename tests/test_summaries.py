@@ -123,6 +123,7 @@ def test_an_estimated_peak_admits_a_proposal_the_replay_refuses_only_with_a_marg
     assert not simulate(g, c, fits).oom
     assert simulate(g, c, over).oom and admit(g, c, over, "timed", peak_margin=0.03) is None
     sel = ProposalSelector(["metis"], peak_margin=0.03)
-    assert sel.spec()["peak_margin"] == 0.03 and "peak_margin" not in ProposalSelector(["x"]).spec()
+    assert sel.spec()["peak_margin"] == 0.03
+    assert "peak_margin" not in ProposalSelector(["x"]).spec()
     with pytest.raises(ValueError, match="peak_margin: must be in"):
         ProposalSelector(["metis"], peak_margin=1.0)
