@@ -17,12 +17,8 @@ from placegym.envs.suites import get_suite
 
 
 def pipedream(iid: str):
-    suite = get_suite("pipedream-v0")
-    for split in ("train", "test"):
-        for inst in suite.instances(split):
-            if inst.id == iid:
-                return inst.graph, inst.cluster
-    raise KeyError(iid)
+    inst = get_suite("pipedream-v0").instance(iid)
+    return inst.graph, inst.cluster
 
 
 def with_memory(g, cluster: Cluster, factor: float) -> Cluster:
