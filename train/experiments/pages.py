@@ -365,6 +365,7 @@ BLOCKS: dict[str, Block] = {
             "onepass-select",
             "onepass-rollouts",
             "onepass-contention",
+            "onepass-peak",
         )
     },
 }
