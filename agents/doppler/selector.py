@@ -32,7 +32,11 @@ receives at once,
 placement passes by construction: replayed in its priority order through a
 :class:`~placegym.envs.mdp.state.PlacementState` under the agent's memory mask, every
 node's device is legal when it is placed (:func:`fits_mask`, the cost of a decode's
-masks); a replayed placement carries the mask's recompute set, as the agent's does.
+masks); a replayed placement carries the mask's recompute set, as the agent's does. A
+selector with a ``peak_margin`` also takes a proposal the replay refuses if it carries
+no recompute set and its estimated peak
+(:func:`~placegym.agents.doppler.summaries.estimated_peak`, ``O(n log n + E log E)``)
+keeps that share of every device's memory free: an estimate, not a bound.
 """
 
 from __future__ import annotations
@@ -339,10 +343,12 @@ def choose(
     proposals: Mapping[str, Placement],
     memory_mask: bool | str = True,
 ) -> tuple[str | None, Placement]:
-    """The placement to keep: ``(None, own)``, or ``(name, proposal)`` for the proposal
-    of least prediction below ``-selector.margin`` that, where memory may bind, fits by
-    :func:`fits_statically` or else passes :func:`fits_mask` (its replay, with the mask's
-    recompute set); the next one where it does neither. No simulator call."""
+    """The placement to keep: ``(None, own)``, or ``(name, placement)`` for the proposal
+    of least prediction below ``-selector.margin`` that :func:`admit` keeps (where memory
+    may bind: it fits by :func:`fits_statically`, or passes :func:`fits_mask`, whose
+    replay with the mask's recompute set is kept, or with ``selector.peak_margin`` its
+    estimated peak leaves that margin); the next one where it does not. No simulator
+    call."""
     pred = selector.predict(graph, cluster, own, proposals)
     got = selector.first(
         pred, lambda n: admit(graph, cluster, proposals[n], memory_mask, selector.peak_margin)

@@ -339,8 +339,8 @@ class Headroom:
         if self.unopened <= 0:
             return True
         spare = np.maximum(free - self._first, 0.0)
-        room = float(spare.sum() - spare.max())
-        return self.unopened * (1 + 1e-9) + 1e-9 * float(capacity.sum()) <= room
+        least = float(spare.sum() - spare.max())  # the counting bound, whatever the device
+        return self.unopened * (1 + 1e-9) + 1e-9 * float(capacity.sum()) <= least
 
 
 def _packs_each(
