@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from placegym.envs.analysis.levels import durations_on
 from placegym.envs.core.cluster import Cluster
-from placegym.envs.core.costs import node_durations
 from placegym.envs.core.graph import Graph
 from placegym.teachers._nest_blocks import Hierarchy
+from placegym.teachers._nest_kernel import channel_max_kernel
 from placegym.teachers._nest_recompute import WholeRun, recompute_nodes
 
 __all__ = [
@@ -250,7 +251,25 @@ class _Stage:
 def _channel_max(
     u: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, cluster: Cluster
 ) -> float:
-    """Largest total transfer time over channels; one transfer per (producer, device)."""
+    """Largest total transfer time over channels; one transfer per (producer, device)
+    (compiled: :func:`~placegym.teachers._nest_kernel.channel_max_kernel`)."""
+    return float(
+        channel_max_kernel(
+            np.asarray(u, dtype=np.int64),
+            np.asarray(src, dtype=np.int64),
+            np.asarray(dst, dtype=np.int64),
+            np.asarray(nbytes, dtype=np.float64),
+            cluster.pair_latency,
+            cluster.pair_bandwidth,
+            cluster.num_devices,
+        )
+    )
+
+
+def channel_max_numpy(
+    u: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, cluster: Cluster
+) -> float:
+    """:func:`_channel_max` in numpy (the kernel's oracle in the tests)."""
     cross = src != dst
     if not cross.any():
         return 0.0
@@ -491,10 +510,13 @@ def _empty_tables(m: int, nk: int, nl: int, recompute: np.ndarray) -> tuple:
 
 def durations_fn(graph: Graph, cluster: Cluster) -> DurationFn:
     """The :data:`DurationFn` of ``graph`` on ``cluster`` (DESIGN §3.1 with profiled costs,
-    no noise)."""
+    no noise): entries of the ``(n, D)`` durations computed once per graph and cluster
+    (:func:`~placegym.envs.analysis.levels.durations_on`), the values
+    :func:`~placegym.envs.core.costs.node_durations` computes."""
+    table = durations_on(graph, cluster)
 
     def dur(nodes: np.ndarray, devs: np.ndarray) -> np.ndarray:
-        return node_durations(graph, cluster, nodes, devs)
+        return table[nodes, devs]
 
     return dur
 

@@ -460,3 +460,27 @@ def test_plans_on_a_64_device_preset_are_valid():
     p = NestTeacher().plan(g, c)
     p.check(g, c)
     assert np.isfinite(simulate(g, c, p).makespan)
+
+
+def test_the_compiled_channel_maximum_equals_its_numpy_statement_bit_for_bit():
+    from placegym.envs.suites import get_suite
+    from placegym.teachers._nest_cost import _channel_max, channel_max_numpy
+
+    rng = np.random.default_rng(0)
+    inst = get_suite("training-v0").instance("gpt_block-train@h100-2x8-mem0.5-port")
+    g, c = inst.graph, inst.cluster
+    d = c.num_devices
+    for size in (1, 5, 60, 300):
+        for same in (False, True):
+            e = g.edges[rng.choice(len(g.edges), size=size, replace=False)]
+            src = rng.integers(0, d, size)
+            dst = src.copy() if same else rng.integers(0, d, size)
+            want = channel_max_numpy(e[:, 0], src, dst, g.out_bytes, c)
+            assert _channel_max(e[:, 0], src, dst, g.out_bytes, c) == want
+            assert (want == 0.0) == same
+    # one channel, two producers: 0's output (2 B) twice to device 1 counts once
+    two = Graph(flops=[1.0] * 4, out_bytes=[2.0, 3.0, 0.0, 0.0], edges=[(0, 2), (0, 3), (1, 3)])
+    unit = small_cluster(2, memory=1e9)
+    u, src, dst = np.array([0, 0, 1]), np.array([0, 0, 0]), np.array([1, 1, 1])
+    expect = 2 * unit.pair_latency[0, 1] + 5.0 / unit.pair_bandwidth[0, 1]
+    assert _channel_max(u, src, dst, two.out_bytes, unit) == pytest.approx(expect)
