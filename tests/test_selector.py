@@ -201,9 +201,9 @@ def test_the_one_pass_choice_makes_no_simulator_call(agent, instance):
     g, c = instance.graph, instance.cluster
     own = one_pass_greedy(agent.policy, g, c, agent.memory_mask)
     with patched(), counting() as calls:
-        name, kept = one_pass_select(agent.policy, fixed(HINTS, [0.0] * 4), g, c)
+        name, kept, _ = one_pass_select(agent.policy, fixed(HINTS, [0.0] * 4), g, c)
         assert name is None and kept.device.tolist() == own.device.tolist()
-        name, kept = one_pass_select(agent.policy, fixed(HINTS, [0.0, 0.0, -1.0, 0.0]), g, c)
+        name, kept, _ = one_pass_select(agent.policy, fixed(HINTS, [0.0, 0.0, -1.0, 0.0]), g, c)
     assert calls.calls == 0
     from placegym.agents.doppler.hints import plain_hint_placements
 
@@ -334,7 +334,7 @@ def test_a_selector_scoring_rollouts_places_through_them(agent):
     g, c = inst.graph, inst.cluster
     sel = fixed((*HINTS, *ROOMS), [0.0] * 4 + [0.0, -1.0, 0.0])
     with patched(), counting() as calls:
-        name, kept = one_pass_select(agent.policy, sel, g, c, agent.memory_mask)
+        name, kept, _ = one_pass_select(agent.policy, sel, g, c, agent.memory_mask)
     assert calls.calls == 0 and name == "heft@room"
     room = rule_proposals(g, c, agent.memory_mask)["heft@room"]
     assert kept.device.tolist() == room.device.tolist()

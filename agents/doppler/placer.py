@@ -186,7 +186,8 @@ class AgentPlacer:
             (its hints' placements, and rule rollouts where it scores them:
             :func:`~placegym.agents.doppler.selector.one_pass_select`, no simulator call
             either); :attr:`last_choice` names the proposal taken by the last placement
-            (None: the policy's own).
+            (None: the policy's own) and :attr:`last_polished` says whether the
+            selector's polish changed it.
 
     Raises:
         ValueError: an unknown mode or mask, ``k`` < 1 or ``threads`` < 1; ``one_pass``
@@ -222,6 +223,7 @@ class AgentPlacer:
             check_selector(selector, policy)
         self.one_pass, self.selector = bool(one_pass), selector
         self.last_choice: str | None = None
+        self.last_polished = False
         self.policy, self.mode, self.k, self.name = policy.eval(), mode, k, name
         self.memory_mask, self.threads = memory_mask, check_threads(threads)
         self._pool = EnvPool(memory_mask=memory_mask)
@@ -232,7 +234,7 @@ class AgentPlacer:
         cluster = load_cluster(cluster)
         with torch_threads(self.threads):
             if self.one_pass and self.selector is not None:
-                self.last_choice, placement = one_pass_select(
+                self.last_choice, placement, self.last_polished = one_pass_select(
                     self.policy, self.selector, graph, cluster, self.memory_mask
                 )
                 return placement

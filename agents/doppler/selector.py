@@ -37,13 +37,20 @@ selector with a ``peak_margin`` also takes a proposal the replay refuses if it c
 no recompute set and its estimated peak
 (:func:`~placegym.agents.doppler.summaries.estimated_peak`, ``O(n log n + E log E)``)
 keeps that share of every device's memory free: an estimate, not a bound.
+
+**Polish.** A selector with ``polish`` > 0 refines the kept placement by
+:func:`~placegym.agents.doppler.polish.polish` (at most that many estimated schedules,
+fewer on large graphs: :data:`~placegym.agents.doppler.polish.VISITS`); where memory may
+bind its moves keep each device's estimated peak memory within the selector's
+``peak_margin`` and the result is admitted as a proposal is (:func:`admit`), else the
+unpolished placement stays. No simulator call either.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -73,6 +80,7 @@ __all__ = [
     "ROOM",
     "SELECTOR_FORMAT",
     "ProposalSelector",
+    "Selected",
     "admit",
     "check_selector",
     "choose",
@@ -83,6 +91,7 @@ __all__ = [
     "load_selector",
     "one_pass_select",
     "placement_summary",
+    "polish_kept",
     "proposal_features",
     "rule_proposals",
     "save_selector",
@@ -119,10 +128,13 @@ class ProposalSelector(nn.Module):
         peak_margin: where > 0, :func:`choose` also admits a proposal that neither fits
             statically nor replays under the mask if its estimated peak keeps this share
             of every device's memory free (:func:`admit`); 0: it does not.
+        polish: where > 0, :func:`one_pass_select` polishes the kept placement with at
+            most this many estimated schedules
+            (:func:`~placegym.agents.doppler.polish.polish`); 0: it does not.
 
     Raises:
-        ValueError: no names, a repeated name, ``hidden`` or ``members`` < 1 or a
-            negative margin.
+        ValueError: no names, a repeated name, ``hidden`` or ``members`` < 1, a
+            negative margin or ``polish``.
     """
 
     def __init__(
@@ -133,6 +145,7 @@ class ProposalSelector(nn.Module):
         members: int = 5,
         contention: bool = False,
         peak_margin: float = 0.0,
+        polish: int = 0,
     ) -> None:
         super().__init__()
         names = tuple(names)
@@ -146,9 +159,11 @@ class ProposalSelector(nn.Module):
             raise ValueError(f"margin: must be >= 0, got {margin}")
         if not 0 <= peak_margin < 1:
             raise ValueError(f"peak_margin: must be in [0, 1), got {peak_margin}")
+        if polish < 0:
+            raise ValueError(f"polish: must be >= 0, got {polish}")
         self.names, self.hidden, self.margin = names, int(hidden), float(margin)
         self.members, self.contention = int(members), bool(contention)
-        self.peak_margin = float(peak_margin)
+        self.peak_margin, self.polish = float(peak_margin), int(polish)
         width = FEATURES + len(names) + (CONTENTION_FEATURES if self.contention else 0)
         self.mean: torch.Tensor
         self.scale: torch.Tensor
@@ -235,7 +250,8 @@ class ProposalSelector(nn.Module):
 
     def spec(self) -> dict[str, Any]:
         """What rebuilds it: ``names``, ``hidden``, ``margin``, ``members`` and, where
-        set, ``contention`` and ``peak_margin`` (a file without them has neither)."""
+        set, ``contention``, ``peak_margin`` and ``polish`` (a file without them has
+        none)."""
         spec: dict[str, Any] = {
             "names": list(self.names),
             "hidden": self.hidden,
@@ -246,6 +262,8 @@ class ProposalSelector(nn.Module):
             spec["contention"] = True
         if self.peak_margin:
             spec["peak_margin"] = self.peak_margin
+        if self.polish:
+            spec["polish"] = self.polish
         return spec
 
 
@@ -356,6 +374,15 @@ def choose(
     return (None, own) if got is None else got
 
 
+class Selected(NamedTuple):
+    """What :func:`one_pass_select` keeps: the proposal's name (None: the policy's own),
+    the placement, and whether the polish changed it."""
+
+    name: str | None
+    placement: Placement
+    polished: bool
+
+
 def one_pass_select(
     policy: Any,
     selector: ProposalSelector,
@@ -363,13 +390,13 @@ def one_pass_select(
     cluster: Cluster,
     memory_mask: bool | str = True,
     known: Mapping[str, Placement] | None = None,
-) -> tuple[str | None, Placement]:
+) -> Selected:
     """The policy's one-pass greedy placement
     (:class:`~placegym.agents.doppler.onepass.OnePassDecoder`) or the proposal
-    :func:`choose` prefers to it, with the proposal's name (None: the policy's own): the
-    hints' placements and, where the selector scores them, :func:`rule_proposals`; no
-    simulator call. ``known``: teachers' placements already made, as the decoder reads
-    them.
+    :func:`choose` prefers to it (the hints' placements and, where the selector scores
+    them, :func:`rule_proposals`), polished where the selector says so
+    (:func:`polish_kept`); no simulator call. ``known``: teachers' placements already
+    made, as the decoder reads them.
 
     Raises:
         ValueError: a selector scoring a hint the policy does not read, naming it.
@@ -379,7 +406,36 @@ def one_pass_select(
     check_selector(selector, policy)
     dec = OnePassDecoder(policy, graph, cluster, memory_mask, known=known)
     proposals = gather_proposals(selector, dec.hints, graph, cluster, memory_mask)
-    return choose(selector, graph, cluster, dec.greedy(), proposals, memory_mask)
+    name, kept = choose(selector, graph, cluster, dec.greedy(), proposals, memory_mask)
+    better = polish_kept(selector, graph, cluster, kept, memory_mask)
+    return Selected(name, kept, False) if better is None else Selected(name, better, True)
+
+
+def polish_kept(
+    selector: ProposalSelector,
+    graph: Graph,
+    cluster: Cluster,
+    kept: Placement,
+    memory_mask: bool | str = True,
+) -> Placement | None:
+    """``kept`` polished with ``selector.polish`` estimated schedules
+    (:func:`~placegym.agents.doppler.polish.polish`); where memory may bind, its moves
+    keep each device's estimated peak within ``1 - selector.peak_margin`` of its memory
+    (or within its peak before, where that is higher), and the result is admitted as a
+    proposal is (:func:`admit`). None where the selector does not polish, no move helps
+    or the moved placement is not admitted."""
+    from placegym.agents.doppler.polish import polish
+
+    if not selector.polish:
+        return None
+    if not memory_may_bind(graph, cluster):
+        moved = polish(graph, cluster, kept, selector.polish)
+        return None if moved is kept else moved
+    room = (1 - selector.peak_margin) * np.asarray(cluster.memory, dtype=np.float64)
+    moved = polish(graph, cluster, kept, selector.polish, memory=room)
+    if moved is kept:
+        return None
+    return admit(graph, cluster, moved, memory_mask, selector.peak_margin)
 
 
 def gather_proposals(

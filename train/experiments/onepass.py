@@ -55,8 +55,9 @@ seconds over the split's instances per 1,000 of their nodes; a small graph's fix
 the hints and the encoder, dominate its own rate) and the slowest instance's seconds;
 for an agent with a proposal selector (``run --selector``), the greedy placement is the
 selector's choice (:func:`~placegym.agents.doppler.selector.one_pass_select`: its
-seconds included) and a row gives how often it is a proposal's placement (a hint's or a
-rule rollout's), not the policy's own.
+seconds included, its polish too where the selector polishes) and a row gives how often
+it is a proposal's placement (a hint's or a rule rollout's), not the policy's own, and,
+for a selector that polishes, another how often the polish changed it (``polished``).
 Ratios are to critical_path; an infeasible greedy placement counts as a loss
 in the shares, and each geometric mean is over the instances where both of its sides are
 feasible (the greedy placements over memory have their own row).
@@ -236,6 +237,7 @@ def run_seed(
                 }
                 if agent.selector is not None:
                     row["chosen"] = agent.last_choice
+                    row["polished"] = agent.last_polished
                 for key in SEARCHES:
                     trace = Trace(budget)
                     t0 = time.perf_counter()
@@ -350,6 +352,9 @@ def split_summary(rows: list[dict[str, Any]], base: dict[str, dict]) -> dict[str
             "taken": np.mean([r["chosen"] is not None for r in mine])
             if all("chosen" in r for r in mine)
             else math.nan,
+            "polished": np.mean([r["polished"] for r in mine])
+            if all("polished" in r for r in mine)
+            else math.nan,
         }
         for k, v in vals.items():
             figures.setdefault(k, []).append(float(v))
@@ -389,10 +394,12 @@ FIGURES = (
     ("seconds_per_1k", "decode seconds per 1,000 nodes (all the split's instances)", "seconds"),
     ("slowest_decode", "slowest decode of an instance", "seconds"),
     ("taken", "greedy is a proposal the selector took, not the policy's own (share)", "share"),
+    ("polished", "greedy is the kept placement changed by the polish (share)", "share"),
 )
 #: Figures shown only where the rows have them (``taken``: rows of an agent with a
-#: proposal selector, whose ``chosen`` names the proposal it took).
-OPTIONAL = frozenset({"taken"})
+#: proposal selector, whose ``chosen`` names the proposal it took; ``polished``: rows
+#: that say whether the selector's polish changed the kept placement).
+OPTIONAL = frozenset({"taken", "polished"})
 
 #: The targets checked (:data:`~placegym.train.experiments.targets.TARGETS`), by figure.
 CHECKED = {

@@ -109,7 +109,7 @@ def warm_anneal(agent: AgentPlacer, threads: int | None = 1) -> SearchFunction:
             with torch_threads(threads):  # the starts are its hints where memory cannot bind
                 if agent.selector is not None:
                     args = (agent.policy, agent.selector, g, c, agent.memory_mask)
-                    return [one_pass_select(*args, known=starts)[1]]
+                    return [one_pass_select(*args, known=starts).placement]
                 return [one_pass_greedy(agent.policy, g, c, agent.memory_mask, known=starts)]
 
         return anneal_search(graph, cluster, budget, seed, trace, proposals=proposals)

@@ -1,0 +1,232 @@
+"""The polish: the eager estimate solved by hand and equal, bit for bit, to a plain
+Python statement of its rule on random graphs; the local search never worsens the
+estimate, keeps co-location groups whole, is deterministic and makes no simulator
+call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from simcases import fork_join, graph, unit_cluster
+
+from placegym.agents.doppler.polish import eager_peak, eager_schedule, polish
+from placegym.agents.doppler.selector import ProposalSelector, one_pass_select, polish_kept
+from placegym.agents.doppler.summaries import ready_order
+from placegym.agents.zoo import pretrained
+from placegym.envs import Graph, Placement, simulate
+from placegym.envs.analysis.levels import step_costs
+from placegym.envs.suites import get_suite
+from placegym.train.harness import calls
+from placegym.train.harness.calls import counting, patched
+
+HINTS = ("nest", "metis", "heft", "critical_path")
+
+
+def reference(g, c, p, insert):
+    """The estimate's rule in plain Python (the module docstring), as the oracle."""
+    costs = step_costs(g, c)
+    dev = p.device.tolist()
+    dur = costs.duration[np.arange(g.num_nodes), p.device].tolist()
+    lat, inv_bw, level = costs.latency.tolist(), costs.inv_bandwidth.tolist(), c.pair_level
+    start, finish, busy = [0.0] * len(dev), [0.0] * len(dev), [0.0] * c.num_devices
+    gaps: list[list[tuple[float, float]]] = [[] for _ in range(c.num_devices)]
+    taken: dict[tuple, float] = {}
+    arrival: dict[tuple[int, int], float] = {}
+    for v in ready_order(costs, p.rank):
+        d = dev[v]
+        wait = max(
+            [finish[u] if dev[u] == d else arrival[(u, d)] for u in costs.predecessors[v]],
+            default=0.0,
+        )
+        if insert:
+            t, k = wait, 0
+            while k < len(gaps[d]) and t + dur[v] > gaps[d][k][0]:
+                t = max(t, gaps[d][k][1])
+                k += 1
+            gaps[d].insert(k, (t, t + dur[v]))
+        else:
+            t = max(wait, busy[d])
+            busy[d] = t + dur[v]
+        start[v], finish[v] = t, t + dur[v]
+        for b in sorted({dev[w] for w in costs.successors[v]} - {d}):
+            lv = int(level[d, b])
+            keys = [("s", d, lv), ("r", b, lv)] if c.links == "port" else [("c", d, b)]
+            sent = max([finish[v]] + [taken.get(k, 0.0) for k in keys])
+            arrival[(v, b)] = sent + lat[d][b] + g.out_bytes[v] * inv_bw[d][b]
+            for k in keys:
+                taken[k] = arrival[(v, b)]
+    return np.array(start), np.array(finish)
+
+
+def test_copies_leave_when_their_producer_finishes():
+    # 0 (1 s) on device 0 sends 2 s of bytes to 2 and 3 on device 1; 1 (0.5 s) on device
+    # 0 sends 2 s to 2. 3 is listed before 2. 0 finishes at 1, its copy arrives at 3;
+    # 1 finishes at 1.5, its copy waits for the channel and arrives at 5
+    g = graph([1.0, 0.5, 1.0, 1.0], [(0, 2), (1, 2), (0, 3)], out_bytes=[2.0, 2.0, 1.0, 1.0])
+    c = unit_cluster(2)
+    p = Placement(device=np.array([0, 0, 1, 1]), order=np.array([0, 1, 3, 2]))
+    start, finish = eager_schedule(g, c, p)
+    assert start.tolist() == [0.0, 1.0, 5.0, 3.0]
+    assert finish.tolist() == [1.0, 1.5, 6.0, 4.0]
+    assert finish.max() == simulate(g, c, p).makespan
+    # the peaks by DESIGN's lifetimes: device 0 holds 0's and 1's outputs (1's from its
+    # start at 1) until 0's copy arrives at 3; device 1 holds both copies (from 1 and 3
+    # until 2 finishes at 6) and 3's output while 3 runs
+    assert eager_peak(g, c, p).tolist() == [4.0, 5.0] == simulate(g, c, p).peak_memory.tolist()
+
+
+def test_a_later_copy_does_not_jump_the_queue():
+    # 0 (1 s) sends 4 s of bytes to 3 on device 1, which is listed last; 1 (2 s) sends
+    # 1 s of bytes to 2 on device 1, listed first among the consumers. 0's copy leaves at
+    # 1 and holds the channel until 5, so 1's copy (ready at 3) arrives at 6: the order
+    # in which copies are asked for does not matter, their producers' finish does.
+    # Listed, 2 runs 6-7 and 3 after it; inserted, 3 runs 5-6 as the simulator runs it
+    g = graph([1.0, 2.0, 1.0, 1.0], [(0, 3), (1, 2)], out_bytes=[4.0, 1.0, 0.0, 0.0])
+    c = unit_cluster(2)
+    p = Placement(device=np.array([0, 0, 1, 1]), order=np.array([0, 1, 2, 3]))
+    assert eager_schedule(g, c, p)[1].tolist() == [1.0, 3.0, 7.0, 8.0]
+    finish = eager_schedule(g, c, p, insert=True)[1]
+    assert finish.tolist() == [1.0, 3.0, 7.0, 6.0] == simulate(g, c, p).finish.tolist()
+
+
+def test_insertion_fills_an_idle_gap_as_a_work_conserving_device_would():
+    # on device 1: 1 waits for 0's copy (0 runs 0-1 on device 0, the copy arrives at
+    # 4), 2 is a source listed after 1. Listed, 2 runs after 1 (5-6); inserted, in the
+    # gap before it (0-1), as the simulator runs it
+    g = graph([1.0, 1.0, 1.0], [(0, 1)], out_bytes=[3.0, 0.0, 0.0])
+    c = unit_cluster(2)
+    p = Placement(device=np.array([0, 1, 1]), order=np.array([0, 1, 2]))
+    assert eager_schedule(g, c, p)[0].tolist() == [0.0, 4.0, 5.0]
+    assert eager_schedule(g, c, p, insert=True)[0].tolist() == [0.0, 4.0, 0.0]
+    assert simulate(g, c, p).start.tolist() == [0.0, 4.0, 0.0]
+
+
+@pytest.mark.parametrize("links", ["pair", "port"])
+@pytest.mark.parametrize("insert", [False, True])
+def test_the_compiled_estimate_equals_its_rule_on_random_graphs(links, insert):
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 30, 80):
+        edges = [
+            (int(u), v) for v in range(1, n) for u in rng.choice(v, size=min(v, 3), replace=False)
+        ]
+        flops, out = rng.uniform(0.1, 1.0, n).tolist(), rng.uniform(0, 2, n).tolist()
+        g = graph(flops, edges, out_bytes=out)
+        c = unit_cluster(5, latency=0.01).with_links(links)
+        for _ in range(4):
+            p = Placement(device=rng.integers(0, 5, n), order=rng.permutation(n))
+            start, finish = eager_schedule(g, c, p, insert=insert)
+            want = reference(g, c, p, insert)
+            assert np.array_equal(start, want[0]) and np.array_equal(finish, want[1])
+
+
+def test_polish_spreads_independent_work_and_never_worsens_the_estimate():
+    g = fork_join()
+    c = unit_cluster(2)
+    one = Placement(device=np.zeros(6, dtype=int), order=np.arange(6))
+    before = eager_schedule(g, c, one)[1].max()
+    with calls.counting() as n:
+        got = polish(g, c, one, evals=200)
+    assert n.calls == 0
+    after = eager_schedule(g, c, got)[1].max()
+    # 10 s on one device; 0, 1, 2 on one device and 3, 4, 5 on the other: 0 runs 0-1,
+    # its copy arrives at 1.5, 3 and 4 run 1.5-5.5, 2's copy (2 ends at 5) arrives at 5.5
+    assert before == 10.0
+    assert after == 6.5 == simulate(g, c, got).makespan
+    assert got.order.tolist() == one.order.tolist()
+    again = polish(g, c, one, evals=200)
+    assert again.device.tolist() == got.device.tolist()
+    # nothing to gain: the same object back
+    assert polish(g, c, got, evals=200) is got
+
+
+def test_polish_moves_a_colocation_group_whole_and_keeps_the_recompute_set():
+    base = fork_join()
+    g = Graph(
+        flops=base.flops,
+        out_bytes=base.out_bytes,
+        edges=base.edges,
+        group=[-1, 0, 0, -1, -1, -1],
+    )
+    c = unit_cluster(2)
+    p = Placement(device=np.zeros(6, dtype=int), order=np.arange(6), recompute=[1])
+    got = polish(g, c, p, evals=200)
+    assert got.device[1] == got.device[2]
+    assert got.recompute.tolist() == [1]
+    assert eager_schedule(g, c, got)[1].max() < eager_schedule(g, c, p)[1].max()
+
+
+def test_polish_stops_at_its_budget_and_refuses_a_negative_one():
+    # all on device 0, the chain from 5 back: 5 on device 1 is slower (the second
+    # schedule), 4 on device 1 faster (the third); a budget of 2 finds nothing
+    g = fork_join()
+    c = unit_cluster(2)
+    one = Placement(device=np.zeros(6, dtype=int), order=np.arange(6))
+    assert polish(g, c, one, evals=3).device.tolist() == [0, 0, 0, 0, 1, 0]
+    assert polish(g, c, one, evals=2) is one
+    assert polish(g, c, one, evals=1) is one
+    with pytest.raises(ValueError, match="evals: must be >= 0, got -1"):
+        polish(g, c, one, evals=-1)
+
+
+def test_a_selector_polishes_the_kept_placement_with_no_simulator_call():
+    inst = get_suite("generalize-v0").instance("random_dag-64-s0@p100x4")
+    g, c = inst.graph, inst.cluster
+    policy = pretrained("onepass-v1").policy
+    plain = ProposalSelector(HINTS)
+    sel = ProposalSelector(HINTS, polish=500)
+    sel.load_state_dict(plain.state_dict())
+    with patched(), counting() as n:
+        before = one_pass_select(policy, plain, g, c)
+        after = one_pass_select(policy, sel, g, c)
+    assert n.calls == 0
+    assert not before.polished and after.name == before.name
+    assert after.polished == (after.placement.device.tolist() != before.placement.device.tolist())
+    est = [eager_schedule(g, c, s.placement)[1].max() for s in (before, after)]
+    assert est[1] <= est[0]
+    assert after.placement.device.tolist() == polish(g, c, before.placement, 500).device.tolist()
+
+
+def test_where_memory_binds_a_polished_placement_is_admitted_or_dropped():
+    # two 60-byte nodes on 100-byte devices with nothing to gain by moving: the polish
+    # keeps the placement
+    g = graph([1.0, 1.0], [], param_bytes=[60.0, 60.0])
+    c = unit_cluster(2, memory=100.0)
+    apart = Placement(device=np.array([0, 1]), order=np.array([0, 1]))
+    assert polish_kept(ProposalSelector(HINTS, polish=50), g, c, apart) is None
+    # 5 s instead of 6: 2 beside 0 on device 0 (the first move tried), but 60 + 50 bytes
+    # do not fit; or 1 beside 0, 60 + 10 bytes. With memory in view the polish takes the
+    # second
+    g = graph([1.0, 4.0, 1.0], [(0, 1)], param_bytes=[60.0, 10.0, 50.0])
+    p = Placement(device=np.array([0, 1, 1]), order=np.arange(3))
+    assert polish(g, c, p, 50).device.tolist() == [0, 1, 0]
+    assert polish(g, c, p, 50, memory=c.memory).device.tolist() == [0, 0, 1]
+    assert polish(g, c, p, 50, memory=np.array([110.0, 100.0])).device.tolist() == [0, 1, 0]
+    got = polish_kept(ProposalSelector(HINTS, polish=50), g, c, p)
+    assert got is not None and got.device.tolist() == [0, 0, 1]
+    # no move fits: the placement stays
+    tight = unit_cluster(2, memory=60.0)
+    assert polish(g, tight, p, 50, memory=tight.memory) is p
+    assert polish_kept(ProposalSelector(HINTS, polish=50), g, tight, p) is None
+    with pytest.raises(ValueError, match=r"memory: expected 2 values \(one per device\)"):
+        polish(g, c, p, 50, memory=np.ones(3))
+
+
+def test_a_polish_with_memory_in_view_keeps_the_estimated_peaks_within_it():
+    inst = get_suite("memory-tight-v0").instance("random_dag-96-s0@p100x4-mem0.7-r1-2")
+    g, c = inst.graph, inst.cluster
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        dev = rng.integers(0, c.num_devices, g.num_nodes)
+        for nodes in g.groups.values():
+            dev[nodes] = dev[nodes[0]]
+        p = Placement(device=dev, order=np.arange(g.num_nodes))
+        p.check(g, c)
+        room = 0.97 * c.memory
+        before = eager_peak(g, c, p)
+        got = polish(g, c, p, 300, memory=room)
+        assert (eager_peak(g, c, got) <= np.maximum(room, before)).all()
+        assert eager_schedule(g, c, got)[1].max() <= eager_schedule(g, c, p)[1].max()
+    with pytest.raises(ValueError, match="polish: must be >= 0, got -2"):
+        ProposalSelector(HINTS, polish=-2)
+    assert ProposalSelector(HINTS, polish=50).spec()["polish"] == 50
+    assert "polish" not in ProposalSelector(HINTS).spec()
