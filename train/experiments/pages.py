@@ -366,6 +366,7 @@ BLOCKS: dict[str, Block] = {
             "onepass-rollouts",
             "onepass-contention",
             "onepass-peak",
+            "onepass-polish",
         )
     },
 }
