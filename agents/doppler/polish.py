@@ -21,8 +21,14 @@ summaries on two points:
   work-conserving device runs a ready node before one listed earlier that is not yet
   ready; without it, each device runs its nodes in list order.
 
-It is not the simulator: copies queue in list order rather than by time, no device
-dispatches among its ready nodes, and memory is not modelled.
+It is not the simulator: copies queue in list order rather than by time, and no device
+dispatches among its ready nodes.
+
+**Memory** (:func:`eager_peak`): each device's peak bytes in that schedule by DESIGN
+§3's lifetimes (parameters throughout; an output from its node's start until its last
+local consumer has finished and its last copy has arrived; a copy from its start until
+its last consumer there has finished), a recompute set not modelled. With ``memory``,
+:func:`polish` keeps only moves after which every device's peak stays within it.
 
 **The search** (:func:`polish`): from the last node to finish, the chain of what bound
 each start (the input that arrived last, or the node before it on its device); for each
@@ -30,8 +36,9 @@ node of the chain in turn, each other device (every one on up to :data:`ALL_DEVI
 devices, else those of its producers and consumers), the first move that shortens the
 estimate by more than a relative ``1e-9`` is kept and the chain is traced again. The
 priority order and the recompute set stay as they are. Deterministic: no random draw.
-Memory is the caller's to check (:func:`~placegym.agents.doppler.selector.one_pass_select`
-admits the result as it admits a proposal, else keeps the placement it polished).
+Whether the result fits is the caller's to check
+(:func:`~placegym.agents.doppler.selector.polish_kept` admits it as it admits a
+proposal, else keeps the placement it polished).
 """
 
 from __future__ import annotations
@@ -50,7 +57,8 @@ __all__ = ["ALL_DEVICES", "VISITS", "EagerInputs", "eager_peak", "eager_schedule
 ALL_DEVICES = 32
 #: :func:`polish` makes at most this many visits in all, a schedule visiting ``n + E``
 #: nodes and edges and its ``D * D`` channels (``D * levels`` ports): on large graphs
-#: fewer schedules than asked for, about 0.1 s of search per 1,000 nodes at most.
+#: fewer schedules than asked for (none where one schedule would exceed it), a few tens
+#: of milliseconds of search a placement at most.
 VISITS = 1_000_000
 
 
@@ -176,7 +184,8 @@ def polish(
     bytes in the estimated schedule (DESIGN §3's lifetimes, as
     :func:`~placegym.agents.doppler.summaries.estimated_peak` takes them; its recompute
     set is not modelled) stay within its ``memory`` or, on a device already above it,
-    within its peak before the search (``O((n + E) log(n + E))`` more per kept move).
+    within its peak before the search (``O((n + E) log(n + E))`` more per move that
+    shortens the estimate).
 
     Raises:
         ValueError: ``evals`` < 0, or ``memory`` not one value per device.
