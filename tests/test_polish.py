@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from simcases import fork_join, graph, unit_cluster
 
-from placegym.agents.doppler.polish import eager_peak, eager_schedule, polish
+from placegym.agents.doppler.polish import ALL_DEVICES, eager_peak, eager_schedule, polish
 from placegym.agents.doppler.selector import ProposalSelector, one_pass_select, polish_kept
 from placegym.agents.doppler.summaries import ready_order
 from placegym.agents.zoo import pretrained
@@ -152,6 +152,17 @@ def test_polish_moves_a_colocation_group_whole_and_keeps_the_recompute_set():
     got = polish(g, c, p, evals=200)
     assert got.device[1] == got.device[2]
     assert got.recompute.tolist() == [1]
+    assert eager_schedule(g, c, got)[1].max() < eager_schedule(g, c, p)[1].max()
+
+
+def test_on_many_devices_a_node_moves_only_to_its_neighbours_devices():
+    g = fork_join()
+    c = unit_cluster(ALL_DEVICES + 8)
+    one = Placement(device=np.zeros(6, dtype=int), order=np.arange(6))
+    assert polish(g, c, one, evals=200) is one  # no neighbour elsewhere: nowhere to go
+    p = Placement(device=np.array([0, 0, 0, 0, 7, 7]), order=np.arange(6))
+    got = polish(g, c, p, evals=200)
+    assert set(got.device.tolist()) == {0, 7}
     assert eager_schedule(g, c, got)[1].max() < eager_schedule(g, c, p)[1].max()
 
 

@@ -35,16 +35,18 @@ def eager_kernel(
 ):  # pragma: no cover - compiled
     """The schedule of :func:`~placegym.agents.doppler.polish.eager_schedule` into
     ``start``, ``finish`` and ``binding`` (per node: the producer or device predecessor
-    its start waited for, -1 for none);
-    returns the makespan. ``duration (n, D)``; ``earr (E, 2)``: per consumer edge, its
-    copy's start and arrival (remote edges only); ``slot_t``/``slot_n``: per device, its
-    busy intervals' (start, finish) and nodes, in a block of as many slots as it has
-    nodes (scratch)."""
+    its start waited for, -1 for none); returns the makespan. ``duration (n, D)``;
+    ``earr (E, 2)``: per consumer edge, its copy's start and arrival (remote edges
+    only); ``slot_t``/``slot_n``: per device, its busy intervals' (start, finish) and
+    nodes, in a block of as many slots as it has nodes (scratch, with ``insert``)."""
     n = order.shape[0]
     d = lat.shape[0]
-    cnt = np.zeros(d, dtype=np.int64)
-    for v in range(n):
-        cnt[dev[v]] += 1
+    off = np.zeros(d + 1, dtype=np.int64)  # each device's block of slots (insertion)
+    if insert:
+        for v in range(n):
+            off[dev[v] + 1] += 1
+        for k in range(d):
+            off[k + 1] += off[k]
     if port:
         sendf = np.zeros(d * levels)
         recvf = np.zeros(d * levels)
@@ -53,9 +55,6 @@ def eager_kernel(
         sendf = np.zeros(1)
         recvf = np.zeros(1)
         chan = np.zeros(d * d)
-    off = np.zeros(d + 1, dtype=np.int64)
-    for k in range(d):
-        off[k + 1] = off[k] + cnt[k]
     size = np.zeros(d, dtype=np.int64)
     busy = np.zeros(d)
     last = np.full(d, -1, dtype=np.int64)
@@ -191,10 +190,8 @@ def peak_kernel(dev, start, finish, out, cptr, cidx, earr, base, peak):  # pragm
                 ev_t[k + 1], ev_x[k + 1], ev_d[k + 1], ev_free[k + 1] = last[b], -out[v], b, True
                 k += 2
                 last[b] = -np.inf  # one copy per device
-    # by device, then time, frees first
-    key = np.empty(k)
-    for i in range(k):
-        key[i] = ev_t[i]
+    # by time; each device keeps its own level
+    key = ev_t[:k]
     idx = np.argsort(key, kind="mergesort")
     level = np.zeros(d)
     for q in range(d):
@@ -220,69 +217,36 @@ def peak_kernel(dev, start, finish, out, cptr, cidx, earr, base, peak):  # pragm
         peak[q] += base[q]
 
 
+@njit(cache=True, inline="always")
+def _add_devices(ptr, idx, v, dev, mark, stamp, targets, k):  # pragma: no cover - compiled
+    """Append to ``targets[k:]`` the devices of ``v``'s neighbours ``idx[ptr[v] :
+    ptr[v + 1]]`` not yet marked with ``stamp``; returns the new count."""
+    for j in range(ptr[v], ptr[v + 1]):
+        t = dev[idx[j]]
+        if mark[t] != stamp:
+            mark[t] = stamp
+            targets[k] = t
+            k += 1
+    return k
+
+
 @njit(cache=True)
 def polish_kernel(
-    evals,
-    all_devices,
-    group,
-    gptr,
-    gidx,
-    mem,
-    param,
-    cap,
-    order,
-    dev,
-    duration,
-    out,
-    pptr,
-    pidx,
-    pedge,
-    cptr,
-    cidx,
-    lat,
-    inv_bw,
-    level,
-    levels,
-    port,
-    insert,
-    start,
-    finish,
-    binding,
-    earr,
-    slot_t,
-    slot_n,
+    evals, all_devices, group, gptr, gidx, mem, param, cap, ops
 ):  # pragma: no cover - compiled
     """The search of :func:`~placegym.agents.doppler.polish.polish` on ``dev`` (moved in
-    place); returns whether it moved a node and the schedules it made. ``group``: per
-    node its co-location group (-1: none), whose nodes are ``gidx[gptr[g] : gptr[g +
-    1]]``; with ``mem``, a move is kept only if every device's estimated peak
-    (:func:`peak_kernel`, ``param`` bytes per node)
-    stays at most ``cap`` or at most its peak before the search."""
+    place); returns whether it moved a node and the schedules it made. ``ops``: the
+    operands of :func:`eager_kernel`, ``dev`` among them. ``group``: per node its
+    co-location group (-1: none), whose nodes are ``gidx[gptr[g] : gptr[g + 1]]``; with
+    ``mem``, a move is kept only if every device's estimated peak (:func:`peak_kernel`,
+    ``param`` bytes per node) stays at most ``cap`` or at most its peak before the
+    search."""
+    order, dev, out, pptr, pidx = ops[0], ops[1], ops[3], ops[4], ops[5]
+    cptr, cidx, lat = ops[7], ops[8], ops[9]
+    start, finish, binding, earr = ops[15], ops[16], ops[17], ops[18]
     n = order.shape[0]
     d = lat.shape[0]
-    best = eager_kernel(
-        order,
-        dev,
-        duration,
-        out,
-        pptr,
-        pidx,
-        pedge,
-        cptr,
-        cidx,
-        lat,
-        inv_bw,
-        level,
-        levels,
-        port,
-        insert,
-        start,
-        finish,
-        binding,
-        earr,
-        slot_t,
-        slot_n,
-    )
+    best = eager_kernel(*ops)
     limit = cap.copy()
     peak = np.zeros(d)
     base = np.zeros(d)
@@ -322,18 +286,8 @@ def polish_kernel(
                     k += 1
             else:
                 stamp += 1
-                for j in range(pptr[v], pptr[v + 1]):
-                    t = dev[pidx[j]]
-                    if mark[t] != stamp:
-                        mark[t] = stamp
-                        targets[k] = t
-                        k += 1
-                for j in range(cptr[v], cptr[v + 1]):
-                    t = dev[cidx[j]]
-                    if mark[t] != stamp:
-                        mark[t] = stamp
-                        targets[k] = t
-                        k += 1
+                k = _add_devices(pptr, pidx, v, dev, mark, stamp, targets, k)
+                k = _add_devices(cptr, cidx, v, dev, mark, stamp, targets, k)
                 targets[:k].sort()
             for q in range(k):
                 t = targets[q]
@@ -345,29 +299,7 @@ def polish_kernel(
                     base[dev[u]] -= param[u]
                     base[t] += param[u]
                     dev[u] = t
-                span = eager_kernel(
-                    order,
-                    dev,
-                    duration,
-                    out,
-                    pptr,
-                    pidx,
-                    pedge,
-                    cptr,
-                    cidx,
-                    lat,
-                    inv_bw,
-                    level,
-                    levels,
-                    port,
-                    insert,
-                    start,
-                    finish,
-                    binding,
-                    earr,
-                    slot_t,
-                    slot_n,
-                )
+                span = eager_kernel(*ops)
                 used += 1
                 fits = True
                 if mem and span < best * (1 - 1e-9):

@@ -63,29 +63,29 @@ VISITS = 1_000_000
 
 
 class EagerInputs:
-    """What :func:`eager_schedule` reads of a graph, a cluster and a priority order,
-    built once (``O(n log n + E)``) for the many schedules of one search; the devices
-    are each call's."""
+    """What :func:`eager_schedule` reads of a graph, a cluster and a priority ``rank``
+    (:attr:`~placegym.envs.core.placement.Placement.rank`), built once
+    (``O(n log n + E)``) for the many schedules of one search; the devices are each
+    call's."""
 
-    def __init__(self, graph: Graph, cluster: Cluster, order: np.ndarray) -> None:
+    def __init__(self, graph: Graph, cluster: Cluster, rank: np.ndarray) -> None:
         costs = step_costs(graph, cluster)
         self.duration = np.ascontiguousarray(costs.duration, dtype=np.float64)
-        self.order = np.asarray(ready_order(costs, _rank(order)), dtype=np.int64)
+        self.order = np.asarray(ready_order(costs, rank), dtype=np.int64)
         self.pptr, self.pidx = (np.asarray(a, dtype=np.int64) for a in graph.producer_csr)
         self.cptr, self.cidx = (np.asarray(a, dtype=np.int64) for a in graph.consumer_csr)
-        # producer-list entry j (edge u -> v) as its index in u's consumer list
+        # producer-list entry j (edge u -> v) as its index in u's consumer list: the
+        # consumer lists hold the edges by (u, v) ascending, so sorting the producer
+        # entries by (u, v) lines them up with 0..E-1
         n = graph.num_nodes
         v_of_j = np.repeat(np.arange(n), np.diff(self.pptr))
-        u_of_e = np.repeat(np.arange(n), np.diff(self.cptr))
-        by_pair = np.lexsort((self.cidx, u_of_e))  # consumer entries by (u, v)
-        want = np.lexsort((v_of_j, self.pidx))  # producer entries by (u, v)
         self.pedge = np.empty(len(self.pidx), dtype=np.int64)
-        self.pedge[want] = by_pair
+        self.pedge[np.lexsort((v_of_j, self.pidx))] = np.arange(len(self.pidx))
         self.out = np.asarray(graph.out_bytes, dtype=np.float64)
         self.latency = np.ascontiguousarray(costs.latency, dtype=np.float64)
         self.inv_bandwidth = np.ascontiguousarray(costs.inv_bandwidth, dtype=np.float64)
         self.level = np.ascontiguousarray(cluster.pair_level, dtype=np.int64)
-        self.levels = int(self.level.max()) + 1 if self.level.size else 1
+        self.levels = _levels(cluster)
         self.port = cluster.links == "port"
         self.start = np.zeros(n)
         self.finish = np.zeros(n)
@@ -126,10 +126,9 @@ class EagerInputs:
         return float(eager_kernel(*self.operands(device, insert)))
 
 
-def _rank(order: np.ndarray) -> np.ndarray:
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
-    return rank
+def _levels(cluster: Cluster) -> int:
+    """The number of network levels the port state is kept for."""
+    return int(cluster.pair_level.max()) + 1 if cluster.num_devices else 1
 
 
 def eager_schedule(
@@ -137,7 +136,7 @@ def eager_schedule(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(start, finish)`` per node of the estimated schedule of ``placement`` (module
     docstring), ``O(n log n + E)`` with its set-up; no simulator call."""
-    inputs = EagerInputs(graph, cluster, placement.order)
+    inputs = EagerInputs(graph, cluster, placement.rank)
     inputs.schedule(np.asarray(placement.device, dtype=np.int64), insert)
     return inputs.start.copy(), inputs.finish.copy()
 
@@ -148,7 +147,7 @@ def eager_peak(
     """``(D,)`` each device's peak bytes in the estimated schedule of ``placement``, by
     DESIGN §3's lifetimes (the ``memory`` test of :func:`polish`; a recompute set is not
     modelled); no simulator call."""
-    inputs = EagerInputs(graph, cluster, placement.order)
+    inputs = EagerInputs(graph, cluster, placement.rank)
     dev = np.asarray(placement.device, dtype=np.int64)
     inputs.schedule(dev, insert)
     base = np.bincount(dev, weights=graph.param_bytes, minlength=cluster.num_devices)
@@ -161,7 +160,7 @@ def eager_peak(
         inputs.cptr,
         inputs.cidx,
         inputs.earr,
-        base.astype(np.float64),
+        base,
         peak,
     )
     return peak
@@ -198,23 +197,17 @@ def polish(
             f"got shape {np.shape(memory)}"
         )
     n, d = graph.num_nodes, cluster.num_devices
-    levels = int(cluster.pair_level.max()) + 1 if d else 1
-    links = d * levels if cluster.links == "port" else d * d
+    links = d * _levels(cluster) if cluster.links == "port" else d * d
     evals = min(evals, VISITS // (n + len(graph.edges) + links))
     if n == 0 or d < 2 or evals < 2:
         return placement
-    inputs = EagerInputs(graph, cluster, placement.order)
+    inputs = EagerInputs(graph, cluster, placement.rank)
     dev = np.array(placement.device, dtype=np.int64)
     group = np.asarray(graph.group, dtype=np.int64)
-    members = graph.groups
-    ids = sorted(members)
-    gptr = np.zeros(max(ids, default=-1) + 2, dtype=np.int64)
-    for g in ids:
-        gptr[g + 1] = len(members[g])
-    gptr = np.cumsum(gptr)
-    gidx = np.zeros(int(gptr[-1]), dtype=np.int64)
-    for g in ids:
-        gidx[gptr[g] : gptr[g + 1]] = members[g]
+    # each group's nodes (ascending) at gidx[gptr[g] : gptr[g + 1]]
+    grouped = np.flatnonzero(group >= 0)
+    gidx = grouped[np.argsort(group[grouped], kind="stable")]
+    gptr = np.concatenate([[0], np.cumsum(np.bincount(group[grouped]))]).astype(np.int64)
     param = np.asarray(graph.param_bytes, dtype=np.float64)
     cap = np.full(d, np.inf) if memory is None else np.asarray(memory, dtype=np.float64)
     moved, _ = polish_kernel(
@@ -226,7 +219,7 @@ def polish(
         memory is not None,
         param,
         cap,
-        *inputs.operands(dev, insert),
+        inputs.operands(dev, insert),
     )
     if not moved:
         return placement
