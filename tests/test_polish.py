@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 from simcases import fork_join, graph, unit_cluster
 
-from placegym.agents.doppler.polish import ALL_DEVICES, eager_peak, eager_schedule, polish
+from placegym.agents.doppler.onepass import OnePassDecoder
+from placegym.agents.doppler.polish import (
+    ALL_DEVICES,
+    EagerInputs,
+    eager_makespan,
+    eager_peak,
+    eager_schedule,
+    polish,
+)
 from placegym.agents.doppler.selector import ProposalSelector, one_pass_select, polish_kept
 from placegym.agents.doppler.summaries import ready_order
 from placegym.agents.zoo import pretrained
@@ -119,11 +127,86 @@ def test_the_compiled_estimate_equals_its_rule_on_random_graphs(links, insert):
             assert np.array_equal(start, want[0]) and np.array_equal(finish, want[1])
 
 
+def reference_polish(g, c, p, evals, memory=None):
+    """The search's rule (the module docstring) in plain Python on full schedules, as
+    the oracle of the compiled search's partial, bounded ones."""
+    inputs = EagerInputs(g, c, p.rank)
+    dev = p.device.astype(np.int64)
+    peak = lambda: eager_peak(g, c, Placement(device=dev, order=p.order))  # noqa: E731
+    best = inputs.schedule(dev, False)
+    finish, binding = inputs.finish.copy(), inputs.binding.copy()
+    limit = None if memory is None else np.maximum(memory, peak())
+    members = {k: np.array(v) for k, v in g.groups.items()}
+    used = 1
+    while used < evals:
+        chain, v = [], int(np.argmax(finish))
+        while v >= 0:
+            chain.append(v)
+            v = int(binding[v])
+        improved = False
+        for v in chain:
+            here = int(dev[v])
+            nodes = members[g.group[v]] if g.group[v] >= 0 else np.array([v])
+            near = {int(dev[u]) for u in (*g.predecessors(v), *g.successors(v))}
+            for t in range(c.num_devices) if c.num_devices <= ALL_DEVICES else sorted(near):
+                if t == here:
+                    continue
+                dev[nodes] = t
+                span = inputs.schedule(dev, False)
+                used += 1
+                if span < best * (1 - 1e-9) and (limit is None or (peak() <= limit).all()):
+                    best, improved = span, True
+                    finish, binding = inputs.finish.copy(), inputs.binding.copy()
+                    break
+                dev[nodes] = here
+                if used >= evals:
+                    break
+            if improved or used >= evals:
+                break
+        if not improved:
+            break
+    return dev
+
+
+@pytest.mark.parametrize("links", ["pair", "port"])
+def test_the_compiled_search_makes_the_moves_of_full_schedules(links):
+    # the search runs each move's schedule from a recorded state and stops it once a
+    # bound shows it cannot gain: the same moves as full schedules, budget and all
+    rng = np.random.default_rng(11)
+    # (nodes, devices, bytes): with few bytes on few devices the devices' work binds
+    for n, d, size in (
+        (12, 3, 2),
+        (40, 5, 2),
+        (90, 4, 2),
+        (80, 2, 0.05),
+        (60, ALL_DEVICES + 4, 2),
+    ):
+        edges = [
+            (int(u), v) for v in range(1, n) for u in rng.choice(v, size=min(v, 3), replace=False)
+        ]
+        group = np.full(n, -1)
+        group[[2, 5, 7]] = 0
+        g = Graph(
+            flops=rng.uniform(0.1, 1.0, n).tolist(),
+            out_bytes=rng.uniform(0, size, n).tolist(),
+            param_bytes=rng.uniform(0, 1, n).tolist(),
+            edges=edges,
+            group=group,
+        )
+        c = unit_cluster(d, latency=0.01).with_links(links)
+        for evals, memory in ((40, None), (400, None), (400, np.full(d, n / d))):
+            dev = rng.integers(0, d, n)
+            dev[[5, 7]] = dev[2]
+            p = Placement(device=dev, order=rng.permutation(n))
+            got = polish(g, c, p, evals, memory=memory)
+            assert got.device.tolist() == reference_polish(g, c, p, evals, memory).tolist()
+
+
 def test_polish_spreads_independent_work_and_never_worsens_the_estimate():
     g = fork_join()
     c = unit_cluster(2)
     one = Placement(device=np.zeros(6, dtype=int), order=np.arange(6))
-    before = eager_schedule(g, c, one)[1].max()
+    before = eager_makespan(g, c, one)
     with calls.counting() as n:
         got = polish(g, c, one, evals=200)
     assert n.calls == 0
@@ -241,3 +324,32 @@ def test_a_polish_with_memory_in_view_keeps_the_estimated_peaks_within_it():
         ProposalSelector(HINTS, polish=-2)
     assert ProposalSelector(HINTS, polish=50).spec()["polish"] == 50
     assert "polish" not in ProposalSelector(HINTS).spec()
+
+
+def test_a_selector_with_starts_keeps_the_polished_placement_of_least_estimate():
+    inst = get_suite("generalize-v0").instance("random_dag-64-s1@p100x4")
+    g, c = inst.graph, inst.cluster
+    policy = pretrained("onepass-v1").policy
+    # a margin no prediction passes: the kept placement is the policy's own
+    one = ProposalSelector(HINTS, polish=300, margin=10.0)
+    starts = ("heft", "critical_path", "metis")
+    many = ProposalSelector(HINTS, polish=300, margin=10.0, polish_starts=starts)
+    many.load_state_dict(one.state_dict())
+    with patched(), counting() as n:
+        kept = one_pass_select(policy, one, g, c)
+        best = one_pass_select(policy, many, g, c)
+    assert n.calls == 0
+    dec_hints = OnePassDecoder(policy, g, c).hints
+    polished = [polish_kept(one, g, c, dec_hints[s]) for s in many.polish_starts if s != kept.name]
+    estimates = [eager_makespan(g, c, p) for p in polished if p is not None]
+    assert estimates  # the hints' polish finds moves here
+    assert eager_makespan(g, c, best.placement) == min(
+        [eager_makespan(g, c, kept.placement), *estimates]
+    )
+    assert kept.name is None and best.name in starts and best.polished
+    assert ProposalSelector(**many.spec()).polish_starts == many.polish_starts
+    assert "polish_starts" not in one.spec()
+    with pytest.raises(ValueError, match=r"polish_starts: expected distinct names"):
+        ProposalSelector(HINTS, polish_starts=("heft", "heft"))
+    with pytest.raises(ValueError, match=r"scores or polishes hints \['pipe'\]"):
+        one_pass_select(policy, ProposalSelector(HINTS, polish_starts=("pipe",)), g, c)

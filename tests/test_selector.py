@@ -218,7 +218,7 @@ def test_an_agent_places_through_its_selector(agent, instance):
     assert placer.last_choice == "metis"
     with pytest.raises(ValueError, match="needs one_pass=True"):
         AgentPlacer(agent.policy, selector=sel)
-    with pytest.raises(ValueError, match=r"selector: scores hints \['pipe'\]"):
+    with pytest.raises(ValueError, match=r"selector: scores or polishes hints \['pipe'\]"):
         AgentPlacer(agent.policy, one_pass=True, selector=fixed(("pipe",), [0.0]))
 
 

@@ -6,64 +6,81 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["eager_kernel", "peak_kernel", "polish_kernel"]
+__all__ = ["eager_kernel", "eager_run", "fresh_state", "peak_kernel", "polish_kernel"]
 
 
 @njit(cache=True)
-def eager_kernel(
-    order,
-    dev,
-    duration,
-    out,
-    pptr,
-    pidx,
-    pedge,
-    cptr,
-    cidx,
-    lat,
-    inv_bw,
-    level,
-    levels,
-    port,
-    insert,
-    start,
-    finish,
-    binding,
-    earr,
-    slot_t,
-    slot_n,
-):  # pragma: no cover - compiled
+def eager_kernel(ops):  # pragma: no cover - compiled
     """The schedule of :func:`~placegym.agents.doppler.polish.eager_schedule` into
-    ``start``, ``finish`` and ``binding`` (per node: the producer or device predecessor
-    its start waited for, -1 for none); returns the makespan. ``duration (n, D)``;
-    ``earr (E, 2)``: per consumer edge, its copy's start and arrival (remote edges
-    only); ``slot_t``/``slot_n``: per device, its busy intervals' (start, finish) and
-    nodes, in a block of as many slots as it has nodes (scratch, with ``insert``)."""
+    ``ops``' ``start``, ``finish`` and ``binding``, from an empty cluster (:func:`eager_run`
+    with nothing recorded and no bound); returns the makespan."""
+    n = ops[0].shape[0]
+    d = ops[9].shape[0]
+    busy, last, rem, link, size = fresh_state(d, ops[12], ops[13])
+    zero = np.zeros((1, 1))
+    return eager_run(
+        ops, 0, busy, last, rem, link, size, 0.0, np.inf, np.zeros(n), 0, zero, zero, zero
+    )
+
+
+@njit(cache=True)
+def fresh_state(d, levels, port):  # pragma: no cover - compiled
+    """An empty cluster's state for :func:`eager_run`: each device's busy-until time, last
+    node and work still to run (zero: the caller's to fill where it bounds), each link's
+    free-from time (``port``: the send then the receive ports, ``d * levels`` each; else
+    the ``d * d`` ordered device pairs) and each device's count of busy intervals
+    (insertion)."""
+    link = np.zeros(2 * d * levels if port else d * d)
+    return np.zeros(d), np.full(d, -1.0), np.zeros(d), link, np.zeros(d, dtype=np.int64)
+
+
+@njit(cache=True)
+def eager_run(
+    ops, i0, busy, last, rem, link, size, span, bound, tail, every, ck_dev, ck_link, ck_span
+):  # pragma: no cover - compiled
+    """The schedule's positions ``i0``, ``i0 + 1``, ... of ``ops``' ``order`` (``order``,
+    ``dev``, ``duration``, ``out``, ``pptr``, ``pidx``, ``pedge``, ``cptr``, ``cidx``,
+    ``lat``, ``inv_bw``, ``level``, ``levels``, ``port``, ``insert``, ``start``,
+    ``finish``, ``binding``, ``earr``, ``slot_t``, ``slot_n``) from the state before
+    position ``i0`` (:func:`fresh_state`'s arrays, updated in place, and ``span``, the
+    makespan so far; with ``insert``, ``i0`` is 0): writes each node's ``start``,
+    ``finish`` and ``binding`` (the producer or device predecessor its start waited for,
+    -1 for none) and its copies' start and arrival in ``earr (E, 2)`` (per consumer edge,
+    remote edges only), reading those of the nodes before ``i0``; returns the makespan.
+
+    ``tail``: per node a lower bound on what follows its finish; ``rem``: per device the
+    work of its nodes from position ``i0`` on (each device runs its nodes in list order
+    without ``insert``, so what remains follows each finish); the run stops and returns
+    ``inf`` as soon as a node's finish plus either bound reaches ``bound`` (the makespan
+    would). ``every`` > 0: the state before each position ``i`` with ``i % every == 0``
+    is recorded into row ``i // every`` of ``ck_dev (C, 3D)`` (busy times, last nodes,
+    work to run), ``ck_link`` and ``ck_span``. ``slot_t``/``slot_n``: per device, its busy
+    intervals' (start, finish) and nodes, in a block of as many slots as it has nodes
+    (scratch, with ``insert``)."""
+    order, dev, duration, out, pptr, pidx, pedge = ops[:7]
+    cptr, cidx, lat, inv_bw, level, levels, port, insert = ops[7:15]
+    start, finish, binding, earr, slot_t, slot_n = ops[15:]
     n = order.shape[0]
     d = lat.shape[0]
+    half = d * levels  # the receive ports' offset in ``link`` (port links)
     off = np.zeros(d + 1, dtype=np.int64)  # each device's block of slots (insertion)
     if insert:
         for v in range(n):
             off[dev[v] + 1] += 1
         for k in range(d):
             off[k + 1] += off[k]
-    if port:
-        sendf = np.zeros(d * levels)
-        recvf = np.zeros(d * levels)
-        chan = np.zeros(1)
-    else:
-        sendf = np.zeros(1)
-        recvf = np.zeros(1)
-        chan = np.zeros(d * d)
-    size = np.zeros(d, dtype=np.int64)
-    busy = np.zeros(d)
-    last = np.full(d, -1, dtype=np.int64)
     darr = np.zeros(d)
     dsent = np.zeros(d)
     dmark = np.full(d, -1, dtype=np.int64)
     dests = np.zeros(d, dtype=np.int64)
-    span = 0.0
-    for i in range(n):
+    for i in range(i0, n):
+        if every > 0 and i % every == 0:
+            c = i // every
+            ck_dev[c, :d] = busy
+            ck_dev[c, d : 2 * d] = last
+            ck_dev[c, 2 * d :] = rem
+            ck_link[c, :] = link
+            ck_span[c] = span
         v = order[i]
         dd = dev[v]
         dv = duration[v, dd]
@@ -107,7 +124,7 @@ def eager_kernel(
             t = wait
             if busy[dd] > t:
                 t = busy[dd]
-                why = last[dd]
+                why = int(last[dd])
             busy[dd] = t + dv
             last[dd] = v
         start[v] = t
@@ -115,6 +132,14 @@ def eager_kernel(
         binding[v] = why
         if finish[v] > span:
             span = finish[v]
+        rem[dd] -= dv
+        after = tail[v]
+        # less a margin over the subtractions' rounding (the makespan is at least each
+        # device's work)
+        if not insert and rem[dd] - 1e-9 * bound > after:
+            after = rem[dd] - 1e-9 * bound
+        if finish[v] + after >= bound:
+            return np.inf
         # one copy per other device hosting a consumer, in ascending device index
         m = 0
         for e in range(cptr[v], cptr[v + 1]):
@@ -129,20 +154,20 @@ def eager_kernel(
             sent = finish[v]
             if port:
                 lv = level[dd, b]
-                ks, kr = dd * levels + lv, b * levels + lv
-                if sendf[ks] > sent:
-                    sent = sendf[ks]
-                if recvf[kr] > sent:
-                    sent = recvf[kr]
+                ks, kr = dd * levels + lv, half + b * levels + lv
+                if link[ks] > sent:
+                    sent = link[ks]
+                if link[kr] > sent:
+                    sent = link[kr]
                 arr = sent + lat[dd, b] + out[v] * inv_bw[dd, b]
-                sendf[ks] = arr
-                recvf[kr] = arr
+                link[ks] = arr
+                link[kr] = arr
             else:
                 kc = dd * d + b
-                if chan[kc] > sent:
-                    sent = chan[kc]
+                if link[kc] > sent:
+                    sent = link[kc]
                 arr = sent + lat[dd, b] + out[v] * inv_bw[dd, b]
-                chan[kc] = arr
+                link[kc] = arr
             darr[b] = arr
             dsent[b] = sent
         for e in range(cptr[v], cptr[v + 1]):
@@ -231,22 +256,84 @@ def _add_devices(ptr, idx, v, dev, mark, stamp, targets, k):  # pragma: no cover
 
 
 @njit(cache=True)
+def _copy_positions(order, lo, hi, cptr, src, dst):  # pragma: no cover - compiled
+    """Copy the schedule of the nodes at positions ``lo .. hi - 1`` of ``order`` from
+    ``src`` into ``dst`` (each ``(start, finish, binding, earr)``): their start, finish
+    and binding and their copies' rows of ``earr``."""
+    for i in range(lo, hi):
+        v = order[i]
+        dst[0][v] = src[0][v]
+        dst[1][v] = src[1][v]
+        dst[2][v] = src[2][v]
+        for e in range(cptr[v], cptr[v + 1]):
+            dst[3][e, 0] = src[3][e, 0]
+            dst[3][e, 1] = src[3][e, 1]
+
+
+@njit(cache=True)
+def _restore(row, link_row, busy, last, rem, link, size):  # pragma: no cover - compiled
+    """The state :func:`eager_run` recorded in ``row`` and ``link_row``, into the arrays
+    of :func:`fresh_state` (no busy interval: insertion starts from position 0)."""
+    d = busy.shape[0]
+    busy[:] = row[:d]
+    last[:] = row[d : 2 * d]
+    rem[:] = row[2 * d :]
+    link[:] = link_row
+    size[:] = 0
+
+
+@njit(cache=True)
 def polish_kernel(
-    evals, all_devices, group, gptr, gidx, mem, param, cap, ops
+    evals, all_devices, group, gptr, gidx, mem, param, cap, ops, every
 ):  # pragma: no cover - compiled
     """The search of :func:`~placegym.agents.doppler.polish.polish` on ``dev`` (moved in
     place); returns whether it moved a node and the schedules it made. ``ops``: the
-    operands of :func:`eager_kernel`, ``dev`` among them. ``group``: per node its
+    operands of :func:`eager_run`, ``dev`` among them. ``group``: per node its
     co-location group (-1: none), whose nodes are ``gidx[gptr[g] : gptr[g + 1]]``; with
     ``mem``, a move is kept only if every device's estimated peak (:func:`peak_kernel`,
     ``param`` bytes per node) stays at most ``cap`` or at most its peak before the
-    search."""
-    order, dev, out, pptr, pidx = ops[0], ops[1], ops[3], ops[4], ops[5]
-    cptr, cidx, lat = ops[7], ops[8], ops[9]
-    start, finish, binding, earr = ops[15], ops[16], ops[17], ops[18]
+    search.
+
+    Each move's schedule is the kept schedule's up to the first position the move can
+    change (the moved nodes' and their producers'): it runs from the state recorded at
+    the last multiple of ``every`` before it (``every`` > ``n`` with insertion), and
+    stops once a node's finish plus its tail (the longest path to a sink over the
+    fastest devices) shows it cannot shorten the makespan; a kept move re-records the
+    states after its start. The same moves, the same count, as full schedules."""
+    order, dev, duration, out, pptr, pidx = ops[:6]
+    cptr, cidx, lat, levels, port = ops[7], ops[8], ops[9], ops[12], ops[13]
+    start, finish, binding, earr = ops[15:19]
     n = order.shape[0]
     d = lat.shape[0]
-    best = eager_kernel(*ops)
+    pos = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        pos[order[i]] = i
+    # the first position a move of v can change: its own or a producer's (the copies)
+    first = pos.copy()
+    for v in range(n):
+        for j in range(pptr[v], pptr[v + 1]):
+            first[v] = min(first[v], pos[pidx[j]])
+    tail = np.zeros(n)
+    for i in range(n - 1, -1, -1):
+        v = order[i]
+        for e in range(cptr[v], cptr[v + 1]):
+            w = cidx[e]
+            tail[v] = max(tail[v], duration[w].min() + tail[w])
+    for v in range(n):  # a margin for the sums' rounding: a lower bound still
+        tail[v] *= 1 - 1e-10
+    busy, last, rem, link, size = fresh_state(d, levels, port)
+    for v in range(n):
+        rem[dev[v]] += duration[v, dev[v]]
+    rows = n // every + 1
+    ck_dev = np.empty((rows, 3 * d))
+    ck_link = np.empty((rows, link.shape[0]))
+    ck_span = np.empty(rows)
+    best = eager_run(
+        ops, 0, busy, last, rem, link, size, 0.0, np.inf, tail, every, ck_dev, ck_link, ck_span
+    )
+    kept = (start.copy(), finish.copy(), binding.copy(), earr.copy())
+    work = (start, finish, binding, earr)
+    valid = n  # the working schedule equals the kept one before this position
     limit = cap.copy()
     peak = np.zeros(d)
     base = np.zeros(d)
@@ -263,13 +350,14 @@ def polish_kernel(
     stamp = 0
     one = np.empty(1, dtype=np.int64)
     olds = np.empty(n, dtype=np.int64)  # the moved nodes' devices before the move
+    kfinish, kbinding = kept[1], kept[2]
     while used < evals:
         m = 0
-        v = int(np.argmax(finish))
+        v = int(np.argmax(kfinish))
         while v >= 0 and m < n:
             chain[m] = v
             m += 1
-            v = binding[v]
+            v = kbinding[v]
         improved = False
         for ci in range(m):
             v = chain[ci]
@@ -279,6 +367,11 @@ def polish_kernel(
             else:
                 one[0] = v
                 nodes = one
+            lo = n
+            for r in range(nodes.shape[0]):
+                lo = min(lo, first[nodes[r]])
+            c = lo // every
+            i0 = c * every
             k = 0
             if all_devices:
                 for t in range(d):
@@ -299,18 +392,73 @@ def polish_kernel(
                     base[dev[u]] -= param[u]
                     base[t] += param[u]
                     dev[u] = t
-                span = eager_kernel(*ops)
+                if valid < i0:
+                    _copy_positions(order, valid, i0, cptr, kept, work)
+                    valid = i0
+                _restore(ck_dev[c], ck_link[c], busy, last, rem, link, size)
+                for r in range(nodes.shape[0]):
+                    u = nodes[r]
+                    rem[olds[r]] -= duration[u, olds[r]]
+                    rem[t] += duration[u, t]
+                bound = best * (1 - 1e-9)
+                span = eager_run(
+                    ops,
+                    i0,
+                    busy,
+                    last,
+                    rem,
+                    link,
+                    size,
+                    ck_span[c],
+                    bound,
+                    tail,
+                    0,
+                    ck_dev,
+                    ck_link,
+                    ck_span,
+                )
+                valid = min(valid, i0)
                 used += 1
                 fits = True
-                if mem and span < best * (1 - 1e-9):
+                if mem and span < bound:
                     peak_kernel(dev, start, finish, out, cptr, cidx, earr, base, peak)
-                    for q in range(d):
-                        if peak[q] > limit[q]:
+                    for q2 in range(d):
+                        if peak[q2] > limit[q2]:
                             fits = False
-                if fits and span < best * (1 - 1e-9):
+                if fits and span < bound:
                     best = span
                     improved = True
                     moved = True
+                    # the states after i0 change: record them again
+                    _restore(ck_dev[c], ck_link[c], busy, last, rem, link, size)
+                    for r in range(nodes.shape[0]):
+                        u = nodes[r]
+                        rem[olds[r]] -= duration[u, olds[r]]
+                        rem[t] += duration[u, t]
+                    eager_run(
+                        ops,
+                        i0,
+                        busy,
+                        last,
+                        rem,
+                        link,
+                        size,
+                        ck_span[c],
+                        np.inf,
+                        tail,
+                        every,
+                        ck_dev,
+                        ck_link,
+                        ck_span,
+                    )
+                    # the records before i0 count the moved nodes' work on their new device
+                    for c2 in range(c):
+                        for r in range(nodes.shape[0]):
+                            u = nodes[r]
+                            ck_dev[c2, 2 * d + olds[r]] -= duration[u, olds[r]]
+                            ck_dev[c2, 2 * d + t] += duration[u, t]
+                    _copy_positions(order, i0, n, cptr, work, kept)
+                    valid = n
                     break
                 for r in range(nodes.shape[0]):
                     u = nodes[r]
@@ -323,4 +471,6 @@ def polish_kernel(
                 break
         if not improved:
             break
+    if valid < n:
+        _copy_positions(order, valid, n, cptr, kept, work)
     return moved, used

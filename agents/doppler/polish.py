@@ -36,6 +36,12 @@ node of the chain in turn, each other device (every one on up to :data:`ALL_DEVI
 devices, else those of its producers and consumers), the first move that shortens the
 estimate by more than a relative ``1e-9`` is kept and the chain is traced again. The
 priority order and the recompute set stay as they are. Deterministic: no random draw.
+Each move's schedule is partial and stops early, with the same result as a full one:
+nothing listed before the moved nodes and their producers changes, so it runs from the
+state recorded at the last of :data:`CHECKPOINTS` positions before them, and it stops
+once a node's finish plus a lower bound on what must follow it (the longest path to a
+sink over the fastest devices, or its device's work still to run) reaches the
+makespan to beat.
 Whether the result fits is the caller's to check
 (:func:`~placegym.agents.doppler.selector.polish_kept` admits it as it admits a
 proposal, else keeps the placement it polished).
@@ -50,16 +56,28 @@ from placegym.agents.doppler.summaries import ready_order
 from placegym.envs import Cluster, Graph, Placement
 from placegym.envs.analysis.levels import step_costs
 
-__all__ = ["ALL_DEVICES", "VISITS", "EagerInputs", "eager_peak", "eager_schedule", "polish"]
+__all__ = [
+    "ALL_DEVICES",
+    "CHECKPOINTS",
+    "VISITS",
+    "EagerInputs",
+    "eager_makespan",
+    "eager_peak",
+    "eager_schedule",
+    "polish",
+]
 
 #: :func:`polish` tries every device for a node on clusters of at most this many devices,
 #: else only its producers' and consumers' devices.
 ALL_DEVICES = 32
-#: :func:`polish` makes at most this many visits in all, a schedule visiting ``n + E``
-#: nodes and edges and its ``D * D`` channels (``D * levels`` ports): on large graphs
-#: fewer schedules than asked for (none where one schedule would exceed it), a few tens
-#: of milliseconds of search a placement at most.
-VISITS = 1_000_000
+#: :func:`polish` makes at most this many schedules' visits in all, a schedule visiting
+#: ``n + E`` nodes and edges and its ``D * D`` channels (``D * levels`` ports), counted
+#: as if each ran in full: on large graphs fewer schedules than asked for (none where one
+#: schedule would exceed it); about 0.1 s of search a placement at most.
+VISITS = 4_000_000
+#: :func:`polish` records the schedule's state at most this many times along its order,
+#: a move's schedule starting from the last record before the first node it changes.
+CHECKPOINTS = 64
 
 
 class EagerInputs:
@@ -123,7 +141,15 @@ class EagerInputs:
     def schedule(self, device: np.ndarray, insert: bool) -> float:
         """The makespan of :func:`eager_schedule` for ``device`` (an int64 array);
         ``start``, ``finish`` and ``binding`` hold its schedule until the next call."""
-        return float(eager_kernel(*self.operands(device, insert)))
+        return float(eager_kernel(self.operands(device, insert)))
+
+
+def _every(n: int, edges: int, state: int) -> int:
+    """How many positions apart :func:`polish` records the schedule's state (``state``
+    numbers each): at most :data:`CHECKPOINTS` records, their copying at most eight
+    schedules' visits."""
+    rows = max(1, min(CHECKPOINTS, n, 8 * (n + edges) // state))
+    return -(-n // rows)
 
 
 def _levels(cluster: Cluster) -> int:
@@ -139,6 +165,13 @@ def eager_schedule(
     inputs = EagerInputs(graph, cluster, placement.rank)
     inputs.schedule(np.asarray(placement.device, dtype=np.int64), insert)
     return inputs.start.copy(), inputs.finish.copy()
+
+
+def eager_makespan(
+    graph: Graph, cluster: Cluster, placement: Placement, insert: bool = False
+) -> float:
+    """The makespan of :func:`eager_schedule` (0 for no node); no simulator call."""
+    return float(eager_schedule(graph, cluster, placement, insert)[1].max(initial=0.0))
 
 
 def eager_peak(
@@ -220,6 +253,7 @@ def polish(
         param,
         cap,
         inputs.operands(dev, insert),
+        n + 1 if insert else _every(n, len(graph.edges), 2 * d + links),
     )
     if not moved:
         return placement

@@ -92,6 +92,7 @@ __all__ = [
     "one_pass_select",
     "placement_summary",
     "polish_kept",
+    "polish_selected",
     "proposal_features",
     "rule_proposals",
     "save_selector",
@@ -131,10 +132,13 @@ class ProposalSelector(nn.Module):
         polish: where > 0, :func:`one_pass_select` polishes the kept placement with at
             most this many estimated schedules
             (:func:`~placegym.agents.doppler.polish.polish`); 0: it does not.
+        polish_starts: proposals (hint or rollout names) :func:`one_pass_select` also
+            polishes where they are proposed and ``polish`` > 0, keeping the polished
+            placement of least estimate (:func:`polish_selected`); none by default.
 
     Raises:
         ValueError: no names, a repeated name, ``hidden`` or ``members`` < 1, a
-            negative margin or ``polish``.
+            negative margin or ``polish``, a repeated start.
     """
 
     def __init__(
@@ -146,6 +150,7 @@ class ProposalSelector(nn.Module):
         contention: bool = False,
         peak_margin: float = 0.0,
         polish: int = 0,
+        polish_starts: Sequence[str] = (),
     ) -> None:
         super().__init__()
         names = tuple(names)
@@ -161,9 +166,15 @@ class ProposalSelector(nn.Module):
             raise ValueError(f"peak_margin: must be in [0, 1), got {peak_margin}")
         if polish < 0:
             raise ValueError(f"polish: must be >= 0, got {polish}")
+        polish_starts = tuple(polish_starts)
+        if len(set(polish_starts)) != len(polish_starts):
+            raise ValueError(
+                f"polish_starts: expected distinct names, got {list(polish_starts)!r}"
+            )
         self.names, self.hidden, self.margin = names, int(hidden), float(margin)
         self.members, self.contention = int(members), bool(contention)
         self.peak_margin, self.polish = float(peak_margin), int(polish)
+        self.polish_starts = polish_starts
         width = FEATURES + len(names) + (CONTENTION_FEATURES if self.contention else 0)
         self.mean: torch.Tensor
         self.scale: torch.Tensor
@@ -250,8 +261,8 @@ class ProposalSelector(nn.Module):
 
     def spec(self) -> dict[str, Any]:
         """What rebuilds it: ``names``, ``hidden``, ``margin``, ``members`` and, where
-        set, ``contention``, ``peak_margin`` and ``polish`` (a file without them has
-        none)."""
+        set, ``contention``, ``peak_margin``, ``polish`` and ``polish_starts`` (a file
+        without them has none)."""
         spec: dict[str, Any] = {
             "names": list(self.names),
             "hidden": self.hidden,
@@ -264,6 +275,8 @@ class ProposalSelector(nn.Module):
             spec["peak_margin"] = self.peak_margin
         if self.polish:
             spec["polish"] = self.polish
+        if self.polish_starts:
+            spec["polish_starts"] = list(self.polish_starts)
         return spec
 
 
@@ -407,8 +420,41 @@ def one_pass_select(
     dec = OnePassDecoder(policy, graph, cluster, memory_mask, known=known)
     proposals = gather_proposals(selector, dec.hints, graph, cluster, memory_mask)
     name, kept = choose(selector, graph, cluster, dec.greedy(), proposals, memory_mask)
+    return polish_selected(selector, graph, cluster, name, kept, proposals, memory_mask)
+
+
+def polish_selected(
+    selector: ProposalSelector,
+    graph: Graph,
+    cluster: Cluster,
+    name: str | None,
+    kept: Placement,
+    proposals: Mapping[str, Placement],
+    memory_mask: bool | str = True,
+) -> Selected:
+    """The kept placement (``name``: the proposal it is, None for the policy's own) and
+    each of ``selector.polish_starts`` that ``proposals`` holds, polished
+    (:func:`polish_kept`): the one of least estimate
+    (:func:`~placegym.agents.doppler.polish.eager_makespan`), the kept one on a tie; a
+    start whose polish changes nothing or is not admitted is left out. Each start costs
+    one more polish and estimate; no simulator call."""
+    from placegym.agents.doppler.polish import eager_makespan
+
     better = polish_kept(selector, graph, cluster, kept, memory_mask)
-    return Selected(name, kept, False) if better is None else Selected(name, better, True)
+    best = Selected(name, kept, False) if better is None else Selected(name, better, True)
+    if not selector.polish or not selector.polish_starts:
+        return best
+    least = eager_makespan(graph, cluster, best.placement)
+    for start in selector.polish_starts:
+        if start == name or start not in proposals:
+            continue
+        moved = polish_kept(selector, graph, cluster, proposals[start], memory_mask)
+        if moved is None:
+            continue
+        estimate = eager_makespan(graph, cluster, moved)
+        if estimate < least * (1 - 1e-9):
+            best, least = Selected(start, moved, True), estimate
+    return best
 
 
 def polish_kept(
@@ -457,10 +503,14 @@ def check_selector(selector: ProposalSelector, policy: Any) -> None:
     """Raise ``ValueError`` unless every name ``selector`` scores is a hint ``policy``
     reads or a rollout of :func:`rule_proposals`."""
     rollouts = {r + ROOM for r in ROLLOUTS}
-    missing = [n for n in selector.names if n not in policy.config.hints and n not in rollouts]
+    missing = [
+        n
+        for n in (*selector.names, *selector.polish_starts)
+        if n not in policy.config.hints and n not in rollouts
+    ]
     if missing:
         raise ValueError(
-            f"selector: scores hints {missing} the policy does not read "
+            f"selector: scores or polishes hints {missing} the policy does not read "
             f"(policy.hints={list(policy.config.hints)}; rollouts: {sorted(rollouts)})"
         )
 
