@@ -16,11 +16,9 @@ def eager_kernel(ops):  # pragma: no cover - compiled
     with nothing recorded and no bound); returns the makespan."""
     n = ops[0].shape[0]
     d = ops[9].shape[0]
-    busy, last, rem, link, size = fresh_state(d, ops[12], ops[13])
     zero = np.zeros((1, 1))
-    return eager_run(
-        ops, 0, busy, last, rem, link, size, 0.0, np.inf, np.zeros(n), 0, zero, zero, zero
-    )
+    state = fresh_state(d, ops[12], ops[13])
+    return eager_run(ops, 0, state, 0.0, np.inf, np.zeros(n), 0, zero, zero, zero)
 
 
 @njit(cache=True)
@@ -36,13 +34,13 @@ def fresh_state(d, levels, port):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def eager_run(
-    ops, i0, busy, last, rem, link, size, span, bound, tail, every, ck_dev, ck_link, ck_span
+    ops, i0, state, span, bound, tail, every, ck_dev, ck_link, ck_span
 ):  # pragma: no cover - compiled
     """The schedule's positions ``i0``, ``i0 + 1``, ... of ``ops``' ``order`` (``order``,
     ``dev``, ``duration``, ``out``, ``pptr``, ``pidx``, ``pedge``, ``cptr``, ``cidx``,
     ``lat``, ``inv_bw``, ``level``, ``levels``, ``port``, ``insert``, ``start``,
     ``finish``, ``binding``, ``earr``, ``slot_t``, ``slot_n``) from the state before
-    position ``i0`` (:func:`fresh_state`'s arrays, updated in place, and ``span``, the
+    position ``i0`` (``state``: :func:`fresh_state`'s arrays, updated in place; ``span``, the
     makespan so far; with ``insert``, ``i0`` is 0): writes each node's ``start``,
     ``finish`` and ``binding`` (the producer or device predecessor its start waited for,
     -1 for none) and its copies' start and arrival in ``earr (E, 2)`` (per consumer edge,
@@ -60,6 +58,7 @@ def eager_run(
     order, dev, duration, out, pptr, pidx, pedge = ops[:7]
     cptr, cidx, lat, inv_bw, level, levels, port, insert = ops[7:15]
     start, finish, binding, earr, slot_t, slot_n = ops[15:]
+    busy, last, rem, link, size = state
     n = order.shape[0]
     d = lat.shape[0]
     half = d * levels  # the receive ports' offset in ``link`` (port links)
@@ -270,16 +269,64 @@ def _copy_positions(order, lo, hi, cptr, src, dst):  # pragma: no cover - compil
             dst[3][e, 1] = src[3][e, 1]
 
 
+@njit(cache=True, inline="always")
+def _moved(x, v, group):  # pragma: no cover - compiled
+    """Whether node ``x`` moves with ``v`` (itself or its co-location group)."""
+    return x == v or (group[v] >= 0 and group[x] == group[v])
+
+
 @njit(cache=True)
-def _restore(row, link_row, busy, last, rem, link, size):  # pragma: no cover - compiled
-    """The state :func:`eager_run` recorded in ``row`` and ``link_row``, into the arrays
-    of :func:`fresh_state` (no busy interval: insertion starts from position 0)."""
+def _hosts(w, device, v, group, ops):  # pragma: no cover - compiled
+    """Whether a consumer of ``w`` that does not move with ``v`` is on ``device``."""
+    dev, cptr, cidx = ops[1], ops[7], ops[8]
+    for e in range(cptr[w], cptr[w + 1]):
+        x = cidx[e]
+        if dev[x] == device and not _moved(x, v, group):
+            return True
+    return False
+
+
+@njit(cache=True)
+def _restore(row, link_row, state, nodes, olds, t, duration):  # pragma: no cover - compiled
+    """The state :func:`eager_run` recorded in ``row`` and ``link_row`` into ``state``
+    (the arrays of :func:`fresh_state`; no busy interval: insertion starts from position
+    0), the work still to run counting ``nodes`` (from devices ``olds``) on ``t``."""
+    busy, last, rem, link, size = state
     d = busy.shape[0]
     busy[:] = row[:d]
     last[:] = row[d : 2 * d]
     rem[:] = row[2 * d :]
     link[:] = link_row
     size[:] = 0
+    for r in range(nodes.shape[0]):
+        u = nodes[r]
+        rem[olds[r]] -= duration[u, olds[r]]
+        rem[t] += duration[u, t]
+
+
+@njit(cache=True)
+def _reroute(producers, i0, t, v, group, pos, ops):  # pragma: no cover - compiled
+    """For each of ``producers`` listed before ``i0`` (not run again) whose copies are
+    the same after the move of ``v`` (with its group) to ``t``: its edges to the moved
+    nodes take the arrival of its copy to ``t`` (or are local there); returns the first
+    position whose rows of ``earr`` it changed, else ``i0``."""
+    dev, cptr, cidx, earr = ops[1], ops[7], ops[8], ops[18]
+    lo = i0
+    for s in range(producers.shape[0]):
+        w = producers[s]
+        if pos[w] >= i0 or dev[w] == t:
+            continue
+        lo = min(lo, pos[w])
+        src = -1
+        for e in range(cptr[w], cptr[w + 1]):
+            if dev[cidx[e]] == t and not _moved(cidx[e], v, group):
+                src = e
+                break
+        for e in range(cptr[w], cptr[w + 1]):
+            if _moved(cidx[e], v, group):
+                earr[e, 0] = earr[src, 0]
+                earr[e, 1] = earr[src, 1]
+    return lo
 
 
 @njit(cache=True)
@@ -295,11 +342,13 @@ def polish_kernel(
     search.
 
     Each move's schedule is the kept schedule's up to the first position the move can
-    change (the moved nodes' and their producers'): it runs from the state recorded at
-    the last multiple of ``every`` before it (``every`` > ``n`` with insertion), and
-    stops once a node's finish plus its tail (the longest path to a sink over the
-    fastest devices) shows it cannot shorten the makespan; a kept move re-records the
-    states after its start. The same moves, the same count, as full schedules."""
+    change (a moved node's, or a producer's whose copies then go to other devices): it
+    runs from the state recorded at the last multiple of ``every`` before it (``every``
+    > ``n`` with insertion), and stops once a node's finish plus a lower bound on what
+    follows (its tail, the longest path to a sink over the fastest devices; or its
+    device's work still to run) shows it cannot shorten the makespan; a kept move
+    re-records the states after its start. The same moves, the same count, as full
+    schedules."""
     order, dev, duration, out, pptr, pidx = ops[:6]
     cptr, cidx, lat, levels, port = ops[7], ops[8], ops[9], ops[12], ops[13]
     start, finish, binding, earr = ops[15:19]
@@ -308,11 +357,10 @@ def polish_kernel(
     pos = np.empty(n, dtype=np.int64)
     for i in range(n):
         pos[order[i]] = i
-    # the first position a move of v can change: its own or a producer's (the copies)
-    first = pos.copy()
-    for v in range(n):
-        for j in range(pptr[v], pptr[v + 1]):
-            first[v] = min(first[v], pos[pidx[j]])
+    # the moved nodes' producers: each one's and whether its copy to the moved node's
+    # device goes (no other consumer there)
+    wlist = np.empty(pidx.shape[0], dtype=np.int64)
+    gone = np.empty(pidx.shape[0], dtype=np.bool_)
     tail = np.zeros(n)
     for i in range(n - 1, -1, -1):
         v = order[i]
@@ -328,9 +376,8 @@ def polish_kernel(
     ck_dev = np.empty((rows, 3 * d))
     ck_link = np.empty((rows, link.shape[0]))
     ck_span = np.empty(rows)
-    best = eager_run(
-        ops, 0, busy, last, rem, link, size, 0.0, np.inf, tail, every, ck_dev, ck_link, ck_span
-    )
+    state = (busy, last, rem, link, size)
+    best = eager_run(ops, 0, state, 0.0, np.inf, tail, every, ck_dev, ck_link, ck_span)
     kept = (start.copy(), finish.copy(), binding.copy(), earr.copy())
     work = (start, finish, binding, earr)
     valid = n  # the working schedule equals the kept one before this position
@@ -367,11 +414,16 @@ def polish_kernel(
             else:
                 one[0] = v
                 nodes = one
-            lo = n
+            lo0, nw = n, 0
             for r in range(nodes.shape[0]):
-                lo = min(lo, first[nodes[r]])
-            c = lo // every
-            i0 = c * every
+                u = nodes[r]
+                lo0 = min(lo0, pos[u])
+                for j in range(pptr[u], pptr[u + 1]):
+                    w = pidx[j]
+                    if not _moved(w, v, group):
+                        wlist[nw] = w
+                        gone[nw] = dev[w] != dev[u] and not _hosts(w, dev[u], v, group, ops)
+                        nw += 1
             k = 0
             if all_devices:
                 for t in range(d):
@@ -386,6 +438,17 @@ def polish_kernel(
                 t = targets[q]
                 if t == here:
                     continue
+                # the first position the move changes: a moved node's, or a producer's
+                # whose copies go to other devices after it
+                lo = lo0
+                for s in range(nw):
+                    w = wlist[s]
+                    if pos[w] < lo and (
+                        gone[s] or (t != dev[w] and not _hosts(w, t, v, group, ops))
+                    ):
+                        lo = pos[w]
+                c = lo // every
+                i0 = c * every
                 for r in range(nodes.shape[0]):
                     u = nodes[r]
                     olds[r] = dev[u]
@@ -395,29 +458,14 @@ def polish_kernel(
                 if valid < i0:
                     _copy_positions(order, valid, i0, cptr, kept, work)
                     valid = i0
-                _restore(ck_dev[c], ck_link[c], busy, last, rem, link, size)
-                for r in range(nodes.shape[0]):
-                    u = nodes[r]
-                    rem[olds[r]] -= duration[u, olds[r]]
-                    rem[t] += duration[u, t]
+                # the copies from producers listed before i0 now arrive at t
+                plo = _reroute(wlist[:nw], i0, t, v, group, pos, ops)
+                _restore(ck_dev[c], ck_link[c], state, nodes, olds, t, duration)
                 bound = best * (1 - 1e-9)
                 span = eager_run(
-                    ops,
-                    i0,
-                    busy,
-                    last,
-                    rem,
-                    link,
-                    size,
-                    ck_span[c],
-                    bound,
-                    tail,
-                    0,
-                    ck_dev,
-                    ck_link,
-                    ck_span,
+                    ops, i0, state, ck_span[c], bound, tail, 0, ck_dev, ck_link, ck_span
                 )
-                valid = min(valid, i0)
+                valid = min(valid, plo)
                 used += 1
                 fits = True
                 if mem and span < bound:
@@ -430,26 +478,9 @@ def polish_kernel(
                     improved = True
                     moved = True
                     # the states after i0 change: record them again
-                    _restore(ck_dev[c], ck_link[c], busy, last, rem, link, size)
-                    for r in range(nodes.shape[0]):
-                        u = nodes[r]
-                        rem[olds[r]] -= duration[u, olds[r]]
-                        rem[t] += duration[u, t]
+                    _restore(ck_dev[c], ck_link[c], state, nodes, olds, t, duration)
                     eager_run(
-                        ops,
-                        i0,
-                        busy,
-                        last,
-                        rem,
-                        link,
-                        size,
-                        ck_span[c],
-                        np.inf,
-                        tail,
-                        every,
-                        ck_dev,
-                        ck_link,
-                        ck_span,
+                        ops, i0, state, ck_span[c], np.inf, tail, every, ck_dev, ck_link, ck_span
                     )
                     # the records before i0 count the moved nodes' work on their new device
                     for c2 in range(c):
@@ -457,7 +488,7 @@ def polish_kernel(
                             u = nodes[r]
                             ck_dev[c2, 2 * d + olds[r]] -= duration[u, olds[r]]
                             ck_dev[c2, 2 * d + t] += duration[u, t]
-                    _copy_positions(order, i0, n, cptr, work, kept)
+                    _copy_positions(order, plo, n, cptr, work, kept)
                     valid = n
                     break
                 for r in range(nodes.shape[0]):

@@ -37,8 +37,10 @@ devices, else those of its producers and consumers), the first move that shorten
 estimate by more than a relative ``1e-9`` is kept and the chain is traced again. The
 priority order and the recompute set stay as they are. Deterministic: no random draw.
 Each move's schedule is partial and stops early, with the same result as a full one:
-nothing listed before the moved nodes and their producers changes, so it runs from the
-state recorded at the last of :data:`CHECKPOINTS` positions before them, and it stops
+nothing listed before the moved nodes changes, nor before a producer of theirs whose
+copies then go to other devices (one whose copies go to the same devices is not run
+again: the moved nodes read its copy to their new device), so it runs from the state
+recorded at the last of :data:`CHECKPOINTS` positions before that, and it stops
 once a node's finish plus a lower bound on what must follow it (the longest path to a
 sink over the fastest devices, or its device's work still to run) reaches the
 makespan to beat.
