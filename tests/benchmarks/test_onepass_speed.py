@@ -133,7 +133,7 @@ def test_one_pass_decode_speed(name):
 
 
 #: The zoo's one-pass agents whose placements go through a proposal selector.
-SELECTING = ("onepass-v3", "onepass-v4", "onepass-v5", "onepass-v6", "onepass-v7")
+SELECTING = ("onepass-v3", "onepass-v4", "onepass-v5", "onepass-v6", "onepass-v7", "onepass-v8")
 
 
 @pytest.mark.parametrize("name", SELECTING)
@@ -141,11 +141,11 @@ def test_one_pass_choice_speed(name):
     """What the proposal selector adds to a place: the one-pass set-up and decode, then
     :func:`~placegym.agents.doppler.selector.choose` (the rule rollouts where it scores
     them, the summaries, the networks and, where memory may bind, the replay of the
-    proposal taken), and the polish of the kept placement where the selector polishes
-    (:func:`~placegym.agents.doppler.selector.polish_kept`). Asserted: decode and choice
+    proposal taken), and the polish where the selector polishes
+    (:func:`~placegym.agents.doppler.selector.polish_selected`). Asserted: decode and choice
     at most 1 s per 1,000 nodes; printed: set-up, decode and choice on the largest
     against the 10 s target (a miss is printed with its gap, not asserted)."""
-    from placegym.agents.doppler.selector import choose, gather_proposals, polish_kept
+    from placegym.agents.doppler.selector import choose, gather_proposals, polish_selected
 
     agent = pretrained(name)
     policy, mask, sel = agent.policy, agent.memory_mask, agent.selector
@@ -167,7 +167,8 @@ def test_one_pass_choice_speed(name):
             def choice(g=g, c=c, dec=dec, own=own):
                 props = gather_proposals(sel, dec.hints, g, c, mask)
                 name, kept = choose(sel, g, c, own, props, mask)
-                return name, polish_kept(sel, g, c, kept, mask) is not None
+                got = polish_selected(sel, g, c, name, kept, props, mask)
+                return got.name, got.polished
 
             (took, polished), t_ch = _timed(choice)
             total = t_set + t_dec + t_ch

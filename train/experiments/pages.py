@@ -367,6 +367,7 @@ BLOCKS: dict[str, Block] = {
             "onepass-contention",
             "onepass-peak",
             "onepass-polish",
+            "onepass-deep-polish",
         )
     },
 }
