@@ -127,7 +127,7 @@ def test_the_compiled_estimate_equals_its_rule_on_random_graphs(links, insert):
             assert np.array_equal(start, want[0]) and np.array_equal(finish, want[1])
 
 
-def reference_polish(g, c, p, evals, memory=None):
+def reference_polish(g, c, p, evals, memory=None, pairs=False):
     """The search's rule (the module docstring) in plain Python on full schedules, as
     the oracle of the compiled search's partial, bounded ones."""
     inputs = EagerInputs(g, c, p.rank)
@@ -136,21 +136,25 @@ def reference_polish(g, c, p, evals, memory=None):
     best = inputs.schedule(dev, False)
     finish, binding = inputs.finish.copy(), inputs.binding.copy()
     limit = None if memory is None else np.maximum(memory, peak())
-    members = {k: np.array(v) for k, v in g.groups.items()}
-    used = 1
+    members = {k: list(v) for k, v in g.groups.items()}
+    used, width = 1, 1
     while used < evals:
         chain, v = [], int(np.argmax(finish))
         while v >= 0:
             chain.append(v)
             v = int(binding[v])
         improved = False
-        for v in chain:
-            here = int(dev[v])
-            nodes = members[g.group[v]] if g.group[v] >= 0 else np.array([v])
-            near = {int(dev[u]) for u in (*g.predecessors(v), *g.successors(v))}
+        for i in range(len(chain) - width + 1):
+            heads = chain[i : i + width]
+            v = heads[0]
+            nodes = np.array(
+                list(dict.fromkeys(u for x in heads for u in members.get(g.group[x], [x])))
+            )
+            near = {int(dev[u]) for x in heads for u in (*g.predecessors(x), *g.successors(x))}
             for t in range(c.num_devices) if c.num_devices <= ALL_DEVICES else sorted(near):
-                if t == here:
+                if t == dev[v] and (width == 1 or (dev[nodes] == t).all()):
                     continue
+                olds = dev[nodes].copy()
                 dev[nodes] = t
                 span = inputs.schedule(dev, False)
                 used += 1
@@ -158,18 +162,23 @@ def reference_polish(g, c, p, evals, memory=None):
                     best, improved = span, True
                     finish, binding = inputs.finish.copy(), inputs.binding.copy()
                     break
-                dev[nodes] = here
+                dev[nodes] = olds
                 if used >= evals:
                     break
             if improved or used >= evals:
                 break
-        if not improved:
+        if improved:
+            width = 1
+        elif width == 1 and pairs:
+            width = 2
+        else:
             break
     return dev
 
 
+@pytest.mark.parametrize("pairs", [False, True])
 @pytest.mark.parametrize("links", ["pair", "port"])
-def test_the_compiled_search_makes_the_moves_of_full_schedules(links):
+def test_the_compiled_search_makes_the_moves_of_full_schedules(links, pairs):
     # the search runs each move's schedule from a recorded state and stops it once a
     # bound shows it cannot gain: the same moves as full schedules, budget and all
     rng = np.random.default_rng(11)
@@ -198,8 +207,9 @@ def test_the_compiled_search_makes_the_moves_of_full_schedules(links):
             dev = rng.integers(0, d, n)
             dev[[5, 7]] = dev[2]
             p = Placement(device=dev, order=rng.permutation(n))
-            got = polish(g, c, p, evals, memory=memory)
-            assert got.device.tolist() == reference_polish(g, c, p, evals, memory).tolist()
+            got = polish(g, c, p, evals, memory=memory, pairs=pairs)
+            want = reference_polish(g, c, p, evals, memory, pairs)
+            assert got.device.tolist() == want.tolist()
 
 
 def test_polish_spreads_independent_work_and_never_worsens_the_estimate():
@@ -348,8 +358,26 @@ def test_a_selector_with_starts_keeps_the_polished_placement_of_least_estimate()
     )
     assert kept.name is None and best.name in starts and best.polished
     assert ProposalSelector(**many.spec()).polish_starts == many.polish_starts
-    assert "polish_starts" not in one.spec()
+    assert "polish_starts" not in one.spec() and "polish_pairs" not in one.spec()
+    pairs = ProposalSelector(HINTS, polish=300, polish_pairs=True)
+    assert ProposalSelector(**pairs.spec()).polish_pairs
     with pytest.raises(ValueError, match=r"polish_starts: expected distinct names"):
         ProposalSelector(HINTS, polish_starts=("heft", "heft"))
     with pytest.raises(ValueError, match=r"scores or polishes hints \['pipe'\]"):
         one_pass_select(policy, ProposalSelector(HINTS, polish_starts=("pipe",)), g, c)
+
+
+def test_pairs_move_a_node_with_what_bound_it_where_no_single_move_helps():
+    # device 0 runs w (4 s), a (2 s), b (2 s), x (0.5 s) in that order, device 1 y (1 s);
+    # w sends 10 s of bytes to x, a 10 s to b: 8.5 s, the chain x <- b <- a <- w. Each
+    # single move adds a 10 s copy; the pair b, a to device 1 sends none: device 1 runs
+    # a, b, y (5 s), device 0 w, x (4.5 s)
+    g = graph([4.0, 2.0, 2.0, 1.0, 0.5], [(0, 4), (1, 2)], out_bytes=[10.0, 10.0, 0, 0, 0])
+    c = unit_cluster(2)
+    p = Placement(device=np.array([0, 0, 0, 1, 0]), order=np.arange(5))
+    assert eager_makespan(g, c, p) == 8.5
+    assert polish(g, c, p, 50) is p
+    paired = polish(g, c, p, 50, pairs=True)
+    assert paired.device.tolist() == [0, 1, 1, 1, 0]
+    assert eager_makespan(g, c, paired) == 5.0 == simulate(g, c, paired).makespan
+    assert paired.device.tolist() == reference_polish(g, c, p, 50, pairs=True).tolist()

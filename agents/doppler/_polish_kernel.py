@@ -269,21 +269,33 @@ def _copy_positions(order, lo, hi, cptr, src, dst):  # pragma: no cover - compil
             dst[3][e, 1] = src[3][e, 1]
 
 
-@njit(cache=True, inline="always")
-def _moved(x, v, group):  # pragma: no cover - compiled
-    """Whether node ``x`` moves with ``v`` (itself or its co-location group)."""
-    return x == v or (group[v] >= 0 and group[x] == group[v])
-
-
 @njit(cache=True)
-def _hosts(w, device, v, group, ops):  # pragma: no cover - compiled
-    """Whether a consumer of ``w`` that does not move with ``v`` is on ``device``."""
+def _hosts(w, device, stamp, moving, ops):  # pragma: no cover - compiled
+    """Whether a consumer of ``w`` that does not move (``moving`` is not ``stamp``) is
+    on ``device``."""
     dev, cptr, cidx = ops[1], ops[7], ops[8]
     for e in range(cptr[w], cptr[w + 1]):
         x = cidx[e]
-        if dev[x] == device and not _moved(x, v, group):
+        if dev[x] == device and moving[x] != stamp:
             return True
     return False
+
+
+@njit(cache=True)
+def _gather(heads, group, gptr, gidx, moving, stamp, out):  # pragma: no cover - compiled
+    """Write into ``out`` the nodes that move with ``heads`` (each itself, or its
+    co-location group's nodes in ascending order), each once, marking them in ``moving``
+    with ``stamp``; returns their count."""
+    k = 0
+    for x in heads:
+        lo, hi = (gptr[group[x]], gptr[group[x] + 1]) if group[x] >= 0 else (-1, 0)
+        for r in range(lo, hi):
+            u = x if r < 0 else gidx[r]
+            if moving[u] != stamp:
+                moving[u] = stamp
+                out[k] = u
+                k += 1
+    return k
 
 
 @njit(cache=True)
@@ -305,11 +317,11 @@ def _restore(row, link_row, state, nodes, olds, t, duration):  # pragma: no cove
 
 
 @njit(cache=True)
-def _reroute(producers, i0, t, v, group, pos, ops):  # pragma: no cover - compiled
+def _reroute(producers, i0, t, stamp, moving, pos, ops):  # pragma: no cover - compiled
     """For each of ``producers`` listed before ``i0`` (not run again) whose copies are
-    the same after the move of ``v`` (with its group) to ``t``: its edges to the moved
-    nodes take the arrival of its copy to ``t`` (or are local there); returns the first
-    position whose rows of ``earr`` it changed, else ``i0``."""
+    the same after the move of the nodes ``moving`` marks with ``stamp`` to ``t``: its
+    edges to the moved nodes take the arrival of its copy to ``t`` (or are local there);
+    returns the first position whose rows of ``earr`` it changed, else ``i0``."""
     dev, cptr, cidx, earr = ops[1], ops[7], ops[8], ops[18]
     lo = i0
     for s in range(producers.shape[0]):
@@ -319,11 +331,11 @@ def _reroute(producers, i0, t, v, group, pos, ops):  # pragma: no cover - compil
         lo = min(lo, pos[w])
         src = -1
         for e in range(cptr[w], cptr[w + 1]):
-            if dev[cidx[e]] == t and not _moved(cidx[e], v, group):
+            if dev[cidx[e]] == t and moving[cidx[e]] != stamp:
                 src = e
                 break
         for e in range(cptr[w], cptr[w + 1]):
-            if _moved(cidx[e], v, group):
+            if moving[cidx[e]] == stamp:
                 earr[e, 0] = earr[src, 0]
                 earr[e, 1] = earr[src, 1]
     return lo
@@ -331,7 +343,7 @@ def _reroute(producers, i0, t, v, group, pos, ops):  # pragma: no cover - compil
 
 @njit(cache=True)
 def polish_kernel(
-    evals, all_devices, group, gptr, gidx, mem, param, cap, ops, every
+    evals, all_devices, group, gptr, gidx, mem, param, cap, ops, every, pairs
 ):  # pragma: no cover - compiled
     """The search of :func:`~placegym.agents.doppler.polish.polish` on ``dev`` (moved in
     place); returns whether it moved a node and the schedules it made. ``ops``: the
@@ -339,7 +351,9 @@ def polish_kernel(
     co-location group (-1: none), whose nodes are ``gidx[gptr[g] : gptr[g + 1]]``; with
     ``mem``, a move is kept only if every device's estimated peak (:func:`peak_kernel`,
     ``param`` bytes per node) stays at most ``cap`` or at most its peak before the
-    search.
+    search. With ``pairs``, once no single move on the chain helps, each node moves
+    with the next on the chain (and their groups) before the search ends; a kept pair
+    move returns to single moves.
 
     Each move's schedule is the kept schedule's up to the first position the move can
     change (a moved node's, or a producer's whose copies then go to other devices): it
@@ -395,9 +409,11 @@ def polish_kernel(
     targets = np.empty(d, dtype=np.int64)
     mark = np.full(d, -1, dtype=np.int64)
     stamp = 0
-    one = np.empty(1, dtype=np.int64)
     olds = np.empty(n, dtype=np.int64)  # the moved nodes' devices before the move
     kfinish, kbinding = kept[1], kept[2]
+    moving = np.full(n, -1, dtype=np.int64)  # the nodes of the move tried: its stamp
+    nodes_all = np.empty(n, dtype=np.int64)
+    width = 1  # 1: single moves (with their groups); 2: pairs along the chain
     while used < evals:
         m = 0
         v = int(np.argmax(kfinish))
@@ -406,23 +422,26 @@ def polish_kernel(
             m += 1
             v = kbinding[v]
         improved = False
-        for ci in range(m):
+        for ci in range(m - width + 1):
             v = chain[ci]
+            stamp += 1
+            nodes = nodes_all[
+                : _gather(chain[ci : ci + width], group, gptr, gidx, moving, stamp, nodes_all)
+            ]
+            # no move to v's device; a pair's, only where both are there
             here = dev[v]
-            if group[v] >= 0:
-                nodes = gidx[gptr[group[v]] : gptr[group[v] + 1]]
-            else:
-                one[0] = v
-                nodes = one
+            for r in range(nodes.shape[0]):
+                if width > 1 and dev[nodes[r]] != here:
+                    here = -1
             lo0, nw = n, 0
             for r in range(nodes.shape[0]):
                 u = nodes[r]
                 lo0 = min(lo0, pos[u])
                 for j in range(pptr[u], pptr[u + 1]):
                     w = pidx[j]
-                    if not _moved(w, v, group):
+                    if moving[w] != stamp:
                         wlist[nw] = w
-                        gone[nw] = dev[w] != dev[u] and not _hosts(w, dev[u], v, group, ops)
+                        gone[nw] = dev[w] != dev[u] and not _hosts(w, dev[u], stamp, moving, ops)
                         nw += 1
             k = 0
             if all_devices:
@@ -430,9 +449,9 @@ def polish_kernel(
                     targets[k] = t
                     k += 1
             else:
-                stamp += 1
-                k = _add_devices(pptr, pidx, v, dev, mark, stamp, targets, k)
-                k = _add_devices(cptr, cidx, v, dev, mark, stamp, targets, k)
+                for x in chain[ci : ci + width]:
+                    k = _add_devices(pptr, pidx, x, dev, mark, stamp, targets, k)
+                    k = _add_devices(cptr, cidx, x, dev, mark, stamp, targets, k)
                 targets[:k].sort()
             for q in range(k):
                 t = targets[q]
@@ -444,7 +463,7 @@ def polish_kernel(
                 for s in range(nw):
                     w = wlist[s]
                     if pos[w] < lo and (
-                        gone[s] or (t != dev[w] and not _hosts(w, t, v, group, ops))
+                        gone[s] or (t != dev[w] and not _hosts(w, t, stamp, moving, ops))
                     ):
                         lo = pos[w]
                 c = lo // every
@@ -459,7 +478,7 @@ def polish_kernel(
                     _copy_positions(order, valid, i0, cptr, kept, work)
                     valid = i0
                 # the copies from producers listed before i0 now arrive at t
-                plo = _reroute(wlist[:nw], i0, t, v, group, pos, ops)
+                plo = _reroute(wlist[:nw], i0, t, stamp, moving, pos, ops)
                 _restore(ck_dev[c], ck_link[c], state, nodes, olds, t, duration)
                 bound = best * (1 - 1e-9)
                 span = eager_run(
@@ -500,7 +519,11 @@ def polish_kernel(
                     break
             if improved or used >= evals:
                 break
-        if not improved:
+        if improved:
+            width = 1
+        elif width == 1 and pairs:
+            width = 2
+        else:
             break
     if valid < n:
         _copy_positions(order, valid, n, cptr, kept, work)

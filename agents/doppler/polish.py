@@ -34,7 +34,8 @@ its last consumer there has finished), a recompute set not modelled. With ``memo
 each start (the input that arrived last, or the node before it on its device); for each
 node of the chain in turn, each other device (every one on up to :data:`ALL_DEVICES`
 devices, else those of its producers and consumers), the first move that shortens the
-estimate by more than a relative ``1e-9`` is kept and the chain is traced again. The
+estimate by more than a relative ``1e-9`` is kept and the chain is traced again (with
+``pairs``, where no single move helps, each node with the next on the chain). The
 priority order and the recompute set stay as they are. Deterministic: no random draw.
 Each move's schedule is partial and stops early, with the same result as a full one:
 nothing listed before the moved nodes changes, nor before a producer of theirs whose
@@ -208,11 +209,16 @@ def polish(
     evals: int,
     insert: bool = False,
     memory: np.ndarray | None = None,
+    pairs: bool = False,
 ) -> Placement:
     """``placement`` with nodes moved where :func:`eager_schedule` says the makespan falls
     (module docstring), after at most ``evals`` schedules (each ``O(n + E)``; fewer
     where they would make more than :data:`VISITS` visits); the same placement where no
     move helps. Its order and recompute set are ``placement``'s.
+
+    ``pairs``: once no single move on the chain helps, also move each node of the chain
+    with the next one on it (what bound its start; each with its group) to one device,
+    going back to single moves after a pair move is kept.
 
     ``memory``: ``(D,)`` bytes; where given, a move is kept only if every device's peak
     bytes in the estimated schedule (DESIGN §3's lifetimes, as
@@ -256,6 +262,7 @@ def polish(
         cap,
         inputs.operands(dev, insert),
         n + 1 if insert else _every(n, len(graph.edges), 2 * d + links),
+        pairs,
     )
     if not moved:
         return placement

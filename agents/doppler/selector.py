@@ -132,6 +132,8 @@ class ProposalSelector(nn.Module):
         polish: where > 0, :func:`one_pass_select` polishes the kept placement with at
             most this many estimated schedules
             (:func:`~placegym.agents.doppler.polish.polish`); 0: it does not.
+        polish_pairs: the polish also moves pairs of nodes along the chain once no
+            single move helps (``pairs`` of :func:`~placegym.agents.doppler.polish.polish`).
         polish_starts: proposals (hint or rollout names) :func:`one_pass_select` also
             polishes where they are proposed and ``polish`` > 0, keeping the polished
             placement of least estimate (:func:`polish_selected`); none by default.
@@ -151,6 +153,7 @@ class ProposalSelector(nn.Module):
         peak_margin: float = 0.0,
         polish: int = 0,
         polish_starts: Sequence[str] = (),
+        polish_pairs: bool = False,
     ) -> None:
         super().__init__()
         names = tuple(names)
@@ -175,6 +178,7 @@ class ProposalSelector(nn.Module):
         self.members, self.contention = int(members), bool(contention)
         self.peak_margin, self.polish = float(peak_margin), int(polish)
         self.polish_starts = polish_starts
+        self.polish_pairs = bool(polish_pairs)
         width = FEATURES + len(names) + (CONTENTION_FEATURES if self.contention else 0)
         self.mean: torch.Tensor
         self.scale: torch.Tensor
@@ -261,8 +265,8 @@ class ProposalSelector(nn.Module):
 
     def spec(self) -> dict[str, Any]:
         """What rebuilds it: ``names``, ``hidden``, ``margin``, ``members`` and, where
-        set, ``contention``, ``peak_margin``, ``polish`` and ``polish_starts`` (a file
-        without them has none)."""
+        set, ``contention``, ``peak_margin``, ``polish``, ``polish_starts`` and
+        ``polish_pairs`` (a file without them has none)."""
         spec: dict[str, Any] = {
             "names": list(self.names),
             "hidden": self.hidden,
@@ -277,6 +281,8 @@ class ProposalSelector(nn.Module):
             spec["polish"] = self.polish
         if self.polish_starts:
             spec["polish_starts"] = list(self.polish_starts)
+        if self.polish_pairs:
+            spec["polish_pairs"] = True
         return spec
 
 
@@ -475,10 +481,10 @@ def polish_kept(
     if not selector.polish:
         return None
     if not memory_may_bind(graph, cluster):
-        moved = polish(graph, cluster, kept, selector.polish)
+        moved = polish(graph, cluster, kept, selector.polish, pairs=selector.polish_pairs)
         return None if moved is kept else moved
     room = (1 - selector.peak_margin) * np.asarray(cluster.memory, dtype=np.float64)
-    moved = polish(graph, cluster, kept, selector.polish, memory=room)
+    moved = polish(graph, cluster, kept, selector.polish, memory=room, pairs=selector.polish_pairs)
     if moved is kept:
         return None
     return admit(graph, cluster, moved, memory_mask, selector.peak_margin)
