@@ -133,7 +133,15 @@ def test_one_pass_decode_speed(name):
 
 
 #: The zoo's one-pass agents whose placements go through a proposal selector.
-SELECTING = ("onepass-v3", "onepass-v4", "onepass-v5", "onepass-v6", "onepass-v7", "onepass-v8")
+SELECTING = (
+    "onepass-v3",
+    "onepass-v4",
+    "onepass-v5",
+    "onepass-v6",
+    "onepass-v7",
+    "onepass-v8",
+    "onepass-v9",
+)
 
 
 @pytest.mark.parametrize("name", SELECTING)

@@ -368,6 +368,7 @@ BLOCKS: dict[str, Block] = {
             "onepass-peak",
             "onepass-polish",
             "onepass-deep-polish",
+            "onepass-pair-polish",
         )
     },
 }
