@@ -310,6 +310,12 @@ def _restore(row, link_row, state, nodes, olds, t, duration):  # pragma: no cove
     rem[:] = row[2 * d :]
     link[:] = link_row
     size[:] = 0
+    _shift_work(rem, nodes, olds, t, duration)
+
+
+@njit(cache=True, inline="always")
+def _shift_work(rem, nodes, olds, t, duration):  # pragma: no cover - compiled
+    """Move ``nodes``' work in ``rem`` (per device) from their devices ``olds`` to ``t``."""
     for r in range(nodes.shape[0]):
         u = nodes[r]
         rem[olds[r]] -= duration[u, olds[r]]
@@ -371,8 +377,8 @@ def polish_kernel(
     pos = np.empty(n, dtype=np.int64)
     for i in range(n):
         pos[order[i]] = i
-    # the moved nodes' producers: each one's and whether its copy to the moved node's
-    # device goes (no other consumer there)
+    # per move, the moved nodes' producers and whether each one's copy to its moved
+    # consumer's device goes (no other consumer there)
     wlist = np.empty(pidx.shape[0], dtype=np.int64)
     gone = np.empty(pidx.shape[0], dtype=np.bool_)
     tail = np.zeros(n)
@@ -428,11 +434,12 @@ def polish_kernel(
             nodes = nodes_all[
                 : _gather(chain[ci : ci + width], group, gptr, gidx, moving, stamp, nodes_all)
             ]
-            # no move to v's device; a pair's, only where both are there
+            # no move to v's device; for a pair, only where all its nodes are there
             here = dev[v]
-            for r in range(nodes.shape[0]):
-                if width > 1 and dev[nodes[r]] != here:
-                    here = -1
+            if width > 1:
+                for r in range(nodes.shape[0]):
+                    if dev[nodes[r]] != here:
+                        here = -1
             lo0, nw = n, 0
             for r in range(nodes.shape[0]):
                 u = nodes[r]
@@ -503,10 +510,7 @@ def polish_kernel(
                     )
                     # the records before i0 count the moved nodes' work on their new device
                     for c2 in range(c):
-                        for r in range(nodes.shape[0]):
-                            u = nodes[r]
-                            ck_dev[c2, 2 * d + olds[r]] -= duration[u, olds[r]]
-                            ck_dev[c2, 2 * d + t] += duration[u, t]
+                        _shift_work(ck_dev[c2, 2 * d :], nodes, olds, t, duration)
                     _copy_positions(order, plo, n, cptr, work, kept)
                     valid = n
                     break

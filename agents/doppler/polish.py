@@ -155,6 +155,14 @@ def _every(n: int, edges: int, state: int) -> int:
     return -(-n // rows)
 
 
+def _record_size(cluster: Cluster) -> int:
+    """The numbers in one record of the schedule's state: each device's busy time, last
+    node and work to run, and each link's free time (``port``: the send and receive
+    ports of each device and level; else each ordered device pair)."""
+    d = cluster.num_devices
+    return 3 * d + (2 * d * _levels(cluster) if cluster.links == "port" else d * d)
+
+
 def _levels(cluster: Cluster) -> int:
     """The number of network levels the port state is kept for."""
     return int(cluster.pair_level.max()) + 1 if cluster.num_devices else 1
@@ -261,7 +269,7 @@ def polish(
         param,
         cap,
         inputs.operands(dev, insert),
-        n + 1 if insert else _every(n, len(graph.edges), 2 * d + links),
+        n + 1 if insert else _every(n, len(graph.edges), _record_size(cluster)),
         pairs,
     )
     if not moved:
