@@ -24,6 +24,7 @@ from placegym.agents.zoo import pretrained
 from placegym.envs import Graph, Placement, simulate
 from placegym.envs.analysis.levels import step_costs
 from placegym.envs.suites import get_suite
+from placegym.envs.workloads.training import to_training_step
 from placegym.train.harness import calls
 from placegym.train.harness.calls import counting, patched
 
@@ -241,11 +242,18 @@ def test_polish_moves_a_colocation_group_whole_and_keeps_the_recompute_set():
         group=[-1, 0, 0, -1, -1, -1],
     )
     c = unit_cluster(2)
-    p = Placement(device=np.zeros(6, dtype=int), order=np.arange(6), recompute=[1])
+    p = Placement(device=np.zeros(6, dtype=int), order=np.arange(6))
     got = polish(g, c, p, evals=200)
     assert got.device[1] == got.device[2]
-    assert got.recompute.tolist() == [1]
     assert eager_schedule(g, c, got)[1].max() < eager_schedule(g, c, p)[1].max()
+    # a training step with a recompute set: each layer's forward and backward (and its
+    # recompute node) move together, the set stays
+    t = to_training_step(base)
+    p = Placement(device=np.zeros(12, dtype=int), order=t.topological_order, recompute=[1])
+    got = polish(t, c, p, evals=200)
+    assert got.recompute.tolist() == [1]
+    assert (got.device[:6] == got.device[6:]).all()
+    assert eager_makespan(t, c, got) < eager_makespan(t, c, p)
 
 
 def test_on_many_devices_a_node_moves_only_to_its_neighbours_devices():

@@ -27,7 +27,8 @@ dispatches among its ready nodes.
 **Memory** (:func:`eager_peak`): each device's peak bytes in that schedule by DESIGN
 §3's lifetimes (parameters throughout; an output from its node's start until its last
 local consumer has finished and its last copy has arrived; a copy from its start until
-its last consumer there has finished), a recompute set not modelled. With ``memory``,
+its last consumer there has finished); a placement with a recompute set is estimated
+as the simulator runs it, on the extended graph (:func:`extended`). With ``memory``,
 :func:`polish` keeps only moves after which every device's peak stays within it.
 
 **The search** (:func:`polish`): from the last node to finish, the chain of what bound
@@ -58,15 +59,18 @@ from placegym.agents.doppler._polish_kernel import eager_kernel, peak_kernel, po
 from placegym.agents.doppler.summaries import ready_order
 from placegym.envs import Cluster, Graph, Placement
 from placegym.envs.analysis.levels import step_costs
+from placegym.envs.core.recompute import expand
 
 __all__ = [
     "ALL_DEVICES",
     "CHECKPOINTS",
     "VISITS",
     "EagerInputs",
+    "eager_estimate",
     "eager_makespan",
     "eager_peak",
     "eager_schedule",
+    "extended",
     "polish",
 ]
 
@@ -168,11 +172,24 @@ def _levels(cluster: Cluster) -> int:
     return int(cluster.pair_level.max()) + 1 if cluster.num_devices else 1
 
 
+def extended(graph: Graph, cluster: Cluster, placement: Placement) -> tuple[Graph, Placement]:
+    """The graph and placement the estimate schedules: ``placement``'s own, or with a
+    recompute set the extended ones the simulator runs
+    (:func:`~placegym.envs.core.recompute.expand`: node ``N + i`` recomputes
+    ``recompute[i]``)."""
+    if not placement.recompute.size:
+        return graph, placement
+    rc = expand(graph, cluster, placement)
+    return rc.graph, rc.placement
+
+
 def eager_schedule(
     graph: Graph, cluster: Cluster, placement: Placement, insert: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(start, finish)`` per node of the estimated schedule of ``placement`` (module
-    docstring), ``O(n log n + E)`` with its set-up; no simulator call."""
+    docstring), ``O(n log n + E)`` with its set-up; no simulator call. With a recompute
+    set, of the extended graph's ``N + k`` nodes (:func:`extended`)."""
+    graph, placement = extended(graph, cluster, placement)
     inputs = EagerInputs(graph, cluster, placement.rank)
     inputs.schedule(np.asarray(placement.device, dtype=np.int64), insert)
     return inputs.start.copy(), inputs.finish.copy()
@@ -181,7 +198,8 @@ def eager_schedule(
 def eager_makespan(
     graph: Graph, cluster: Cluster, placement: Placement, insert: bool = False
 ) -> float:
-    """The makespan of :func:`eager_schedule` (0 for no node); no simulator call."""
+    """The makespan of :func:`eager_schedule` (0 for no node), its recompute set
+    included; no simulator call."""
     return float(eager_schedule(graph, cluster, placement, insert)[1].max(initial=0.0))
 
 
@@ -189,11 +207,20 @@ def eager_peak(
     graph: Graph, cluster: Cluster, placement: Placement, insert: bool = False
 ) -> np.ndarray:
     """``(D,)`` each device's peak bytes in the estimated schedule of ``placement``, by
-    DESIGN §3's lifetimes (the ``memory`` test of :func:`polish`; a recompute set is not
-    modelled); no simulator call."""
+    DESIGN §3's lifetimes (the ``memory`` test of :func:`polish`), with its recompute
+    set (the extended graph's, :func:`extended`); no simulator call."""
+    return eager_estimate(graph, cluster, placement, insert)[1]
+
+
+def eager_estimate(
+    graph: Graph, cluster: Cluster, placement: Placement, insert: bool = False
+) -> tuple[float, np.ndarray]:
+    """:func:`eager_makespan` and :func:`eager_peak` of one schedule."""
+    graph, placement = extended(graph, cluster, placement)
     inputs = EagerInputs(graph, cluster, placement.rank)
     dev = np.asarray(placement.device, dtype=np.int64)
     inputs.schedule(dev, insert)
+    makespan = float(inputs.finish.max(initial=0.0))
     base = np.bincount(dev, weights=graph.param_bytes, minlength=cluster.num_devices)
     peak = np.zeros(cluster.num_devices)
     peak_kernel(
@@ -207,7 +234,7 @@ def eager_peak(
         base,
         peak,
     )
-    return peak
+    return makespan, peak
 
 
 def polish(
@@ -222,7 +249,8 @@ def polish(
     """``placement`` with nodes moved where :func:`eager_schedule` says the makespan falls
     (module docstring), after at most ``evals`` schedules (each ``O(n + E)``; fewer
     where they would make more than :data:`VISITS` visits); the same placement where no
-    move helps. Its order and recompute set are ``placement``'s.
+    move helps. Its order and recompute set are ``placement``'s; with a recompute set
+    the search runs on the extended graph (:func:`_polish_extended`).
 
     ``pairs``: once no single move on the chain helps, also move each node of the chain
     with the next one on it (what bound its start; each with its group) to one device,
@@ -230,8 +258,8 @@ def polish(
 
     ``memory``: ``(D,)`` bytes; where given, a move is kept only if every device's peak
     bytes in the estimated schedule (DESIGN §3's lifetimes, as
-    :func:`~placegym.agents.doppler.summaries.estimated_peak` takes them; its recompute
-    set is not modelled) stay within its ``memory`` or, on a device already above it,
+    :func:`~placegym.agents.doppler.summaries.estimated_peak` takes them, recompute
+    nodes included) stay within its ``memory`` or, on a device already above it,
     within its peak before the search (``O((n + E) log(n + E))`` more per move that
     shortens the estimate).
 
@@ -245,6 +273,8 @@ def polish(
             f"memory: expected {cluster.num_devices} values (one per device), "
             f"got shape {np.shape(memory)}"
         )
+    if placement.recompute.size:
+        return _polish_extended(graph, cluster, placement, evals, insert, memory, pairs)
     n, d = graph.num_nodes, cluster.num_devices
     links = d * _levels(cluster) if cluster.links == "port" else d * d
     evals = min(evals, VISITS // (n + len(graph.edges) + links))
@@ -276,3 +306,34 @@ def polish(
         return placement
     # every move tried and not kept was undone
     return Placement(device=dev, order=placement.order, recompute=placement.recompute)
+
+
+def _polish_extended(
+    graph: Graph,
+    cluster: Cluster,
+    placement: Placement,
+    evals: int,
+    insert: bool,
+    memory: np.ndarray | None,
+    pairs: bool,
+) -> Placement:
+    """:func:`polish` of a placement with a recompute set: the search runs on the
+    extended graph and placement (:func:`extended`; a recompute node is in its forward
+    node's co-location group, so it moves with it), and the devices it leaves the
+    graph's own nodes are kept where the placement they make, expanded anew (the
+    triggers follow the devices), has a smaller estimate than ``placement`` and, with
+    ``memory``, peaks within it (or within ``placement``'s peak) on every device."""
+    ext_graph, ext = extended(graph, cluster, placement)
+    moved = polish(ext_graph, cluster, ext, evals, insert, memory, pairs)
+    if moved is ext:
+        return placement
+    n = graph.num_nodes
+    out = Placement(device=moved.device[:n], order=placement.order, recompute=placement.recompute)
+    before = eager_makespan(graph, cluster, placement, insert)
+    if eager_makespan(graph, cluster, out, insert) >= before * (1 - 1e-9):
+        return placement
+    if memory is not None:
+        cap = np.maximum(memory, eager_peak(graph, cluster, placement, insert))
+        if (eager_peak(graph, cluster, out, insert) > cap).any():
+            return placement
+    return out

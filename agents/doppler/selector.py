@@ -44,6 +44,13 @@ fewer on large graphs: :data:`~placegym.agents.doppler.polish.VISITS`); where me
 bind its moves keep each device's estimated peak memory within the selector's
 ``peak_margin`` and the result is admitted as a proposal is (:func:`admit`), else the
 unpolished placement stays. No simulator call either.
+
+**Relief.** A selector with ``relieve`` first checks a kept placement of a training step
+on that estimate (:func:`relieve_selected`, :mod:`~placegym.agents.doppler.relief`):
+where it carries a recompute set or its estimated peak is over memory, the kept devices,
+contiguous stages and NEST's and METIS's placements, each checkpointed as needed to fit by
+estimate, are weighed by their estimated makespans, and the least is polished in its
+place. No simulator call either.
 """
 
 from __future__ import annotations
@@ -94,6 +101,7 @@ __all__ = [
     "polish_kept",
     "polish_selected",
     "proposal_features",
+    "relieve_selected",
     "rule_proposals",
     "save_selector",
 ]
@@ -137,6 +145,10 @@ class ProposalSelector(nn.Module):
         polish_starts: proposals (hint or rollout names) :func:`one_pass_select` also
             polishes where they are proposed and ``polish`` > 0, keeping the polished
             placement of least estimate (:func:`polish_selected`); none by default.
+        relieve: :func:`one_pass_select` weighs a kept placement of a training step
+            that carries a recompute set or whose estimated peak is over memory against
+            checkpointed placements
+            (:func:`relieve_selected`); False: it does not.
 
     Raises:
         ValueError: no names, a repeated name, ``hidden`` or ``members`` < 1, a
@@ -154,6 +166,7 @@ class ProposalSelector(nn.Module):
         polish: int = 0,
         polish_starts: Sequence[str] = (),
         polish_pairs: bool = False,
+        relieve: bool = False,
     ) -> None:
         super().__init__()
         names = tuple(names)
@@ -179,6 +192,7 @@ class ProposalSelector(nn.Module):
         self.peak_margin, self.polish = float(peak_margin), int(polish)
         self.polish_starts = polish_starts
         self.polish_pairs = bool(polish_pairs)
+        self.relieve = bool(relieve)
         width = FEATURES + len(names) + (CONTENTION_FEATURES if self.contention else 0)
         self.mean: torch.Tensor
         self.scale: torch.Tensor
@@ -265,8 +279,8 @@ class ProposalSelector(nn.Module):
 
     def spec(self) -> dict[str, Any]:
         """What rebuilds it: ``names``, ``hidden``, ``margin``, ``members`` and, where
-        set, ``contention``, ``peak_margin``, ``polish``, ``polish_starts`` and
-        ``polish_pairs`` (a file without them has none)."""
+        set, ``contention``, ``peak_margin``, ``polish``, ``polish_starts``,
+        ``polish_pairs`` and ``relieve`` (a file without them has none)."""
         spec: dict[str, Any] = {
             "names": list(self.names),
             "hidden": self.hidden,
@@ -283,6 +297,8 @@ class ProposalSelector(nn.Module):
             spec["polish_starts"] = list(self.polish_starts)
         if self.polish_pairs:
             spec["polish_pairs"] = True
+        if self.relieve:
+            spec["relieve"] = True
         return spec
 
 
@@ -426,7 +442,35 @@ def one_pass_select(
     dec = OnePassDecoder(policy, graph, cluster, memory_mask, known=known)
     proposals = gather_proposals(selector, dec.hints, graph, cluster, memory_mask)
     name, kept = choose(selector, graph, cluster, dec.greedy(), proposals, memory_mask)
+    relieved = relieve_selected(selector, graph, cluster, name, kept, proposals)
+    if relieved is not None:
+        return relieved
     return polish_selected(selector, graph, cluster, name, kept, proposals, memory_mask)
+
+
+def relieve_selected(
+    selector: ProposalSelector,
+    graph: Graph,
+    cluster: Cluster,
+    name: str | None,
+    kept: Placement,
+    proposals: Mapping[str, Placement],
+) -> Selected | None:
+    """Where ``selector.relieve``, the placement
+    :func:`~placegym.agents.doppler.relief.relieve_kept` takes instead of ``kept`` (a
+    training step's kept placement that carries a recompute set or is estimated over
+    memory, weighed against checkpointed placements within ``selector.peak_margin``),
+    polished with ``selector.polish`` schedules; else None, and :func:`polish_selected`
+    goes on with ``kept``. No simulator call."""
+    from placegym.agents.doppler.relief import relieve_kept
+
+    if not selector.relieve:
+        return None
+    args = (graph, cluster, name, kept, proposals)
+    got = relieve_kept(
+        *args, peak_margin=selector.peak_margin, evals=selector.polish, pairs=selector.polish_pairs
+    )
+    return None if got is None else Selected(*got)
 
 
 def polish_selected(

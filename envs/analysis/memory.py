@@ -53,6 +53,7 @@ __all__ = [
     "room_mask",
     "stage_placement",
     "stash_bound",
+    "stash_floors",
     "stash_infeasibility",
     "units",
     "working_set",
@@ -311,6 +312,35 @@ def stash_bound(graph: Graph, cluster: Cluster, recompute: np.ndarray | None = N
     """
     floor = _stash_floor(graph, cluster, recompute)
     return 0.0 if floor is None else floor[0]
+
+
+def stash_floors(
+    graph: Graph, cluster: Cluster, device: np.ndarray, recompute: np.ndarray | None = None
+) -> np.ndarray:
+    """``(D,)`` a lower bound on each device's simulated peak of every placement of the
+    training step ``graph`` with the device map ``device``, without recompute or with
+    the recompute set ``recompute``: :func:`stash_bound`'s argument device by device
+    (at the instant a sink's backward node starts, each device holds its resident bytes
+    and the outputs of the nodes of ``F`` on it, and that node's own output where it
+    runs), the largest over the sinks; the resident bytes alone where no sink applies.
+    It bounds any schedule that keeps DESIGN §3's precedence and lifetimes, the
+    agents' estimated schedules too."""
+    device = np.asarray(device, dtype=np.int64)
+    d = cluster.num_devices
+    floors = np.bincount(device, weights=graph.param_bytes, minlength=d).astype(np.float64)
+    table = _stash_table(graph, cluster)
+    if table is None:
+        return floors
+    _, sinks, live = table
+    n = graph.num_nodes // 2
+    out = np.array(graph.out_bytes[:n], dtype=np.float64)
+    if recompute is not None and len(recompute):
+        out[np.asarray(recompute, dtype=np.int64)] = 0.0
+    held = np.zeros((len(sinks), d))
+    for i in range(d):  # (S, D): each sink's stash on each device
+        held[:, i] = live[:, device[:n] == i] @ out[device[:n] == i]
+    held[np.arange(len(sinks)), device[n + sinks]] += graph.out_bytes[n + sinks]
+    return floors + held.max(axis=0)
 
 
 def stash_infeasibility(
