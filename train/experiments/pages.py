@@ -369,6 +369,7 @@ BLOCKS: dict[str, Block] = {
             "onepass-polish",
             "onepass-deep-polish",
             "onepass-pair-polish",
+            "onepass-relief",
         )
     },
 }
