@@ -3,9 +3,11 @@ honest final placement), a registered search placer, outputs and the CLI."""
 
 import numpy as np
 import pytest
+from simcases import unit_cluster
 from tiny_suite import TINY, tiny  # noqa: F401 (fixture)
 
-from placegym.envs import Placement, simulate
+from placegym.envs import Graph, Placement, simulate
+from placegym.envs.workloads.training import to_training_step
 from placegym.train.cli import main
 from placegym.train.harness.anytime import (
     SEARCH_PLACERS,
@@ -15,6 +17,7 @@ from placegym.train.harness.anytime import (
     random_search,
     register_search_placer,
     run_anytime,
+    score_starts,
     write_anytime,
 )
 from placegym.train.harness.anytime_report import versus
@@ -328,3 +331,17 @@ def test_the_builtin_searches_count_every_call_within_the_budget():
     assert all(r.trace.calls[-1] <= r.calls <= 300 for r in runs)
     first = {r.trace.calls[0] for r in runs if r.placer == "random_search"}
     assert min(first) > 1  # the starts' own simulations come first
+
+
+def test_starts_are_scored_with_their_own_recompute_sets():
+    # the training step of a 3-layer chain on two devices of 75 B: only recomputing
+    # layer 0 fits (test_recompute), and a start that does must not be scored as over
+
+    g = Graph(flops=[1.0] * 3, out_bytes=[10, 20, 30], param_bytes=[5] * 3, edges=[[0, 1], [1, 2]])
+    t = to_training_step(g, optimizer="sgd")
+    c = unit_cluster(2, bandwidth=100.0, memory=75.0)
+    plain = Placement(np.array([0, 0, 1, 0, 0, 1]), t.topological_order.copy())
+    relieved = Placement(plain.device, plain.order, recompute=[0])
+    makespan, oom = score_starts(t, c, [plain, relieved, plain])
+    assert oom.tolist() == [True, False, True]
+    assert makespan.tolist() == [simulate(t, c, p).makespan for p in (plain, relieved, plain)]

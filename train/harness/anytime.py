@@ -83,7 +83,7 @@ from typing import Any
 
 import numpy as np
 
-from placegym.envs import Cluster, Graph, Placement, simulate_batch
+from placegym.envs import Cluster, Graph, Placement, simulate, simulate_batch
 from placegym.envs.analysis.memory import memory_may_bind, units
 from placegym.envs.suites import Suite
 from placegym.teachers.anneal import STARTS
@@ -184,6 +184,24 @@ def heuristic_starts(graph: Graph, cluster: Cluster) -> list[Placement]:
     return [get_teacher(t).place(graph, cluster) for t in START_TEACHERS]
 
 
+def score_starts(
+    graph: Graph, cluster: Cluster, starts: Sequence[Placement]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(makespan, oom)`` of each start, each simulated with its own recompute set
+    (those without one in one batch), as anneal scores its starts."""
+    makespan, oom = np.zeros(len(starts)), np.zeros(len(starts), dtype=bool)
+    plain = [i for i, p in enumerate(starts) if not p.recompute.size]
+    if plain:
+        devs = np.stack([starts[i].device for i in plain])
+        res = simulate_batch(graph, cluster, devs, np.stack([starts[i].order for i in plain]))
+        makespan[plain], oom[plain] = res.makespan, res.oom
+    for i, p in enumerate(starts):
+        if p.recompute.size:
+            one = simulate(graph, cluster, p)
+            makespan[i], oom[i] = one.makespan, one.oom
+    return makespan, oom
+
+
 def anneal_search(
     graph: Graph,
     cluster: Cluster,
@@ -218,14 +236,9 @@ def anneal_search(
             starts += list(proposals(graph, cluster, dict(zip(START_TEACHERS, starts))))
         fits, repeat = True, 0
         if memory_may_bind(graph, cluster):
-            scored = simulate_batch(
-                graph,
-                cluster,
-                np.stack([p.device for p in starts]),
-                np.stack([p.order for p in starts]),
-            )
-            if scored.oom.all():
-                best = starts[int(np.argmin(scored.makespan))]  # anneal's pick where none fits
+            makespan, oom = score_starts(graph, cluster, starts)
+            if oom.all():
+                best = starts[int(np.argmin(makespan))]  # anneal's pick where none fits
                 with counting() as repair:
                     fixed = make_feasible(graph, cluster, best)
                 fits = fixed is not best  # else it is the placement itself, over memory
