@@ -14,7 +14,13 @@ from test_recompute import training_problems
 
 from placegym.agents.doppler.onepass import OnePassDecoder
 from placegym.agents.doppler.polish import eager_estimate, eager_makespan, eager_peak, polish
-from placegym.agents.doppler.relief import STAGES, checkpointed_within, relieve
+from placegym.agents.doppler.relief import (
+    STAGES,
+    Settings,
+    checkpointed_within,
+    relieve,
+    weigh_polished,
+)
 from placegym.agents.doppler.selector import (
     ProposalSelector,
     choose,
@@ -149,3 +155,28 @@ def test_a_relieving_selector_fits_a_published_step_the_mask_does_not():
     assert not s.oom and got.placement.recompute.size
     assert "@every" in got.name or got.name.endswith("@plain")
     assert (eager_peak(g, c, got.placement) <= (1 - sel.peak_margin) * c.memory).all()
+
+
+def test_a_weighing_selector_takes_a_faster_checkpointed_or_staged_placement():
+    # a training step where memory binds and the kept placement fits: the polished
+    # placement is weighed against the bases, and contiguous stages win by estimate
+    inst = get_suite("pipedream-v0").instance("vgg16-train@p100x2-live1.05")
+    g, c = inst.graph, inst.cluster
+    agent = pretrained("onepass-v10")
+    sel = ProposalSelector(**{**agent.selector.spec(), "weigh": True})
+    sel.load_state_dict(agent.selector.state_dict())
+    assert ProposalSelector(**sel.spec()).weigh and "weigh" not in agent.selector.spec()
+    with patched(), counting() as n:
+        before = one_pass_select(agent.policy, agent.selector, g, c, agent.memory_mask)
+        after = one_pass_select(agent.policy, sel, g, c, agent.memory_mask)
+    assert n.calls == 0
+    assert after.name == "stages@plain" and after.polished
+    assert eager_makespan(g, c, after.placement) < eager_makespan(g, c, before.placement)
+    s = simulate(g, c, after.placement)
+    assert not s.oom and s.makespan < simulate(g, c, before.placement).makespan
+    settings = Settings(sel.peak_margin, sel.polish, sel.polish_pairs)
+    # nothing to weigh where memory cannot bind
+    roomy = unit_cluster(2, bandwidth=100.0, memory=1e6)
+    t = chain_step()
+    kept = Placement(np.array([0, 0, 1, 0, 0, 1]), t.topological_order.copy())
+    assert weigh_polished(t, roomy, None, kept, {}, settings) is None

@@ -14,8 +14,8 @@ against other placements of the same step:
   on its device) and the other ``bases`` given (the decoder's hints: NEST's and METIS's
   stages), each with its own priority order;
 - **each base** as it is, with no recompute set, where its estimated peak is within
-  ``room``; else checkpointed with the smallest spacing ``k`` of
-  :data:`~placegym.envs.analysis.memory.CHECKPOINT_EVERY` whose estimated peak is
+  ``room``; else checkpointed with the smallest spacing ``k`` of :data:`SPACINGS`
+  (2, 3, 4, 6, 8, 12) whose estimated peak is
   (:func:`~placegym.envs.analysis.memory.checkpoints` per device: each device rebuilds
   one segment between two of its checkpoints at a time; a smaller ``k`` recomputes
   fewer nodes, so it is tried first);
@@ -23,17 +23,23 @@ against other placements of the same step:
   (:func:`~placegym.agents.doppler.polish.eager_estimate`), the kept placement first
   on a tie and kept only where its own estimated peak is within ``room``.
 
+**Weighing** (:func:`weigh_polished`, a selector's ``weigh=True``). Where memory may bind,
+after the polish, the same candidates are weighed against the polished placement
+whatever its estimated peak (the selector admitted it): the one of least estimate is
+polished and taken where its estimate stays below the polished placement's. On a graph
+that is not a training step the candidates are the bases that fit as they are.
+
 :func:`relieve_kept` is a selector's use of it (``relieve=True``,
 :func:`~placegym.agents.doppler.selector.relieve_selected`): it runs in
 :func:`~placegym.agents.doppler.selector.one_pass_select` before the polish, and the
 placement it takes is polished within the same room.
 
-Cost: per base at most ``1 + len(CHECKPOINT_EVERY)`` estimates, each an expansion and
+Cost: per base at most ``1 + len(SPACINGS)`` estimates, each an expansion and
 an ``O(N + E)`` schedule of the extended graph, skipped where a lower bound on the peak
 that needs no schedule (:func:`~placegym.envs.analysis.memory.stash_floors`) is over
-``room`` already; none where the kept placement carries no
-recompute set and its estimated peak fits (the usual case), or on a graph that is not a
-training step.
+``room`` already. The relief costs nothing where the kept placement carries no recompute
+set and its estimated peak fits (the usual case), or on a graph that is not a training
+step; the weighing costs that scan and one more polish wherever memory may bind.
 """
 
 from __future__ import annotations
@@ -55,15 +61,32 @@ from placegym.envs.analysis.memory import (
 
 __all__ = [
     "RELIEF_BASES",
+    "SPACINGS",
     "STAGES",
     "Relief",
+    "Settings",
     "checkpointed_within",
     "relieve",
     "relieve_kept",
+    "weigh_polished",
 ]
 
+#: The checkpoint spacings :func:`checkpointed_within` tries, smallest first: those of
+#: :data:`~placegym.envs.analysis.memory.CHECKPOINT_EVERY` a ladder apart (each try is an
+#: expansion and a schedule of the extended graph).
+SPACINGS = (2, 3, 4, 6, 8, 12)
 #: The name :func:`relieve` gives the contiguous stages base.
 STAGES = "stages"
+
+
+class Settings(NamedTuple):
+    """A selector's settings :func:`relieve_kept` and :func:`weigh_polished` read: the
+    share of every device's memory kept free (``peak_margin``), the polish's schedules
+    (``evals``, 0: no polish) and its pair moves (``pairs``)."""
+
+    peak_margin: float
+    evals: int
+    pairs: bool = False
 
 
 class Relief(NamedTuple):
@@ -89,24 +112,28 @@ def _within(
 
 
 def checkpointed_within(
-    graph: Graph, cluster: Cluster, base: Placement, room: np.ndarray
+    graph: Graph, cluster: Cluster, base: Placement, room: np.ndarray, beat: float = np.inf
 ) -> tuple[int, Placement, float] | None:
     """``base``'s devices and order with no recompute set where its estimated peak is
     within ``room`` on every device (``(0, placement, estimated makespan)``), else with
-    the checkpoints of the smallest spacing of :data:`CHECKPOINT_EVERY` whose estimated
-    peak is (``(k, placement, estimated makespan)``); None where none is."""
+    the checkpoints of the smallest spacing of :data:`SPACINGS` whose estimated peak is
+    (``(k, placement, estimated makespan)``); None where none is, or where the
+    plain placement's estimated makespan is already at least ``beat`` (a recompute set
+    only adds work, so its checkpointed placements are not tried)."""
     plain = Placement(device=base.device, order=base.order)
-    makespan = _within(graph, cluster, plain, room)
-    if makespan is not None:
+    makespan, peak = eager_estimate(graph, cluster, plain)
+    if bool((peak <= room).all()):
         return 0, plain, makespan
-    for k in CHECKPOINT_EVERY:
+    if makespan >= beat:
+        return None
+    for k in SPACINGS:
         nodes = checkpoints(graph, k, base.device)
         if not nodes.size:
             return None  # not a training step: nothing to recompute
         placement = Placement(device=base.device, order=base.order, recompute=nodes)
-        makespan = _within(graph, cluster, placement, room)
-        if makespan is not None:
-            return k, placement, makespan
+        within = _within(graph, cluster, placement, room)
+        if within is not None:
+            return k, placement, within
     return None
 
 
@@ -116,12 +143,16 @@ def relieve(
     kept: Placement,
     bases: Mapping[str, Placement],
     room: np.ndarray,
+    always: bool = False,
 ) -> Relief | None:
     """The placement to take instead of ``kept`` (module docstring): None where memory
     cannot bind, the graph is not a training step, ``kept`` carries no recompute set and
     its estimated peak is within ``cluster.memory``, or no candidate has a smaller
     estimate than ``kept`` (where ``kept``'s peak is within ``room``) or fits ``room``
-    at all; no simulator call.
+    at all; no simulator call. ``always``: weigh the candidates wherever memory may
+    bind, on any graph (one that is not a training step has no checkpoints, so its
+    candidates are the bases that fit as they are), against ``kept``'s estimate
+    whatever its estimated peak.
 
     Raises:
         ValueError: ``room`` not one value per device.
@@ -131,16 +162,19 @@ def relieve(
         raise ValueError(
             f"room: expected {cluster.num_devices} values (one per device), got shape {room.shape}"
         )
-    if not memory_may_bind(graph, cluster) or not checkpoints(graph, CHECKPOINT_EVERY[0]).size:
+    step = checkpoints(graph, CHECKPOINT_EVERY[0]).size > 0
+    if not memory_may_bind(graph, cluster) or not (step or always):
         return None
     makespan, peak = eager_estimate(graph, cluster, kept)
-    if not kept.recompute.size and bool((peak <= cluster.memory).all()):
+    if not always and not kept.recompute.size and bool((peak <= cluster.memory).all()):
         return None
-    least = makespan if bool((peak <= room).all()) else np.inf
+    least = makespan if always or bool((peak <= room).all()) else np.inf
     best: Relief | None = None
     candidates = {"kept": kept, STAGES: stage_placement(graph, cluster), **bases}
+    if always and not kept.recompute.size:
+        del candidates["kept"]  # as it is, it is kept; checkpointed, no faster
     for name, base in candidates.items():
-        found = checkpointed_within(graph, cluster, base, room)
+        found = checkpointed_within(graph, cluster, base, room, least)
         if found is None:
             continue
         every, placement, estimate = found
@@ -154,33 +188,68 @@ def relieve(
 RELIEF_BASES = ("nest", "metis")
 
 
+def _label(name: str | None, relief: Relief) -> str:
+    """``BASE@every<k>`` (``BASE@plain`` with no recompute set; ``BASE`` is ``name``, or
+    ``own``, for the kept devices)."""
+    base = (name or "own") if relief.base == "kept" else relief.base
+    return f"{base}@" + (f"every{relief.every}" if relief.every else "plain")
+
+
 def relieve_kept(
     graph: Graph,
     cluster: Cluster,
     name: str | None,
     kept: Placement,
     proposals: Mapping[str, Placement],
-    *,
-    peak_margin: float,
-    evals: int,
-    pairs: bool = False,
+    settings: Settings,
 ) -> tuple[str, Placement, bool] | None:
     """Where :func:`relieve` takes another placement than ``kept`` (``name``: the
     proposal it is, None for the policy's own; the bases :data:`RELIEF_BASES` of
-    ``proposals``, the room ``1 - peak_margin`` of every device's memory): ``(label,
+    ``proposals``, the room ``1 - peak_margin`` of every device's memory, ``settings``): ``(label,
     placement, polished)``, the placement polished with ``evals`` schedules and its
     moves kept within the same room (:func:`~placegym.agents.doppler.polish.polish`;
     none with ``evals`` 0), labelled ``BASE@every<k>`` (``BASE@plain`` with no
     recompute set; ``BASE`` is ``name``, or ``own``, for the kept devices); else None.
     No simulator call."""
+    peak_margin, evals, pairs = settings
     room = (1 - peak_margin) * np.asarray(cluster.memory, dtype=np.float64)
     bases = {n: proposals[n] for n in RELIEF_BASES if n in proposals}
     relief = relieve(graph, cluster, kept, bases, room)
     if relief is None:
         return None
-    label = f"{(name or 'own') if relief.base == 'kept' else relief.base}@"
-    label += f"every{relief.every}" if relief.every else "plain"
+    label = _label(name, relief)
     placement = relief.placement
     if evals:
         placement = polish(graph, cluster, placement, evals, memory=room, pairs=pairs)
     return label, placement, placement is not relief.placement
+
+
+def weigh_polished(
+    graph: Graph,
+    cluster: Cluster,
+    name: str | None,
+    polished: Placement,
+    proposals: Mapping[str, Placement],
+    settings: Settings,
+) -> tuple[str, Placement, bool] | None:
+    """Where memory may bind: the candidates of :func:`relieve` (``always``: the kept
+    devices, contiguous stages and :data:`RELIEF_BASES` of ``proposals``, each as it is
+    or checkpointed to fit ``1 - peak_margin`` of every device's memory by estimate)
+    weighed against the ``polished`` placement (``name``: the proposal it came from,
+    None for the policy's own), the one of least estimate polished
+    (``evals`` schedules, its moves within the same room) and taken, labelled as
+    :func:`relieve_kept` labels it, where its estimate stays below ``polished``'s (which
+    counts as it is: the selector admitted it); else None. No simulator call."""
+    peak_margin, evals, pairs = settings
+    room = (1 - peak_margin) * np.asarray(cluster.memory, dtype=np.float64)
+    bases = {n: proposals[n] for n in RELIEF_BASES if n in proposals}
+    relief = relieve(graph, cluster, polished, bases, room, always=True)
+    if relief is None:
+        return None
+    placement = relief.placement
+    if evals:
+        placement = polish(graph, cluster, placement, evals, memory=room, pairs=pairs)
+    least = eager_estimate(graph, cluster, polished)[0]
+    if eager_estimate(graph, cluster, placement)[0] >= least * (1 - 1e-9):
+        return None
+    return _label(name, relief), placement, True

@@ -149,6 +149,9 @@ class ProposalSelector(nn.Module):
             that carries a recompute set or whose estimated peak is over memory against
             checkpointed placements
             (:func:`relieve_selected`); False: it does not.
+        weigh: where memory may bind, :func:`one_pass_select` also weighs the polished
+            placement against those placements, polished
+            (:func:`~placegym.agents.doppler.relief.weigh_polished`).
 
     Raises:
         ValueError: no names, a repeated name, ``hidden`` or ``members`` < 1, a
@@ -167,6 +170,7 @@ class ProposalSelector(nn.Module):
         polish_starts: Sequence[str] = (),
         polish_pairs: bool = False,
         relieve: bool = False,
+        weigh: bool = False,
     ) -> None:
         super().__init__()
         names = tuple(names)
@@ -192,7 +196,7 @@ class ProposalSelector(nn.Module):
         self.peak_margin, self.polish = float(peak_margin), int(polish)
         self.polish_starts = polish_starts
         self.polish_pairs = bool(polish_pairs)
-        self.relieve = bool(relieve)
+        self.relieve, self.weigh = bool(relieve), bool(weigh)
         width = FEATURES + len(names) + (CONTENTION_FEATURES if self.contention else 0)
         self.mean: torch.Tensor
         self.scale: torch.Tensor
@@ -280,7 +284,7 @@ class ProposalSelector(nn.Module):
     def spec(self) -> dict[str, Any]:
         """What rebuilds it: ``names``, ``hidden``, ``margin``, ``members`` and, where
         set, ``contention``, ``peak_margin``, ``polish``, ``polish_starts``,
-        ``polish_pairs`` and ``relieve`` (a file without them has none)."""
+        ``polish_pairs``, ``relieve`` and ``weigh`` (a file without them has none)."""
         spec: dict[str, Any] = {
             "names": list(self.names),
             "hidden": self.hidden,
@@ -297,8 +301,9 @@ class ProposalSelector(nn.Module):
             spec["polish_starts"] = list(self.polish_starts)
         if self.polish_pairs:
             spec["polish_pairs"] = True
-        if self.relieve:
-            spec["relieve"] = True
+        for flag in ("relieve", "weigh"):
+            if getattr(self, flag):
+                spec[flag] = True
         return spec
 
 
@@ -445,7 +450,8 @@ def one_pass_select(
     relieved = relieve_selected(selector, graph, cluster, name, kept, proposals)
     if relieved is not None:
         return relieved
-    return polish_selected(selector, graph, cluster, name, kept, proposals, memory_mask)
+    got = polish_selected(selector, graph, cluster, name, kept, proposals, memory_mask)
+    return relieve_selected(selector, graph, cluster, name, kept, proposals, got) or got
 
 
 def relieve_selected(
@@ -455,21 +461,24 @@ def relieve_selected(
     name: str | None,
     kept: Placement,
     proposals: Mapping[str, Placement],
+    polished: Selected | None = None,
 ) -> Selected | None:
-    """Where ``selector.relieve``, the placement
+    """Before the polish (``polished`` None) where ``selector.relieve``, the placement
     :func:`~placegym.agents.doppler.relief.relieve_kept` takes instead of ``kept`` (a
     training step's kept placement that carries a recompute set or is estimated over
     memory, weighed against checkpointed placements within ``selector.peak_margin``),
-    polished with ``selector.polish`` schedules; else None, and :func:`polish_selected`
-    goes on with ``kept``. No simulator call."""
-    from placegym.agents.doppler.relief import relieve_kept
+    polished with ``selector.polish`` schedules; after it where ``selector.weigh``, the
+    one :func:`~placegym.agents.doppler.relief.weigh_polished` takes instead of
+    ``polished``; else None. No simulator call."""
+    from placegym.agents.doppler import relief
 
-    if not selector.relieve:
+    if not (selector.relieve if polished is None else selector.weigh):
         return None
-    args = (graph, cluster, name, kept, proposals)
-    got = relieve_kept(
-        *args, peak_margin=selector.peak_margin, evals=selector.polish, pairs=selector.polish_pairs
-    )
+    room = relief.Settings(selector.peak_margin, selector.polish, selector.polish_pairs)
+    if polished is None:
+        got = relief.relieve_kept(graph, cluster, name, kept, proposals, room)
+    else:
+        got = relief.weigh_polished(graph, cluster, *polished[:2], proposals, room)
     return None if got is None else Selected(*got)
 
 
