@@ -142,6 +142,7 @@ SELECTING = (
     "onepass-v8",
     "onepass-v9",
     "onepass-v10",
+    "onepass-v11",
 )
 #: The choice is also timed on a training step that fits only with recomputation, where
 #: a relieving selector checkpoints (:func:`~placegym.agents.doppler.selector.
@@ -156,7 +157,8 @@ def test_one_pass_choice_speed(name):
     them, the summaries, the networks and, where memory may bind, the replay of the
     proposal taken), the relief where the selector relieves
     (:func:`~placegym.agents.doppler.selector.relieve_selected`), else the polish where the
-    selector polishes (:func:`~placegym.agents.doppler.selector.polish_selected`), as
+    selector polishes (:func:`~placegym.agents.doppler.selector.polish_selected`) and the
+    weighing where it weighs, as
     :func:`~placegym.agents.doppler.selector.one_pass_select` does. Asserted: decode and choice
     at most 1 s per 1,000 nodes; printed: set-up, decode and choice on the largest
     against the 10 s target (a miss is printed with its gap, not asserted)."""
@@ -190,6 +192,7 @@ def test_one_pass_choice_speed(name):
                 got = relieve_selected(sel, g, c, name, kept, props)
                 if got is None:
                     got = polish_selected(sel, g, c, name, kept, props, mask)
+                    got = relieve_selected(sel, g, c, name, kept, props, got) or got
                 return got.name, got.polished
 
             (took, polished), t_ch = _timed(choice)

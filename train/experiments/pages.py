@@ -370,6 +370,7 @@ BLOCKS: dict[str, Block] = {
             "onepass-deep-polish",
             "onepass-pair-polish",
             "onepass-relief",
+            "onepass-weigh",
         )
     },
 }
