@@ -298,6 +298,26 @@ def test_a_selector_polishes_the_kept_placement_with_no_simulator_call():
     assert after.placement.device.tolist() == polish(g, c, before.placement, 500).device.tolist()
 
 
+def test_a_selector_may_polish_on_the_inserting_estimate_where_memory_cannot_bind():
+    inst = get_suite("generalize-v0").instance("random_dag-64-s0@p100x4")
+    g, c = inst.graph, inst.cluster
+    policy = pretrained("onepass-v1").policy
+    plain = ProposalSelector(HINTS)
+    sel = ProposalSelector(HINTS, polish=500, polish_insert=True)
+    sel.load_state_dict(plain.state_dict())
+    assert ProposalSelector(**sel.spec()).polish_insert
+    assert "polish_insert" not in ProposalSelector(HINTS, polish=500).spec()
+    with patched(), counting() as n:
+        before = one_pass_select(policy, plain, g, c)
+        after = one_pass_select(policy, sel, g, c)
+    assert n.calls == 0
+    want = polish(g, c, before.placement, 500, insert=True)
+    assert after.placement.device.tolist() == want.device.tolist()
+    assert want.device.tolist() != polish(g, c, before.placement, 500).device.tolist()
+    est = [eager_makespan(g, c, s.placement, insert=True) for s in (before, after)]
+    assert est[1] < est[0]
+
+
 def test_where_memory_binds_a_polished_placement_is_admitted_or_dropped():
     # two 60-byte nodes on 100-byte devices with nothing to gain by moving: the polish
     # keeps the placement

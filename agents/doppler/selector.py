@@ -27,30 +27,26 @@ placements on a cluster whose memory cannot bind
 (:func:`~placegym.agents.doppler.onepass.plain_hint_placements`), so they may not fit.
 A proposal is then taken only if (:func:`admit`) no schedule of it can exceed memory
 (every device could hold all its nodes' parameters and outputs and every copy it
-receives at once,
-:func:`fits_statically`, ``O(E log E)``), or else if it passes the test the agent's own
-placement passes by construction: replayed in its priority order through a
-:class:`~placegym.envs.mdp.state.PlacementState` under the agent's memory mask, every
-node's device is legal when it is placed (:func:`fits_mask`, the cost of a decode's
-masks); a replayed placement carries the mask's recompute set, as the agent's does. A
-selector with a ``peak_margin`` also takes a proposal the replay refuses if it carries
-no recompute set and its estimated peak
+receives at once, :func:`fits_statically`, ``O(E log E)``), or else if it passes the
+test the agent's own placement passes by construction: replayed in its priority order
+through a :class:`~placegym.envs.mdp.state.PlacementState` under the agent's memory
+mask, every node's device is legal when it is placed (:func:`fits_mask`, the cost of a
+decode's masks); a replayed placement carries the mask's recompute set, as the agent's
+does. A selector with a ``peak_margin`` also takes a proposal the replay refuses if it
+carries no recompute set and its estimated peak
 (:func:`~placegym.agents.doppler.summaries.estimated_peak`, ``O(n log n + E log E)``)
 keeps that share of every device's memory free: an estimate, not a bound.
 
 **Polish.** A selector with ``polish`` > 0 refines the kept placement by
 :func:`~placegym.agents.doppler.polish.polish` (at most that many estimated schedules,
-fewer on large graphs: :data:`~placegym.agents.doppler.polish.VISITS`); where memory may
-bind its moves keep each device's estimated peak memory within the selector's
-``peak_margin`` and the result is admitted as a proposal is (:func:`admit`), else the
-unpolished placement stays. No simulator call either.
+fewer on large graphs); where memory may bind its moves keep each device's estimated
+peak within ``peak_margin`` and the result is admitted as a proposal is (:func:`admit`),
+else the unpolished placement stays. No simulator call either.
 
-**Relief.** A selector with ``relieve`` first checks a kept placement of a training step
-on that estimate (:func:`relieve_selected`, :mod:`~placegym.agents.doppler.relief`):
-where it carries a recompute set or its estimated peak is over memory, the kept devices,
-contiguous stages and NEST's and METIS's placements, each checkpointed as needed to fit by
-estimate, are weighed by their estimated makespans, and the least is polished in its
-place. No simulator call either.
+**Relief** (``relieve``, ``weigh``: :func:`relieve_selected`,
+:mod:`~placegym.agents.doppler.relief`): a training step's kept placement that carries a
+recompute set or is estimated over memory, or any polished placement where memory may
+bind, is weighed against staged placements, checkpointed to fit by estimate.
 """
 
 from __future__ import annotations
@@ -149,6 +145,8 @@ class ProposalSelector(nn.Module):
             that carries a recompute set or whose estimated peak is over memory against
             checkpointed placements
             (:func:`relieve_selected`); False: it does not.
+        polish_insert: where memory cannot bind, the polish's list schedule fills idle
+            gaps (``insert`` of :func:`~placegym.agents.doppler.polish.polish`).
         weigh: where memory may bind, :func:`one_pass_select` also weighs the polished
             placement against those placements, polished
             (:func:`~placegym.agents.doppler.relief.weigh_polished`).
@@ -171,6 +169,7 @@ class ProposalSelector(nn.Module):
         polish_pairs: bool = False,
         relieve: bool = False,
         weigh: bool = False,
+        polish_insert: bool = False,
     ) -> None:
         super().__init__()
         names = tuple(names)
@@ -197,6 +196,7 @@ class ProposalSelector(nn.Module):
         self.polish_starts = polish_starts
         self.polish_pairs = bool(polish_pairs)
         self.relieve, self.weigh = bool(relieve), bool(weigh)
+        self.polish_insert = bool(polish_insert)
         width = FEATURES + len(names) + (CONTENTION_FEATURES if self.contention else 0)
         self.mean: torch.Tensor
         self.scale: torch.Tensor
@@ -284,7 +284,8 @@ class ProposalSelector(nn.Module):
     def spec(self) -> dict[str, Any]:
         """What rebuilds it: ``names``, ``hidden``, ``margin``, ``members`` and, where
         set, ``contention``, ``peak_margin``, ``polish``, ``polish_starts``,
-        ``polish_pairs``, ``relieve`` and ``weigh`` (a file without them has none)."""
+        ``polish_pairs``, ``relieve``, ``weigh`` and ``polish_insert`` (a file without them
+        has none)."""
         spec: dict[str, Any] = {
             "names": list(self.names),
             "hidden": self.hidden,
@@ -301,7 +302,7 @@ class ProposalSelector(nn.Module):
             spec["polish_starts"] = list(self.polish_starts)
         if self.polish_pairs:
             spec["polish_pairs"] = True
-        for flag in ("relieve", "weigh"):
+        for flag in ("relieve", "weigh", "polish_insert"):
             if getattr(self, flag):
                 spec[flag] = True
         return spec
@@ -415,8 +416,7 @@ def choose(
 
 
 class Selected(NamedTuple):
-    """What :func:`one_pass_select` keeps: the proposal's name (None: the policy's own),
-    the placement, and whether the polish changed it."""
+    """The kept proposal's name (None: the policy's own), its placement, whether polished."""
 
     name: str | None
     placement: Placement
@@ -503,14 +503,15 @@ def polish_selected(
     best = Selected(name, kept, False) if better is None else Selected(name, better, True)
     if not selector.polish or not selector.polish_starts:
         return best
-    least = eager_makespan(graph, cluster, best.placement)
+    insert = selector.polish_insert and not memory_may_bind(graph, cluster)
+    least = eager_makespan(graph, cluster, best.placement, insert)
     for start in selector.polish_starts:
         if start == name or start not in proposals:
             continue
         moved = polish_kept(selector, graph, cluster, proposals[start], memory_mask)
         if moved is None:
             continue
-        estimate = eager_makespan(graph, cluster, moved)
+        estimate = eager_makespan(graph, cluster, moved, insert)
         if estimate < least * (1 - 1e-9):
             best, least = Selected(start, moved, True), estimate
     return best
@@ -534,7 +535,8 @@ def polish_kept(
     if not selector.polish:
         return None
     if not memory_may_bind(graph, cluster):
-        moved = polish(graph, cluster, kept, selector.polish, pairs=selector.polish_pairs)
+        insert, pairs = selector.polish_insert, selector.polish_pairs
+        moved = polish(graph, cluster, kept, selector.polish, insert=insert, pairs=pairs)
         return None if moved is kept else moved
     room = (1 - selector.peak_margin) * np.asarray(cluster.memory, dtype=np.float64)
     moved = polish(graph, cluster, kept, selector.polish, memory=room, pairs=selector.polish_pairs)
