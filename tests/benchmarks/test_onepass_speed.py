@@ -143,6 +143,7 @@ SELECTING = (
     "onepass-v9",
     "onepass-v10",
     "onepass-v11",
+    "onepass-v12",
 )
 #: The choice is also timed on a training step that fits only with recomputation, where
 #: a relieving selector checkpoints (:func:`~placegym.agents.doppler.selector.

@@ -371,6 +371,7 @@ BLOCKS: dict[str, Block] = {
             "onepass-pair-polish",
             "onepass-relief",
             "onepass-weigh",
+            "onepass-insert",
         )
     },
 }
