@@ -195,6 +195,31 @@ def _label(name: str | None, relief: Relief) -> str:
     return f"{base}@" + (f"every{relief.every}" if relief.every else "plain")
 
 
+def _relieved(
+    graph: Graph,
+    cluster: Cluster,
+    kept: Placement,
+    proposals: Mapping[str, Placement],
+    settings: Settings,
+    always: bool = False,
+) -> tuple[Relief, Placement] | None:
+    """:func:`relieve`'s choice for ``kept`` (the bases :data:`RELIEF_BASES` of
+    ``proposals``, the room ``1 - peak_margin`` of every device's memory) and its
+    placement polished with ``evals`` schedules, its moves kept within the same room
+    (:func:`~placegym.agents.doppler.polish.polish`; none with ``evals`` 0); None where
+    it takes none."""
+    peak_margin, evals, pairs = settings
+    room = (1 - peak_margin) * np.asarray(cluster.memory, dtype=np.float64)
+    bases = {n: proposals[n] for n in RELIEF_BASES if n in proposals}
+    relief = relieve(graph, cluster, kept, bases, room, always)
+    if relief is None:
+        return None
+    placement = relief.placement
+    if evals:
+        placement = polish(graph, cluster, placement, evals, memory=room, pairs=pairs)
+    return relief, placement
+
+
 def relieve_kept(
     graph: Graph,
     cluster: Cluster,
@@ -204,24 +229,15 @@ def relieve_kept(
     settings: Settings,
 ) -> tuple[str, Placement, bool] | None:
     """Where :func:`relieve` takes another placement than ``kept`` (``name``: the
-    proposal it is, None for the policy's own; the bases :data:`RELIEF_BASES` of
-    ``proposals``, the room ``1 - peak_margin`` of every device's memory, ``settings``): ``(label,
-    placement, polished)``, the placement polished with ``evals`` schedules and its
-    moves kept within the same room (:func:`~placegym.agents.doppler.polish.polish`;
-    none with ``evals`` 0), labelled ``BASE@every<k>`` (``BASE@plain`` with no
-    recompute set; ``BASE`` is ``name``, or ``own``, for the kept devices); else None.
-    No simulator call."""
-    peak_margin, evals, pairs = settings
-    room = (1 - peak_margin) * np.asarray(cluster.memory, dtype=np.float64)
-    bases = {n: proposals[n] for n in RELIEF_BASES if n in proposals}
-    relief = relieve(graph, cluster, kept, bases, room)
-    if relief is None:
+    proposal it is, None for the policy's own): ``(label, placement, polished)``, the
+    placement polished (:func:`_relieved`, by ``settings``), labelled ``BASE@every<k>``
+    (``BASE@plain`` with no recompute set; ``BASE`` is ``name``, or ``own``, for the
+    kept devices); else None. No simulator call."""
+    got = _relieved(graph, cluster, kept, proposals, settings)
+    if got is None:
         return None
-    label = _label(name, relief)
-    placement = relief.placement
-    if evals:
-        placement = polish(graph, cluster, placement, evals, memory=room, pairs=pairs)
-    return label, placement, placement is not relief.placement
+    relief, placement = got
+    return _label(name, relief), placement, placement is not relief.placement
 
 
 def weigh_polished(
@@ -232,23 +248,18 @@ def weigh_polished(
     proposals: Mapping[str, Placement],
     settings: Settings,
 ) -> tuple[str, Placement, bool] | None:
-    """Where memory may bind: the candidates of :func:`relieve` (``always``: the kept
-    devices, contiguous stages and :data:`RELIEF_BASES` of ``proposals``, each as it is
-    or checkpointed to fit ``1 - peak_margin`` of every device's memory by estimate)
-    weighed against the ``polished`` placement (``name``: the proposal it came from,
-    None for the policy's own), the one of least estimate polished
-    (``evals`` schedules, its moves within the same room) and taken, labelled as
+    """Where memory may bind: the candidates of :func:`relieve` (``always``: contiguous
+    stages and :data:`RELIEF_BASES` of ``proposals``, and the kept devices where
+    ``polished`` carries a recompute set, each as it is or checkpointed to fit
+    ``1 - peak_margin`` of every device's memory by estimate) weighed against the
+    ``polished`` placement (``name``: the proposal it came from, None for the policy's
+    own), the one of least estimate polished (:func:`_relieved`) and taken, labelled as
     :func:`relieve_kept` labels it, where its estimate stays below ``polished``'s (which
     counts as it is: the selector admitted it); else None. No simulator call."""
-    peak_margin, evals, pairs = settings
-    room = (1 - peak_margin) * np.asarray(cluster.memory, dtype=np.float64)
-    bases = {n: proposals[n] for n in RELIEF_BASES if n in proposals}
-    relief = relieve(graph, cluster, polished, bases, room, always=True)
-    if relief is None:
+    got = _relieved(graph, cluster, polished, proposals, settings, always=True)
+    if got is None:
         return None
-    placement = relief.placement
-    if evals:
-        placement = polish(graph, cluster, placement, evals, memory=room, pairs=pairs)
+    relief, placement = got
     least = eager_estimate(graph, cluster, polished)[0]
     if eager_estimate(graph, cluster, placement)[0] >= least * (1 - 1e-9):
         return None
