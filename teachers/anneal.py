@@ -27,7 +27,7 @@ from placegym.teachers.anneal_moves import (
 )
 from placegym.teachers.base import PlanTeacher, Teacher
 
-__all__ = ["STARTS", "AnnealResult", "AnnealTeacher", "anneal"]
+__all__ = ["STARTS", "AnnealResult", "AnnealTeacher", "anneal", "score_starts"]
 
 #: The teachers whose placements an annealing run starts from by default (the single-pass
 #: placers, single_device aside); the agents' search starts from them too.
@@ -69,27 +69,35 @@ def _evaluate(
     return res.makespan, res.makespan + p.penalty * oom, oom
 
 
-def _evaluate_starts(p: MoveProblem, starts: list[Placement]):
-    """:func:`_evaluate` of the starts, each with its own recompute set (one batch when
-    none recomputes)."""
+def score_starts(
+    graph: Graph, cluster: Cluster, starts: list[Placement], memory: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(makespan, oom)`` of each start, each simulated with its own recompute set (one
+    batch when none recomputes); ``memory``: whether peaks are checked at all."""
     devs = np.stack([s.device for s in starts]).astype(np.int64)
     ords = np.stack([s.order for s in starts]).astype(np.int64)
     if not any(s.recompute.size for s in starts):
-        return _evaluate(p, devs, ords)
+        res = simulate_batch(graph, cluster, devs, ords, memory=memory)
+        return np.asarray(res.makespan, dtype=np.float64), np.asarray(res.oom, dtype=bool)
     rows = [
         simulate_batch(
-            p.graph,
-            p.cluster,
+            graph,
+            cluster,
             devs[i : i + 1],
             ords[i : i + 1],
-            memory=p.check_memory,
+            memory=memory,
             recompute=s.recompute,
         )
         for i, s in enumerate(starts)
     ]
     makespan = np.array([float(r.makespan[0]) for r in rows])
-    oom = np.array([bool(r.oom[0]) for r in rows])
-    if p.penalty <= 0:
+    return makespan, np.array([bool(r.oom[0]) for r in rows])
+
+
+def _evaluate_starts(p: MoveProblem, starts: list[Placement]):
+    """:func:`_evaluate` of the starts (:func:`score_starts`)."""
+    makespan, oom = score_starts(p.graph, p.cluster, starts, p.check_memory)
+    if p.penalty <= 0:  # scoring the starts: the penalty scales with their makespans
         p.penalty = 10.0 * max(float(makespan.max()), 1e-30)
     return makespan, makespan + p.penalty * oom, oom
 

@@ -329,11 +329,10 @@ def _polish_extended(
         return placement
     n = graph.num_nodes
     out = Placement(device=moved.device[:n], order=placement.order, recompute=placement.recompute)
-    before = eager_makespan(graph, cluster, placement, insert)
-    if eager_makespan(graph, cluster, out, insert) >= before * (1 - 1e-9):
+    before, peak_before = eager_estimate(graph, cluster, placement, insert)
+    after, peak_after = eager_estimate(graph, cluster, out, insert)
+    if after >= before * (1 - 1e-9):
         return placement
-    if memory is not None:
-        cap = np.maximum(memory, eager_peak(graph, cluster, placement, insert))
-        if (eager_peak(graph, cluster, out, insert) > cap).any():
-            return placement
+    if memory is not None and (peak_after > np.maximum(memory, peak_before)).any():
+        return placement
     return out

@@ -83,10 +83,10 @@ from typing import Any
 
 import numpy as np
 
-from placegym.envs import Cluster, Graph, Placement, simulate, simulate_batch
+from placegym.envs import Cluster, Graph, Placement, simulate_batch
 from placegym.envs.analysis.memory import memory_may_bind, units
 from placegym.envs.suites import Suite
-from placegym.teachers.anneal import STARTS
+from placegym.teachers.anneal import STARTS, score_starts
 from placegym.train.harness.anytime_report import Curves, plot_curves
 from placegym.train.harness.calls import BudgetExceeded, counting, patched, uncounted
 from placegym.train.harness.feasibility import count, simulate_outcome
@@ -182,24 +182,6 @@ def heuristic_starts(graph: Graph, cluster: Cluster) -> list[Placement]:
     from placegym.teachers import get_teacher
 
     return [get_teacher(t).place(graph, cluster) for t in START_TEACHERS]
-
-
-def score_starts(
-    graph: Graph, cluster: Cluster, starts: Sequence[Placement]
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(makespan, oom)`` of each start, each simulated with its own recompute set
-    (those without one in one batch), as anneal scores its starts."""
-    makespan, oom = np.zeros(len(starts)), np.zeros(len(starts), dtype=bool)
-    plain = [i for i, p in enumerate(starts) if not p.recompute.size]
-    if plain:
-        devs = np.stack([starts[i].device for i in plain])
-        res = simulate_batch(graph, cluster, devs, np.stack([starts[i].order for i in plain]))
-        makespan[plain], oom[plain] = res.makespan, res.oom
-    for i, p in enumerate(starts):
-        if p.recompute.size:
-            one = simulate(graph, cluster, p)
-            makespan[i], oom[i] = one.makespan, one.oom
-    return makespan, oom
 
 
 def anneal_search(
